@@ -1,0 +1,133 @@
+// plan.h: the attention plan (DESIGN.md "Plan / run", seed 004 §3.3.1, seed 002 §5-§7).
+//
+// A Plan is a value: the list of work items one step's attention is cut into, their
+// assignment to persistent CTAs, and the merge map that combines partial states. It is made
+// once per step on the CPU (make_plan) and reused by every layer; the CPU executor
+// (run_cpu.h) and the CUDA kernels execute the same plan in the same merge order.
+//
+// Work item = (a set of query rows, possibly from several requests) x (one KV head, i.e. one
+// GQA head group: its group_size qo heads are folded into the query tile) x (a contiguous
+// token range [kv_begin, kv_end) of one KV segment) + a tile configuration.
+//   * The KV range is located through a *reference request*: tokens kv_begin..kv_end-1 of
+//     request `kv_request`'s page table. Every row of the item belongs to a request whose
+//     pages for that range are physically identical (a shared prefix), so key positions are
+//     the same for all of them and the causal rule (key position <= row position) applies
+//     per row unchanged.
+//   * Rows are listed in Plan::item_rows[rows_begin .. rows_end) (global query-row ids,
+//     ascending). num_rows * group_size folded query vectors are processed tile_q at a time;
+//     an item with more folded rows than tile_q reads its KV once per query tile.
+//   * Every row of an item sees at least one key of the item's range (never an empty row).
+//   * Output: when writes_final, the item covers all keys of each of its rows for this head
+//     group and writes the normalised output directly; otherwise row k of the item writes
+//     a partial state (o normalised, lse in base 2) to partial slot partial_begin + k.
+//     A partial slot holds [group_size][head_dim] f32 o plus [group_size] f32 lse.
+//
+// Merge map (CSR): entry e merges, for query row merge_row[e] and KV head merge_kv_head[e],
+// the partial slots merge_slots[merge_indptr[e] .. merge_indptr[e+1]) in that order (ascending
+// kv_begin of the items that wrote them), with the LSE composition of merge.h, and writes the
+// final output. Every (row, kv head) is either covered by exactly one writes_final item or is
+// exactly one merge entry.
+//
+// CTA queues: cta_indptr[c] .. cta_indptr[c+1] indexes cta_items, the work items CTA c
+// executes in order. Determinism: with PlanOptions::deterministic, every split boundary,
+// tile_kv and merge order of a request depends only on that request (its lengths and its
+// page ids), never on the rest of the batch.
+// Thread-safety: a value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "packserve/attention/batch_layout.h"
+#include "packserve/common/status.h"
+
+namespace packserve::attention {
+
+enum class Policy : uint8_t {
+  kNaive,     // one item per (request, KV head), the whole KV: padding-free, unbalanced
+  kBalanced,  // seed 004 Algorithm 1: KV chunks from total work / CTAs, LPT onto CTAs
+  kPrefix,    // seed 002: prefix forest, profit model + TreeHeuristic, long-KV split to mean
+};
+std::string_view policy_name(Policy policy);
+Result<Policy> parse_policy(std::string_view name);  // "naive" | "balanced" | "prefix"
+
+// Compiled tile shapes: tile_q counts folded (row, qo head) pairs, tile_kv keys per step.
+inline constexpr int kTileQSizes[] = {16, 32, 64, 128};
+inline constexpr int kTileKvSizes[] = {32, 64, 128};
+struct TileConfig {
+  int16_t tile_q = 16;
+  int16_t tile_kv = 64;
+  friend bool operator==(const TileConfig&, const TileConfig&) = default;
+};
+
+// The device as the planner sees it: passed in, never queried (STYLE.md §4).
+struct DeviceShape {
+  int num_ctas = 132;  // persistent CTAs in the grid (e.g. 1 per SM x 132 SMs on an H100)
+};
+
+struct PlanOptions {
+  Policy policy = Policy::kBalanced;
+  bool deterministic = false;  // a request's output bits independent of the rest of the batch
+  // Cost of a work item for CTA assignment: cost_alpha * folded query rows + cost_beta * keys
+  // (seed 004 Algorithm 1's alpha * l_q + beta * l_kv).
+  double cost_alpha = 1.0;
+  double cost_beta = 1.0;
+  // Deterministic mode's fixed KV chunk, in tokens (rounded up to a multiple of page_size).
+  int deterministic_kv_chunk_tokens = 1024;
+};
+
+struct WorkItem {
+  int32_t kv_head = 0;        // head group: qo heads [kv_head * group_size, +group_size)
+  int32_t rows_begin = 0;     // range into Plan::item_rows
+  int32_t rows_end = 0;
+  int32_t kv_request = 0;     // reference request whose page table locates the KV range
+  int32_t kv_begin = 0;       // first key position (token index in the context)
+  int32_t kv_end = 0;         // one past the last key position
+  TileConfig tile;
+  int32_t cta = 0;            // persistent CTA that runs this item
+  bool writes_final = false;  // true: writes the output; false: writes partial slots
+  int32_t partial_begin = 0;  // first partial slot of row 0 (only when !writes_final)
+  int num_rows() const { return rows_end - rows_begin; }
+  int kv_tokens() const { return kv_end - kv_begin; }
+  friend bool operator==(const WorkItem&, const WorkItem&) = default;
+};
+
+struct Plan {
+  Policy policy = Policy::kBalanced;
+  bool deterministic = false;
+  int num_ctas = 0;
+  int group_size = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  std::vector<WorkItem> items;
+  std::vector<int32_t> item_rows;     // global query rows, grouped per item
+  std::vector<int32_t> cta_indptr;    // [num_ctas + 1] into cta_items
+  std::vector<int32_t> cta_items;     // item indices, per CTA in execution order
+  int32_t num_partial_slots = 0;
+  std::vector<int32_t> merge_indptr;  // [num_merges + 1] into merge_slots
+  std::vector<int32_t> merge_row;     // [num_merges]
+  std::vector<int32_t> merge_kv_head; // [num_merges]
+  std::vector<int32_t> merge_slots;
+  int num_merges() const { return static_cast<int>(merge_row.size()); }
+};
+
+// Makes the plan of `options.policy` for a layout that passed validate().
+// Errors: kInvalidArgument when device.num_ctas < 1 or options are out of range.
+Result<Plan> make_plan(const BatchLayout& layout, const DeviceShape& device,
+                       const PlanOptions& options);
+
+// Proves the plan is complete and consistent for `layout`: every (row, qo head, visible key)
+// is covered by exactly one item, no item holds a row that sees none of its keys, every
+// item's rows share the item's KV pages physically, CTA queues list every item once, partial
+// slots are written once and merged once, merge order is ascending kv_begin. Returns
+// kInternal describing the first violation (this is the planner's bug, reported as a value
+// so tests can print it).
+Status check_invariants(const Plan& plan, const BatchLayout& layout);
+
+// Human-readable, stable text of a plan, for golden tests:
+//   "item 0: cta=0 head=0 rows=[0,1] kv=r0[0,128) tile=16x64 final\n" ...
+std::string to_text(const Plan& plan);
+
+}  // namespace packserve::attention

@@ -1,0 +1,80 @@
+// plan_buffer.h: a Plan serialized into one flat int32 buffer with fixed capacity, so a GPU
+// reads it from fixed addresses and a captured CUDA graph can replay a *different* plan of
+// the same capacity (seed 004 §3.3.1, "CUDA-graph compatible").
+//
+// Layout (every region at a fixed offset that depends only on PlanCapacity; all int32):
+//   header      [kHeaderFields]                     PlanBufferHeader fields, in order
+//   cta_indptr  [num_ctas + 1]                      into cta_items
+//   cta_items   [max_items]                         item ids per CTA, in execution order
+//   items       [max_items * kItemFields]           WorkItem fields, item-major, in the order
+//               kv_head, rows_begin, rows_end, kv_request, kv_begin, kv_end, tile_q, tile_kv,
+//               writes_final (0/1), partial_begin
+//   item_rows   [max_item_rows]                     global query rows per item
+//   merge_indptr[max_merges + 1]                    into merge_slots
+//   merge_row   [max_merges]
+//   merge_kv_head[max_merges]
+//   merge_slots [max_merge_slots]
+// Unused tails of each region are left as they were (a kernel reads only the counts the
+// header gives). Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "packserve/attention/plan.h"
+#include "packserve/common/status.h"
+
+namespace packserve::attention {
+
+inline constexpr int32_t kPlanBufferMagic = 0x50534e50;  // "PNSP"
+inline constexpr int32_t kPlanBufferVersion = 1;
+inline constexpr int kItemFields = 10;
+
+// Header field indices.
+enum PlanBufferHeader : int {
+  kHdrMagic = 0,
+  kHdrVersion,
+  kHdrNumItems,
+  kHdrNumItemRows,
+  kHdrNumCtas,
+  kHdrNumMerges,
+  kHdrNumMergeSlots,
+  kHdrNumPartialSlots,
+  kHdrGroupSize,
+  kHdrNumKvHeads,
+  kHdrHeadDim,
+  kHdrDeterministic,
+  kHeaderFields,
+};
+
+// What a buffer must hold. The derived maxima are upper bounds for every plan that
+// make_plan can emit for a batch of at most max_rows query rows and max_pages KV page
+// references (sum of all requests' page-list lengths) on num_ctas CTAs with num_kv_heads
+// KV heads; how each bound follows from the policies is written in plan_buffer.cc.
+struct PlanCapacity {
+  int max_rows = 0;
+  int max_pages = 0;
+  int num_ctas = 0;
+  int num_kv_heads = 0;
+};
+
+struct PlanBufferLayout {  // offsets and sizes in int32 elements
+  int max_items = 0, max_item_rows = 0, max_merges = 0, max_merge_slots = 0;
+  int off_cta_indptr = 0, off_cta_items = 0, off_items = 0, off_item_rows = 0;
+  int off_merge_indptr = 0, off_merge_row = 0, off_merge_kv_head = 0, off_merge_slots = 0;
+  int total_int32 = 0;
+};
+
+// Region offsets for a capacity; kInvalidArgument when a field is < 1.
+Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity);
+
+// Writes `plan` into `buffer` (size >= layout.total_int32). kResourceExhausted naming the
+// region ("items: plan has 5000, capacity 4096") when the plan does not fit; kInvalidArgument
+// when plan.num_ctas differs from capacity.num_ctas. The buffer is unchanged on error.
+Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<int32_t> buffer);
+
+// Reads a plan back (for tests and the CPU executor's round-trip check).
+Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int32_t> buffer);
+
+}  // namespace packserve::attention

@@ -1,0 +1,2 @@
+// testing.cc: anchor of the packserve_testing library; helpers live beside it.
+namespace packserve::testing {}
