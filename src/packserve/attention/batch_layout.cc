@@ -18,7 +18,8 @@ Status check_indptr(const std::vector<int32_t>& indptr, const char* name, int ba
                     int64_t end, const char* end_name) {
   const int64_t expected_len = static_cast<int64_t>(batch_size) + 1;
   if (static_cast<int64_t>(indptr.size()) != expected_len) {
-    return invalid_argument(std::string(name) + ": length " + str(static_cast<int64_t>(indptr.size())) +
+    return invalid_argument(std::string(name) + ": length " +
+                            str(static_cast<int64_t>(indptr.size())) +
                             ", expected batch_size + 1 = " + str(expected_len) +
                             " (batch_size = kv_last_page_len.size())");
   }
@@ -66,8 +67,7 @@ Status validate(const BatchLayout& layout) {
     return invalid_argument("page_size = " + str(layout.page_size) + ": expected in [" +
                             str(kMinPageSize) + ", " + str(kMaxPageSize) + "]");
   }
-  if (layout.dtype != DType::kF32 && layout.dtype != DType::kF16 &&
-      layout.dtype != DType::kBF16) {
+  if (layout.dtype != DType::kF32 && layout.dtype != DType::kF16 && layout.dtype != DType::kBF16) {
     return invalid_argument("dtype = " + str(static_cast<int64_t>(layout.dtype)) +
                             ": expected f32, f16 or bf16");
   }
@@ -82,9 +82,9 @@ Status validate(const BatchLayout& layout) {
   for (size_t i = 0; i < layout.kv_page_indices.size(); ++i) {
     const int32_t page = layout.kv_page_indices[i];
     if (page < 0 || page >= layout.num_pages) {
-      return invalid_argument("kv_page_indices[" + str(static_cast<int64_t>(i)) + "] = " +
-                              str(page) + ": expected a page index in [0, num_pages = " +
-                              str(layout.num_pages) + ")");
+      return invalid_argument(
+          "kv_page_indices[" + str(static_cast<int64_t>(i)) + "] = " + str(page) +
+          ": expected a page index in [0, num_pages = " + str(layout.num_pages) + ")");
     }
   }
   for (int r = 0; r < batch_size; ++r) {
@@ -95,8 +95,8 @@ Status validate(const BatchLayout& layout) {
     }
   }
   for (int r = 0; r < batch_size; ++r) {
-    const int64_t num_pages_of = static_cast<int64_t>(layout.kv_page_indptr[r + 1]) -
-                                 layout.kv_page_indptr[r];
+    const int64_t num_pages_of =
+        static_cast<int64_t>(layout.kv_page_indptr[r + 1]) - layout.kv_page_indptr[r];
     if (num_pages_of < 1) {
       return invalid_argument("kv_page_indptr[" + str(r + 1) + "] - kv_page_indptr[" + str(r) +
                               "] = 0: request " + str(r) + " has no KV page, expected >= 1");
@@ -106,8 +106,7 @@ Status validate(const BatchLayout& layout) {
       return invalid_argument("qo_indptr[" + str(r + 1) + "] - qo_indptr[" + str(r) +
                               "] = 0: q_len of request " + str(r) + " is 0, expected >= 1");
     }
-    const int64_t kv_len =
-        (num_pages_of - 1) * layout.page_size + layout.kv_last_page_len[r];
+    const int64_t kv_len = (num_pages_of - 1) * layout.page_size + layout.kv_last_page_len[r];
     if (kv_len > INT32_MAX) {
       return invalid_argument("kv_len of request " + str(r) + " = " + str(kv_len) +
                               ": expected <= 2^31 - 1");

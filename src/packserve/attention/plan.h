@@ -26,7 +26,7 @@
 // the partial slots merge_slots[merge_indptr[e] .. merge_indptr[e+1]) in that order (ascending
 // kv_begin of the items that wrote them), with the LSE composition of merge.h, and writes the
 // final output. Every (row, kv head) is either covered by exactly one writes_final item or is
-// exactly one merge entry.
+// exactly one merge entry. The policies emit entries ordered by (kv_head, row).
 //
 // CTA queues: cta_indptr[c] .. cta_indptr[c+1] indexes cta_items, the work items CTA c
 // executes in order. Determinism: with PlanOptions::deterministic, every split boundary,
@@ -79,12 +79,12 @@ struct PlanOptions {
 };
 
 struct WorkItem {
-  int32_t kv_head = 0;        // head group: qo heads [kv_head * group_size, +group_size)
-  int32_t rows_begin = 0;     // range into Plan::item_rows
+  int32_t kv_head = 0;     // head group: qo heads [kv_head * group_size, +group_size)
+  int32_t rows_begin = 0;  // range into Plan::item_rows
   int32_t rows_end = 0;
-  int32_t kv_request = 0;     // reference request whose page table locates the KV range
-  int32_t kv_begin = 0;       // first key position (token index in the context)
-  int32_t kv_end = 0;         // one past the last key position
+  int32_t kv_request = 0;  // reference request whose page table locates the KV range
+  int32_t kv_begin = 0;    // first key position (token index in the context)
+  int32_t kv_end = 0;      // one past the last key position
   TileConfig tile;
   int32_t cta = 0;            // persistent CTA that runs this item
   bool writes_final = false;  // true: writes the output; false: writes partial slots
@@ -101,20 +101,28 @@ struct Plan {
   int group_size = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
+  // The cost model the CTA assignment used (PlanOptions::cost_alpha/beta), kept so that
+  // plan_stats.h reports the same per-CTA cost the planner balanced.
+  double cost_alpha = 1.0;
+  double cost_beta = 1.0;
   std::vector<WorkItem> items;
-  std::vector<int32_t> item_rows;     // global query rows, grouped per item
-  std::vector<int32_t> cta_indptr;    // [num_ctas + 1] into cta_items
-  std::vector<int32_t> cta_items;     // item indices, per CTA in execution order
+  std::vector<int32_t> item_rows;   // global query rows, grouped per item
+  std::vector<int32_t> cta_indptr;  // [num_ctas + 1] into cta_items
+  std::vector<int32_t> cta_items;   // item indices, per CTA in execution order
   int32_t num_partial_slots = 0;
-  std::vector<int32_t> merge_indptr;  // [num_merges + 1] into merge_slots
-  std::vector<int32_t> merge_row;     // [num_merges]
-  std::vector<int32_t> merge_kv_head; // [num_merges]
+  std::vector<int32_t> merge_indptr;   // [num_merges + 1] into merge_slots
+  std::vector<int32_t> merge_row;      // [num_merges]
+  std::vector<int32_t> merge_kv_head;  // [num_merges]
   std::vector<int32_t> merge_slots;
   int num_merges() const { return static_cast<int>(merge_row.size()); }
 };
 
-// Makes the plan of `options.policy` for a layout that passed validate().
-// Errors: kInvalidArgument when device.num_ctas < 1 or options are out of range.
+// Makes the plan of `options.policy` for a layout that passed validate(). Never queries a
+// device; identical inputs give identical plans. Every plan it returns fits the plan
+// buffer bounds of plan_buffer.h (per KV head: item rows <= total_rows + total page refs).
+// Errors: kInvalidArgument when device.num_ctas < 1, cost_alpha/cost_beta are negative, not
+// finite or both 0, deterministic_kv_chunk_tokens < 1, or the plan's sizes would not fit
+// int32 (num_kv_heads * (total_rows + total page refs) >= 2^31).
 Result<Plan> make_plan(const BatchLayout& layout, const DeviceShape& device,
                        const PlanOptions& options);
 

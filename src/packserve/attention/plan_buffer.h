@@ -14,8 +14,11 @@
 //   merge_row   [max_merges]
 //   merge_kv_head[max_merges]
 //   merge_slots [max_merge_slots]
-// Unused tails of each region are left as they were (a kernel reads only the counts the
-// header gives). Thread-safety: pure functions.
+// Every region starts at a multiple of kPlanBufferAlignInt32 elements (64 bytes), so a kernel
+// can vector-load any region. Unused tails of each region are left as they were (a kernel
+// reads only the counts the header gives). The cost model (Plan::cost_alpha/beta) is a
+// planning input, not part of the buffer: deserialize_plan leaves it at its defaults.
+// Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +33,7 @@ namespace packserve::attention {
 inline constexpr int32_t kPlanBufferMagic = 0x50534e50;  // "PNSP"
 inline constexpr int32_t kPlanBufferVersion = 1;
 inline constexpr int kItemFields = 10;
+inline constexpr int kPlanBufferAlignInt32 = 16;
 
 // Header field indices.
 enum PlanBufferHeader : int {
@@ -45,6 +49,7 @@ enum PlanBufferHeader : int {
   kHdrNumKvHeads,
   kHdrHeadDim,
   kHdrDeterministic,
+  kHdrPolicy,  // Policy as its integer value (appended; informational)
   kHeaderFields,
 };
 

@@ -1,0 +1,243 @@
+// plan_buffer.cc: the flat int32 plan buffer of plan_buffer.h.
+//
+// Capacity bounds. Let H = num_kv_heads, R = max_rows, P = max_pages (page references). Every
+// policy keeps the budget of plan_internal.h: per KV head, the rows of request r appear in at
+// most q_len(r) + num_pages_of(r) items in total. Summed over requests and heads:
+//   item rows   <= H * (R + P)
+//     naive: every row once per head (H * R).
+//     balanced: a row at position p sees ceil((p + 1) / L_r) chunks with L_r >=
+//       q_len * page_size and chunks page-aligned from key 0, so a request's rows see at most
+//       q_len + q_len * kv_len / L_r <= q_len + pages chunks (policy_balanced.cc).
+//     prefix: decode rows (q_len 1) see at most one piece per page of their context (pieces
+//       are page-aligned and the packs on a path cover disjoint pages); prefill rows stay
+//       under shared nodes only when each node has >= q_len pages and those packs are cut
+//       into at most pages / q_len parts, and their own causal tiles use parts >=
+//       q_len * page_size: again <= q_len + pages (policy_prefix.cc).
+//   items       <= item rows           (every item has at least one row)
+//   merge slots <= item rows           (one slot per row of a partial item)
+//   merges      <= H * R               (at most one entry per (row, head))
+// These hold for every plan make_plan emits for a batch within the capacity; the tests check
+// them on random batches.
+#include "packserve/attention/plan_buffer.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+namespace packserve::attention {
+namespace {
+
+int64_t align(int64_t v) {
+  return (v + kPlanBufferAlignInt32 - 1) / kPlanBufferAlignInt32 * kPlanBufferAlignInt32;
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
+  const struct {
+    const char* name;
+    int value;
+  } fields[] = {{"max_rows", capacity.max_rows},
+                {"max_pages", capacity.max_pages},
+                {"num_ctas", capacity.num_ctas},
+                {"num_kv_heads", capacity.num_kv_heads}};
+  for (const auto& f : fields) {
+    if (f.value < 1) {
+      return invalid_argument(std::string("capacity.") + f.name + ": expected >= 1, got " +
+                              str(f.value));
+    }
+  }
+  const int64_t heads = capacity.num_kv_heads;
+  const int64_t item_rows = heads * (static_cast<int64_t>(capacity.max_rows) + capacity.max_pages);
+  const int64_t merges = heads * capacity.max_rows;
+  int64_t at = align(kHeaderFields);
+  PlanBufferLayout out;
+  auto region = [&at](int64_t size) {
+    const int64_t offset = at;
+    at = align(at + size);
+    return offset;
+  };
+  const int64_t off_cta_indptr = region(capacity.num_ctas + 1);
+  const int64_t off_cta_items = region(item_rows);
+  const int64_t off_items = region(item_rows * kItemFields);
+  const int64_t off_item_rows = region(item_rows);
+  const int64_t off_merge_indptr = region(merges + 1);
+  const int64_t off_merge_row = region(merges);
+  const int64_t off_merge_kv_head = region(merges);
+  const int64_t off_merge_slots = region(item_rows);
+  if (at > INT32_MAX) {
+    return invalid_argument("capacity: the plan buffer would need " + str(at) +
+                            " int32 elements (> 2^31 - 1); lower max_rows or max_pages");
+  }
+  out.max_items = static_cast<int>(item_rows);
+  out.max_item_rows = static_cast<int>(item_rows);
+  out.max_merges = static_cast<int>(merges);
+  out.max_merge_slots = static_cast<int>(item_rows);
+  out.off_cta_indptr = static_cast<int>(off_cta_indptr);
+  out.off_cta_items = static_cast<int>(off_cta_items);
+  out.off_items = static_cast<int>(off_items);
+  out.off_item_rows = static_cast<int>(off_item_rows);
+  out.off_merge_indptr = static_cast<int>(off_merge_indptr);
+  out.off_merge_row = static_cast<int>(off_merge_row);
+  out.off_merge_kv_head = static_cast<int>(off_merge_kv_head);
+  out.off_merge_slots = static_cast<int>(off_merge_slots);
+  out.total_int32 = static_cast<int>(at);
+  return out;
+}
+
+Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<int32_t> buffer) {
+  PS_ASSIGN_OR_RETURN(const PlanBufferLayout layout, plan_buffer_layout(capacity));
+  if (plan.num_ctas != capacity.num_ctas) {
+    return invalid_argument("plan.num_ctas = " + str(plan.num_ctas) +
+                            " differs from capacity.num_ctas = " + str(capacity.num_ctas));
+  }
+  if (plan.num_kv_heads > capacity.num_kv_heads) {
+    return invalid_argument("plan.num_kv_heads = " + str(plan.num_kv_heads) +
+                            " exceeds capacity.num_kv_heads = " + str(capacity.num_kv_heads));
+  }
+  if (static_cast<int64_t>(buffer.size()) < layout.total_int32) {
+    return invalid_argument("buffer: " + str(static_cast<int64_t>(buffer.size())) +
+                            " int32 elements, the layout needs " + str(layout.total_int32));
+  }
+  const struct {
+    const char* name;
+    size_t size;
+    int max;
+  } regions[] = {{"items", plan.items.size(), layout.max_items},
+                 {"item_rows", plan.item_rows.size(), layout.max_item_rows},
+                 {"merges", plan.merge_row.size(), layout.max_merges},
+                 {"merge_slots", plan.merge_slots.size(), layout.max_merge_slots}};
+  for (const auto& r : regions) {
+    if (r.size > static_cast<size_t>(r.max)) {
+      return resource_exhausted(std::string(r.name) + ": plan has " +
+                                str(static_cast<int64_t>(r.size)) + ", capacity " + str(r.max));
+    }
+  }
+  if (plan.cta_indptr.size() != static_cast<size_t>(plan.num_ctas) + 1 ||
+      plan.merge_indptr.size() != plan.merge_row.size() + 1 ||
+      plan.merge_kv_head.size() != plan.merge_row.size() ||
+      plan.cta_items.size() != plan.items.size()) {
+    return invalid_argument("plan: CSR arrays have inconsistent lengths");
+  }
+  int32_t* b = buffer.data();
+  b[kHdrMagic] = kPlanBufferMagic;
+  b[kHdrVersion] = kPlanBufferVersion;
+  b[kHdrNumItems] = static_cast<int32_t>(plan.items.size());
+  b[kHdrNumItemRows] = static_cast<int32_t>(plan.item_rows.size());
+  b[kHdrNumCtas] = plan.num_ctas;
+  b[kHdrNumMerges] = static_cast<int32_t>(plan.merge_row.size());
+  b[kHdrNumMergeSlots] = static_cast<int32_t>(plan.merge_slots.size());
+  b[kHdrNumPartialSlots] = plan.num_partial_slots;
+  b[kHdrGroupSize] = plan.group_size;
+  b[kHdrNumKvHeads] = plan.num_kv_heads;
+  b[kHdrHeadDim] = plan.head_dim;
+  b[kHdrDeterministic] = plan.deterministic ? 1 : 0;
+  b[kHdrPolicy] = static_cast<int32_t>(plan.policy);
+  std::copy(plan.cta_indptr.begin(), plan.cta_indptr.end(), b + layout.off_cta_indptr);
+  std::copy(plan.cta_items.begin(), plan.cta_items.end(), b + layout.off_cta_items);
+  int32_t* items = b + layout.off_items;
+  for (const WorkItem& it : plan.items) {
+    items[0] = it.kv_head;
+    items[1] = it.rows_begin;
+    items[2] = it.rows_end;
+    items[3] = it.kv_request;
+    items[4] = it.kv_begin;
+    items[5] = it.kv_end;
+    items[6] = it.tile.tile_q;
+    items[7] = it.tile.tile_kv;
+    items[8] = it.writes_final ? 1 : 0;
+    items[9] = it.partial_begin;
+    items += kItemFields;
+  }
+  std::copy(plan.item_rows.begin(), plan.item_rows.end(), b + layout.off_item_rows);
+  std::copy(plan.merge_indptr.begin(), plan.merge_indptr.end(), b + layout.off_merge_indptr);
+  std::copy(plan.merge_row.begin(), plan.merge_row.end(), b + layout.off_merge_row);
+  std::copy(plan.merge_kv_head.begin(), plan.merge_kv_head.end(), b + layout.off_merge_kv_head);
+  std::copy(plan.merge_slots.begin(), plan.merge_slots.end(), b + layout.off_merge_slots);
+  return ok_status();
+}
+
+Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int32_t> buffer) {
+  PS_ASSIGN_OR_RETURN(const PlanBufferLayout layout, plan_buffer_layout(capacity));
+  if (static_cast<int64_t>(buffer.size()) < layout.total_int32) {
+    return invalid_argument("buffer: " + str(static_cast<int64_t>(buffer.size())) +
+                            " int32 elements, the layout needs " + str(layout.total_int32));
+  }
+  const int32_t* b = buffer.data();
+  if (b[kHdrMagic] != kPlanBufferMagic || b[kHdrVersion] != kPlanBufferVersion) {
+    return invalid_argument("buffer: magic/version " + str(b[kHdrMagic]) + "/" +
+                            str(b[kHdrVersion]) + ", expected " + str(kPlanBufferMagic) + "/" +
+                            str(kPlanBufferVersion));
+  }
+  if (b[kHdrNumCtas] != capacity.num_ctas) {
+    return invalid_argument("buffer: num_ctas " + str(b[kHdrNumCtas]) + ", capacity has " +
+                            str(capacity.num_ctas));
+  }
+  const struct {
+    const char* name;
+    int32_t value;
+    int max;
+  } counts[] = {{"num_items", b[kHdrNumItems], layout.max_items},
+                {"num_item_rows", b[kHdrNumItemRows], layout.max_item_rows},
+                {"num_merges", b[kHdrNumMerges], layout.max_merges},
+                {"num_merge_slots", b[kHdrNumMergeSlots], layout.max_merge_slots}};
+  for (const auto& c : counts) {
+    if (c.value < 0 || c.value > c.max) {
+      return invalid_argument(std::string("buffer: ") + c.name + " = " + str(c.value) +
+                              " outside [0, " + str(c.max) + "]");
+    }
+  }
+  if (b[kHdrPolicy] < 0 || b[kHdrPolicy] > static_cast<int32_t>(Policy::kPrefix)) {
+    return invalid_argument("buffer: policy " + str(b[kHdrPolicy]) + " unknown");
+  }
+  Plan plan;
+  plan.policy = static_cast<Policy>(b[kHdrPolicy]);
+  plan.deterministic = b[kHdrDeterministic] != 0;
+  plan.num_ctas = b[kHdrNumCtas];
+  plan.group_size = b[kHdrGroupSize];
+  plan.num_kv_heads = b[kHdrNumKvHeads];
+  plan.head_dim = b[kHdrHeadDim];
+  plan.num_partial_slots = b[kHdrNumPartialSlots];
+  const int32_t num_items = b[kHdrNumItems];
+  const int32_t num_merges = b[kHdrNumMerges];
+  plan.cta_indptr.assign(b + layout.off_cta_indptr,
+                         b + layout.off_cta_indptr + capacity.num_ctas + 1);
+  plan.cta_items.assign(b + layout.off_cta_items, b + layout.off_cta_items + num_items);
+  plan.items.resize(static_cast<size_t>(num_items));
+  const int32_t* items = b + layout.off_items;
+  for (WorkItem& it : plan.items) {
+    it.kv_head = items[0];
+    it.rows_begin = items[1];
+    it.rows_end = items[2];
+    it.kv_request = items[3];
+    it.kv_begin = items[4];
+    it.kv_end = items[5];
+    it.tile.tile_q = static_cast<int16_t>(items[6]);
+    it.tile.tile_kv = static_cast<int16_t>(items[7]);
+    it.writes_final = items[8] != 0;
+    it.partial_begin = items[9];
+    items += kItemFields;
+  }
+  // The CTA of an item is implied by the queue that lists it.
+  for (int c = 0; c < plan.num_ctas; ++c) {
+    const int32_t lo = std::clamp(plan.cta_indptr[c], 0, num_items);
+    const int32_t hi = std::clamp(plan.cta_indptr[c + 1], lo, num_items);
+    for (int32_t k = lo; k < hi; ++k) {
+      const int32_t i = plan.cta_items[k];
+      if (i >= 0 && i < num_items) plan.items[i].cta = c;
+    }
+  }
+  plan.item_rows.assign(b + layout.off_item_rows, b + layout.off_item_rows + b[kHdrNumItemRows]);
+  plan.merge_indptr.assign(b + layout.off_merge_indptr,
+                           b + layout.off_merge_indptr + num_merges + 1);
+  plan.merge_row.assign(b + layout.off_merge_row, b + layout.off_merge_row + num_merges);
+  plan.merge_kv_head.assign(b + layout.off_merge_kv_head,
+                            b + layout.off_merge_kv_head + num_merges);
+  plan.merge_slots.assign(b + layout.off_merge_slots,
+                          b + layout.off_merge_slots + b[kHdrNumMergeSlots]);
+  return plan;
+}
+
+}  // namespace packserve::attention

@@ -1,0 +1,140 @@
+// plan_buffer_test.cc: the flat plan buffer: region layout, exact round trip for every
+// policy on random batches (which also proves the capacity bounds of plan_buffer.cc hold),
+// and the error contract (capacity exceeded, bad capacity, mismatched CTA count, bad magic).
+#include "packserve/attention/plan_buffer.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "packserve/attention/plan_test_util.h"
+
+namespace packserve::attention {
+namespace {
+
+using testing::LayoutBuilder;
+using testing::random_layout;
+
+PlanCapacity capacity_of(const BatchLayout& layout, int num_ctas) {
+  return PlanCapacity{layout.total_rows(), static_cast<int>(layout.kv_page_indices.size()),
+                      num_ctas, layout.num_kv_heads};
+}
+
+TEST(PlanBuffer, LayoutRegionsAreOrderedAlignedAndSized) {
+  const PlanCapacity cap{100, 50, 7, 4};
+  const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
+  ASSERT_TRUE(l.ok()) << l.status().to_string();
+  // Bounds of plan_buffer.cc: item rows, items, merge slots <= H (R + P); merges <= H R.
+  EXPECT_EQ(l->max_item_rows, 4 * 150);
+  EXPECT_EQ(l->max_items, 4 * 150);
+  EXPECT_EQ(l->max_merge_slots, 4 * 150);
+  EXPECT_EQ(l->max_merges, 4 * 100);
+  const int starts[] = {l->off_cta_indptr,    l->off_cta_items,    l->off_items,
+                        l->off_item_rows,     l->off_merge_indptr, l->off_merge_row,
+                        l->off_merge_kv_head, l->off_merge_slots};
+  const int sizes[] = {cap.num_ctas + 1, l->max_items,      l->max_items * kItemFields,
+                       l->max_item_rows, l->max_merges + 1, l->max_merges,
+                       l->max_merges,    l->max_merge_slots};
+  int end = kHeaderFields;
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(starts[i] % kPlanBufferAlignInt32, 0) << "region " << i;
+    EXPECT_GE(starts[i], end) << "region " << i << " overlaps the previous one";
+    end = starts[i] + sizes[i];
+  }
+  EXPECT_GE(l->total_int32, end);
+}
+
+TEST(PlanBuffer, RejectsBadCapacity) {
+  const char* names[] = {"max_rows", "max_pages", "num_ctas", "num_kv_heads"};
+  for (int i = 0; i < 4; ++i) {
+    PlanCapacity cap{10, 10, 10, 10};
+    (i == 0 ? cap.max_rows : i == 1 ? cap.max_pages : i == 2 ? cap.num_ctas : cap.num_kv_heads) = 0;
+    const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
+    ASSERT_FALSE(l.ok());
+    EXPECT_EQ(l.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(l.status().message().find(names[i]), std::string::npos) << l.status().message();
+  }
+  const Result<PlanBufferLayout> huge = plan_buffer_layout({1 << 30, 1 << 30, 132, 64});
+  EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument);
+}
+
+// For every policy, deterministic or not: the plan fits the capacity computed from its own
+// batch (the documented bounds hold) and reads back exactly.
+TEST(PlanBuffer, RoundTripAndBoundsOnRandomBatches) {
+  for (uint64_t seed = 500; seed < 580; ++seed) {
+    const BatchLayout layout = random_layout(seed);
+    const int num_ctas = 1 + static_cast<int>(seed % 133);
+    for (Policy policy : {Policy::kNaive, Policy::kBalanced, Policy::kPrefix}) {
+      for (bool det : {false, true}) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " policy " +
+                     std::string(policy_name(policy)) + " det " + std::to_string(det));
+        PlanOptions options;
+        options.policy = policy;
+        options.deterministic = det;
+        options.deterministic_kv_chunk_tokens = 64;  // small chunks: many items
+        const Result<Plan> plan = make_plan(layout, DeviceShape{num_ctas}, options);
+        ASSERT_TRUE(plan.ok());
+        const PlanCapacity cap = capacity_of(layout, num_ctas);
+        const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
+        ASSERT_TRUE(l.ok());
+        std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32), -7);
+        const Status s = serialize_plan(*plan, cap, buffer);
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        const Result<Plan> back = deserialize_plan(cap, buffer);
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        EXPECT_EQ(back->items, plan->items);
+        EXPECT_EQ(back->item_rows, plan->item_rows);
+        EXPECT_EQ(back->cta_indptr, plan->cta_indptr);
+        EXPECT_EQ(back->cta_items, plan->cta_items);
+        EXPECT_EQ(back->merge_indptr, plan->merge_indptr);
+        EXPECT_EQ(back->merge_row, plan->merge_row);
+        EXPECT_EQ(back->merge_kv_head, plan->merge_kv_head);
+        EXPECT_EQ(back->merge_slots, plan->merge_slots);
+        EXPECT_EQ(to_text(*back), to_text(*plan));
+      }
+    }
+  }
+}
+
+TEST(PlanBuffer, CapacityExceededLeavesBufferUnchanged) {
+  LayoutBuilder b(4, 2, 64, 16);
+  for (int i = 0; i < 5; ++i) b.add({}, 100 + i, 1);
+  PlanOptions options;
+  options.policy = Policy::kNaive;
+  const Result<Plan> plan = make_plan(b.layout(), DeviceShape{4}, options);
+  ASSERT_TRUE(plan.ok());
+  // Capacity for one row and one page: 2 * (1 + 1) = 4 items; the plan has 5 * 2 = 10.
+  const PlanCapacity small{1, 1, 4, 2};
+  const Result<PlanBufferLayout> l = plan_buffer_layout(small);
+  ASSERT_TRUE(l.ok());
+  std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32), 3);
+  const Status s = serialize_plan(*plan, small, buffer);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("items: plan has 10, capacity 4"), std::string::npos) << s.message();
+  EXPECT_EQ(buffer, std::vector<int32_t>(buffer.size(), 3));
+  // A CTA count other than the capacity's is a caller error.
+  const PlanCapacity other = {5, 10, 8, 2};
+  const Result<PlanBufferLayout> lo = plan_buffer_layout(other);
+  std::vector<int32_t> buffer2(static_cast<size_t>(lo->total_int32));
+  EXPECT_EQ(serialize_plan(*plan, other, buffer2).code(), StatusCode::kInvalidArgument);
+  // A buffer shorter than the layout.
+  const PlanCapacity fit = capacity_of(b.layout(), 4);
+  std::vector<int32_t> short_buffer(10);
+  EXPECT_EQ(serialize_plan(*plan, fit, short_buffer).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PlanBuffer, DeserializeRejectsForeignBuffers) {
+  const PlanCapacity cap{4, 4, 2, 1};
+  const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
+  std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32), 0);
+  EXPECT_EQ(deserialize_plan(cap, buffer).status().code(), StatusCode::kInvalidArgument);
+  buffer[kHdrMagic] = kPlanBufferMagic;
+  buffer[kHdrVersion] = kPlanBufferVersion;
+  buffer[kHdrNumCtas] = 2;
+  buffer[kHdrNumItems] = l->max_items + 1;  // more items than the region holds
+  EXPECT_EQ(deserialize_plan(cap, buffer).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace packserve::attention

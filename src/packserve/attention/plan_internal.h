@@ -1,0 +1,120 @@
+// plan_internal.h: pieces shared by the planning policies (policy_*.cc) and plan.cc; not part
+// of the attention API.
+//
+// Owns: the tile selectors (seed 002 §5.2), the causal query-tile cut shared by the balanced
+// and prefix policies, the KV split helper, and finalize_plan(), which turns a list of work
+// items (rows, KV range, tile, CTA) into a complete Plan (writes_final, partial slots, merge
+// map in ascending kv_begin order, CTA queues).
+//
+// Budget invariant every policy keeps (it is what bounds the plan buffer, plan_buffer.cc):
+// for every request r and every KV head, the number of (item, row of r) incidences is at most
+// q_len(r) + num_pages_of(r). The helpers below document which part of that proof they carry.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "packserve/attention/batch_layout.h"
+#include "packserve/attention/plan.h"
+
+namespace packserve::attention::internal {
+
+// The largest query tile: an item never holds more folded (row, qo head) pairs than this
+// (except in the naive policy, whose items re-read their KV once per query tile).
+inline constexpr int kMaxTileQ = 128;
+// Smallest KV split part, in tokens (rounded up to a page): one largest KV tile, so a split
+// never produces an item shorter than one tile step.
+inline constexpr int kMinChunkTokens = 128;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// Seed 002 §5.2 round-up rule: the smallest compiled query tile m >= folded rows (capped at
+// the largest tile, which is then used several times).
+int16_t select_tile_q(int64_t folded_rows);
+// Seed 002 §5.2 "deriving n": short KV prefers a small KV tile (no compute bubble in the last
+// tile), long KV a large one. The offline-profiled decision tree of the paper is replaced by
+// the rule "largest n in {32, 64, 128} with 2n <= kv_tokens, else 32" (at least two KV tiles
+// in flight; KV 192 -> n = 64 as in the paper's example).
+int16_t select_tile_kv(int64_t kv_tokens);
+
+// Rows per query tile: floor(kMaxTileQ / group_size) rows (>= 1), so rows * group_size folded
+// vectors fit one tile.
+inline int rows_per_tile(int group_size) {
+  return group_size >= kMaxTileQ ? 1 : kMaxTileQ / group_size;
+}
+
+// First global row of request r whose position is >= kv_begin (rows see keys <= their own
+// position, so rows before it see none of [kv_begin, ...)).
+inline int32_t first_row_seeing(const BatchLayout& layout, int r, int64_t kv_begin) {
+  const int64_t first_pos = layout.kv_len(r) - layout.q_len(r);
+  const int64_t local = kv_begin > first_pos ? kv_begin - first_pos : 0;
+  return static_cast<int32_t>(layout.qo_indptr[r] + local);
+}
+
+// A unit of work before it is replicated over KV heads: rows [row_begin, row_end) (global,
+// contiguous) or an explicit row list, a KV range located through kv_request.
+struct Unit {
+  int32_t kv_request = 0;
+  int32_t kv_begin = 0;
+  int32_t kv_end = 0;
+  int32_t rows_begin = 0;  // into a row list (see UnitList)
+  int32_t rows_end = 0;
+  int32_t num_rows() const { return rows_end - rows_begin; }
+  int32_t kv_tokens() const { return kv_end - kv_begin; }
+};
+
+struct UnitList {
+  std::vector<Unit> units;
+  std::vector<int32_t> rows;  // global rows, grouped per unit (ascending within a unit)
+};
+
+// Appends the pieces of a KV range [kv_begin, kv_end), located through kv_request, for the
+// rows `rows[0, num_rows)` (ascending): the range is cut at kv_begin + k * part_tokens
+// (part_tokens <= 0: no cut). When r >= 0 the rows are one causal query tile of request r and
+// each piece keeps only the rows whose position is >= the piece's start (so no row sees zero
+// keys); r < 0 means every row sees the whole range (rows under a shared prefix).
+// Budget: with part_tokens >= q_len(r) * page_size and kv_begin page-aligned, the rows of a
+// request see at most q_len + pages([kv_begin, kv_end)) pieces in total.
+void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, int32_t kv_begin,
+                          int32_t kv_end, int64_t part_tokens, const int32_t* rows,
+                          int32_t num_rows, UnitList& out);
+
+// Assigns units to `num_local_ctas` CTAs by seed 004 Algorithm 1: units sorted by KV length
+// descending (ties: lower unit index first), each popped onto the least-loaded CTA of a
+// min-heap (ties: lower CTA index) with cost alpha * folded rows + beta * kv tokens.
+// Returns, in execution order, the unit indices and their local CTA.
+void assign_lpt(const UnitList& list, int group_size, int num_local_ctas, double alpha, double beta,
+                std::vector<int32_t>& order, std::vector<int32_t>& local_cta);
+
+// Turns one head's units, in execution order with their local CTA, into the whole plan:
+// head 0's items are built and finalized alone, then replicated over the KV heads. Head h
+// runs on the CTA set [h * C, (h + 1) * C) where C = local_ctas_per_head() (FlashInfer's 2-D
+// grid: every head has identical work, so planning one head is enough; the num_ctas % H
+// leftover CTAs stay idle); when num_ctas < num_kv_heads, C = 1 and head h runs on CTA
+// h % num_ctas. Tiles come from the selectors.
+int local_ctas_per_head(int num_ctas, int num_kv_heads);
+void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,
+                       const std::vector<int32_t>& local_cta, int local_ctas, int total_rows,
+                       Plan& plan);
+
+// Completes a plan whose items have rows, KV range, tile and cta set: an item writes_final
+// when every one of its (row, head) pairs is covered by it alone; other items get
+// consecutive partial slots in item order; merge entries are ordered by (kv_head, row) and
+// list their slots by ascending kv_begin; CTA c executes its items in ascending item index.
+void finalize_plan(Plan& plan, int total_rows);
+// CTA queues from each item's cta: CTA c runs its items in ascending item index.
+void build_cta_queues(Plan& plan);
+
+// Plan fields copied from layout and options.
+Plan empty_plan(const BatchLayout& layout, const DeviceShape& device, const PlanOptions& options);
+
+Result<Plan> make_plan_naive(const BatchLayout& layout, const DeviceShape& device,
+                             const PlanOptions& options);
+Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& device,
+                                const PlanOptions& options);
+Result<Plan> make_plan_prefix(const BatchLayout& layout, const DeviceShape& device,
+                              const PlanOptions& options);
+
+}  // namespace packserve::attention::internal

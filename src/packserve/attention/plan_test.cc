@@ -1,0 +1,194 @@
+// plan_test.cc: make_plan() option checks, the naive policy's golden plan, the invariant
+// checker (it must accept every policy's plans on random batches and reject broken plans),
+// and the tile selectors.
+#include "packserve/attention/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "packserve/attention/plan_internal.h"
+#include "packserve/attention/plan_test_util.h"
+
+namespace packserve::attention {
+namespace {
+
+using testing::LayoutBuilder;
+using testing::random_layout;
+
+Plan must_plan(const BatchLayout& layout, int num_ctas, Policy policy, bool det = false) {
+  PlanOptions options;
+  options.policy = policy;
+  options.deterministic = det;
+  Result<Plan> plan = make_plan(layout, DeviceShape{num_ctas}, options);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  return plan.ok() ? *plan : Plan{};
+}
+
+BatchLayout two_requests() {
+  // g = 2 (2 qo heads, 1 kv head), page 16. r0: q_len 1, kv_len 20 (pages 0,1; last holds 4).
+  // r1: q_len 3, kv_len 40 (pages 2,3,4; last holds 8).
+  LayoutBuilder b(2, 1, 64, 16);
+  b.add({}, 20, 1);
+  b.add({}, 40, 3);
+  return b.layout();
+}
+
+TEST(MakePlan, NaiveGolden) {
+  // One item per (request, kv head), dealt round-robin: item 0 -> cta 0, item 1 -> cta 1.
+  // tile_q: r0 folds 1 * 2 = 2 rows -> 16; r1 folds 3 * 2 = 6 -> 16.
+  // tile_kv (largest n with 2n <= kv): kv 20 -> none fits -> 32; kv 40 -> 2*32 = 64 > 40 -> 32.
+  const std::string expected =
+      "plan policy=naive deterministic=0 ctas=2 group=2 kv_heads=1 head_dim=64 "
+      "partial_slots=0\n"
+      "item 0: cta=0 head=0 rows=[0] kv=r0[0,20) tile=16x32 final\n"
+      "item 1: cta=1 head=0 rows=[1,2,3] kv=r1[0,40) tile=16x32 final\n"
+      "cta 0: [0]\n"
+      "cta 1: [1]\n";
+  const Plan plan = must_plan(two_requests(), 2, Policy::kNaive);
+  EXPECT_EQ(to_text(plan), expected);
+  EXPECT_TRUE(check_invariants(plan, two_requests()).ok());
+}
+
+TEST(MakePlan, RejectsBadOptions) {
+  const BatchLayout layout = two_requests();
+  struct Case {
+    const char* field;
+    DeviceShape device;
+    PlanOptions options;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"device.num_ctas", DeviceShape{0}, PlanOptions{}});
+  cases.push_back({"device.num_ctas", DeviceShape{-3}, PlanOptions{}});
+  PlanOptions o;
+  o.cost_alpha = -1.0;
+  cases.push_back({"options.cost_alpha", DeviceShape{4}, o});
+  o = PlanOptions{};
+  o.cost_beta = std::numeric_limits<double>::quiet_NaN();
+  cases.push_back({"options.cost_beta", DeviceShape{4}, o});
+  o = PlanOptions{};
+  o.cost_alpha = 0.0;
+  o.cost_beta = 0.0;
+  cases.push_back({"both are 0", DeviceShape{4}, o});
+  o = PlanOptions{};
+  o.deterministic_kv_chunk_tokens = 0;
+  cases.push_back({"options.deterministic_kv_chunk_tokens", DeviceShape{4}, o});
+  o = PlanOptions{};
+  o.policy = static_cast<Policy>(7);
+  cases.push_back({"options.policy", DeviceShape{4}, o});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.field);
+    const Result<Plan> plan = make_plan(layout, c.device, c.options);
+    ASSERT_FALSE(plan.ok());
+    EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(plan.status().message().find(c.field), std::string::npos) << plan.status().message();
+  }
+}
+
+TEST(MakePlan, ParsePolicyNames) {
+  for (Policy p : {Policy::kNaive, Policy::kBalanced, Policy::kPrefix}) {
+    const Result<Policy> parsed = parse_policy(policy_name(p));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, p);
+  }
+  EXPECT_EQ(parse_policy("fast").status().code(), StatusCode::kInvalidArgument);
+}
+
+// Every policy, deterministic or not, on seeded random batches (STYLE.md §8 kind 2), and the
+// same input twice gives the same plan.
+TEST(CheckInvariants, HoldOnRandomBatches) {
+  const int ctas[] = {1, 3, 16, 132};
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    const BatchLayout layout = random_layout(seed);
+    ASSERT_TRUE(validate(layout).ok()) << "seed " << seed;
+    for (Policy policy : {Policy::kNaive, Policy::kBalanced, Policy::kPrefix}) {
+      for (bool det : {false, true}) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " policy " +
+                     std::string(policy_name(policy)) + " det " + std::to_string(det));
+        const int num_ctas = ctas[seed % 4];
+        const Plan plan = must_plan(layout, num_ctas, policy, det);
+        const Status status = check_invariants(plan, layout);
+        ASSERT_TRUE(status.ok()) << status.to_string();
+        EXPECT_EQ(to_text(plan), to_text(must_plan(layout, num_ctas, policy, det)));
+      }
+    }
+  }
+}
+
+// The checker must be able to fail: each mutation of a valid plan breaks one rule.
+TEST(CheckInvariants, RejectsBrokenPlans) {
+  LayoutBuilder b(1, 1, 64, 16);
+  const std::vector<int32_t> prefix = b.new_pages(2);
+  b.add(prefix, 300, 1);
+  b.add(prefix, 60, 1);
+  b.add({}, 50, 4);
+  const BatchLayout layout = b.layout();
+  const Plan good = must_plan(layout, 4, Policy::kBalanced);
+  ASSERT_TRUE(check_invariants(good, layout).ok());
+  ASSERT_GT(good.num_merges(), 0);  // r0 (300 keys) is split: total 410 / 4 CTAs -> 128
+
+  auto expect_bad = [&](const Plan& p, const char* what) {
+    const Status s = check_invariants(p, layout);
+    EXPECT_FALSE(s.ok()) << what;
+    EXPECT_EQ(s.code(), StatusCode::kInternal) << what;
+  };
+  Plan p = good;
+  p.items[0].kv_end -= 1;  // a key of some row no longer covered
+  expect_bad(p, "shortened range");
+  p = good;
+  p.items[0].tile.tile_q = 24;
+  expect_bad(p, "tile not compiled");
+  p = good;
+  std::swap(p.merge_slots[0], p.merge_slots[1]);  // merge order no longer ascending kv_begin
+  expect_bad(p, "merge order");
+  p = good;
+  p.cta_items.pop_back();
+  p.cta_indptr.back() -= 1;
+  expect_bad(p, "item missing from the CTA queues");
+  p = good;
+  p.items[0].cta = (p.items[0].cta + 1) % p.num_ctas;
+  expect_bad(p, "item in the wrong queue");
+  p = good;
+  p.merge_row.pop_back();
+  p.merge_kv_head.pop_back();
+  p.merge_indptr.pop_back();
+  p.merge_slots.resize(static_cast<size_t>(p.merge_indptr.back()));
+  expect_bad(p, "merge entry missing");
+
+  // Rows of different requests in one item must share physical pages for the range: r0 and
+  // r2 do not.
+  const Plan naive = must_plan(layout, 1, Policy::kNaive);
+  p = naive;
+  p.items[2].kv_request = 0;  // r2's rows located through r0's page table
+  p.items[2].kv_end = 50;
+  expect_bad(p, "pages not shared");
+  // A row that sees none of the item's keys: r2's rows sit at positions 46..49; a range
+  // starting at 48 leaves rows 2 and 3 with no key.
+  p = naive;
+  p.items[2].kv_begin = 48;
+  expect_bad(p, "row sees no key");
+}
+
+TEST(TileSelectors, SmallestCoveringQTileAndKvRule) {
+  using internal::select_tile_kv;
+  using internal::select_tile_q;
+  // Seed 002 §5.2: q = 20 -> m = 32 (not 16, which would split the query into two CTAs).
+  EXPECT_EQ(select_tile_q(20), 32);
+  EXPECT_EQ(select_tile_q(1), 16);
+  EXPECT_EQ(select_tile_q(16), 16);
+  EXPECT_EQ(select_tile_q(17), 32);
+  EXPECT_EQ(select_tile_q(128), 128);
+  EXPECT_EQ(select_tile_q(500), 128);
+  // KV 192 -> n = 64 (the paper's example: 128 would leave a 50% compute bubble).
+  EXPECT_EQ(select_tile_kv(192), 64);
+  EXPECT_EQ(select_tile_kv(10), 32);
+  EXPECT_EQ(select_tile_kv(127), 32);
+  EXPECT_EQ(select_tile_kv(128), 64);
+  EXPECT_EQ(select_tile_kv(256), 128);
+  EXPECT_EQ(select_tile_kv(100000), 128);
+}
+
+}  // namespace
+}  // namespace packserve::attention

@@ -1,0 +1,72 @@
+// policy_balanced.cc: the `balanced` policy, seed 004 §3.3.1 Algorithm 1 (FlashInfer's
+// load-balanced scheduling), planned once for one KV head and replicated over the heads.
+//
+// 1. Query tiles: the rows of each request are cut into tiles of rows_per_tile(group_size)
+//    consecutive rows (GQA folds the group into the tile: rows * group_size <= 128 folded
+//    vectors). A tile's KV length is causal: position of its last row + 1, from key 0.
+// 2. Maximum chunk size (Algorithm 1 line 3): L_kv = ceil(sum of tile KV lengths / C), where
+//    C = the CTAs one head gets (plan_internal.h local_ctas_per_head), floored at
+//    kMinChunkTokens (one largest KV tile) and rounded up to a page, so chunk boundaries never
+//    cut a page. With `deterministic`, L_kv = deterministic_kv_chunk_tokens rounded up to a
+//    page, independent of the batch. Per request, L_r = max(L_kv, q_len * page_size): a long
+//    prefill (many tiles, plenty of parallelism) is split less, which keeps every request
+//    within the plan-buffer budget q_len + pages (see append_causal_pieces). L_r depends on
+//    the request only, so determinism holds.
+// 3. Each tile's KV [0, l) is cut at multiples of L_r (absolute key positions); a chunk keeps
+//    the tile rows whose position is >= its start.
+// 4. Chunks sorted longest first (ties: request order, then tile, then chunk), each assigned
+//    to the least-loaded CTA (min-heap, ties to the lower CTA) with cost
+//    cost_alpha * folded rows + cost_beta * keys; a CTA runs its chunks in assignment order.
+// 5. Heads: every head has the same chunks, so head h gets its own CTA set (FlashInfer's 2-D
+//    grid); merge entries list slots in ascending kv_begin (finalize_plan).
+#include <algorithm>
+#include <numeric>
+
+#include "packserve/attention/plan_internal.h"
+
+namespace packserve::attention::internal {
+
+Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& device,
+                                const PlanOptions& options) {
+  Plan plan = empty_plan(layout, device, options);
+  const int batch = layout.batch_size();
+  const int group = layout.group_size();
+  const int page = layout.page_size;
+  const int tile_rows = rows_per_tile(group);
+  const int local_ctas = local_ctas_per_head(device.num_ctas, layout.num_kv_heads);
+
+  int64_t total_kv = 0;  // sum over query tiles of their causal KV length
+  for (int r = 0; r < batch; ++r) {
+    const int first_pos = layout.kv_len(r) - layout.q_len(r);
+    for (int a = 0; a < layout.q_len(r); a += tile_rows) {
+      total_kv += first_pos + std::min(a + tile_rows, layout.q_len(r));
+    }
+  }
+  const int64_t chunk_tokens =
+      options.deterministic
+          ? round_up(options.deterministic_kv_chunk_tokens, page)
+          : round_up(std::max<int64_t>(ceil_div(total_kv, local_ctas), kMinChunkTokens), page);
+
+  std::vector<int32_t> all_rows(static_cast<size_t>(layout.total_rows()));
+  std::iota(all_rows.begin(), all_rows.end(), 0);
+  UnitList list;
+  list.units.reserve(static_cast<size_t>(batch) + static_cast<size_t>(local_ctas));
+  list.rows.reserve(all_rows.size() + static_cast<size_t>(local_ctas));
+  for (int r = 0; r < batch; ++r) {
+    const int q_len = layout.q_len(r);
+    const int first_pos = layout.kv_len(r) - q_len;
+    const int64_t part = std::max<int64_t>(chunk_tokens, static_cast<int64_t>(q_len) * page);
+    for (int a = 0; a < q_len; a += tile_rows) {
+      const int b = std::min(a + tile_rows, q_len);
+      append_causal_pieces(layout, r, r, 0, first_pos + b, part,
+                           all_rows.data() + layout.qo_indptr[r] + a, b - a, list);
+    }
+  }
+  std::vector<int32_t> order;
+  std::vector<int32_t> local_cta;
+  assign_lpt(list, group, local_ctas, options.cost_alpha, options.cost_beta, order, local_cta);
+  emit_and_finalize(list, order, local_cta, local_ctas, layout.total_rows(), plan);
+  return plan;
+}
+
+}  // namespace packserve::attention::internal

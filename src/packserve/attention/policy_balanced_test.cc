@@ -1,0 +1,190 @@
+// policy_balanced_test.cc: the balanced policy (seed 004 Algorithm 1): golden plans worked
+// out by hand, the list-scheduling bound of the CTA assignment, page-aligned chunks, the
+// num_ctas < num_kv_heads case, and determinism across batches.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "packserve/attention/plan.h"
+#include "packserve/attention/plan_stats.h"
+#include "packserve/attention/plan_test_util.h"
+
+namespace packserve::attention {
+namespace {
+
+using testing::LayoutBuilder;
+using testing::random_layout;
+using testing::request_signature;
+
+Plan balanced(const BatchLayout& layout, int num_ctas, bool det = false, int det_chunk = 1024) {
+  PlanOptions options;
+  options.policy = Policy::kBalanced;
+  options.deterministic = det;
+  options.deterministic_kv_chunk_tokens = det_chunk;
+  Result<Plan> plan = make_plan(layout, DeviceShape{num_ctas}, options);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  return plan.ok() ? *plan : Plan{};
+}
+
+TEST(BalancedPolicy, GoldenDecodeSplitAndLpt) {
+  // g = 1, 2 kv heads, page 16, 4 CTAs -> C = 4 / 2 = 2 CTAs per head.
+  // Decode requests: r0 kv 300, r1 kv 100, r2 kv 40 (one row each, one query tile each).
+  // L_kv = ceil((300 + 100 + 40) / 2) = 220 -> >= 128 -> round up to a page: 224.
+  // Chunks: u0 r0[0,224), u1 r0[224,300), u2 r1[0,100), u3 r2[0,40).
+  // Longest first: u0 (224), u2 (100), u1 (76), u3 (40). Cost = 1 * 1 row + keys:
+  //   u0 225 -> cta 0 (tie -> lower cta); u2 101 -> cta 1; u1 77 -> cta 1 (101 < 225) = 178;
+  //   u3 41 -> cta 1 (178 < 225) = 219. Head 1 repeats on ctas 2, 3.
+  // tile_kv (largest n with 2n <= keys): 224 -> 64, 100 -> 32, 76 -> 32, 40 -> 32; tile_q 16.
+  // r0 has two items per head -> partial slots in item order (0, 1 head 0; 2, 3 head 1);
+  // merges in (row, head) order with slots by ascending kv_begin.
+  LayoutBuilder b(2, 2, 64, 16);
+  b.add({}, 300, 1);
+  b.add({}, 100, 1);
+  b.add({}, 40, 1);
+  const std::string expected =
+      "plan policy=balanced deterministic=0 ctas=4 group=1 kv_heads=2 head_dim=64 "
+      "partial_slots=4\n"
+      "item 0: cta=0 head=0 rows=[0] kv=r0[0,224) tile=16x64 partial@0\n"
+      "item 1: cta=1 head=0 rows=[1] kv=r1[0,100) tile=16x32 final\n"
+      "item 2: cta=1 head=0 rows=[0] kv=r0[224,300) tile=16x32 partial@1\n"
+      "item 3: cta=1 head=0 rows=[2] kv=r2[0,40) tile=16x32 final\n"
+      "item 4: cta=2 head=1 rows=[0] kv=r0[0,224) tile=16x64 partial@2\n"
+      "item 5: cta=3 head=1 rows=[1] kv=r1[0,100) tile=16x32 final\n"
+      "item 6: cta=3 head=1 rows=[0] kv=r0[224,300) tile=16x32 partial@3\n"
+      "item 7: cta=3 head=1 rows=[2] kv=r2[0,40) tile=16x32 final\n"
+      "merge 0: row=0 head=0 slots=[0,1]\n"
+      "merge 1: row=0 head=1 slots=[2,3]\n"
+      "cta 0: [0]\n"
+      "cta 1: [1,2,3]\n"
+      "cta 2: [4]\n"
+      "cta 3: [5,6,7]\n";
+  const Plan plan = balanced(b.layout(), 4);
+  EXPECT_EQ(to_text(plan), expected);
+  EXPECT_TRUE(check_invariants(plan, b.layout()).ok());
+}
+
+TEST(BalancedPolicy, GoldenCausalPrefillChunks) {
+  // g = 1, 1 kv head, page 1, 2 CTAs. r0: q_len 6, kv_len 131 -> rows at positions 125..130,
+  // one query tile (6 <= 128 rows), causal KV length 130 + 1 = 131.
+  // L_kv = max(ceil(131 / 2) = 66, 128) = 128; L_r = max(128, q_len * page = 6) = 128.
+  // Chunks [0,128) (all rows) and [128,131): only rows at positions >= 128, i.e. local rows
+  // 3, 4, 5. LPT: the 128-key chunk -> cta 0, the 3-key chunk -> cta 1.
+  // Tiles: 6 rows -> 16, 128 keys -> 64; 3 rows -> 16, 3 keys -> 32.
+  // Rows 0..2 sit in item 0 only, but item 0 is partial (rows 3..5 need item 1), so they get
+  // one-slot merges.
+  LayoutBuilder b(1, 1, 64, 1);
+  b.add({}, 131, 6);
+  const std::string expected =
+      "plan policy=balanced deterministic=0 ctas=2 group=1 kv_heads=1 head_dim=64 "
+      "partial_slots=9\n"
+      "item 0: cta=0 head=0 rows=[0,1,2,3,4,5] kv=r0[0,128) tile=16x64 partial@0\n"
+      "item 1: cta=1 head=0 rows=[3,4,5] kv=r0[128,131) tile=16x32 partial@6\n"
+      "merge 0: row=0 head=0 slots=[0]\n"
+      "merge 1: row=1 head=0 slots=[1]\n"
+      "merge 2: row=2 head=0 slots=[2]\n"
+      "merge 3: row=3 head=0 slots=[3,6]\n"
+      "merge 4: row=4 head=0 slots=[4,7]\n"
+      "merge 5: row=5 head=0 slots=[5,8]\n"
+      "cta 0: [0]\n"
+      "cta 1: [1]\n";
+  const Plan plan = balanced(b.layout(), 2);
+  EXPECT_EQ(to_text(plan), expected);
+  EXPECT_TRUE(check_invariants(plan, b.layout()).ok());
+}
+
+// Greedy list scheduling (Graham): the busiest CTA of a head's set finishes by
+// total / C + the largest item cost; chunks start at page multiples.
+TEST(BalancedPolicy, ListSchedulingBoundAndPageAlignedChunks) {
+  for (uint64_t seed = 200; seed < 260; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const BatchLayout layout = random_layout(seed);
+    const int num_ctas = static_cast<int>(layout.num_kv_heads * (1 + seed % 20));
+    const Plan plan = balanced(layout, num_ctas);
+    ASSERT_TRUE(check_invariants(plan, layout).ok());
+    const int per_head = num_ctas / layout.num_kv_heads;
+    const PlanStats stats = compute_plan_stats(plan, layout);
+    for (int h = 0; h < layout.num_kv_heads; ++h) {
+      double total = 0.0;
+      double max_cta = 0.0;
+      double max_item = 0.0;
+      for (int c = h * per_head; c < (h + 1) * per_head; ++c) {
+        total += stats.cta_cost[c];
+        max_cta = std::max(max_cta, stats.cta_cost[c]);
+      }
+      for (const WorkItem& it : plan.items) {
+        if (it.kv_head != h) continue;
+        EXPECT_GE(it.cta, h * per_head);
+        EXPECT_LT(it.cta, (h + 1) * per_head);
+        max_item = std::max(max_item,
+                            static_cast<double>(it.num_rows()) * plan.group_size + it.kv_tokens());
+      }
+      EXPECT_LE(max_cta, total / per_head + max_item + 1e-9);
+    }
+    for (const WorkItem& it : plan.items) EXPECT_EQ(it.kv_begin % layout.page_size, 0);
+  }
+}
+
+TEST(BalancedPolicy, FewerCtasThanKvHeads) {
+  // 4 kv heads on 3 CTAs: one CTA per head, head h on CTA h % 3.
+  LayoutBuilder b(8, 4, 64, 16);
+  b.add({}, 500, 1);
+  b.add({}, 70, 2);
+  const Plan plan = balanced(b.layout(), 3);
+  ASSERT_TRUE(check_invariants(plan, b.layout()).ok());
+  for (const WorkItem& it : plan.items) EXPECT_EQ(it.cta, it.kv_head % 3);
+}
+
+TEST(BalancedPolicy, SkewedBatchIsBalancedBetterThanNaive) {
+  // One 32k-token request among 100 short ones on 16 CTAs (1 kv head): the naive plan puts
+  // the long request on one CTA; balanced chunks it.
+  LayoutBuilder b(4, 1, 128, 16);
+  b.add({}, 32768, 1);
+  for (int i = 0; i < 100; ++i) b.add({}, 100 + 7 * i, 1);
+  PlanOptions naive_options;
+  naive_options.policy = Policy::kNaive;
+  const Result<Plan> naive = make_plan(b.layout(), DeviceShape{16}, naive_options);
+  ASSERT_TRUE(naive.ok());
+  const Plan bal = balanced(b.layout(), 16);
+  const double naive_imbalance = compute_plan_stats(*naive, b.layout()).imbalance;
+  const double bal_imbalance = compute_plan_stats(bal, b.layout()).imbalance;
+  EXPECT_GT(naive_imbalance, 4.0);
+  EXPECT_LT(bal_imbalance, 1.1);
+}
+
+TEST(BalancedPolicy, DeterministicRequestIndependentOfBatch) {
+  // X: prefill chunk (q_len 5) after 2595 cached tokens; Y: a long decode row. Placed in two
+  // batches with different neighbours, order and sizes, the same CTA count.
+  auto build = [](bool first) {
+    LayoutBuilder b(8, 2, 128, 16);
+    int x = -1;
+    int y = -1;
+    if (first) {
+      b.add({}, 40, 1);
+      x = b.add({}, 2600, 5);
+      b.add({}, 9000, 1);
+      y = b.add({}, 3001, 1);
+    } else {
+      y = b.add({}, 3001, 1);
+      for (int i = 0; i < 30; ++i) b.add({}, 50 + 13 * i, 1 + i % 3);
+      x = b.add({}, 2600, 5);
+    }
+    return std::make_tuple(b.layout(), x, y);
+  };
+  const auto [la, xa, ya] = build(true);
+  const auto [lb, xb, yb] = build(false);
+  const Plan pa = balanced(la, 16, /*det=*/true, 1000);
+  const Plan pb = balanced(lb, 16, /*det=*/true, 1000);
+  ASSERT_TRUE(check_invariants(pa, la).ok());
+  ASSERT_TRUE(check_invariants(pb, lb).ok());
+  // 1000 tokens round up to 1008 (63 pages): Y's keys cut at 1008, 2016.
+  EXPECT_EQ(request_signature(pa, la, ya), request_signature(pb, lb, yb));
+  EXPECT_NE(request_signature(pa, la, ya).find("[1008,2016)"), std::string::npos);
+  EXPECT_EQ(request_signature(pa, la, xa), request_signature(pb, lb, xb));
+  // Without `deterministic` the chunk size follows the batch, so Y's split differs.
+  EXPECT_NE(request_signature(balanced(la, 16), la, ya),
+            request_signature(balanced(lb, 16), lb, yb));
+}
+
+}  // namespace
+}  // namespace packserve::attention

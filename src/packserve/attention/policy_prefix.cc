@@ -1,0 +1,391 @@
+// policy_prefix.cc: the `prefix` policy, seed 002 (PAT) §5.1 pack scheduler + §5.2 tile
+// selector + §6 long-KV split, executed on our persistent CTAs with seed 004's LPT.
+//
+// Non-deterministic mode:
+// 1. Prefix forest (§5.1 "tree structure block table"). A request's *shareable* pages are
+//    its full pages before its first query row: floor((kv_len - q_len) / page_size) of them,
+//    so every row under a shared node sees the whole node (the prefix precedes its tokens).
+//    Requests are grouped by their first page id (one sort), and each group is extended while
+//    all members have the same page ids (std::mismatch against the group's first member): a
+//    node is a maximal run of pages shared by the same set of requests. Members ending there
+//    become leaves, the others are regrouped by their next page id. Each request's leaf is the
+//    rest of its context: [leaf page * page_size, kv_len), including its partial last page.
+//    Cost: one sort of the requests plus the shared page references compared once.
+// 2. Prefill rows (q_len > 1) stay under the shared nodes only when every internal node on
+//    their path has >= q_len pages; otherwise the request is packed *solo* (its leaf reads
+//    [0, kv_len)). That rule, with the split caps of step 5, keeps every request's (item, row)
+//    incidences <= q_len + pages per head, which bounds the plan buffer (plan_buffer.cc).
+// 3. TreeHeuristic (Algorithm 1), with the profit model of §5.1. Our reading: c.size = the
+//    folded query vectors under child c (rows * group_size: each writes its own partial state,
+//    while one KV load serves the group) and root.len = the tokens of the KV the parent's pack
+//    reads (its own node plus the ancestors merged into it, `blocks` in Algorithm 1). Scheme 2
+//    (merge the child's pack with the parent's blocks) is taken when 4 * c.size > root.len,
+//    the strict form of the paper's "Scheme 2 is preferred when 4 s_i > l_u" (a tie keeps the
+//    split, as the profits are equal). A node's remaining rows (those whose child on the path
+//    was not merged) form its pack over [blocks_begin, node end).
+// 4. Query tiles (§5.2 round-up rule): a pack's rows (ascending) are cut into tiles of
+//    floor(128 / group_size) rows; tile_q = the smallest compiled tile covering each tile's
+//    folded rows. A leaf's rows are causal tiles over [leaf begin, last row position + 1).
+// 5. Long-KV split (§6): mean = average KV length of the packs (after tiling); a pack longer
+//    than the mean is cut into n = ceil(len / mean) page-aligned parts of at least
+//    kMinChunkTokens. Caps: a shared pack holding prefill rows (max q_len q) is cut into at
+//    most max(1, pages / q) parts; a leaf tile of request r uses parts >= q_len * page_size.
+// 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h), per
+//    KV head on its own CTA set.
+//
+// Deterministic mode (PlanOptions::deterministic): request r's KV is cut at fixed multiples
+// of D_r = max(round_up(deterministic_kv_chunk_tokens, page_size), q_len * page_size) from
+// key 0. Rows share an item iff their chunks have the same [begin, end), the same
+// "last chunk of its request" flag and identical page ids over the chunk; the shared rows
+// (ascending) are cut into query tiles. A request's ranges, tile_kv, writes_final and merge
+// order then depend on the request alone; only which other rows ride in its tiles varies.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "packserve/attention/plan_internal.h"
+
+namespace packserve::attention::internal {
+namespace {
+
+struct Node {
+  int32_t begin_page = 0;  // first page (index in the context) of the node's own KV
+  int32_t end_page = 0;    // internal: one past its last page; leaf: unused (kv_len)
+  int32_t parent = -1;
+  int32_t request = -1;     // leaf: its request; internal: -1
+  int32_t ref_request = 0;  // a request whose page table holds the node's (and path's) pages
+};
+
+// A pack before the long-KV split.
+struct Pack {
+  int32_t causal_request = -1;  // >= 0: a causal tile of this request (leaf)
+  int32_t kv_request = 0;
+  int32_t kv_begin = 0;
+  int32_t kv_end = 0;
+  int32_t rows_begin = 0;  // into the pack row list
+  int32_t rows_end = 0;
+  int64_t min_part_tokens = 0;  // split parts must be at least this long (budget caps)
+};
+
+const int32_t* pages_of(const BatchLayout& layout, int r) {
+  return layout.kv_page_indices.data() + layout.kv_page_indptr[r];
+}
+
+// Step 1: the forest. Nodes are created parent before child.
+std::vector<Node> build_forest(const BatchLayout& layout, const std::vector<int32_t>& shareable,
+                               std::vector<int32_t>& leaf_of) {
+  const int batch = layout.batch_size();
+  std::vector<Node> nodes;
+  nodes.reserve(static_cast<size_t>(batch) * 2);
+  leaf_of.assign(static_cast<size_t>(batch), -1);
+  auto make_leaf = [&](int32_t r, int32_t begin_page, int32_t parent) {
+    Node leaf;
+    leaf.begin_page = begin_page;
+    leaf.parent = parent;
+    leaf.request = r;
+    leaf.ref_request = r;
+    leaf_of[r] = static_cast<int32_t>(nodes.size());
+    nodes.push_back(leaf);
+  };
+  std::vector<int32_t> members;
+  members.reserve(static_cast<size_t>(batch));
+  for (int r = 0; r < batch; ++r) {
+    if (shareable[r] == 0) {
+      make_leaf(r, 0, -1);
+    } else {
+      members.push_back(r);
+    }
+  }
+  // Sort key of member m at page index k: (page id, request).
+  auto sort_at = [&](size_t b, size_t e, int32_t k) {
+    std::sort(members.begin() + b, members.begin() + e, [&](int32_t x, int32_t y) {
+      const bool x_more = shareable[x] > k;
+      const bool y_more = shareable[y] > k;
+      if (x_more != y_more) return !x_more;  // members ending at k first
+      const int32_t px = x_more ? pages_of(layout, x)[k] : 0;
+      const int32_t py = y_more ? pages_of(layout, y)[k] : 0;
+      return px != py ? px < py : x < y;
+    });
+  };
+  struct Group {
+    size_t begin, end;
+    int32_t depth, parent;
+  };
+  std::vector<Group> stack;
+  auto push_runs = [&](size_t b, size_t e, int32_t k, int32_t parent) {
+    // Members in [b, e) all have shareable > k, sorted by page k: one group per page id.
+    const size_t first = stack.size();
+    for (size_t i = b; i < e;) {
+      const int32_t page = pages_of(layout, members[i])[k];
+      size_t j = i + 1;
+      while (j < e && pages_of(layout, members[j])[k] == page) ++j;
+      stack.push_back({i, j, k, parent});
+      i = j;
+    }
+    std::reverse(stack.begin() + static_cast<std::ptrdiff_t>(first), stack.end());
+  };
+  sort_at(0, members.size(), 0);
+  push_runs(0, members.size(), 0, -1);
+  while (!stack.empty()) {
+    const Group g = stack.back();
+    stack.pop_back();
+    if (g.end - g.begin == 1) {
+      make_leaf(members[g.begin], g.depth, g.parent);
+      continue;
+    }
+    const int32_t lead = members[g.begin];
+    int32_t k = INT32_MAX;
+    for (size_t i = g.begin; i < g.end; ++i) k = std::min(k, shareable[members[i]]);
+    const int32_t* lead_pages = pages_of(layout, lead);
+    for (size_t i = g.begin + 1; i < g.end && k > g.depth + 1; ++i) {
+      const int32_t* other = pages_of(layout, members[i]);
+      // Usually the whole run matches: one vectorized memcmp, the element walk only on a miss.
+      const auto bytes = static_cast<size_t>(k - g.depth) * sizeof(int32_t);
+      if (std::memcmp(lead_pages + g.depth, other + g.depth, bytes) == 0) continue;
+      const auto mis = std::mismatch(lead_pages + g.depth, lead_pages + k, other + g.depth);
+      k = static_cast<int32_t>(mis.first - lead_pages);
+    }
+    Node node;
+    node.begin_page = g.depth;
+    node.end_page = k;
+    node.parent = g.parent;
+    node.ref_request = lead;
+    const auto u = static_cast<int32_t>(nodes.size());
+    nodes.push_back(node);
+    sort_at(g.begin, g.end, k);
+    size_t i = g.begin;
+    while (i < g.end && shareable[members[i]] == k) make_leaf(members[i++], k, u);
+    push_runs(i, g.end, k, u);
+  }
+  return nodes;
+}
+
+// Steps 1-4 (non-deterministic): packs of the forest after TreeHeuristic and query tiling.
+void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
+                std::vector<int32_t>& pack_rows) {
+  const int batch = layout.batch_size();
+  const int page = layout.page_size;
+  const int64_t group = layout.group_size();
+  const int tile_rows = rows_per_tile(layout.group_size());
+  std::vector<int32_t> shareable(static_cast<size_t>(batch));
+  for (int r = 0; r < batch; ++r) shareable[r] = (layout.kv_len(r) - layout.q_len(r)) / page;
+  std::vector<int32_t> leaf_of;
+  const std::vector<Node> nodes = build_forest(layout, shareable, leaf_of);
+  const size_t n = nodes.size();
+
+  // Step 2: fewest pages of an internal node on each path; attached requests.
+  std::vector<int32_t> min_pages(n, INT32_MAX);
+  for (size_t x = 0; x < n; ++x) {
+    const int32_t p = nodes[x].parent;
+    if (p >= 0) min_pages[x] = std::min(min_pages[p], nodes[p].end_page - nodes[p].begin_page);
+  }
+  std::vector<char> attached(static_cast<size_t>(batch));
+  for (int r = 0; r < batch; ++r) attached[r] = layout.q_len(r) <= min_pages[leaf_of[r]];
+  // Folded rows of attached requests under each node (children come after parents).
+  std::vector<int64_t> folded(n, 0);
+  for (size_t x = n; x-- > 0;) {
+    if (nodes[x].request >= 0 && attached[nodes[x].request]) {
+      folded[x] += group * layout.q_len(nodes[x].request);
+    }
+    if (nodes[x].parent >= 0) folded[nodes[x].parent] += folded[x];
+  }
+  // Step 3: TreeHeuristic decisions, top-down.
+  std::vector<int64_t> blocks_begin(n, 0);  // first token of the pack a node's KV joins
+  std::vector<char> merged(n, 0);           // merged into its parent's pack (scheme 2)
+  for (size_t x = 0; x < n; ++x) {
+    const Node& node = nodes[x];
+    blocks_begin[x] = static_cast<int64_t>(node.begin_page) * page;
+    if (node.parent < 0) continue;
+    const int64_t parent_len =
+        static_cast<int64_t>(nodes[node.parent].end_page) * page - blocks_begin[node.parent];
+    if (4 * folded[x] > parent_len) {
+      merged[x] = 1;
+      blocks_begin[x] = blocks_begin[node.parent];
+    }
+  }
+  // Internal packs: request r joins the pack of ancestor p when its child on the path was not
+  // merged into p. Two passes (count, fill) over requests in order keep rows ascending.
+  std::vector<int32_t> pack_indptr(n + 1, 0);
+  std::vector<int32_t> pack_qmax(n, 0);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int r = 0; r < batch; ++r) {
+      if (!attached[r]) continue;
+      for (int32_t x = leaf_of[r], p = nodes[x].parent; p >= 0; x = p, p = nodes[p].parent) {
+        if (merged[x]) continue;
+        if (pass == 0) {
+          pack_indptr[p + 1] += layout.q_len(r);
+          pack_qmax[p] = std::max(pack_qmax[p], layout.q_len(r));
+        } else {
+          for (int32_t row = layout.qo_indptr[r]; row < layout.qo_indptr[r + 1]; ++row) {
+            pack_rows[pack_indptr[p]++] = row;
+          }
+        }
+      }
+    }
+    if (pass == 0) {
+      for (size_t x = 0; x < n; ++x) pack_indptr[x + 1] += pack_indptr[x];
+      pack_rows.assign(static_cast<size_t>(pack_indptr[n]), 0);
+    } else {  // the fill advanced each start to the next one's: shift back
+      for (size_t x = n; x-- > 0;) pack_indptr[x + 1] = pack_indptr[x];
+      pack_indptr[0] = 0;
+    }
+  }
+  packs.reserve(static_cast<size_t>(batch) + n);
+  for (size_t u = 0; u < n; ++u) {  // step 4 for internal packs
+    const int32_t b = pack_indptr[u];
+    const int32_t e = pack_indptr[u + 1];
+    if (b == e) continue;
+    Pack pack;
+    pack.kv_request = nodes[u].ref_request;
+    pack.kv_begin = static_cast<int32_t>(blocks_begin[u]);
+    pack.kv_end = nodes[u].end_page * page;
+    const int64_t pages = (pack.kv_end - pack.kv_begin) / page;
+    const int64_t max_parts = std::max<int64_t>(1, pages / pack_qmax[u]);
+    pack.min_part_tokens = ceil_div(pack.kv_end - pack.kv_begin, max_parts);
+    for (int32_t a = b; a < e; a += tile_rows) {
+      pack.rows_begin = a;
+      pack.rows_end = std::min(a + tile_rows, e);
+      packs.push_back(pack);
+    }
+  }
+  // Leaf packs: causal tiles of each request's rows (they are the rows themselves, ascending).
+  for (int r = 0; r < batch; ++r) {
+    const int q_len = layout.q_len(r);
+    const int first_pos = layout.kv_len(r) - q_len;
+    Pack pack;
+    pack.causal_request = r;
+    pack.kv_request = r;
+    pack.kv_begin = attached[r] ? static_cast<int32_t>(blocks_begin[leaf_of[r]]) : 0;
+    pack.min_part_tokens = static_cast<int64_t>(q_len) * page;
+    for (int a = 0; a < q_len; a += tile_rows) {
+      const int b = std::min(a + tile_rows, q_len);
+      pack.kv_end = first_pos + b;
+      pack.rows_begin = static_cast<int32_t>(pack_rows.size());
+      for (int i = a; i < b; ++i) pack_rows.push_back(layout.qo_indptr[r] + i);
+      pack.rows_end = static_cast<int32_t>(pack_rows.size());
+      packs.push_back(pack);
+    }
+  }
+}
+
+// Step 5: the long-KV split to the mean pack length.
+void split_to_mean(const BatchLayout& layout, const std::vector<Pack>& packs,
+                   const std::vector<int32_t>& pack_rows, UnitList& out) {
+  int64_t total = 0;
+  for (const Pack& p : packs) total += p.kv_end - p.kv_begin;
+  const double mean =
+      packs.empty() ? 0.0 : static_cast<double>(total) / static_cast<double>(packs.size());
+  out.units.reserve(packs.size() * 2);
+  out.rows.reserve(pack_rows.size() * 2);
+  for (const Pack& p : packs) {
+    const int64_t len = p.kv_end - p.kv_begin;
+    int64_t part = 0;
+    if (static_cast<double>(len) > mean) {
+      const auto parts = static_cast<int64_t>(std::ceil(static_cast<double>(len) / mean));
+      part = std::max(
+          {ceil_div(len, parts), static_cast<int64_t>(kMinChunkTokens), p.min_part_tokens});
+      part = round_up(part, layout.page_size);
+    }
+    append_causal_pieces(layout, p.causal_request, p.kv_request, p.kv_begin, p.kv_end, part,
+                         pack_rows.data() + p.rows_begin, p.rows_end - p.rows_begin, out);
+  }
+}
+
+// Deterministic mode: fixed chunks per request, rows grouped by identical chunk pages.
+void deterministic_units(const BatchLayout& layout, const PlanOptions& options, UnitList& out) {
+  const int batch = layout.batch_size();
+  const int page = layout.page_size;
+  const int tile_rows = rows_per_tile(layout.group_size());
+  const int64_t chunk = round_up(options.deterministic_kv_chunk_tokens, page);
+  struct Chunk {
+    int32_t request, begin, end;
+    bool last;
+  };
+  std::vector<Chunk> chunks;
+  chunks.reserve(static_cast<size_t>(batch) * 2);
+  for (int r = 0; r < batch; ++r) {
+    const int64_t part = std::max<int64_t>(chunk, static_cast<int64_t>(layout.q_len(r)) * page);
+    const int32_t kv_len = layout.kv_len(r);
+    for (int64_t b = 0; b < kv_len; b += part) {
+      const auto e = static_cast<int32_t>(std::min<int64_t>(b + part, kv_len));
+      chunks.push_back({r, static_cast<int32_t>(b), e, e == kv_len});
+    }
+  }
+  auto first_page = [&](const Chunk& c) { return layout.page_of(c.request, c.begin); };
+  std::vector<int32_t> order(chunks.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t x, int32_t y) {
+    const Chunk& a = chunks[x];
+    const Chunk& b = chunks[y];
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end < b.end;
+    if (a.last != b.last) return a.last < b.last;
+    const int32_t pa = first_page(a);
+    const int32_t pb = first_page(b);
+    return pa != pb ? pa < pb : a.request < b.request;
+  });
+  auto same_pages = [&](const Chunk& a, const Chunk& b) {
+    const int32_t* pa = pages_of(layout, a.request) + a.begin / page;
+    const int32_t* pb = pages_of(layout, b.request) + b.begin / page;
+    return std::equal(pa, pa + ceil_div(a.end - a.begin, page), pb);
+  };
+  std::vector<int32_t> rows;
+  std::vector<char> taken(chunks.size(), 0);
+  for (size_t i = 0; i < order.size();) {
+    // A run of chunks with equal (begin, end, last, first page); classes by full page equality.
+    size_t j = i + 1;
+    const Chunk& head = chunks[order[i]];
+    while (j < order.size() && chunks[order[j]].begin == head.begin &&
+           chunks[order[j]].end == head.end && chunks[order[j]].last == head.last &&
+           first_page(chunks[order[j]]) == first_page(head)) {
+      ++j;
+    }
+    for (size_t k = i; k < j; ++k) {
+      if (taken[k]) continue;
+      const Chunk& rep = chunks[order[k]];
+      rows.clear();
+      for (size_t m = k; m < j; ++m) {  // requests ascending within the run: rows ascending
+        const Chunk& c = chunks[order[m]];
+        if (taken[m] || (m != k && !same_pages(rep, c))) continue;
+        taken[m] = 1;
+        for (int32_t x = first_row_seeing(layout, c.request, c.begin);
+             x < layout.qo_indptr[c.request + 1]; ++x) {
+          rows.push_back(x);
+        }
+      }
+      const auto num = static_cast<int32_t>(rows.size());
+      for (int32_t a = 0; a < num; a += tile_rows) {
+        append_causal_pieces(layout, -1, rep.request, rep.begin, rep.end, 0, rows.data() + a,
+                             std::min(tile_rows, num - a), out);
+      }
+    }
+    i = j;
+  }
+}
+
+}  // namespace
+
+Result<Plan> make_plan_prefix(const BatchLayout& layout, const DeviceShape& device,
+                              const PlanOptions& options) {
+  Plan plan = empty_plan(layout, device, options);
+  UnitList list;
+  if (options.deterministic) {
+    deterministic_units(layout, options, list);
+  } else {
+    std::vector<Pack> packs;
+    std::vector<int32_t> pack_rows;
+    tree_packs(layout, packs, pack_rows);
+    split_to_mean(layout, packs, pack_rows, list);
+  }
+  const int local_ctas = local_ctas_per_head(device.num_ctas, layout.num_kv_heads);
+  std::vector<int32_t> order;
+  std::vector<int32_t> local_cta;
+  assign_lpt(list, layout.group_size(), local_ctas, options.cost_alpha, options.cost_beta, order,
+             local_cta);
+  emit_and_finalize(list, order, local_cta, local_ctas, layout.total_rows(), plan);
+  return plan;
+}
+
+}  // namespace packserve::attention::internal

@@ -1,0 +1,218 @@
+// policy_prefix_test.cc: the prefix policy (seed 002): a golden plan of a small tree, KV
+// traffic derived by hand from the tree and the query-tile capacity, the PAT §8.2
+// configurations, equality with the balanced plan's traffic when nothing is shared,
+// TreeHeuristic's merge scheme, and determinism across batches.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "packserve/attention/plan.h"
+#include "packserve/attention/plan_stats.h"
+#include "packserve/attention/plan_test_util.h"
+
+namespace packserve::attention {
+namespace {
+
+using testing::LayoutBuilder;
+using testing::pat_tree;
+using testing::random_layout;
+using testing::RandomLayoutOptions;
+using testing::request_signature;
+
+Plan plan_of(const BatchLayout& layout, Policy policy, int num_ctas, bool det = false,
+             int det_chunk = 1024) {
+  PlanOptions options;
+  options.policy = policy;
+  options.deterministic = det;
+  options.deterministic_kv_chunk_tokens = det_chunk;
+  Result<Plan> plan = make_plan(layout, DeviceShape{num_ctas}, options);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (!plan.ok()) return Plan{};
+  const Status s = check_invariants(*plan, layout);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return *plan;
+}
+
+// Bytes of K and V of one token of one KV head.
+int64_t token_bytes(const BatchLayout& l) {
+  return 2 * static_cast<int64_t>(l.head_dim) * static_cast<int64_t>(dtype_size_bytes(l.dtype));
+}
+
+TEST(PrefixPolicy, GoldenSmallTree) {
+  // g = 1, 1 kv head, page 16, 2 CTAs. A 64-token (4-page) prefix shared by three decode
+  // requests: r0 kv 84, r1 kv 104, r2 kv 80. Shareable pages (before the query row):
+  // (84-1)/16 = 5, (104-1)/16 = 6, (80-1)/16 = 4: common run = pages [0,4) -> node [0,64);
+  // leaves r0 [64,84), r1 [64,104), r2 [64,80).
+  // TreeHeuristic: each child has 1 folded row; 4 * 1 > 64 is false -> scheme 1 (split):
+  // the root pack holds rows 0,1,2 over [0,64), located through r0 (the group's first).
+  // Mean pack length (64 + 20 + 40 + 16) / 4 = 35: the root (64) and r1 (40) exceed it, but
+  // a part is at least 128 tokens, so nothing is cut.
+  // LPT on 2 CTAs, longest first: root (cost 3 + 64 = 67) -> cta 0; r1 (41) -> cta 1;
+  // r0 (21) -> cta 1 (41 < 67) = 62; r2 (17) -> cta 1 (62 < 67).
+  // Tiles: q 3 rows -> 16; kv 64 -> 32 (2*64 > 64), 40 -> 32, 20 -> 32, 16 -> 32.
+  // Each row has two items -> partial: root slots 0,1,2; r1 slot 3; r0 slot 4; r2 slot 5.
+  LayoutBuilder b(1, 1, 64, 16);
+  const std::vector<int32_t> prefix = b.new_pages(4);
+  b.add(prefix, 84, 1);
+  b.add(prefix, 104, 1);
+  b.add(prefix, 80, 1);
+  const std::string expected =
+      "plan policy=prefix deterministic=0 ctas=2 group=1 kv_heads=1 head_dim=64 "
+      "partial_slots=6\n"
+      "item 0: cta=0 head=0 rows=[0,1,2] kv=r0[0,64) tile=16x32 partial@0\n"
+      "item 1: cta=1 head=0 rows=[1] kv=r1[64,104) tile=16x32 partial@3\n"
+      "item 2: cta=1 head=0 rows=[0] kv=r0[64,84) tile=16x32 partial@4\n"
+      "item 3: cta=1 head=0 rows=[2] kv=r2[64,80) tile=16x32 partial@5\n"
+      "merge 0: row=0 head=0 slots=[0,4]\n"
+      "merge 1: row=1 head=0 slots=[1,3]\n"
+      "merge 2: row=2 head=0 slots=[2,5]\n"
+      "cta 0: [0]\n"
+      "cta 1: [1,2,3]\n";
+  const Plan plan = plan_of(b.layout(), Policy::kPrefix, 2);
+  EXPECT_EQ(to_text(plan), expected);
+  // Every token read exactly once: read == unique.
+  const PlanStats stats = compute_plan_stats(plan, b.layout());
+  EXPECT_EQ(stats.kv_bytes_read, 140 * token_bytes(b.layout()));
+  EXPECT_EQ(stats.kv_bytes_unique, 140 * token_bytes(b.layout()));
+}
+
+TEST(PrefixPolicy, SharedNodeReadOncePerQueryTile) {
+  // g = 8 (8 qo heads, 1 kv head), page 16: a 256-token prefix shared by 20 decode requests,
+  // each with 10 own tokens (kv 266). 20 rows fold to 160 > 128 vectors, so the root pack
+  // needs 2 query tiles (16 rows, then 4 rows): the node is read twice.
+  // TreeHeuristic: each leaf has 8 folded rows, 4 * 8 = 32 <= 256 -> split.
+  // Mean = (256 + 256 + 20 * 10) / 22 = 32.4: each root tile is cut into parts of
+  // max(ceil(256 / 8), 128) = 128 tokens, which moves no byte.
+  // kv read = 2 tiles * 256 + 20 * 10 = 712 tokens; unique = 256 + 20 * 10 = 456 tokens.
+  LayoutBuilder b(8, 1, 128, 16);
+  const std::vector<int32_t> prefix = b.new_pages(16);
+  for (int i = 0; i < 20; ++i) b.add(prefix, 266, 1);
+  const Plan plan = plan_of(b.layout(), Policy::kPrefix, 8);
+  const PlanStats stats = compute_plan_stats(plan, b.layout());
+  EXPECT_EQ(stats.kv_bytes_read, 712 * token_bytes(b.layout()));
+  EXPECT_EQ(stats.kv_bytes_unique, 456 * token_bytes(b.layout()));
+  EXPECT_EQ(stats.num_work_items, 2 * 2 + 20);
+}
+
+TEST(PrefixPolicy, MergeSchemeWhenChildHasManyQueries) {
+  // g = 4, page 16. Root 32 tokens (2 pages) shared by child A (16 more tokens) with 8 decode
+  // leaves and by one request B whose next 64 tokens are its own. Every A leaf has 5 own
+  // tokens (kv 53); B has kv 101, so B's leaf (no other request shares its pages) is
+  // [32, 101).
+  // At the root (len 32): A has 8 * 4 = 32 folded rows, 4 * 32 = 128 > 32 -> merge (scheme 2):
+  // A's pack reads [0, 48). B's leaf has 4 folded rows, 16 > 32 is false -> split.
+  // Inside A (pack len 48): each leaf has 4 folded rows, 16 > 48 false -> split.
+  // Packs: root [0,32) rows {B}; A [0,48) rows {8 A leaves}; A leaves [48,53); B [32,101).
+  // Mean (32 + 48 + 8 * 5 + 69) / 11 = 17.2, but parts are >= 128 tokens: no cut.
+  // KV read = 32 + 48 + 8 * 5 + 69 = 189 tokens; unique = 32 + 16 + 8 * 5 + 69 = 157: the
+  // root is read by the root pack and again by A's merged pack.
+  LayoutBuilder b(4, 1, 64, 16);
+  const std::vector<int32_t> root = b.new_pages(2);
+  std::vector<int32_t> a = root;
+  std::vector<int32_t> more = b.new_pages(1);
+  a.insert(a.end(), more.begin(), more.end());
+  std::vector<int32_t> c = root;
+  more = b.new_pages(4);
+  c.insert(c.end(), more.begin(), more.end());
+  for (int i = 0; i < 8; ++i) b.add(a, 48 + 5, 1);
+  const int leaf_b = b.add(c, 96 + 5, 1);
+  const Plan plan = plan_of(b.layout(), Policy::kPrefix, 4);
+  const PlanStats stats = compute_plan_stats(plan, b.layout());
+  EXPECT_EQ(stats.kv_bytes_unique, 157 * token_bytes(b.layout()));
+  EXPECT_EQ(stats.kv_bytes_read, 189 * token_bytes(b.layout()));
+  // B's row is merged from [0,32) and [32,101): two slots; an A row from [0,48), [48,53).
+  ASSERT_EQ(plan.num_merges(), 9);
+  for (int e = 0; e < plan.num_merges(); ++e) {
+    EXPECT_EQ(plan.merge_indptr[e + 1] - plan.merge_indptr[e], 2) << "row " << plan.merge_row[e];
+  }
+  EXPECT_EQ(plan.merge_row[8], leaf_b);
+}
+
+TEST(PrefixPolicy, PatTreeReadsAlmostOnlyUniqueKv) {
+  // PAT §8.2 B = [1, 4, 16], L = [128, 256, 1024], 32/8 heads (g = 4), page 16. Every child
+  // has 4 leaves (16 folded rows): 4 * 16 = 64 <= 128 -> split; every leaf: 16 <= 256 ->
+  // split. So each node is read once: read = unique = 128 + 4 * 256 + 16 * 1024 tokens/head.
+  const BatchLayout layout = pat_tree({{1, 128}, {4, 256}, {16, 1024}}, 32, 8, 128, 16);
+  const Plan plan = plan_of(layout, Policy::kPrefix, 132);
+  const PlanStats stats = compute_plan_stats(plan, layout);
+  EXPECT_EQ(stats.kv_bytes_unique, (128 + 4 * 256 + 16 * 1024) * 8 * token_bytes(layout));
+  EXPECT_LE(static_cast<double>(stats.kv_bytes_read),
+            1.2 * static_cast<double>(stats.kv_bytes_unique));
+}
+
+TEST(PrefixPolicy, WideTreeReadsAFractionOfBalanced) {
+  // B = [1, 256], L = [4096, 128], g = 4: the root pack has 256 rows = 1024 folded -> 8 query
+  // tiles -> 8 * 4096 + 256 * 128 = 65536 tokens/head; balanced reads 256 * 4224 = 1081344.
+  const BatchLayout layout = pat_tree({{1, 4096}, {256, 128}}, 32, 8, 128, 16);
+  const PlanStats prefix = compute_plan_stats(plan_of(layout, Policy::kPrefix, 132), layout);
+  const PlanStats bal = compute_plan_stats(plan_of(layout, Policy::kBalanced, 132), layout);
+  EXPECT_EQ(prefix.kv_bytes_read, 65536 * 8 * token_bytes(layout));
+  EXPECT_EQ(bal.kv_bytes_read, 1081344 * 8 * token_bytes(layout));
+  EXPECT_LE(static_cast<double>(prefix.kv_bytes_read),
+            0.1 * static_cast<double>(bal.kv_bytes_read));
+}
+
+// Without shared pages both policies cut every request into the same causal query tiles
+// (rows_per_tile rows) and a KV split moves no KV byte (every piece holds <= one query tile),
+// so their KV traffic is equal. (Query and partial-state bytes differ: the policies split at
+// different places — the mean pack length vs total work / CTAs.)
+TEST(PrefixPolicy, NoSharingSameKvTrafficAsBalanced) {
+  RandomLayoutOptions opt;
+  opt.allow_sharing = false;
+  for (uint64_t seed = 300; seed < 360; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const BatchLayout layout = random_layout(seed, opt);
+    const int num_ctas = 1 + static_cast<int>(seed % 40);
+    const PlanStats prefix = compute_plan_stats(plan_of(layout, Policy::kPrefix, num_ctas), layout);
+    const PlanStats bal = compute_plan_stats(plan_of(layout, Policy::kBalanced, num_ctas), layout);
+    EXPECT_EQ(prefix.kv_bytes_read, bal.kv_bytes_read);
+  }
+}
+
+TEST(PrefixPolicy, ChunksArePageAligned) {
+  for (uint64_t seed = 400; seed < 440; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const BatchLayout layout = random_layout(seed);
+    for (bool det : {false, true}) {
+      const Plan plan = plan_of(layout, Policy::kPrefix, 1 + static_cast<int>(seed % 50), det);
+      for (const WorkItem& it : plan.items) EXPECT_EQ(it.kv_begin % layout.page_size, 0);
+    }
+  }
+}
+
+TEST(PrefixPolicy, DeterministicRequestIndependentOfBatch) {
+  // Y (decode, kv 3001) shares a 1024-token prefix with Z in batch A only; X is a prefill
+  // chunk (q_len 7) after a shared 512-token prefix. With deterministic chunks of 1024 tokens
+  // the ranges, tile_kv and merge order of X and Y are the same in both batches.
+  auto build = [](bool first) {
+    LayoutBuilder b(8, 2, 128, 16);
+    const std::vector<int32_t> sys = b.new_pages(64);
+    const std::vector<int32_t> small(sys.begin(), sys.begin() + 32);
+    int x = -1;
+    int y = -1;
+    if (first) {
+      b.add(sys, 1500, 1);  // Z
+      y = b.add(sys, 3001, 1);
+      x = b.add(small, 2000, 7);
+      b.add(small, 700, 3);
+    } else {
+      for (int i = 0; i < 12; ++i) b.add({}, 100 + 50 * i, 1 + i % 2);
+      x = b.add(small, 2000, 7);
+      y = b.add(sys, 3001, 1);
+    }
+    return std::make_tuple(b.layout(), x, y);
+  };
+  const auto [la, xa, ya] = build(true);
+  const auto [lb, xb, yb] = build(false);
+  const Plan pa = plan_of(la, Policy::kPrefix, 16, /*det=*/true);
+  const Plan pb = plan_of(lb, Policy::kPrefix, 16, /*det=*/true);
+  EXPECT_EQ(request_signature(pa, la, ya), request_signature(pb, lb, yb));
+  EXPECT_EQ(request_signature(pa, la, xa), request_signature(pb, lb, xb));
+  // Y's first chunk is shared with Z in batch A: one item holds both rows.
+  bool shared = false;
+  for (const WorkItem& it : pa.items) shared = shared || (it.kv_begin == 0 && it.num_rows() == 2);
+  EXPECT_TRUE(shared);
+}
+
+}  // namespace
+}  // namespace packserve::attention
