@@ -1,0 +1,71 @@
+// request.h: what a caller submits to the scheduler and what it gets back per step
+// (issue 3 "Scheduler"; metrics as DESIGN.md "Metrics" defines them).
+//
+// Owns: Request (the immutable submission), FinishReason, and the per-step event records from
+// which a caller computes TTFT (arrival -> first token), TPOT, TBT (gaps between a request's
+// consecutive token times) and TTLT (arrival -> last token).
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "packserve/kv/types.h"
+
+namespace packserve::sched {
+
+using kv::PageId;
+using kv::RequestId;
+using kv::TokenId;
+
+struct Request {
+  RequestId id = 0;                       // unique among the scheduler's live requests
+  double arrival_time_ms = 0.0;           // on the caller's clock (the one passed to schedule())
+  std::vector<TokenId> prompt_token_ids;  // >= 1 token
+  int32_t max_output_tokens = 1;          // >= 1; reaching it finishes with kLength
+  // Sampling one of these finishes the request with kStop; the stop token counts as an output
+  // token (it is the last one). Empty: run to max_output_tokens.
+  std::vector<TokenId> stop_token_ids;
+};
+
+enum class FinishReason {
+  kStop,         // sampled a stop token
+  kLength,       // produced max_output_tokens
+  kCancelled,    // Scheduler::cancel()
+  kKvExhausted,  // its tokens cannot fit in the whole KV pool even alone (see scheduler.h)
+};
+std::string_view finish_reason_name(FinishReason reason);  // "stop", "length", ...
+
+// One output token. Its time is the end of the step that sampled it.
+struct TokenEvent {
+  RequestId id = 0;
+  int32_t output_index = 0;  // 0 = the first output token (TTFT)
+  TokenId token_id = 0;
+  double time_ms = 0.0;
+};
+
+// A request that left the scheduler; its pages are already returned.
+struct FinishedRequest {
+  RequestId id = 0;
+  FinishReason reason = FinishReason::kLength;
+  double arrival_time_ms = 0.0;
+  std::optional<double> first_token_time_ms;  // empty when no token was produced
+  double finish_time_ms = 0.0;                // time of the last token, or of the cancel/refusal
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;
+  int32_t num_preemptions = 0;           // times it was preempted and recomputed
+  int32_t num_cached_prompt_tokens = 0;  // prefix-cache hit at its first admission
+};
+
+// Everything that happened to requests in one step (or, for cancel() and preemptions, since
+// the previous step's events were returned).
+struct StepEvents {
+  double end_time_ms = 0.0;        // start time + the executor's step duration
+  std::vector<TokenEvent> tokens;  // in batch order
+  std::vector<FinishedRequest> finished;
+  std::vector<RequestId> preempted;  // freed and requeued for recompute
+};
+
+}  // namespace packserve::sched
