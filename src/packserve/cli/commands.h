@@ -11,5 +11,7 @@ namespace packserve::cli {
 void register_attention_commands(CLI::App& app, int& exit_code);
 // `packserve simulate ...` (simulate_cmd.cc)
 void register_simulate_command(CLI::App& app, int& exit_code);
+// `packserve tokenize ...` (tokenize_cmd.cc)
+void register_tokenize_command(CLI::App& app, int& exit_code);
 
 }  // namespace packserve::cli

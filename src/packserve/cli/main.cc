@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   packserve::cli::register_attention_commands(app, exit_code);
   packserve::cli::register_simulate_command(app, exit_code);
+  packserve::cli::register_tokenize_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,65 @@
+// normalizer.cc: see normalizer.h.
+#include "packserve/tokenizer/normalizer.h"
+
+#include <unicode/bytestream.h>
+#include <unicode/normalizer2.h>
+#include <unicode/stringpiece.h>
+#include <unicode/utypes.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+namespace packserve::tokenizer {
+namespace {
+
+const icu::Normalizer2* instance(NormalizationForm form, UErrorCode& error) {
+  switch (form) {
+    case NormalizationForm::kNfc:
+      return icu::Normalizer2::getNFCInstance(error);
+    case NormalizationForm::kNfd:
+      return icu::Normalizer2::getNFDInstance(error);
+    case NormalizationForm::kNfkc:
+      return icu::Normalizer2::getNFKCInstance(error);
+    case NormalizationForm::kNfkd:
+      return icu::Normalizer2::getNFKDInstance(error);
+  }
+  return nullptr;
+}
+
+bool is_ascii(std::string_view text) {
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+}  // namespace
+
+Status Normalizer::apply(std::string_view text, std::string& out) const {
+  out.assign(text);
+  if (forms_.empty() || is_ascii(text)) return ok_status();
+  if (text.size() > static_cast<std::size_t>(INT32_MAX) / 4) {
+    return invalid_argument("text: " + std::to_string(text.size()) +
+                            " bytes; expected at most 512 MiB to normalize");
+  }
+  std::string scratch;
+  for (const NormalizationForm form : forms_) {
+    UErrorCode error = U_ZERO_ERROR;
+    const icu::Normalizer2* normalizer = instance(form, error);
+    if (U_FAILURE(error) || normalizer == nullptr) {
+      return internal_error(std::string("ICU normalizer unavailable: ") + u_errorName(error));
+    }
+    const icu::StringPiece piece(out.data(), static_cast<int32_t>(out.size()));
+    if (normalizer->isNormalizedUTF8(piece, error) && U_SUCCESS(error)) continue;
+    error = U_ZERO_ERROR;
+    scratch.clear();
+    icu::StringByteSink<std::string> sink(&scratch);
+    normalizer->normalizeUTF8(0, piece, sink, nullptr, error);
+    if (U_FAILURE(error)) {
+      return internal_error(std::string("ICU normalization failed: ") + u_errorName(error));
+    }
+    out.swap(scratch);
+  }
+  return ok_status();
+}
+
+}  // namespace packserve::tokenizer

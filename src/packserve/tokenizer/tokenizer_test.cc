@@ -1,0 +1,163 @@
+// tokenizer_test.cc: encode/decode of the hand-made tokenizer of tokenizer_test_util.h, where
+// every expected id sequence follows from the merge ranks by hand (worked in the comments),
+// added and special tokens with their flags, and load errors naming file and field.
+#include "packserve/tokenizer/tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include "packserve/tokenizer/tokenizer_test_util.h"
+
+namespace packserve::tokenizer {
+namespace {
+
+using Ids = std::vector<TokenId>;
+
+Tokenizer load(const nlohmann::json& j) {
+  auto t = Tokenizer::from_json_text(j.dump(), "test.json");
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return std::move(t).value();
+}
+
+Ids encode(const Tokenizer& t, std::string_view text, bool add_special_tokens = false) {
+  auto ids = t.encode(text, {.add_special_tokens = add_special_tokens});
+  EXPECT_TRUE(ids.ok()) << ids.status().to_string();
+  return ids.ok() ? *ids : Ids{};
+}
+
+std::string decode(const Tokenizer& t, const Ids& ids, bool skip_special = false) {
+  auto text = t.decode(ids, {.skip_special_tokens = skip_special});
+  EXPECT_TRUE(text.ok()) << text.status().to_string();
+  return text.ok() ? *text : "";
+}
+
+class HandMadeTokenizerTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(HandMadeTokenizerTest, MergesFollowRank) {
+  const Tokenizer t = load(testing::make_test_tokenizer_json(/*array_merges=*/GetParam()));
+  // "lower": pairs (l,o) r1, (o,w) r5, (e,r) r0 -> e+r, then l+o, lo+w, low+er = "lower".
+  EXPECT_EQ(encode(t, "lower"), (Ids{260}));
+  // " lower" (one word): e+r, l+o, lo+w; then (Ġ,low) r3 beats (low,er) r4 -> Ġlow er.
+  EXPECT_EQ(encode(t, "lower lower"), (Ids{260, 259, 256}));
+  // "loow": l+o (r1) before o+w (r5) -> lo o w -> lo ow.
+  EXPECT_EQ(encode(t, "loow"), (Ids{257, 261}));
+  // "owl": o+w -> ow l ('l' = 108). "wl" is in the vocab but no merge makes it.
+  EXPECT_EQ(encode(t, "owl"), (Ids{261, 108}));
+  EXPECT_EQ(encode(t, "wl"), (Ids{'w', 'l'}));
+  // Non-ASCII bytes are single-byte tokens here: "ü" = C3 BC.
+  EXPECT_EQ(encode(t, "h\xC3\xBC"), (Ids{'h', 0xC3, 0xBC}));
+  EXPECT_EQ(encode(t, ""), Ids{});
+}
+
+TEST_P(HandMadeTokenizerTest, DecodeRoundTripsAndReplacesBrokenCharacters) {
+  const Tokenizer t = load(testing::make_test_tokenizer_json(GetParam()));
+  for (const char* text :
+       {"lower lower", "h\xC3\xBC\xC3\xA9 \xF0\x9F\x98\x80\n\t", "a<|im_start|>b"}) {
+    EXPECT_EQ(decode(t, encode(t, text)), text);
+  }
+  EXPECT_EQ(decode(t, {0xC3}), "\xEF\xBF\xBD");
+  EXPECT_EQ(decode(t, {259, 256}), " lower");
+}
+
+INSTANTIATE_TEST_SUITE_P(MergeFormats, HandMadeTokenizerTest, ::testing::Bool(),
+                         [](const auto& param_info) {
+                           return param_info.param ? "array" : "string";
+                         });
+
+TEST(TokenizerTest, IgnoreMergesTakesWholeVocabWords) {
+  nlohmann::json j = testing::make_test_tokenizer_json();
+  j["model"]["ignore_merges"] = true;
+  const Tokenizer t = load(j);
+  EXPECT_EQ(encode(t, "wl"), (Ids{262}));
+  EXPECT_EQ(encode(t, "loow"), (Ids{257, 261}));  // not in the vocab: merges as before
+}
+
+TEST(TokenizerTest, AddedAndSpecialTokens) {
+  const Tokenizer t = load(testing::make_test_tokenizer_json());
+  EXPECT_EQ(encode(t, "a<|im_start|>b"), (Ids{'a', 300, 'b'}));
+  EXPECT_EQ(encode(t, "<think>lower"), (Ids{301, 260}));
+  // Leftmost-longest: "ab!cd" wins over its prefix "ab!".
+  EXPECT_EQ(encode(t, "ab!cd ab!c"), (Ids{306, 32, 305, 'c'}));
+  // lstrip/rstrip swallow the spaces around <mask>.
+  EXPECT_EQ(encode(t, "a  <mask>  b"), (Ids{'a', 303, 'b'}));
+  // single_word: <w> counts only between non-word characters.
+  EXPECT_EQ(encode(t, "a<w>"), (Ids{'a', '<', 'w', '>'}));
+  EXPECT_EQ(encode(t, "a <w>"), (Ids{'a', 32, 304}));
+  // normalized token "é": found after NFC composes e + U+0301.
+  EXPECT_EQ(encode(t, "e\xCC\x81"), (Ids{307}));
+  // An added token decodes to its content as written (not through the byte alphabet).
+  EXPECT_EQ(decode(t, {307}), "\xC3\xA9");
+  // Post-processor template: <s> before the sequence.
+  EXPECT_EQ(encode(t, "lower", /*add_special_tokens=*/true), (Ids{302, 260}));
+  // Decode: special tokens are kept or skipped; non-special added tokens always kept.
+  EXPECT_EQ(decode(t, {300, 'h', 301}), "<|im_start|>h<think>");
+  EXPECT_EQ(decode(t, {300, 'h', 301}, /*skip_special=*/true), "h<think>");
+  EXPECT_TRUE(t.is_special(300));
+  EXPECT_FALSE(t.is_special(301));
+  EXPECT_EQ(t.token_to_id("<|im_start|>"), std::optional<TokenId>(300));
+  EXPECT_EQ(t.token_to_id("\xC4\xA0low"), std::optional<TokenId>(259));  // "Ġlow"
+  EXPECT_EQ(t.vocab_size(), 308u);
+}
+
+TEST(TokenizerTest, BadInputIsAnError) {
+  const Tokenizer t = load(testing::make_test_tokenizer_json());
+  const auto bad_utf8 = t.encode("ab\xFF");
+  ASSERT_FALSE(bad_utf8.ok());
+  EXPECT_EQ(bad_utf8.status().code(), StatusCode::kInvalidArgument);
+  const auto bad_id = t.decode(Ids{'a', 280});  // 263..299 are not tokens
+  ASSERT_FALSE(bad_id.ok());
+  EXPECT_NE(bad_id.status().message().find("ids[1]"), std::string::npos);
+  EXPECT_FALSE(t.decode(Ids{-1}).ok());
+}
+
+// Loads `j` and expects kInvalidArgument whose message holds every string of `needles`.
+void expect_load_error(const nlohmann::json& j, std::initializer_list<const char*> needles) {
+  const auto t = Tokenizer::from_json_text(j.dump(), "test.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  for (const char* needle : needles) {
+    EXPECT_NE(t.status().message().find(needle), std::string::npos) << t.status().message();
+  }
+}
+
+TEST(TokenizerLoadTest, ErrorsNameFileFieldAndExpectation) {
+  const nlohmann::json good = testing::make_test_tokenizer_json();
+  nlohmann::json j = good;
+  j["model"]["type"] = "Unigram";
+  expect_load_error(j, {"test.json", "model.type", "\"BPE\"", "Unigram"});
+  j = good;
+  j["model"]["merges"][2] = "lo q";  // "lo"+"q" = "loq" is not in the vocab
+  expect_load_error(j, {"model.merges[2]", "loq"});
+  j = good;
+  j["model"]["merges"][0] = "abc";
+  expect_load_error(j, {"model.merges[0]", "two tokens"});
+  j = good;
+  j["model"]["vocab"]["a"] = -4;
+  expect_load_error(j, {"model.vocab[\"a\"]", "token id"});
+  j = good;
+  j.erase("decoder");
+  expect_load_error(j, {"decoder", "ByteLevel"});
+  j = good;
+  j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Sideways";
+  expect_load_error(j, {"pre_tokenizer.pretokenizers[0].behavior", "Isolated"});
+  j = good;
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
+  expect_load_error(j, {"pre_tokenizer.pretokenizers[0].pattern", "offset"});
+  j = good;
+  j["normalizer"] = {{"type", "Lowercase"}};
+  expect_load_error(j, {"normalizer.type", "Lowercase"});
+  j = good;
+  j["added_tokens"][1]["special"] = "yes";
+  expect_load_error(j, {"added_tokens[1].special", "true or false"});
+  j = good;
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "Removed"}};
+  expect_load_error(j, {"pre_tokenizer", "ByteLevel"});
+  const auto not_json = Tokenizer::from_json_text("{\"model\": ", "broken.json");
+  ASSERT_FALSE(not_json.ok());
+  EXPECT_NE(not_json.status().message().find("broken.json"), std::string::npos);
+  const auto missing = Tokenizer::from_dir("/nonexistent-dir");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace packserve::tokenizer
