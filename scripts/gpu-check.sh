@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# gpu-check.sh: the one GPU check of issue 6, run ON the GPU machine from the repository root:
+#   1. the gpu-labelled tests (run_cuda_test: GPU vs CPU executor vs float64 reference)
+#   2. compute-sanitizer memcheck and racecheck on small mixed batches
+#   3. bench/gpu/attention_bench (ceilings + our kernels), 4. scripts/gpu_peers.py (PyTorch)
+# and writes a markdown table to $OUT/summary.md (printed last), logs beside it.
+#
+# Binaries: the device machine has no gtest/spdlog/fmt dev packages, so build HERE (same
+# x86-64, same nvcc 13.0) and carry them (docs/gpu.md):
+#   cmake -S . -B build-cuda -G Ninja -DPACKSERVE_CUDA=ON -DPACKSERVE_WERROR=ON
+#   ninja -C build-cuda run_cuda_test attention_bench packserve
+#   scripts/gpu-check.sh --pack      # copies binaries + non-system libs into .gpu-carry/
+# then on the device (carry .gpu-carry):  scripts/gpu-check.sh
+# cuBLAS is not carried (600 MB): the device's /usr/local/cuda/lib64 has it.
+# Without .gpu-carry/ the script builds into build-gpu/ when the dependencies are there.
+# Env: OUT (default ./out), GPU_CHECK_SKIP (comma list of tests,sanitizer,cli,bench,peers).
+# The cli step runs `packserve attention verify --device cuda` on data/batches/*.json and
+# `packserve attention bench --device cuda` on data/batches/default.json.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+CARRY=.gpu-carry
+if [[ "${1:-}" == "--pack" ]]; then
+  set -e
+  mkdir -p $CARRY/lib
+  for b in run_cuda_test attention_bench packserve; do
+    cp "$(find build-cuda -name $b -type f -perm -u+x | head -1)" $CARRY/ && strip $CARRY/$b
+  done
+  for b in $CARRY/run_cuda_test $CARRY/attention_bench $CARRY/packserve; do
+    ldd "$b" | awk '/=> \//{print $3}' | grep -v -E '/lib/x86_64-linux-gnu/lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so|libcublas' |
+      while read -r lib; do cp -L "$lib" $CARRY/lib/; done
+  done
+  du -sh $CARRY
+  exit 0
+fi
+
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+SKIP=${GPU_CHECK_SKIP:-}
+skip() { [[ ",$SKIP," == *",$1,"* ]]; }
+if [[ -x $CARRY/run_cuda_test ]]; then
+  BIN=$CARRY
+  export LD_LIBRARY_PATH="$PWD/$CARRY/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"  # cuBLAS: the device's own
+else
+  cmake -S . -B build-gpu -G Ninja -DPACKSERVE_CUDA=ON -DPACKSERVE_BENCH=OFF >"$OUT/build.log" 2>&1 &&
+    ninja -C build-gpu run_cuda_test attention_bench packserve >>"$OUT/build.log" 2>&1 ||
+    { echo "build failed, see $OUT/build.log"; tail -20 "$OUT/build.log"; exit 1; }
+  BIN=$(dirname "$(find build-gpu -name run_cuda_test -type f | head -1)")
+fi
+DEVICE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)
+echo "$DEVICE"
+
+tests_rc=skipped memcheck_rc=skipped racecheck_rc=skipped
+if ! skip tests; then
+  timeout 400 "$BIN/run_cuda_test" >"$OUT/tests.log" 2>&1; tests_rc=$?
+  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$OUT/tests.log"
+fi
+if ! skip sanitizer; then
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/run_cuda_test" \
+    --gtest_filter='RunCuda.EdgeShapes:RunCuda.GraphReplay*:RunCuda.KvAppend*' >"$OUT/sanitizer.log" 2>&1
+  memcheck_rc=$?
+  timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/run_cuda_test" \
+    --gtest_filter='RunCuda.GraphReplay*' >>"$OUT/sanitizer.log" 2>&1
+  racecheck_rc=$?
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log"
+fi
+if ! skip cli; then
+  : >"$OUT/cli.jsonl"
+  for f in data/batches/*.json; do
+    "$BIN/packserve" attention verify --batch "$f" --device cuda >>"$OUT/cli.jsonl" 2>&1
+    echo "verify --device cuda $f rc=$?"
+  done
+  "$BIN/packserve" attention bench --batch data/batches/default.json --policy balanced \
+    --device cuda >>"$OUT/cli.jsonl" 2>&1; echo "bench --device cuda rc=$?"
+fi
+if ! skip bench; then
+  timeout 300 "$BIN/attention_bench" >"$OUT/bench.jsonl" 2>"$OUT/bench.err"; echo "bench rc=$?"
+fi
+if ! skip peers; then
+  PYTHONUNBUFFERED=1 timeout 300 python3 scripts/gpu_peers.py ${PEERS_ARGS:-} >"$OUT/peers.jsonl" 2>"$OUT/peers.err"
+  echo "peers rc=$?"
+fi
+
+python3 - "$OUT" "$tests_rc" "$memcheck_rc" "$racecheck_rc" "$DEVICE" <<'PY' | tee "$OUT/summary.md"
+import json, sys, os
+out, t, m, r, dev = sys.argv[1:6]
+def lines(name):
+    p = os.path.join(out, name)
+    if not os.path.exists(p): return []
+    res = []
+    for l in open(p):
+        l = l.strip()
+        if l.startswith("{"):
+            try: res.append(json.loads(l))
+            except ValueError: pass
+    return res
+print(f"## gpu-check: {dev}\n")
+print(f"tests rc={t} (0 = all passed), memcheck rc={m}, racecheck rc={r} (0 = clean)\n")
+bench = lines("bench.jsonl")
+ceil = next((b for b in bench if b.get("ceilings")), None)
+if ceil:
+    print(f"ceilings: copy {ceil['copy_gbps']:.0f} GB/s, bf16 matmul {ceil['matmul_tflops']:.0f} TFLOP/s; "
+          f"{ceil['num_sms']} SMs x {ceil['ctas_per_sm']} CTAs/SM, {ceil['smem_bytes_per_cta']} B smem/CTA\n")
+print("| case | impl | graph ms | eager ms | GB/s | frac copy | TFLOP/s | frac mm | x bound |")
+print("|---|---|---|---|---|---|---|---|---|")
+cbw = ceil["copy_gbps"] if ceil else float("nan"); cmm = ceil["matmul_tflops"] if ceil else float("nan")
+for b in bench:
+    if "case" not in b: continue
+    if b["case"] == "overhead_8":
+        print(f"| overhead_8 (host: plan+upload+run+sync) | packserve | {b['plan_upload_run_sync_ms_graph']:.4f} | {b['plan_upload_run_sync_ms_eager']:.4f} | | | | | |")
+        continue
+    xb = f"{b['x_bound']:.2f}" if b.get("bound_ms", 0) > 0 else ""
+    print(f"| {b['case']} | packserve {b['policy']} | {b['graph_ms']:.4f} | {b['eager_ms']:.4f} | {b['effective_gbps']:.0f} | {b['frac_copy_bw']:.2f} | {b['useful_tflops']:.1f} | {b['frac_matmul']:.3f} | {xb} |")
+for p in lines("peers.jsonl"):
+    if "peer" not in p: continue
+    if "error" in p:
+        print(f"| {p['case']} | {p['peer']} | error: {p['error'][:80]} | | | | | | |"); continue
+    print(f"| {p['case']} | {p['peer']} | {p['graph_ms']} | {p['eager_ms']} | {p['effective_gbps']:.0f} | {p['effective_gbps']/cbw:.2f} | {p['useful_tflops']:.1f} | {p['useful_tflops']/cmm:.3f} | |")
+PY

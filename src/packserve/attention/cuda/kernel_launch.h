@@ -1,0 +1,48 @@
+// kernel_launch.h: host-side entry points of the compiled kernels (one translation unit per
+// head_dim keeps the CUDA build parallel). Only for files under attention/cuda/.
+//
+//   launch_persistent  persistent_kernel.cuh on grid = num_ctas, 128 threads, dynamic smem
+//   prepare_persistent raises the kernel's dynamic shared-memory limit (call once, before any
+//                      launch or graph capture)
+//   persistent_smem_bytes / persistent_occupancy  resources of one (head_dim, dtype) kernel
+//   launch_merge       merge_states.cu: combines partial states in the plan's merge order
+//   launch_kv_append   kv_append.cu
+// All return kUnimplemented naming (head_dim, dtype) when that kernel is not compiled.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "packserve/attention/cuda/persistent_kernel.cuh"
+#include "packserve/common/dtype.h"
+#include "packserve/common/status.h"
+
+namespace packserve::attention::cuda {
+
+Status launch_persistent(int head_dim, DType dtype, const KernelParams& params, int num_ctas,
+                         cudaStream_t stream);
+Status prepare_persistent(int head_dim, DType dtype);
+Result<int> persistent_smem_bytes(int head_dim, DType dtype);
+Result<int> persistent_occupancy(int head_dim, DType dtype);  // CTAs per SM
+
+// Per-head-dim translation units (persistent_kernel_hd{64,128,256}.cu).
+Status launch_persistent_hd64(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s);
+Status launch_persistent_hd128(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s);
+Status launch_persistent_hd256(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s);
+Status prepare_persistent_hd64(bool bf16, int* ctas_per_sm);
+Status prepare_persistent_hd128(bool bf16, int* ctas_per_sm);
+Status prepare_persistent_hd256(bool bf16, int* ctas_per_sm);
+
+struct MergeParams {
+  const int32_t* plan = nullptr;  // header gives num_merges
+  int off_merge_indptr = 0, off_merge_row = 0, off_merge_kv_head = 0, off_merge_slots = 0;
+  const float* partial_o = nullptr;
+  const float* partial_lse = nullptr;
+  void* out = nullptr;
+  int num_qo_heads = 0;
+  int group_size = 0;
+};
+// Fixed grid (CUDA-graph compatible): walks the header's num_merges entries grid-stride.
+Status launch_merge(int head_dim, DType dtype, const MergeParams& params, int num_blocks,
+                    cudaStream_t stream);
+
+}  // namespace packserve::attention::cuda

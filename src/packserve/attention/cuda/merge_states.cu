@@ -1,0 +1,110 @@
+// merge_states.cu: combines the partial attention states of split rows (seed 004 §2.2, the
+// LSE composition) in the plan's merge order and writes the final output.
+// Must match: merge.h / run_cpu.cc (same order, same operator), within f32 rounding.
+//
+// Mapping: one warp per (merge entry e, head h of the group); lane l owns dims
+// [l * HeadDim / 32, +HeadDim / 32). Fixed grid, grid-stride over num_merges * group_size
+// read from the plan buffer header, so a captured graph replays any plan of the capacity.
+// Numerics (base 2, f32): folding slot s into the running state (o, lse):
+//   mx = max(lse, lse_s); w = 2^(lse - mx); w_s = 2^(lse_s - mx);
+//   o = (o w + o_s w_s) / (w + w_s); lse = mx + log2(w + w_s).
+// The running state starts as the first slot; the output is o rounded to T.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "packserve/attention/cuda/cuda_check.h"
+#include "packserve/attention/cuda/kernel_launch.h"
+
+namespace packserve::attention::cuda {
+namespace {
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half from_float(float x) {
+  return __float2half_rn(x);
+}
+
+template <int HeadDim, typename T>
+__global__ void merge_states_kernel(const MergeParams p) {
+  constexpr int kDims = HeadDim / 32;
+  const int num_merges = p.plan[kHdrNumMerges];
+  const int group = p.group_size;
+  const int lane = threadIdx.x % 32;
+  const int warps_per_block = blockDim.x / 32;
+  const int total = num_merges * group;
+  for (int w = blockIdx.x * warps_per_block + threadIdx.x / 32; w < total;
+       w += gridDim.x * warps_per_block) {
+    const int e = w / group, h = w % group;
+    const int32_t* indptr = p.plan + p.off_merge_indptr;
+    const int32_t* slots = p.plan + p.off_merge_slots;
+    const int row = p.plan[p.off_merge_row + e];
+    const int kv_head = p.plan[p.off_merge_kv_head + e];
+    float o[kDims];
+    float lse = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) o[i] = 0.0f;
+    for (int s = indptr[e]; s < indptr[e + 1]; ++s) {
+      const size_t slot = static_cast<size_t>(slots[s]) * group + h;
+      const float lse_s = p.partial_lse[slot];
+      const float* o_s = p.partial_o + slot * HeadDim + lane * kDims;
+      if (s == indptr[e]) {
+#pragma unroll
+        for (int i = 0; i < kDims; ++i) o[i] = o_s[i];
+        lse = lse_s;
+        continue;
+      }
+      const float mx = fmaxf(lse, lse_s);
+      const float wa = exp2f(lse - mx), wb = exp2f(lse_s - mx);
+      const float inv = 1.0f / (wa + wb);
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) o[i] = (o[i] * wa + o_s[i] * wb) * inv;
+      lse = mx + log2f(wa + wb);
+    }
+    T* dst = static_cast<T*>(p.out) +
+             (static_cast<size_t>(row) * p.num_qo_heads + kv_head * group + h) * HeadDim +
+             lane * kDims;
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) dst[i] = from_float<T>(o[i]);
+  }
+}
+
+template <typename T>
+Status launch_typed(int head_dim, const MergeParams& p, int num_blocks, cudaStream_t s) {
+  constexpr int kBlock = 256;
+  switch (head_dim) {
+    case 64:
+      merge_states_kernel<64, T><<<num_blocks, kBlock, 0, s>>>(p);
+      break;
+    case 128:
+      merge_states_kernel<128, T><<<num_blocks, kBlock, 0, s>>>(p);
+      break;
+    case 256:
+      merge_states_kernel<256, T><<<num_blocks, kBlock, 0, s>>>(p);
+      break;
+    default:
+      return unimplemented("merge kernel for head_dim=" + std::to_string(head_dim) +
+                           " is not compiled (64/128/256)");
+  }
+  PS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return ok_status();
+}
+
+}  // namespace
+
+Status launch_merge(int head_dim, DType dtype, const MergeParams& params, int num_blocks,
+                    cudaStream_t stream) {
+  if (dtype == DType::kBF16)
+    return launch_typed<__nv_bfloat16>(head_dim, params, num_blocks, stream);
+  if (dtype == DType::kF16) return launch_typed<__half>(head_dim, params, num_blocks, stream);
+  return unimplemented("merge kernel for dtype=" + std::string(dtype_name(dtype)) +
+                       " is not compiled (bf16/f16)");
+}
+
+}  // namespace packserve::attention::cuda

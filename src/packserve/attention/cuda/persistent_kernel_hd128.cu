@@ -1,0 +1,38 @@
+// persistent_kernel_hd128.cu: the head_dim 128 instances of persistent_kernel.cuh (bf16, f16).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "packserve/attention/cuda/cuda_check.h"
+#include "packserve/attention/cuda/kernel_launch.h"
+#include "packserve/attention/cuda/persistent_kernel.cuh"
+
+namespace packserve::attention::cuda {
+namespace {
+
+template <typename T>
+Status launch(const KernelParams& p, int num_ctas, cudaStream_t s) {
+  persistent_attention_kernel<128, T><<<num_ctas, kThreads, KernelTraits<128>::kSmemBytes, s>>>(p);
+  PS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return ok_status();
+}
+
+template <typename T>
+Status prepare(int* ctas_per_sm) {
+  PS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(persistent_attention_kernel<128, T>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               KernelTraits<128>::kSmemBytes));
+  PS_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      ctas_per_sm, persistent_attention_kernel<128, T>, kThreads, KernelTraits<128>::kSmemBytes));
+  return ok_status();
+}
+
+}  // namespace
+
+Status launch_persistent_hd128(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s) {
+  return bf16 ? launch<__nv_bfloat16>(p, num_ctas, s) : launch<__half>(p, num_ctas, s);
+}
+Status prepare_persistent_hd128(bool bf16, int* ctas_per_sm) {
+  return bf16 ? prepare<__nv_bfloat16>(ctas_per_sm) : prepare<__half>(ctas_per_sm);
+}
+
+}  // namespace packserve::attention::cuda

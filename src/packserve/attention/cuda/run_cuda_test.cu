@@ -1,0 +1,371 @@
+// run_cuda_test.cu [label gpu]: the CUDA executor against the CPU executor and the float64
+// reference, on the shared random batch generator (tests/testing/random_batch.h).
+// Every test skips with "no CUDA device" when there is none. Outputs are poisoned (NaN)
+// before each run and every element is checked.
+// Tolerances: bf16 |x - ref| <= 5e-3 + 1e-2 |ref|; f16 2e-3 + 5e-3 |ref|. Where they come
+// from: the output is rounded once to the dtype (relative 2^-9 bf16, 2^-12 f16) and P is
+// rounded to the dtype before the PV product (FA2 does the same), an absolute error of at
+// most ~2^-9 max|v| (|v| <= ~4 for N(0,1) draws) in bf16; f32 accumulation adds < 1e-5.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "packserve/attention/batch_spec.h"
+#include "packserve/attention/cuda/gpu_batch.h"
+#include "packserve/attention/cuda/run_cuda.h"
+#include "packserve/attention/cuda/workspace.h"
+#include "packserve/attention/plan.h"
+#include "packserve/attention/reference.h"
+#include "packserve/attention/run_cpu.h"
+#include "testing/random_batch.h"
+
+namespace packserve::attention::cuda {
+namespace {
+
+constexpr Policy kPolicies[] = {Policy::kNaive, Policy::kBalanced, Policy::kPrefix};
+constexpr int kCtaCounts[] = {1, 7, 32, 132};
+
+bool has_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define SKIP_WITHOUT_DEVICE() \
+  if (!has_device()) GTEST_SKIP() << "no CUDA device"
+
+struct Tolerance {
+  double atol, rtol;
+};
+Tolerance tolerance(DType dtype) {
+  return dtype == DType::kBF16 ? Tolerance{5e-3, 1e-2} : Tolerance{2e-3, 5e-3};
+}
+
+BatchData build(const BatchSpec& spec) {
+  Result<BatchData> data = build_batch(spec);
+  PS_CHECK(data.ok()) << data.status().to_string() << " spec " << to_json(spec);
+  return std::move(data).value();
+}
+
+PlanCapacity capacity_for(const BatchLayout& l, int num_ctas) {
+  return PlanCapacity{l.total_rows(), static_cast<int>(l.kv_page_indices.size()), num_ctas,
+                      l.num_kv_heads};
+}
+
+HeadConfig heads_of(const BatchLayout& l) {
+  return HeadConfig{l.num_qo_heads, l.num_kv_heads, l.head_dim, l.dtype};
+}
+
+testing::RandomBatchOptions gpu_options() {
+  testing::RandomBatchOptions o;
+  o.dtypes = {DType::kBF16, DType::kF16};
+  return o;
+}
+
+// Plans, uploads, runs on the GPU (output poisoned first) and reads the output back.
+std::vector<float> plan_and_run_gpu(const BatchData& data, Policy policy, bool deterministic,
+                                    int ctas) {
+  PlanOptions options;
+  options.policy = policy;
+  options.deterministic = deterministic;
+  const Result<Plan> plan = make_plan(data.layout, DeviceShape{ctas}, options);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (!plan.ok()) return {};
+  Result<Workspace> ws = Workspace::create(capacity_for(data.layout, ctas), heads_of(data.layout));
+  EXPECT_TRUE(ws.ok()) << ws.status().to_string();
+  if (!ws.ok()) return {};
+  GpuBatch gpu;
+  Status s = gpu.assign(data);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  s = ws->upload(*plan, nullptr);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  s = gpu.poison_output(nullptr);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  s = run_cuda(*ws, gpu.view, nullptr);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  const cudaError_t sync = cudaDeviceSynchronize();
+  EXPECT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
+  Result<std::vector<float>> out = gpu.read_output(data.layout);
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  return out.ok() ? std::move(out).value() : std::vector<float>{};
+}
+
+void expect_matches(const BatchLayout& layout, const std::vector<float>& out,
+                    std::span<const double> ref, const char* what) {
+  ASSERT_EQ(out.size(), ref.size()) << what;
+  const Tolerance tol = tolerance(layout.dtype);
+  const OutputComparison c = compare_with_reference(layout, out, ref, tol.atol, tol.rtol);
+  ASSERT_TRUE(c.ok) << what << ": " << c.num_failed << " of " << out.size() << " elements fail ("
+                    << c.num_nonfinite << " non-finite), first: " << c.first_failure
+                    << " max_abs_err=" << c.max_abs_err;
+}
+
+TEST(RunCuda, SupportsNamesCompiledConfigurations) {
+  EXPECT_TRUE(supports(TileConfig{16, 64}, 128, DType::kBF16));
+  EXPECT_TRUE(supports(TileConfig{128, 128}, 256, DType::kF16));
+  EXPECT_FALSE(supports(TileConfig{16, 64}, 128, DType::kF32));
+  EXPECT_FALSE(supports(TileConfig{48, 64}, 128, DType::kBF16));
+  EXPECT_FALSE(supports(TileConfig{16, 64}, 96, DType::kBF16));
+}
+
+// Every policy, deterministic or not, on random batches (page sizes 1..256, GQA 1/4/8,
+// head_dim 64/128/256, prefix forests, mixed prefill/decode): GPU vs reference and vs CPU.
+TEST(RunCuda, EveryPolicyMatchesCpuAndReferenceOnRandomBatches) {
+  SKIP_WITHOUT_DEVICE();
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const BatchSpec spec = testing::random_batch_spec(seed, gpu_options());
+    SCOPED_TRACE("seed " + std::to_string(seed) + " spec " + to_json(spec));
+    const BatchData data = build(spec);
+    const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    const int ctas = kCtaCounts[seed % 4];
+    for (Policy policy : kPolicies) {
+      for (bool deterministic : {false, true}) {
+        SCOPED_TRACE(std::string("policy ") + std::string(policy_name(policy)) +
+                     (deterministic ? " deterministic" : "") + " ctas " + std::to_string(ctas));
+        const std::vector<float> gpu = plan_and_run_gpu(data, policy, deterministic, ctas);
+        expect_matches(data.layout, gpu, *ref, "gpu vs reference");
+        // CPU executor on the same plan, as the second oracle.
+        PlanOptions options;
+        options.policy = policy;
+        options.deterministic = deterministic;
+        const Result<Plan> plan = make_plan(data.layout, DeviceShape{ctas}, options);
+        ASSERT_TRUE(plan.ok());
+        std::vector<float> cpu(data.layout.q_elements());
+        ASSERT_TRUE(run_cpu(*plan, data.layout, data.tensors(), cpu).ok());
+        const std::vector<double> cpu_d(cpu.begin(), cpu.end());
+        expect_matches(data.layout, gpu, cpu_d, "gpu vs cpu executor");
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Edge shapes the random draw reaches rarely: page sizes 1, 3, 256, head_dim 256, a long
+// prefill with a chunked tail, a 2-page shared prefix.
+TEST(RunCuda, EdgeShapes) {
+  SKIP_WITHOUT_DEVICE();
+  struct Case {
+    int page_size, head_dim, qo, kv;
+    DType dtype;
+  };
+  const Case cases[] = {{1, 64, 8, 8, DType::kBF16},
+                        {3, 128, 4, 1, DType::kF16},
+                        {256, 256, 8, 2, DType::kBF16},
+                        {16, 256, 16, 2, DType::kF16}};
+  for (const Case& c : cases) {
+    BatchSpec spec;
+    spec.num_qo_heads = c.qo;
+    spec.num_kv_heads = c.kv;
+    spec.head_dim = c.head_dim;
+    spec.page_size = c.page_size;
+    spec.dtype = c.dtype;
+    spec.seed = 11;
+    spec.prefixes = {{"p", 2 * c.page_size, ""}};
+    spec.requests = {{1, 700, "p"},
+                     {150, 300, ""},
+                     {37, 37 + 2 * c.page_size, "p"},
+                     {1, 1, ""},
+                     {1, 2 * c.page_size + 1, "p"}};
+    SCOPED_TRACE(to_json(spec));
+    const BatchData data = build(spec);
+    const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    for (Policy policy : kPolicies) {
+      SCOPED_TRACE(std::string(policy_name(policy)));
+      expect_matches(data.layout, plan_and_run_gpu(data, policy, false, 5), *ref, "edge");
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// Deterministic plans: a request's output bits are the same in any batch.
+TEST(RunCuda, DeterministicPlansGiveBatchIndependentBits) {
+  SKIP_WITHOUT_DEVICE();
+  for (uint64_t seed = 500; seed < 508; ++seed) {
+    testing::RandomBatchOptions small = gpu_options();
+    small.max_requests = 3;
+    const BatchSpec alone_spec = testing::random_batch_spec(seed, small);
+    SCOPED_TRACE("seed " + std::to_string(seed) + " spec " + to_json(alone_spec));
+    const BatchData alone = build(alone_spec);
+    testing::RandomBatchOptions same_shape = gpu_options();
+    same_shape.num_qo_heads = alone_spec.num_qo_heads;
+    same_shape.num_kv_heads = alone_spec.num_kv_heads;
+    same_shape.head_dim = alone_spec.head_dim;
+    same_shape.page_size = alone_spec.page_size;
+    same_shape.dtypes = {alone_spec.dtype};
+    const int ctas = kCtaCounts[seed % 4];
+    const size_t alone_floats = alone.layout.q_elements();
+    for (Policy policy : kPolicies) {
+      SCOPED_TRACE(std::string(policy_name(policy)));
+      const std::vector<float> a = plan_and_run_gpu(alone, policy, true, ctas);
+      ASSERT_EQ(a.size(), alone_floats);
+      for (uint64_t other_seed : {seed + 1000, seed + 2000}) {
+        const BatchData others = build(testing::random_batch_spec(other_seed, same_shape));
+        const int at = static_cast<int>(other_seed % (others.layout.batch_size() + 1));
+        Result<BatchData> mixed = testing::insert_batch(others, alone, at);
+        ASSERT_TRUE(mixed.ok()) << mixed.status().to_string();
+        const std::vector<float> b = plan_and_run_gpu(*mixed, policy, true, ctas);
+        const size_t offset = static_cast<size_t>(mixed->layout.qo_indptr[at]) *
+                              alone.layout.num_qo_heads * alone.layout.head_dim;
+        ASSERT_GE(b.size(), offset + alone_floats);
+        ASSERT_EQ(std::memcmp(a.data(), b.data() + offset, alone_floats * 4), 0)
+            << "request bits differ when inserted at request " << at << " of batch seed "
+            << other_seed;
+      }
+    }
+  }
+}
+
+BatchSpec decode_spec(uint64_t seed, int batch, int base_len) {
+  BatchSpec spec;
+  spec.num_qo_heads = 32;
+  spec.num_kv_heads = 8;
+  spec.head_dim = 128;
+  spec.page_size = 16;
+  spec.dtype = DType::kBF16;
+  spec.seed = seed;
+  for (int i = 0; i < batch; ++i) spec.requests.push_back({1, base_len + 97 * i, ""});
+  return spec;
+}
+
+// A decode step captured in a CUDA graph, replayed with a different plan of the same capacity
+// uploaded into the same workspace and a different batch copied into the same device arrays.
+TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
+  SKIP_WITHOUT_DEVICE();
+  const BatchData first = build(decode_spec(1, 8, 900));
+  const BatchData second = build(decode_spec(2, 8, 300));  // same batch size, other lengths
+  const int ctas = 16;
+  PlanCapacity cap = capacity_for(first.layout, ctas);
+  Result<Workspace> ws = Workspace::create(cap, heads_of(first.layout));
+  ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+  const Result<Plan> plan1 = make_plan(first.layout, DeviceShape{ctas}, {});
+  const Result<Plan> plan2 = make_plan(second.layout, DeviceShape{ctas}, {});
+  ASSERT_TRUE(plan1.ok() && plan2.ok());
+  GpuBatch gpu;
+  ASSERT_TRUE(gpu.assign(first).ok());
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_TRUE(ws->upload(*plan1, stream).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status captured = run_cuda(*ws, gpu.view, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.to_string();
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+  for (const BatchData* data : {&first, &second}) {
+    SCOPED_TRACE(data == &first ? "first plan" : "second plan");
+    const void* q_before = gpu.view.q;
+    ASSERT_TRUE(gpu.assign(*data).ok());
+    ASSERT_EQ(gpu.view.q, q_before) << "the second batch must fit the first one's arrays";
+    ASSERT_TRUE(ws->upload(data == &first ? *plan1 : *plan2, stream).ok());
+    ASSERT_TRUE(gpu.poison_output(stream).ok());
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const Result<std::vector<float>> out = gpu.read_output(data->layout);
+    ASSERT_TRUE(out.ok());
+    const Result<std::vector<double>> ref = reference_attention(data->layout, data->tensors());
+    ASSERT_TRUE(ref.ok());
+    expect_matches(data->layout, *out, *ref, "graph replay");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(RunCuda, ErrorsNameTheCause) {
+  SKIP_WITHOUT_DEVICE();
+  const BatchData data = build(decode_spec(3, 6, 500));
+  const HeadConfig heads = heads_of(data.layout);
+  // Plan larger than the workspace.
+  Result<Workspace> tiny = Workspace::create(PlanCapacity{1, 1, 4, 8}, heads);
+  ASSERT_TRUE(tiny.ok()) << tiny.status().to_string();
+  const Result<Plan> plan = make_plan(data.layout, DeviceShape{4}, {});
+  ASSERT_TRUE(plan.ok());
+  const Status too_big = tiny->upload(*plan, nullptr);
+  EXPECT_EQ(too_big.code(), StatusCode::kResourceExhausted) << too_big.to_string();
+  EXPECT_NE(too_big.message().find("larger PlanCapacity"), std::string::npos)
+      << too_big.to_string();
+  // run before any successful upload.
+  GpuBatch gpu;
+  ASSERT_TRUE(gpu.assign(data).ok());
+  EXPECT_EQ(run_cuda(*tiny, gpu.view, nullptr).code(), StatusCode::kFailedPrecondition);
+  // num_ctas mismatch.
+  Result<Workspace> ws = Workspace::create(capacity_for(data.layout, 8), heads);
+  ASSERT_TRUE(ws.ok());
+  const Status ctas = ws->upload(*plan, nullptr);
+  EXPECT_EQ(ctas.code(), StatusCode::kInvalidArgument) << ctas.to_string();
+  EXPECT_NE(ctas.message().find("num_ctas"), std::string::npos) << ctas.to_string();
+  // Unsupported tile and dtype.
+  Plan bad = make_plan(data.layout, DeviceShape{8}, {}).value();
+  bad.items[0].tile.tile_q = 48;
+  const Status tile = ws->upload(bad, nullptr);
+  EXPECT_EQ(tile.code(), StatusCode::kUnimplemented) << tile.to_string();
+  EXPECT_NE(tile.message().find("48x"), std::string::npos) << tile.to_string();
+  HeadConfig f32 = heads;
+  f32.dtype = DType::kF32;
+  const Result<Workspace> ws32 = Workspace::create(capacity_for(data.layout, 8), f32);
+  EXPECT_EQ(ws32.status().code(), StatusCode::kUnimplemented) << ws32.status().to_string();
+  // Bad batch fields.
+  DeviceBatch bad_batch = gpu.view;
+  bad_batch.page_size = 0;
+  ASSERT_TRUE(ws->upload(make_plan(data.layout, DeviceShape{8}, {}).value(), nullptr).ok());
+  const Status page = run_cuda(*ws, bad_batch, nullptr);
+  EXPECT_EQ(page.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(page.message().find("page_size"), std::string::npos) << page.to_string();
+}
+
+// KV append writes each new row into its (page, slot) and nothing else.
+TEST(RunCuda, KvAppendWritesRowsIntoTheirPages) {
+  SKIP_WITHOUT_DEVICE();
+  const int pages = 5, page_size = 16, heads = 2, dim = 64, rows = 7;
+  const size_t row_elems = static_cast<size_t>(heads) * dim;
+  std::vector<uint16_t> k_pool(pages * page_size * row_elems, 0x1234);
+  std::vector<uint16_t> v_pool = k_pool;
+  std::vector<uint16_t> k_new(rows * row_elems), v_new(rows * row_elems);
+  for (size_t i = 0; i < k_new.size(); ++i) {
+    k_new[i] = static_cast<uint16_t>(i * 7 + 1);
+    v_new[i] = static_cast<uint16_t>(i * 5 + 3);
+  }
+  const std::vector<int32_t> page = {4, 0, 2, 2, 1, 3, 4}, slot = {0, 15, 3, 4, 9, 1, 7};
+  DeviceBuffer dk, dv, dkn, dvn, dp, ds;
+  ASSERT_TRUE(dk.upload(k_pool.data(), k_pool.size() * 2).ok());
+  ASSERT_TRUE(dv.upload(v_pool.data(), v_pool.size() * 2).ok());
+  ASSERT_TRUE(dkn.upload(k_new.data(), k_new.size() * 2).ok());
+  ASSERT_TRUE(dvn.upload(v_new.data(), v_new.size() * 2).ok());
+  ASSERT_TRUE(dp.upload(page.data(), page.size() * 4).ok());
+  ASSERT_TRUE(ds.upload(slot.data(), slot.size() * 4).ok());
+  KvAppendArgs a;
+  a.k_new = dkn.get();
+  a.v_new = dvn.get();
+  a.page = static_cast<const int32_t*>(dp.get());
+  a.slot = static_cast<const int32_t*>(ds.get());
+  a.num_rows = rows;
+  a.k_pages = dk.get();
+  a.v_pages = dv.get();
+  a.page_size = page_size;
+  a.num_kv_heads = heads;
+  a.head_dim = dim;
+  a.dtype = DType::kBF16;
+  ASSERT_TRUE(kv_append(a, nullptr).ok());
+  std::vector<uint16_t> k_out(k_pool.size()), v_out(v_pool.size());
+  ASSERT_EQ(cudaMemcpy(k_out.data(), dk.get(), k_out.size() * 2, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(v_out.data(), dv.get(), v_out.size() * 2, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (int r = 0; r < rows; ++r) {
+    const size_t dst = (static_cast<size_t>(page[r]) * page_size + slot[r]) * row_elems;
+    std::memcpy(k_pool.data() + dst, k_new.data() + r * row_elems, row_elems * 2);
+    std::memcpy(v_pool.data() + dst, v_new.data() + r * row_elems, row_elems * 2);
+  }
+  EXPECT_EQ(k_out, k_pool);
+  EXPECT_EQ(v_out, v_pool);
+  a.num_rows = -1;
+  EXPECT_EQ(kv_append(a, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace packserve::attention::cuda

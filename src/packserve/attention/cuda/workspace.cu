@@ -1,0 +1,137 @@
+// workspace.cu: Workspace allocation, region layout and plan upload (workspace.h).
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+
+#include "packserve/attention/cuda/cuda_check.h"
+#include "packserve/attention/cuda/kernel_launch.h"
+#include "packserve/attention/cuda/workspace.h"
+
+namespace packserve::attention::cuda {
+namespace {
+
+constexpr size_t kRegionAlignBytes = 256;
+
+size_t align_up(size_t n) {
+  return (n + kRegionAlignBytes - 1) / kRegionAlignBytes * kRegionAlignBytes;
+}
+
+Status check_heads(const HeadConfig& h) {
+  if (h.num_qo_heads < 1 || h.num_kv_heads < 1 || h.num_qo_heads % h.num_kv_heads != 0) {
+    return invalid_argument("heads: num_qo_heads = " + std::to_string(h.num_qo_heads) +
+                            ", num_kv_heads = " + std::to_string(h.num_kv_heads) +
+                            ": expected both >= 1 and num_qo_heads % num_kv_heads == 0");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<Workspace> Workspace::create(const PlanCapacity& capacity, const HeadConfig& heads) {
+  PS_RETURN_IF_ERROR(check_heads(heads));
+  if (capacity.num_kv_heads != heads.num_kv_heads) {
+    return invalid_argument(
+        "capacity.num_kv_heads = " + std::to_string(capacity.num_kv_heads) +
+        " differs from heads.num_kv_heads = " + std::to_string(heads.num_kv_heads));
+  }
+  PS_RETURN_IF_ERROR(prepare_persistent(heads.head_dim, heads.dtype));
+  PS_ASSIGN_OR_RETURN(const PlanBufferLayout layout, plan_buffer_layout(capacity));
+  Workspace ws;
+  ws.capacity_ = capacity;
+  ws.layout_ = layout;
+  ws.heads_ = heads;
+  const size_t slots = static_cast<size_t>(layout.max_merge_slots) * heads.group_size();
+  size_t offset = 0;
+  auto add = [&](std::string name, size_t bytes) {
+    ws.regions_.push_back({std::move(name), offset, bytes});
+    offset += align_up(bytes);
+  };
+  add("plan_buffer", static_cast<size_t>(layout.total_int32) * sizeof(int32_t));
+  add("partial_o", slots * heads.head_dim * sizeof(float));
+  add("partial_lse", slots * sizeof(float));
+  ws.total_bytes_ = offset;
+  void* base = nullptr;
+  const cudaError_t err = cudaMalloc(&base, ws.total_bytes_);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    return resource_exhausted("workspace: cudaMalloc of " + std::to_string(ws.total_bytes_) +
+                              " bytes failed (" + cudaGetErrorString(err) +
+                              "); reduce PlanCapacity.max_rows / max_pages");
+  }
+  ws.base_ = static_cast<std::byte*>(base);
+  ws.staging_.assign(static_cast<size_t>(layout.total_int32), 0);
+  return Result<Workspace>(std::move(ws));
+}
+
+Workspace::Workspace(Workspace&& o) noexcept { *this = std::move(o); }
+
+Workspace& Workspace::operator=(Workspace&& o) noexcept {
+  if (this != &o) {
+    release();
+    capacity_ = o.capacity_;
+    layout_ = o.layout_;
+    heads_ = o.heads_;
+    regions_ = std::move(o.regions_);
+    staging_ = std::move(o.staging_);
+    base_ = std::exchange(o.base_, nullptr);
+    total_bytes_ = std::exchange(o.total_bytes_, 0);
+    has_plan_ = std::exchange(o.has_plan_, false);
+  }
+  return *this;
+}
+
+Workspace::~Workspace() { release(); }
+
+void Workspace::release() {
+  if (base_ != nullptr) (void)cudaFree(base_);
+  base_ = nullptr;
+}
+
+const int32_t* Workspace::plan_buffer() const {
+  return reinterpret_cast<const int32_t*>(base_ + regions_[0].offset_bytes);
+}
+float* Workspace::partial_o() const {
+  return reinterpret_cast<float*>(base_ + regions_[1].offset_bytes);
+}
+float* Workspace::partial_lse() const {
+  return reinterpret_cast<float*>(base_ + regions_[2].offset_bytes);
+}
+
+Status Workspace::upload(const Plan& plan, StreamHandle stream) {
+  if (base_ == nullptr) return failed_precondition("workspace: used after move");
+  if (plan.num_kv_heads != heads_.num_kv_heads || plan.group_size != heads_.group_size() ||
+      plan.head_dim != heads_.head_dim) {
+    return invalid_argument(
+        "plan heads (num_kv_heads=" + std::to_string(plan.num_kv_heads) + ", group_size=" +
+        std::to_string(plan.group_size) + ", head_dim=" + std::to_string(plan.head_dim) +
+        ") differ from the workspace's (" + std::to_string(heads_.num_kv_heads) + ", " +
+        std::to_string(heads_.group_size()) + ", " + std::to_string(heads_.head_dim) + ")");
+  }
+  if (plan.num_ctas != capacity_.num_ctas) {
+    return invalid_argument(
+        "plan.num_ctas = " + std::to_string(plan.num_ctas) +
+        " differs from the workspace capacity's num_ctas = " + std::to_string(capacity_.num_ctas) +
+        ": make the plan with DeviceShape{num_ctas = " + std::to_string(capacity_.num_ctas) + "}");
+  }
+  PS_RETURN_IF_ERROR(supports_plan(plan, heads_.dtype));
+  if (plan.num_partial_slots > max_partial_slots()) {
+    return resource_exhausted("workspace region partial_o: plan needs " +
+                              std::to_string(plan.num_partial_slots) + " partial slots, capacity " +
+                              std::to_string(max_partial_slots()) +
+                              "; create the Workspace with a larger PlanCapacity");
+  }
+  const Status s = serialize_plan(plan, capacity_, staging_);
+  if (!s.ok()) {
+    return Status(s.code(), "workspace region plan_buffer: " + s.message() +
+                                "; create the Workspace with a larger PlanCapacity");
+  }
+  // From pageable memory: returns once the source is staged, so staging_ may be reused.
+  PS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base_ + regions_[0].offset_bytes, staging_.data(),
+                                          staging_.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                          stream));
+  has_plan_ = true;
+  return ok_status();
+}
+
+}  // namespace packserve::attention::cuda

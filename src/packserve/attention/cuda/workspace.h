@@ -1,0 +1,90 @@
+// workspace.h: the device workspace of the CUDA attention executor: one allocation cut into
+// named, 256-byte-aligned regions at fixed addresses (FlashInfer-style), sized once from a
+// PlanCapacity (plan_buffer.h) and the head configuration.
+//
+//   plan_buffer  [plan_buffer_layout(capacity).total_int32] int32  the serialized plan
+//   partial_o    [max_partial_slots, group_size, head_dim]  f32     o of split rows (normalised)
+//   partial_lse  [max_partial_slots, group_size]            f32     base-2 lse of split rows
+// max_partial_slots = the layout's max_merge_slots (each partial slot is merged exactly once).
+//
+// Two-phase use, so a decode step can be captured in a CUDA graph: create() allocates (once),
+// upload() copies a plan into the fixed plan_buffer (outside any graph), run_cuda() reads it.
+// Errors say which region is too small and what to do. Thread-safety: one stream at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "packserve/attention/cuda/run_cuda.h"
+#include "packserve/attention/plan.h"
+#include "packserve/attention/plan_buffer.h"
+#include "packserve/common/dtype.h"
+#include "packserve/common/status.h"
+
+namespace packserve::attention::cuda {
+
+struct HeadConfig {
+  int num_qo_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;            // 64, 128 or 256
+  DType dtype = DType::kBF16;  // bf16 or f16
+  int group_size() const { return num_kv_heads > 0 ? num_qo_heads / num_kv_heads : 0; }
+};
+
+struct WorkspaceRegion {
+  std::string name;
+  size_t offset_bytes = 0;
+  size_t size_bytes = 0;
+};
+
+class Workspace {
+ public:
+  // Allocates the regions for every plan within `capacity`. kInvalidArgument naming the
+  // field for a bad capacity or head config, kUnimplemented for an uncompiled (head_dim,
+  // dtype), kResourceExhausted when the device allocation fails (with the byte count).
+  static Result<Workspace> create(const PlanCapacity& capacity, const HeadConfig& heads);
+
+  Workspace(Workspace&& other) noexcept;
+  Workspace& operator=(Workspace&& other) noexcept;
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  ~Workspace();
+
+  // Serializes `plan` and copies it into plan_buffer on `stream` (the host staging copy is
+  // taken before this returns). kResourceExhausted naming the region when the plan does not
+  // fit ("plan_buffer.items: plan has 5000, capacity 4096; create the Workspace with a larger
+  // PlanCapacity"), kInvalidArgument when the plan's heads/num_ctas differ from the
+  // workspace's, kUnimplemented when a work item's tile is not compiled. On error the
+  // previously uploaded plan stays in place and usable.
+  Status upload(const Plan& plan, StreamHandle stream);
+
+  bool has_plan() const { return has_plan_; }
+  const PlanCapacity& capacity() const { return capacity_; }
+  const PlanBufferLayout& layout() const { return layout_; }
+  const HeadConfig& heads() const { return heads_; }
+  int max_partial_slots() const { return layout_.max_merge_slots; }
+  size_t total_bytes() const { return total_bytes_; }
+  const std::vector<WorkspaceRegion>& regions() const { return regions_; }
+
+  // Device addresses of the regions (fixed for the workspace's lifetime).
+  const int32_t* plan_buffer() const;
+  float* partial_o() const;
+  float* partial_lse() const;
+
+ private:
+  Workspace() = default;
+  void release();
+
+  PlanCapacity capacity_;
+  PlanBufferLayout layout_;
+  HeadConfig heads_;
+  std::vector<WorkspaceRegion> regions_;
+  std::vector<int32_t> staging_;  // host copy of the serialized plan
+  std::byte* base_ = nullptr;     // device allocation
+  size_t total_bytes_ = 0;
+  bool has_plan_ = false;
+};
+
+}  // namespace packserve::attention::cuda
