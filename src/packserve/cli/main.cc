@@ -1,7 +1,6 @@
 // main.cc: the packserve executable; subcommands live in their own files (commands.h).
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
 #include <string>
 
 #include "packserve/cli/commands.h"
@@ -10,9 +9,12 @@
 int main(int argc, char** argv) {
   CLI::App app{"packserve: an LLM serving engine built around a packed, prefix-aware attention engine"};
   app.require_subcommand(1);
-  std::string log_level = "warn";
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off")
-      ->capture_default_str();
+  packserve::init_logging();
+  // Applied while parsing, so it is in force when the subcommand's callback runs.
+  app.add_option_function<std::string>(
+         "--log-level", [](const std::string& level) { packserve::set_log_level(level); },
+         "log level of the lines written to stderr (default warn)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   int exit_code = 0;
   packserve::cli::register_attention_commands(app, exit_code);
   packserve::cli::register_simulate_command(app, exit_code);
@@ -23,6 +25,5 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  (void)log_level;
   return exit_code;
 }

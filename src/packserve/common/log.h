@@ -11,6 +11,9 @@
 namespace packserve {
 // Sets the level from "trace|debug|info|warn|error|off"; returns false for an unknown name.
 bool set_log_level(std::string_view level);
+// Makes the default logger write to stderr (stdout carries the commands' JSON output) at
+// level `warn`. Call once at program start, before any thread logs.
+void init_logging();
 }  // namespace packserve
 
 #define PS_LOG_AT(level, tag, fmt_str, ...) \

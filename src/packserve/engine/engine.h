@@ -1,0 +1,164 @@
+// engine.h: the serving engine (DESIGN.md "Data flow of one engine step"; issues 4 and 5).
+//
+// Owns one engine thread that loops: take new submissions and cancellations -> Scheduler
+// step (schedule -> ForwardBatch -> ForwardBackend::forward -> sample -> commit) -> detokenize
+// incrementally -> push RequestOutput updates into each request's stream. HTTP threads, the
+// `generate` command and the in-process benchmark only call submit()/cancel()/metrics() and
+// read their streams.
+//
+// Text: every update's text_delta holds only complete UTF-8 characters (StreamDecoder) and
+// never part of a stop string: text that could still become a stop string is held back until
+// it cannot; the matched stop string is not included (OpenAI semantics), finish_reason "stop".
+// Failure contract: submit() validates everything (prompt ids in [0, vocab), prompt +
+// max_tokens <= max_model_len, sampling params) and returns kInvalidArgument naming the field;
+// kResourceExhausted when the waiting queue is full; kFailedPrecondition while draining or
+// stopped. A backend error fails only the requests of that step (finish_reason "error", their
+// pages returned); the engine goes on with the others.
+// Thread-safety: every public method is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packserve/attention/plan.h"
+#include "packserve/common/status.h"
+#include "packserve/kv/kv_cache.h"
+#include "packserve/model/forward.h"
+#include "packserve/sched/scheduler.h"
+#include "packserve/tokenizer/tokenizer.h"
+
+namespace packserve::engine {
+
+using RequestId = sched::RequestId;
+
+struct SamplingParams {
+  double temperature = 1.0;  // 0 = greedy; >= 0, finite
+  int32_t top_k = 0;         // 0 = off; >= 0
+  double top_p = 1.0;        // in (0, 1]
+  double min_p = 0.0;        // in [0, 1]
+  std::optional<uint64_t> seed;  // per-request RNG seed; unset = drawn from the engine's RNG
+  int32_t max_tokens = 16;       // >= 1
+  std::vector<std::string> stop;         // stop strings (non-empty strings), at most 16
+  std::vector<int32_t> stop_token_ids;   // in addition to the model's EOS ids
+  bool ignore_eos = false;
+  bool logprobs = false;  // report the sampled token's log-probability
+  // kInvalidArgument naming the field ("temperature: expected a finite number >= 0, got nan").
+  Status validate() const;
+};
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt_token_ids;  // >= 1 token
+  SamplingParams sampling;
+  double arrival_time_ms = -1.0;  // < 0: now (the engine clock)
+};
+
+struct TokenOutput {
+  int32_t token_id = 0;
+  std::optional<float> logprob;  // when SamplingParams::logprobs
+};
+
+// One update of a request. The last update has finished = true.
+struct RequestOutput {
+  RequestId id = 0;
+  std::vector<TokenOutput> tokens;  // new tokens since the previous update
+  std::string text_delta;           // new text since the previous update
+  bool finished = false;
+  // "stop" (EOS, stop token or stop string), "length", "cancelled", "kv_exhausted", "error".
+  std::string finish_reason;
+  std::string error;  // finish_reason "error": what failed
+  int32_t num_prompt_tokens = 0;
+  int32_t num_output_tokens = 0;         // so far
+  int32_t num_cached_prompt_tokens = 0;  // prefix-cache hit at first admission
+  // Engine-clock times, ms (engine_now_ms()).
+  double arrival_time_ms = 0.0;
+  std::optional<double> first_token_time_ms;
+  double last_token_time_ms = 0.0;
+};
+
+// The caller's end of one request: a thread-safe queue of updates.
+class RequestStream {
+ public:
+  explicit RequestStream(RequestId id) : id_(id) {}
+  RequestId id() const { return id_; }
+  // Waits up to `timeout` for the next update; nullopt on timeout. After the finished update
+  // was returned, returns nullopt at once.
+  std::optional<RequestOutput> next(std::chrono::milliseconds timeout);
+  // Engine side.
+  void push(RequestOutput output);
+
+ private:
+  RequestId id_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> queue_;
+  bool closed_ = false;  // the finished update was returned
+};
+
+struct EngineConfig {
+  sched::SchedulerConfig scheduler;
+  kv::KvCacheConfig kv;           // num_pages, page_size, prefix caching
+  attention::PlanOptions plan;    // attention policy for every step
+  int32_t max_model_len = 0;      // prompt + max_tokens limit; 0 = the model's max positions
+  int32_t max_waiting_requests = 1024;  // submit() beyond this: kResourceExhausted
+  uint64_t seed = 0;              // engine RNG (requests without a seed)
+  Status validate() const;
+};
+
+// Histogram with fixed upper bounds (Prometheus style, cumulative at export).
+struct Histogram {
+  std::vector<double> upper_bounds_ms;
+  std::vector<int64_t> counts;  // per bucket, same size as upper_bounds_ms, plus +Inf last
+  double sum_ms = 0.0;
+  int64_t count = 0;
+};
+
+struct EngineMetrics {
+  int64_t requests_finished_stop = 0, requests_finished_length = 0, requests_cancelled = 0,
+          requests_error = 0, requests_kv_exhausted = 0, requests_rejected = 0;
+  int64_t num_running = 0, num_waiting = 0;
+  int64_t pages_in_use = 0, pages_cached = 0, pages_free = 0, pages_total = 0;
+  double prefix_hit_rate = 0.0;  // cached prompt tokens / prompt tokens
+  int64_t prompt_tokens_total = 0, generation_tokens_total = 0;
+  double generation_tokens_per_s = 0.0;  // over the last ~10 s
+  int64_t num_steps = 0, num_preemptions = 0;
+  Histogram ttft_ms, tpot_ms, e2e_ms;
+};
+
+class Engine {
+ public:
+  // Starts the engine thread. `tokenizer` decodes output text.
+  static Result<std::unique_ptr<Engine>> create(const EngineConfig& config,
+                                                std::unique_ptr<model::ForwardBackend> backend,
+                                                tokenizer::Tokenizer tokenizer);
+  ~Engine();  // stop(): cancels what is left, joins the thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  Result<std::shared_ptr<RequestStream>> submit(GenerateRequest request);
+  // Cancels a live request: its stream gets a finished update with "cancelled" and its pages
+  // return within one step. Unknown or already finished ids are ignored.
+  void cancel(RequestId id);
+  EngineMetrics metrics() const;
+  const model::ModelConfig& model_config() const;
+  const tokenizer::Tokenizer& tokenizer() const;
+  double engine_now_ms() const;  // the engine clock (steady, ms since create())
+
+  // Stops accepting submissions; waits up to `grace` for live requests to finish, then
+  // cancels the rest. Returns when none is live.
+  void drain(std::chrono::milliseconds grace);
+  void stop();
+
+ private:
+  Engine() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace packserve::engine

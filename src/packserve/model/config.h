@@ -1,0 +1,67 @@
+// config.h: the model shape and hyper-parameters read from a Hugging Face config.json
+// (issue 4 "Loading"): LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM.
+//
+// Every architecture here is a pre-norm decoder: RMSNorm -> attention (GQA, RoPE) -> residual
+// -> RMSNorm -> SwiGLU MLP -> residual; the differences are flags (qkv_bias, qk_norm, tied
+// embeddings, rope scaling).
+// Invariants after parse_model_config(): every count > 0, num_qo_heads % num_kv_heads == 0,
+// head_dim even, rope_theta > 0, rms_norm_eps > 0.
+// Thread-safety: a value.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "packserve/common/dtype.h"
+#include "packserve/common/status.h"
+
+namespace packserve::model {
+
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
+std::string_view architecture_name(Architecture arch);  // "LlamaForCausalLM", ...
+
+// Llama-3 "rope_type": "llama3" frequency scaling (transformers' _compute_llama3_parameters).
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Architecture arch = Architecture::kLlama;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;  // SwiGLU inner width
+  int64_t num_layers = 0;         // num_hidden_layers
+  int64_t num_qo_heads = 0;       // num_attention_heads
+  int64_t num_kv_heads = 0;       // num_key_value_heads (defaults to num_qo_heads)
+  int64_t head_dim = 0;           // "head_dim", else hidden_size / num_qo_heads
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;  // top-level rope_theta or rope_parameters.rope_theta
+  std::optional<Llama3RopeScaling> rope_scaling;  // only "llama3" is supported
+  bool tie_word_embeddings = false;  // lm_head shares embed_tokens
+  bool qkv_bias = false;             // Qwen2: q/k/v projections have biases
+  bool qk_norm = false;              // Qwen3: per-head RMSNorm of q and k before RoPE
+  DType dtype = DType::kBF16;        // torch_dtype / dtype of the checkpoint
+  std::vector<int64_t> eos_token_ids;  // eos_token_id (int or list); may be empty
+  std::optional<int64_t> bos_token_id;
+
+  int64_t q_size() const { return num_qo_heads * head_dim; }   // q projection width
+  int64_t kv_size() const { return num_kv_heads * head_dim; }  // k (and v) projection width
+};
+
+// Parses config.json text. Errors (kInvalidArgument) name the source, the field and what was
+// expected: `config.json: num_attention_heads: expected a positive integer, got "x"`;
+// an unknown architecture or rope_type is kUnimplemented naming the supported ones.
+Result<ModelConfig> parse_model_config(std::string_view json_text, const std::string& source_name);
+Result<ModelConfig> load_model_config(const std::string& path);
+
+// Inverse of parse_model_config (the fields transformers reads), for make-dummy-model.
+std::string model_config_to_json(const ModelConfig& config);
+
+}  // namespace packserve::model

@@ -1,0 +1,54 @@
+// forward.h: the backend interface of one model forward over a flat packed batch (DESIGN.md
+// "Data flow of one engine step"; issue 4 "Forward and sampling").
+//
+// A ForwardBatch is one engine step: requests' rows side by side (prefill chunks and decode
+// rows). Request r owns rows qo_indptr[r] .. qo_indptr[r+1): token_ids at positions
+// kv_len[r] - q_len[r] + i; its KV pages are page_ids[page_indptr[r] .. page_indptr[r+1])
+// covering [0, kv_len[r]) (the scheduler's page table, kv::PageId). The forward writes the rows'
+// K/V into those pages (KV append), runs attention with one plan for all layers, and returns
+// logits only for requests with samples[r] (the last row of r).
+// page_copies (copy-on-write, kv_cache.h) run before anything else.
+// Failure contract: an error leaves the KV of pages not written by this batch unchanged.
+// Thread-safety: one thread drives a backend.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "packserve/common/status.h"
+#include "packserve/kv/kv_cache.h"
+#include "packserve/model/config.h"
+
+namespace packserve::model {
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;    // [total_rows]
+  std::vector<int32_t> qo_indptr;    // [num_requests + 1]
+  std::vector<int32_t> kv_len;       // [num_requests], context length after this step's rows
+  std::vector<int32_t> page_indptr;  // [num_requests + 1]
+  std::vector<int32_t> page_ids;     // [page_indptr.back()]
+  std::vector<uint8_t> samples;      // [num_requests], 1: return logits of r's last row
+  std::vector<kv::PageCopy> page_copies;
+  int num_requests() const { return static_cast<int>(kv_len.size()); }
+  int total_rows() const { return static_cast<int>(token_ids.size()); }
+};
+
+struct KvPoolShape {
+  int32_t num_pages = 0;
+  int32_t page_size = 16;
+};
+
+class ForwardBackend {
+ public:
+  virtual ~ForwardBackend() = default;
+  virtual std::string_view name() const = 0;  // "cpu", "cuda"
+  virtual const ModelConfig& config() const = 0;
+  // Runs the batch. logits: [number of r with samples[r], vocab_size] f32, in request order.
+  // Errors: kInvalidArgument (sizes, page ids, positions) with nothing written;
+  // kInternal for a device failure.
+  virtual Status forward(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+};
+
+}  // namespace packserve::model
