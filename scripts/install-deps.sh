@@ -8,7 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libpcre2-dev libopenblas-dev libcpp-httplib-dev pybind11-dev
-  libicu-dev nodejs
+  libicu-dev nodejs npm
 )
 missing=()
 for p in "${packages[@]}"; do
