@@ -8,8 +8,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libpcre2-dev libopenblas-dev libcpp-httplib-dev pybind11-dev
-  libicu-dev nodejs npm
+  libicu-dev nodejs
 )
+# Debian's nodejs ships npm as a separate package; NodeSource's nodejs bundles it (and
+# conflicts with Debian's npm), so npm is only added when the command is missing.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
