@@ -63,22 +63,37 @@ void assign_lpt(const UnitList& list, int group_size, int num_local_ctas, double
   std::sort(keys.begin(), keys.end());
   order.resize(n);
   local_cta.resize(n);
-  // Min-heap of (cost, cta); std heap functions with `greater` keep the smallest on top.
-  std::vector<std::pair<double, int32_t>> heap(static_cast<size_t>(num_local_ctas));
-  for (int c = 0; c < num_local_ctas; ++c) heap[c] = {0.0, c};  // ascending: a valid heap
-  auto greater = [](const std::pair<double, int32_t>& a, const std::pair<double, int32_t>& b) {
-    return a > b;
+  // Min-heap of (cost, cta) ordered by cost, then CTA index: a strict total order, so the CTA
+  // on top is "the least-loaded, lowest index" whatever the heap's shape. Only the top's cost
+  // grows, so one sift-down per unit keeps the heap.
+  struct Load {
+    double cost;
+    int32_t cta;
   };
+  auto lighter = [](const Load& a, const Load& b) {
+    return a.cost < b.cost || (a.cost == b.cost && a.cta < b.cta);
+  };
+  std::vector<Load> heap(static_cast<size_t>(num_local_ctas));
+  for (int c = 0; c < num_local_ctas; ++c) heap[c] = {0.0, c};  // ascending: a valid heap
+  const size_t heap_size = heap.size();
   for (size_t k = 0; k < n; ++k) {
     const auto i = static_cast<int32_t>(keys[k] & 0xffffffffu);
     const Unit& u = list.units[i];
-    std::pop_heap(heap.begin(), heap.end(), greater);
-    auto& top = heap.back();
     order[k] = i;
-    local_cta[k] = top.second;
-    top.first += alpha * static_cast<double>(u.num_rows()) * group_size +
-                 beta * static_cast<double>(u.kv_tokens());
-    std::push_heap(heap.begin(), heap.end(), greater);
+    local_cta[k] = heap[0].cta;
+    Load moved = {heap[0].cost + alpha * static_cast<double>(u.num_rows()) * group_size +
+                      beta * static_cast<double>(u.kv_tokens()),
+                  heap[0].cta};
+    size_t at = 0;
+    for (;;) {
+      size_t child = 2 * at + 1;
+      if (child >= heap_size) break;
+      if (child + 1 < heap_size && lighter(heap[child + 1], heap[child])) ++child;
+      if (!lighter(heap[child], moved)) break;
+      heap[at] = heap[child];
+      at = child;
+    }
+    heap[at] = moved;
   }
 }
 
@@ -130,31 +145,32 @@ void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,
   const int32_t s0 = plan.num_partial_slots;
   const int32_t m0 = plan.num_merges();
   const auto ms0 = static_cast<int32_t>(plan.merge_slots.size());
-  plan.items.resize(n * num_heads);
-  plan.item_rows.resize(rows0 * num_heads);
-  plan.merge_row.resize(static_cast<size_t>(m0) * num_heads);
-  plan.merge_kv_head.assign(static_cast<size_t>(m0) * num_heads, 0);
-  plan.merge_indptr.resize(static_cast<size_t>(m0) * num_heads + 1);
-  plan.merge_slots.resize(static_cast<size_t>(ms0) * num_heads);
+  // Items are appended head by head (no value-initialised storage written twice).
   for (int h = 1; h < num_heads; ++h) {
+    const int32_t cta_shift = h * local_ctas;
     for (int32_t i = 0; i < n0; ++i) {
       WorkItem item = plan.items[i];
       item.kv_head = h;
       item.rows_begin += h * r0;
       item.rows_end += h * r0;
       if (!item.writes_final) item.partial_begin += h * s0;
-      item.cta = spread ? item.cta + h * local_ctas : h % num_ctas;
-      plan.items[static_cast<size_t>(h) * n0 + i] = item;
+      item.cta = spread ? item.cta + cta_shift : h % num_ctas;
+      plan.items.push_back(item);
     }
-    std::copy_n(plan.item_rows.begin(), r0, plan.item_rows.begin() + static_cast<size_t>(h) * r0);
-    for (int32_t e = 0; e < m0; ++e) {
-      const size_t to = static_cast<size_t>(h) * m0 + e;
-      plan.merge_row[to] = plan.merge_row[e];
-      plan.merge_kv_head[to] = h;
-      plan.merge_indptr[to + 1] = plan.merge_indptr[e + 1] + h * ms0;
-    }
-    for (int32_t k = 0; k < ms0; ++k) {
-      plan.merge_slots[static_cast<size_t>(h) * ms0 + k] = plan.merge_slots[k] + h * s0;
+    const size_t rows_at = plan.item_rows.size();
+    plan.item_rows.resize(rows_at + static_cast<size_t>(r0));
+    std::copy_n(plan.item_rows.begin(), r0, plan.item_rows.begin() + rows_at);
+  }
+  if (m0 > 0) {
+    plan.merge_row.resize(static_cast<size_t>(m0) * num_heads);
+    plan.merge_kv_head.assign(static_cast<size_t>(m0) * num_heads, 0);
+    plan.merge_indptr.reserve(static_cast<size_t>(m0) * num_heads + 1);
+    plan.merge_slots.reserve(static_cast<size_t>(ms0) * num_heads);
+    for (int h = 1; h < num_heads; ++h) {
+      std::copy_n(plan.merge_row.begin(), m0, plan.merge_row.begin() + static_cast<size_t>(h) * m0);
+      std::fill_n(plan.merge_kv_head.begin() + static_cast<size_t>(h) * m0, m0, h);
+      for (int32_t e = 0; e < m0; ++e) plan.merge_indptr.push_back(plan.merge_indptr[e + 1] + h * ms0);
+      for (int32_t k = 0; k < ms0; ++k) plan.merge_slots.push_back(plan.merge_slots[k] + h * s0);
     }
   }
   plan.num_partial_slots = s0 * num_heads;
