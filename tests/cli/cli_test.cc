@@ -1,0 +1,168 @@
+// cli_test.cc: the packserve executable as a user runs it (issue 2 "Command line", issue 3
+// `simulate`): exit codes (0 ok, 2 bad input), one JSON line/object on stdout with the
+// documented keys, errors on stderr naming the field. Runs the built binary on the bundled
+// batch files and trace slice (data/).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+using nlohmann::json;
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs `packserve <args>` through the shell with stdout and stderr captured in files.
+CliRun run_packserve(const std::string& args) {
+  static int counter = 0;
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto out = dir / ("packserve_cli_out_" + std::to_string(::getpid()) + "_" +
+                          std::to_string(counter));
+  const auto err = dir / ("packserve_cli_err_" + std::to_string(::getpid()) + "_" +
+                          std::to_string(counter++));
+  const std::string cmd = std::string(PACKSERVE_BIN) + " " + args + " >" + out.string() + " 2>" +
+                          err.string();
+  const int status = std::system(cmd.c_str());
+  CliRun run;
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  run.out = read_file(out);
+  run.err = read_file(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return run;
+}
+
+std::string data(const std::string& name) {
+  return std::string(PACKSERVE_SOURCE_DIR) + "/data/" + name;
+}
+
+std::filesystem::path write_temp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("packserve_cli_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(AttentionVerifyCli, EveryPolicyVerifiesTheBundledBatchesWithOneJsonLine) {
+  for (const char* batch : {"batches/default.json", "batches/decode_shared_prefix.json",
+                            "batches/prefill_f32_page1.json"}) {
+    for (const char* policy : {"naive", "balanced", "prefix"}) {
+      for (const char* det : {"", " --deterministic"}) {
+        SCOPED_TRACE(std::string(batch) + " " + policy + det);
+        const CliRun r = run_packserve("attention verify --batch " + data(batch) + " --policy " +
+                                    policy + det + " --ctas 16");
+        ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+        ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+        const json line = json::parse(r.out);
+        EXPECT_TRUE(line.at("ok").get<bool>());
+        EXPECT_EQ(line.at("policy"), policy);
+        EXPECT_LE(line.at("max_abs_err").get<double>(), 1e-3);
+        EXPECT_GE(line.at("max_rel_err").get<double>(), 0.0);
+        EXPECT_GT(line.at("work_items").get<int64_t>(), 0);
+        EXPECT_GE(line.at("kv_bytes_read").get<int64_t>(), line.at("kv_bytes_unique").get<int64_t>());
+        EXPECT_GE(line.at("imbalance").get<double>(), 1.0);
+      }
+    }
+  }
+}
+
+TEST(AttentionVerifyCli, PrefixPolicyReadsSharedPagesOnceWhereBalancedDoesNot) {
+  auto stats = [](const char* policy) {
+    const CliRun r = run_packserve("attention plan --batch " + data("batches/decode_shared_prefix.json") +
+                                " --policy " + policy + " --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out);
+  };
+  const json prefix = stats("prefix");
+  const json balanced = stats("balanced");
+  const json& p = prefix.at("stats");
+  const json& b = balanced.at("stats");
+  EXPECT_EQ(p.at("kv_bytes_read"), p.at("kv_bytes_unique")) << "prefix reads each page once";
+  EXPECT_LT(p.at("kv_bytes_read").get<int64_t>(), b.at("kv_bytes_read").get<int64_t>());
+  EXPECT_EQ(p.at("kv_bytes_unique"), b.at("kv_bytes_unique"));
+  EXPECT_EQ(prefix.at("items").size(), p.at("work_items").get<size_t>());
+}
+
+TEST(AttentionVerifyCli, BadSpecExitsTwoNamingTheField) {
+  const auto spec = write_temp(
+      "bad_q_len.json",
+      R"({"num_qo_heads":4,"num_kv_heads":2,"head_dim":64,"page_size":16,"dtype":"f32",)"
+      R"("seed":1,"requests":[{"q_len":1,"kv_len":40},{"q_len":50,"kv_len":20}]})");
+  const CliRun r = run_packserve("attention verify --batch " + spec.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("requests[1]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("q_len"), std::string::npos) << r.err;
+  std::filesystem::remove(spec);
+
+  const CliRun missing = run_packserve("attention verify --batch /nonexistent/batch.json");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("/nonexistent/batch.json"), std::string::npos) << missing.err;
+
+  const CliRun policy = run_packserve("attention verify --batch " + data("batches/default.json") +
+                                   " --policy fastest");
+  EXPECT_EQ(policy.exit_code, 2);
+  EXPECT_NE(policy.err.find("--policy"), std::string::npos) << policy.err;
+}
+
+TEST(SimulateCli, JsonReportOnTheBundledSliceHasEveryKeyAndNoLeak) {
+  for (const char* trace : {"traces/mooncake_slice.jsonl", "traces/azure_conv_slice.csv"}) {
+    SCOPED_TRACE(trace);
+    const CliRun r = run_packserve("--log-level info simulate --trace " + data(trace) +
+                                " --max-requests 60 --policy aimd --packing dp --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json report = json::parse(r.out);  // stdout is the JSON object alone
+    for (const char* key : {"requests", "completed", "output_tokens_per_s", "requests_per_s",
+                            "goodput_req_per_s", "preemptions", "prefix_hit_rate", "pages_leaked"}) {
+      EXPECT_TRUE(report.contains(key)) << key;
+    }
+    for (const char* key : {"ttft_ms", "tpot_ms", "tbt_ms", "ttlt_ms"}) {
+      for (const char* q : {"p50", "p90", "p99", "mean"}) {
+        EXPECT_TRUE(report.at(key).contains(q)) << key << "." << q;
+      }
+      EXPECT_LE(report.at(key).at("p50").get<double>(), report.at(key).at("p99").get<double>());
+    }
+    EXPECT_EQ(report.at("requests"), 60);
+    EXPECT_EQ(report.at("completed"), 60);
+    EXPECT_EQ(report.at("pages_leaked"), 0);
+    EXPECT_NE(r.err.find("[sched]"), std::string::npos) << "info log lines go to stderr";
+  }
+}
+
+TEST(SimulateCli, MalformedTraceNamesFileLineAndField) {
+  const auto trace = write_temp("bad.jsonl",
+                                "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 5, "
+                                "\"hash_ids\": [1]}\n"
+                                "{\"timestamp\": 5, \"input_length\": \"many\", "
+                                "\"output_length\": 5, \"hash_ids\": [2]}\n");
+  const CliRun r = run_packserve("simulate --format mooncake --trace " + trace.string() + " --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find(trace.filename().string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("input_length"), std::string::npos) << r.err;
+  std::filesystem::remove(trace);
+}
+
+TEST(GlobalCli, UnknownLogLevelAndMissingSubcommandAreUsageErrors) {
+  EXPECT_EQ(run_packserve("--log-level loud simulate").exit_code, 2);
+  EXPECT_EQ(run_packserve("").exit_code, 2);
+  EXPECT_EQ(run_packserve("--help").exit_code, 0);
+}
+
+}  // namespace
