@@ -1,0 +1,97 @@
+// checkpoint.cc: load_checkpoint (checkpoint.h).
+#include "packserve/model/checkpoint.h"
+
+#include <set>
+
+#include "packserve/common/log.h"
+#include "packserve/model/config.h"
+#include "packserve/model/safetensors.h"
+
+namespace packserve::model {
+namespace {
+
+// Fetches `name` into `out` when the checkpoint has it; otherwise leaves `out` absent with
+// its name set, so validate_weights reports it by name.
+Status take(const SafetensorsCheckpoint& ckpt, const std::string& name, std::set<std::string>& used,
+            HostTensor& out) {
+  out = HostTensor{};
+  out.name = name;
+  if (!ckpt.contains(name)) return ok_status();
+  PS_ASSIGN_OR_RETURN(out, ckpt.tensor(name));
+  used.insert(name);
+  return ok_status();
+}
+
+bool ignorable(const std::string& name, const ModelConfig& config) {
+  if (name == "lm_head.weight" && config.tie_word_embeddings) return true;
+  const std::string_view suffix = "rotary_emb.inv_freq";
+  return name.size() >= suffix.size() && name.ends_with(suffix);
+}
+
+}  // namespace
+
+std::string layer_tensor_name(int64_t layer, std::string_view suffix) {
+  return "model.layers." + std::to_string(layer) + "." + std::string(suffix);
+}
+
+Result<ModelWeights> load_checkpoint(const std::string& dir) {
+  ModelWeights w;
+  PS_ASSIGN_OR_RETURN(w.config, load_model_config(dir + "/config.json"));
+  PS_ASSIGN_OR_RETURN(auto ckpt, SafetensorsCheckpoint::open_dir(dir));
+  std::set<std::string> used;
+  auto error = [&](const Status& s) { return Status(s.code(), dir + ": " + s.message()); };
+
+  Status s = take(ckpt, "model.embed_tokens.weight", used, w.embed_tokens);
+  if (!s.ok()) return error(s);
+  if (w.embed_tokens.present() && w.embed_tokens.dtype != w.config.dtype) {
+    PS_LOG_INFO("model", "dir={} stored_dtype={} config_dtype={}: using the stored dtype", dir,
+                dtype_name(w.embed_tokens.dtype), dtype_name(w.config.dtype));
+    w.config.dtype = w.embed_tokens.dtype;
+  }
+  const ModelConfig& c = w.config;
+  s = take(ckpt, "model.norm.weight", used, w.final_norm);
+  if (!s.ok()) return error(s);
+  if (c.tie_word_embeddings) {
+    w.lm_head = w.embed_tokens;
+  } else {
+    s = take(ckpt, "lm_head.weight", used, w.lm_head);
+    if (!s.ok()) return error(s);
+  }
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    const std::pair<const char*, HostTensor*> tensors[] = {
+        {"input_layernorm.weight", &l.input_norm},
+        {"self_attn.q_proj.weight", &l.q_proj},
+        {"self_attn.k_proj.weight", &l.k_proj},
+        {"self_attn.v_proj.weight", &l.v_proj},
+        {"self_attn.q_proj.bias", &l.q_bias},
+        {"self_attn.k_proj.bias", &l.k_bias},
+        {"self_attn.v_proj.bias", &l.v_bias},
+        {"self_attn.q_norm.weight", &l.q_norm},
+        {"self_attn.k_norm.weight", &l.k_norm},
+        {"self_attn.o_proj.weight", &l.o_proj},
+        {"post_attention_layernorm.weight", &l.post_attention_norm},
+        {"mlp.gate_proj.weight", &l.gate_proj},
+        {"mlp.up_proj.weight", &l.up_proj},
+        {"mlp.down_proj.weight", &l.down_proj},
+    };
+    for (const auto& [suffix, tensor] : tensors) {
+      s = take(ckpt, layer_tensor_name(i, suffix), used, *tensor);
+      if (!s.ok()) return error(s);
+    }
+  }
+  s = validate_weights(w);
+  if (!s.ok()) return error(s);
+  for (const std::string& name : ckpt.tensor_names()) {
+    if (used.count(name) == 0 && !ignorable(name, c)) {
+      return invalid_argument(dir + ": " + name + ": unexpected tensor for " +
+                              std::string(architecture_name(c.arch)) + " with num_hidden_layers = " +
+                              std::to_string(c.num_layers) +
+                              " (config.json and the weights disagree)");
+    }
+  }
+  return w;
+}
+
+}  // namespace packserve::model

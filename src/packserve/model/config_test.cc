@@ -1,0 +1,282 @@
+// config_test.cc: config.json parsing for each architecture (the configs published with the
+// real models, abridged only of keys we ignore) and one test per validation rule.
+#include "packserve/model/config.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include <nlohmann/json.hpp>
+
+namespace packserve::model {
+namespace {
+
+// Qwen/Qwen3-0.6B config.json.
+constexpr const char* kQwen3 = R"({"architectures":["Qwen3ForCausalLM"],"attention_bias":false,
+ "attention_dropout":0.0,"bos_token_id":151643,"eos_token_id":151645,"head_dim":128,
+ "hidden_act":"silu","hidden_size":1024,"initializer_range":0.02,"intermediate_size":3072,
+ "max_position_embeddings":40960,"max_window_layers":28,"model_type":"qwen3",
+ "num_attention_heads":16,"num_hidden_layers":28,"num_key_value_heads":8,"rms_norm_eps":1e-06,
+ "rope_scaling":null,"rope_theta":1000000,"sliding_window":null,"tie_word_embeddings":true,
+ "torch_dtype":"bfloat16","use_cache":true,"use_sliding_window":false,"vocab_size":151936})";
+
+// meta-llama/Llama-3.2-1B config.json.
+constexpr const char* kLlama32 = R"({"architectures":["LlamaForCausalLM"],"attention_bias":false,
+ "attention_dropout":0.0,"bos_token_id":128000,"eos_token_id":128001,"head_dim":64,
+ "hidden_act":"silu","hidden_size":2048,"initializer_range":0.02,"intermediate_size":8192,
+ "max_position_embeddings":131072,"mlp_bias":false,"model_type":"llama","num_attention_heads":32,
+ "num_hidden_layers":16,"num_key_value_heads":8,"pretraining_tp":1,"rms_norm_eps":1e-05,
+ "rope_scaling":{"factor":32.0,"high_freq_factor":4.0,"low_freq_factor":1.0,
+ "original_max_position_embeddings":8192,"rope_type":"llama3"},"rope_theta":500000.0,
+ "tie_word_embeddings":true,"torch_dtype":"bfloat16","use_cache":true,"vocab_size":128256})";
+
+// Qwen/Qwen2.5-0.5B config.json (no head_dim: 896 / 14 = 64).
+constexpr const char* kQwen2 = R"({"architectures":["Qwen2ForCausalLM"],"attention_dropout":0.0,
+ "bos_token_id":151643,"eos_token_id":151643,"hidden_act":"silu","hidden_size":896,
+ "initializer_range":0.02,"intermediate_size":4864,"max_position_embeddings":32768,
+ "max_window_layers":24,"model_type":"qwen2","num_attention_heads":14,"num_hidden_layers":24,
+ "num_key_value_heads":2,"rms_norm_eps":1e-06,"rope_theta":1000000.0,"sliding_window":32768,
+ "tie_word_embeddings":true,"torch_dtype":"bfloat16","use_cache":true,
+ "use_sliding_window":false,"vocab_size":151936})";
+
+// mistralai/Mistral-7B-v0.3 config.json.
+constexpr const char* kMistral = R"({"architectures":["MistralForCausalLM"],
+ "attention_dropout":0.0,"bos_token_id":1,"eos_token_id":2,"hidden_act":"silu",
+ "hidden_size":4096,"initializer_range":0.02,"intermediate_size":14336,
+ "max_position_embeddings":32768,"model_type":"mistral","num_attention_heads":32,
+ "num_hidden_layers":32,"num_key_value_heads":8,"rms_norm_eps":1e-05,"rope_theta":1000000.0,
+ "sliding_window":null,"tie_word_embeddings":false,"torch_dtype":"bfloat16","use_cache":true,
+ "vocab_size":32768})";
+
+// transformers >= 4.56 style: rope_parameters and "dtype"; eos as a list (Llama-3.1-8B).
+constexpr const char* kLlama31New = R"({"architectures":["LlamaForCausalLM"],
+ "bos_token_id":128000,"eos_token_id":[128001,128008,128009],"hidden_size":4096,
+ "intermediate_size":14336,"max_position_embeddings":131072,"num_attention_heads":32,
+ "num_hidden_layers":32,"num_key_value_heads":8,"rms_norm_eps":1e-05,
+ "rope_parameters":{"factor":8.0,"high_freq_factor":4.0,"low_freq_factor":1.0,
+ "original_max_position_embeddings":8192,"rope_type":"llama3","rope_theta":500000.0},
+ "tie_word_embeddings":false,"dtype":"float16","vocab_size":128256})";
+
+TEST(ModelConfig, Qwen3) {
+  auto c = parse_model_config(kQwen3, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->arch, Architecture::kQwen3);
+  EXPECT_EQ(c->vocab_size, 151936);
+  EXPECT_EQ(c->hidden_size, 1024);
+  EXPECT_EQ(c->intermediate_size, 3072);
+  EXPECT_EQ(c->num_layers, 28);
+  EXPECT_EQ(c->num_qo_heads, 16);
+  EXPECT_EQ(c->num_kv_heads, 8);
+  EXPECT_EQ(c->head_dim, 128);  // explicit, != 1024 / 16
+  EXPECT_EQ(c->q_size(), 2048);
+  EXPECT_EQ(c->kv_size(), 1024);
+  EXPECT_EQ(c->max_position_embeddings, 40960);
+  EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-6);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1e6);
+  EXPECT_FALSE(c->rope_scaling.has_value());
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->qkv_bias);
+  EXPECT_EQ(c->dtype, DType::kBF16);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{151645});
+  EXPECT_EQ(c->bos_token_id, 151643);
+}
+
+TEST(ModelConfig, Llama32WithLlama3RopeScaling) {
+  auto c = parse_model_config(kLlama32, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->arch, Architecture::kLlama);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_DOUBLE_EQ(c->rope_theta, 500000.0);
+  ASSERT_TRUE(c->rope_scaling.has_value());
+  EXPECT_DOUBLE_EQ(c->rope_scaling->factor, 32.0);
+  EXPECT_DOUBLE_EQ(c->rope_scaling->low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(c->rope_scaling->high_freq_factor, 4.0);
+  EXPECT_EQ(c->rope_scaling->original_max_position_embeddings, 8192);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_FALSE(c->qk_norm);
+  EXPECT_FALSE(c->qkv_bias);
+  EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-5);
+}
+
+TEST(ModelConfig, Qwen2HasQkvBiasAndDerivedHeadDim) {
+  auto c = parse_model_config(kQwen2, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->arch, Architecture::kQwen2);
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_FALSE(c->qk_norm);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->num_kv_heads, 2);
+}
+
+TEST(ModelConfig, Mistral) {
+  auto c = parse_model_config(kMistral, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->arch, Architecture::kMistral);
+  EXPECT_EQ(c->head_dim, 128);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{2});
+}
+
+TEST(ModelConfig, RopeParametersDtypeAndEosList) {
+  auto c = parse_model_config(kLlama31New, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->rope_theta, 500000.0);
+  ASSERT_TRUE(c->rope_scaling.has_value());
+  EXPECT_DOUBLE_EQ(c->rope_scaling->factor, 8.0);
+  EXPECT_EQ(c->dtype, DType::kF16);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{128001, 128008, 128009}));
+  EXPECT_EQ(c->head_dim, 128);  // 4096 / 32
+  EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-5);
+}
+
+TEST(ModelConfig, RoundTripsThroughJson) {
+  for (const char* text : {kQwen3, kLlama32, kQwen2, kMistral, kLlama31New}) {
+    auto a = parse_model_config(text, "a");
+    ASSERT_TRUE(a.ok());
+    const std::string json = model_config_to_json(*a);
+    auto b = parse_model_config(json, "b");
+    ASSERT_TRUE(b.ok()) << b.status().to_string() << "\n" << json;
+    EXPECT_EQ(model_config_to_json(*b), json);
+    EXPECT_EQ(b->arch, a->arch);
+    EXPECT_EQ(b->head_dim, a->head_dim);
+    EXPECT_EQ(b->rope_theta, a->rope_theta);
+    EXPECT_EQ(b->rms_norm_eps, a->rms_norm_eps);
+    EXPECT_EQ(b->rope_scaling.has_value(), a->rope_scaling.has_value());
+    EXPECT_EQ(b->eos_token_ids, a->eos_token_ids);
+    EXPECT_EQ(b->bos_token_id, a->bos_token_id);
+    EXPECT_EQ(b->dtype, a->dtype);
+    EXPECT_EQ(b->tie_word_embeddings, a->tie_word_embeddings);
+    EXPECT_EQ(b->qkv_bias, a->qkv_bias);
+    EXPECT_EQ(b->qk_norm, a->qk_norm);
+  }
+}
+
+// Applies `edit` to the Qwen3 config and returns the parse status.
+Status parse_edited(const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = nlohmann::json::parse(kQwen3);
+  edit(j);
+  return parse_model_config(j.dump(), "ckpt/config.json").status();
+}
+
+void expect_error(const Status& s, StatusCode code, const std::vector<std::string>& parts) {
+  EXPECT_EQ(s.code(), code) << s.to_string();
+  for (const std::string& p : parts) {
+    EXPECT_NE(s.message().find(p), std::string::npos) << "'" << p << "' not in: " << s.message();
+  }
+}
+
+TEST(ModelConfigErrors, NotJsonOrNotObject) {
+  expect_error(parse_model_config("{", "x/config.json").status(), StatusCode::kInvalidArgument,
+               {"x/config.json", "not valid JSON"});
+  expect_error(parse_model_config("[1]", "x/config.json").status(), StatusCode::kInvalidArgument,
+               {"x/config.json", "expected a JSON object"});
+}
+
+TEST(ModelConfigErrors, UnsupportedArchitecture) {
+  expect_error(parse_edited([](auto& j) { j["architectures"] = {"GPT2LMHeadModel"}; }),
+               StatusCode::kUnimplemented,
+               {"ckpt/config.json", "architectures", "GPT2LMHeadModel", "Qwen3ForCausalLM"});
+  expect_error(parse_edited([](auto& j) {
+                 j.erase("architectures");
+                 j.erase("model_type");
+               }),
+               StatusCode::kInvalidArgument, {"architectures", "missing"});
+  expect_error(parse_edited([](auto& j) { j["architectures"] = "Qwen3ForCausalLM"; }),
+               StatusCode::kInvalidArgument, {"architectures", "expected a non-empty array"});
+}
+
+TEST(ModelConfigErrors, ModelTypeFallback) {
+  nlohmann::json j = nlohmann::json::parse(kQwen2);
+  j.erase("architectures");
+  auto c = parse_model_config(j.dump(), "c");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->arch, Architecture::kQwen2);
+}
+
+TEST(ModelConfigErrors, MissingOrWrongTypedCounts) {
+  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                          "num_attention_heads", "max_position_embeddings"}) {
+    SCOPED_TRACE(key);
+    expect_error(parse_edited([&](auto& j) { j.erase(key); }), StatusCode::kInvalidArgument,
+                 {"ckpt/config.json", std::string(key) + ": missing", "positive integer"});
+    expect_error(parse_edited([&](auto& j) { j[key] = "x"; }), StatusCode::kInvalidArgument,
+                 {std::string(key) + ": expected a positive integer, got \"x\""});
+    expect_error(parse_edited([&](auto& j) { j[key] = 0; }), StatusCode::kInvalidArgument,
+                 {std::string(key) + ": expected a positive integer, got 0"});
+  }
+}
+
+TEST(ModelConfigErrors, HeadCounts) {
+  expect_error(parse_edited([](auto& j) { j["num_key_value_heads"] = 5; }),
+               StatusCode::kInvalidArgument, {"num_key_value_heads", "divisor", "16"});
+  expect_error(parse_edited([](auto& j) { j["head_dim"] = 63; }), StatusCode::kInvalidArgument,
+               {"head_dim", "even"});
+  expect_error(parse_edited([](auto& j) {
+                 j.erase("head_dim");
+                 j["num_attention_heads"] = 24;
+                 j["num_key_value_heads"] = 8;
+               }),
+               StatusCode::kInvalidArgument, {"head_dim", "missing", "1024", "24"});
+  // num_key_value_heads absent: defaults to num_attention_heads (transformers' default).
+  nlohmann::json j = nlohmann::json::parse(kQwen3);
+  j.erase("num_key_value_heads");
+  auto c = parse_model_config(j.dump(), "c");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->num_kv_heads, 16);
+}
+
+TEST(ModelConfigErrors, RopeFields) {
+  expect_error(parse_edited([](auto& j) { j["rope_theta"] = -1; }), StatusCode::kInvalidArgument,
+               {"rope_theta", "positive number"});
+  expect_error(parse_edited([](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}}; }),
+               StatusCode::kUnimplemented, {"rope_scaling.rope_type", "yarn", "llama3"});
+  expect_error(parse_edited([](auto& j) { j["rope_scaling"] = {{"type", "dynamic"}}; }),
+               StatusCode::kUnimplemented, {"rope_scaling.type", "dynamic"});
+  expect_error(parse_edited([](auto& j) {
+                 j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+               }),
+               StatusCode::kInvalidArgument, {"rope_scaling.low_freq_factor", "missing"});
+  expect_error(parse_edited([](auto& j) { j["rope_scaling"] = 3; }), StatusCode::kInvalidArgument,
+               {"rope_scaling", "expected an object"});
+  expect_error(parse_edited([](auto& j) { j["rope_parameters"] = {{"rope_type", "default"}}; }),
+               StatusCode::kInvalidArgument, {"rope_parameters.rope_theta", "missing"});
+  // "default" means unscaled RoPE.
+  nlohmann::json j = nlohmann::json::parse(kQwen3);
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1234.0}};
+  auto c = parse_model_config(j.dump(), "c");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_DOUBLE_EQ(c->rope_theta, 1234.0);
+  EXPECT_FALSE(c->rope_scaling.has_value());
+}
+
+TEST(ModelConfigErrors, UnsupportedFeatures) {
+  expect_error(parse_edited([](auto& j) { j["attention_bias"] = true; }),
+               StatusCode::kUnimplemented, {"attention_bias"});
+  expect_error(parse_edited([](auto& j) { j["hidden_act"] = "gelu"; }),
+               StatusCode::kUnimplemented, {"hidden_act", "silu", "gelu"});
+  expect_error(parse_edited([](auto& j) {
+                 j["use_sliding_window"] = true;
+                 j["sliding_window"] = 4096;
+               }),
+               StatusCode::kUnimplemented, {"sliding_window", "not supported"});
+  expect_error(parse_edited([](auto& j) { j["tie_word_embeddings"] = "yes"; }),
+               StatusCode::kInvalidArgument, {"tie_word_embeddings", "true or false"});
+}
+
+TEST(ModelConfigErrors, DtypeAndTokenIds) {
+  expect_error(parse_edited([](auto& j) { j["torch_dtype"] = "int8"; }),
+               StatusCode::kInvalidArgument, {"torch_dtype", "bfloat16", "int8"});
+  expect_error(parse_edited([](auto& j) { j["eos_token_id"] = {1, "two"}; }),
+               StatusCode::kInvalidArgument, {"eos_token_id[1]", "token id"});
+  expect_error(parse_edited([](auto& j) { j["bos_token_id"] = {1, 2}; }),
+               StatusCode::kInvalidArgument, {"bos_token_id", "one token id"});
+}
+
+TEST(ModelConfigErrors, LoadMissingFile) {
+  auto c = load_model_config("/nonexistent/dir/config.json");
+  expect_error(c.status(), StatusCode::kNotFound, {"/nonexistent/dir/config.json"});
+}
+
+}  // namespace
+}  // namespace packserve::model
