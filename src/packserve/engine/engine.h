@@ -56,7 +56,11 @@ struct SamplingParams {
 struct GenerateRequest {
   std::vector<int32_t> prompt_token_ids;  // >= 1 token
   SamplingParams sampling;
-  double arrival_time_ms = -1.0;  // < 0: now (the engine clock)
+  double arrival_time_ms = -1.0;  // < 0: now (the engine clock); later than now: now
+  // Capture the f32 logits at the position after the last prompt token (the row the first
+  // output token is sampled from; raw, before temperature) into
+  // RequestOutput::last_prompt_logits of the update that carries the first token.
+  bool return_last_prompt_logits = false;
 };
 
 struct TokenOutput {
@@ -80,6 +84,8 @@ struct RequestOutput {
   double arrival_time_ms = 0.0;
   std::optional<double> first_token_time_ms;
   double last_token_time_ms = 0.0;
+  // [vocab_size] when GenerateRequest::return_last_prompt_logits, in the first-token update.
+  std::vector<float> last_prompt_logits;
 };
 
 // The caller's end of one request: a thread-safe queue of updates.

@@ -1,0 +1,265 @@
+// engine.cc: the Engine's public API (engine.h): validation, submit, cancel, metrics, drain,
+// stop, and RequestStream. The engine thread itself is in engine_loop.cc.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "packserve/common/log.h"
+#include "packserve/engine/engine_internal.h"
+#include "packserve/tokenizer/utf8.h"
+
+namespace packserve::engine {
+namespace {
+
+constexpr size_t kMaxStopStrings = 16;
+
+std::string fmt_double(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+Status SamplingParams::validate() const {
+  if (!std::isfinite(temperature) || temperature < 0.0) {
+    return invalid_argument("temperature: expected a finite number >= 0, got " +
+                            fmt_double(temperature));
+  }
+  if (top_k < 0) {
+    return invalid_argument("top_k: expected an integer >= 0 (0 = off), got " +
+                            std::to_string(top_k));
+  }
+  if (!std::isfinite(top_p) || top_p <= 0.0 || top_p > 1.0) {
+    return invalid_argument("top_p: expected a number in (0, 1], got " + fmt_double(top_p));
+  }
+  if (!std::isfinite(min_p) || min_p < 0.0 || min_p > 1.0) {
+    return invalid_argument("min_p: expected a number in [0, 1], got " + fmt_double(min_p));
+  }
+  if (max_tokens < 1) {
+    return invalid_argument("max_tokens: expected an integer >= 1, got " +
+                            std::to_string(max_tokens));
+  }
+  if (stop.size() > kMaxStopStrings) {
+    return invalid_argument("stop: expected at most " + std::to_string(kMaxStopStrings) +
+                            " stop strings, got " + std::to_string(stop.size()));
+  }
+  for (size_t i = 0; i < stop.size(); ++i) {
+    if (stop[i].empty()) {
+      return invalid_argument("stop[" + std::to_string(i) + "]: expected a non-empty string");
+    }
+    if (!tokenizer::validate_utf8(stop[i]).ok()) {
+      return invalid_argument("stop[" + std::to_string(i) + "]: expected valid UTF-8");
+    }
+  }
+  for (size_t i = 0; i < stop_token_ids.size(); ++i) {
+    if (stop_token_ids[i] < 0) {
+      return invalid_argument("stop_token_ids[" + std::to_string(i) +
+                              "]: expected a token id >= 0, got " +
+                              std::to_string(stop_token_ids[i]));
+    }
+  }
+  return ok_status();
+}
+
+Status EngineConfig::validate() const {
+  {
+    Status s = scheduler.validate();
+    if (!s.ok()) return s;
+  }
+  {
+    Status s = kv.validate();
+    if (!s.ok()) return invalid_argument("kv: " + s.message());
+  }
+  if (max_model_len < 0) {
+    return invalid_argument("max_model_len: expected >= 0 (0 = the model's), got " +
+                            std::to_string(max_model_len));
+  }
+  if (max_waiting_requests < 1) {
+    return invalid_argument("max_waiting_requests: expected >= 1, got " +
+                            std::to_string(max_waiting_requests));
+  }
+  return ok_status();
+}
+
+// ---- RequestStream ----
+
+std::optional<RequestOutput> RequestStream::next(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (closed_) return std::nullopt;
+  if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty(); })) return std::nullopt;
+  RequestOutput out = std::move(queue_.front());
+  queue_.pop_front();
+  if (out.finished) closed_ = true;
+  return out;
+}
+
+void RequestStream::push(RequestOutput output) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(output));
+  }
+  cv_.notify_all();
+}
+
+// ---- Engine ----
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
+                                               std::unique_ptr<model::ForwardBackend> backend,
+                                               tokenizer::Tokenizer tokenizer) {
+  PS_RETURN_IF_ERROR(config.validate());
+  if (!backend) return invalid_argument("backend: expected a ForwardBackend, got null");
+  const model::ModelConfig& mc = backend->config();
+  if (mc.vocab_size <= 0) {
+    return invalid_argument("backend: model vocab_size must be > 0, got " +
+                            std::to_string(mc.vocab_size));
+  }
+  PS_ASSIGN_OR_RETURN(auto scheduler, sched::Scheduler::create(config.scheduler, config.kv));
+  std::unique_ptr<Engine> engine(new Engine());
+  engine->impl_ = std::make_unique<Impl>(std::move(tokenizer));
+  Impl& impl = *engine->impl_;
+  impl.config = config;
+  impl.vocab_size = mc.vocab_size;
+  int64_t model_len = config.max_model_len > 0 ? config.max_model_len
+                                               : mc.max_position_embeddings;
+  if (model_len <= 0) model_len = std::numeric_limits<int32_t>::max();
+  impl.max_model_len =
+      static_cast<int32_t>(std::min<int64_t>(model_len, std::numeric_limits<int32_t>::max()));
+  for (int64_t id : mc.eos_token_ids) impl.eos_token_ids.push_back(static_cast<int32_t>(id));
+  impl.backend = std::move(backend);
+  impl.scheduler = std::move(scheduler);
+  impl.seed_rng = Rng(config.seed);
+  impl.start_time = std::chrono::steady_clock::now();
+  impl.metrics.ttft_ms = make_latency_histogram();
+  impl.metrics.tpot_ms = make_latency_histogram();
+  impl.metrics.e2e_ms = make_latency_histogram();
+  const kv::KvCacheStats kv_stats = impl.scheduler->kv_cache().stats();
+  impl.metrics.pages_total = kv_stats.pages_total;
+  impl.metrics.pages_free = kv_stats.pages_free;
+  PS_LOG_INFO("engine",
+              "started backend={} vocab_size={} max_model_len={} num_pages={} page_size={} "
+              "max_num_batched_tokens={} policy={}",
+              impl.backend->name(), impl.vocab_size, impl.max_model_len, config.kv.num_pages,
+              config.kv.page_size, config.scheduler.max_num_batched_tokens,
+              sched::scheduling_policy_name(config.scheduler.policy));
+  impl.thread = std::thread([&impl] { impl.run(); });
+  return engine;
+}
+
+Engine::~Engine() {
+  if (impl_) stop();
+}
+
+Result<std::shared_ptr<RequestStream>> Engine::submit(GenerateRequest request) {
+  Impl& impl = *impl_;
+  auto reject = [&](Status s) -> Status {
+    std::lock_guard lock(impl.metrics_mutex);
+    ++impl.metrics.requests_rejected;
+    return s;
+  };
+  Status valid = request.sampling.validate();
+  if (!valid.ok()) return reject(valid);
+  const auto& prompt = request.prompt_token_ids;
+  if (prompt.empty()) return reject(invalid_argument("prompt_token_ids: expected >= 1 token, got 0"));
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= impl.vocab_size) {
+      return reject(invalid_argument("prompt_token_ids[" + std::to_string(i) +
+                                     "]: expected a token id in [0, " +
+                                     std::to_string(impl.vocab_size) + "), got " +
+                                     std::to_string(prompt[i])));
+    }
+  }
+  for (size_t i = 0; i < request.sampling.stop_token_ids.size(); ++i) {
+    const int32_t id = request.sampling.stop_token_ids[i];
+    if (id >= impl.vocab_size) {
+      return reject(invalid_argument("stop_token_ids[" + std::to_string(i) +
+                                     "]: expected a token id in [0, " +
+                                     std::to_string(impl.vocab_size) + "), got " +
+                                     std::to_string(id)));
+    }
+  }
+  const int64_t total = static_cast<int64_t>(prompt.size()) + request.sampling.max_tokens;
+  if (total > impl.max_model_len) {
+    return reject(invalid_argument(
+        "max_tokens: prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
+        std::to_string(request.sampling.max_tokens) + ") = " + std::to_string(total) +
+        " exceeds max_model_len " + std::to_string(impl.max_model_len)));
+  }
+  if (!std::isfinite(request.arrival_time_ms)) {
+    return reject(invalid_argument("arrival_time_ms: expected a finite number"));
+  }
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard lock(impl.mutex);
+    if (impl.draining || impl.stopping) {
+      return reject(failed_precondition("engine is draining: not accepting requests"));
+    }
+    const int64_t waiting = static_cast<int64_t>(impl.inbox.size()) + impl.waiting_snapshot;
+    if (waiting >= impl.config.max_waiting_requests) {
+      return reject(resource_exhausted("waiting queue is full (" + std::to_string(waiting) +
+                                       " >= max_waiting_requests " +
+                                       std::to_string(impl.config.max_waiting_requests) + ")"));
+    }
+    const RequestId id = impl.next_id++;
+    const uint64_t seed =
+        request.sampling.seed.has_value() ? *request.sampling.seed : impl.seed_rng.next_u64();
+    stream = std::make_shared<RequestStream>(id);
+    impl.inbox.push_back(Impl::Pending{id, std::move(request), stream, seed});
+    ++impl.num_live;
+  }
+  impl.wake_cv.notify_all();
+  return stream;
+}
+
+void Engine::cancel(RequestId id) {
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->cancels.push_back(id);
+  }
+  impl_->wake_cv.notify_all();
+}
+
+EngineMetrics Engine::metrics() const {
+  int64_t inbox_size = 0;
+  {
+    std::lock_guard lock(impl_->mutex);
+    inbox_size = static_cast<int64_t>(impl_->inbox.size());
+  }
+  std::lock_guard lock(impl_->metrics_mutex);
+  EngineMetrics m = impl_->metrics;
+  m.num_waiting += inbox_size;
+  return m;
+}
+
+const model::ModelConfig& Engine::model_config() const { return impl_->backend->config(); }
+const tokenizer::Tokenizer& Engine::tokenizer() const { return impl_->tok; }
+double Engine::engine_now_ms() const { return impl_->now_ms(); }
+
+void Engine::drain(std::chrono::milliseconds grace) {
+  Impl& impl = *impl_;
+  std::unique_lock lock(impl.mutex);
+  impl.draining = true;
+  if (!impl.idle_cv.wait_for(lock, grace, [&] { return impl.num_live == 0; })) {
+    PS_LOG_WARN("engine", "drain grace of {} ms over: cancelling {} live requests",
+                grace.count(), impl.num_live);
+    impl.cancel_all = true;
+    impl.wake_cv.notify_all();
+    impl.idle_cv.wait(lock, [&] { return impl.num_live == 0; });
+  }
+}
+
+void Engine::stop() {
+  Impl& impl = *impl_;
+  {
+    std::lock_guard lock(impl.mutex);
+    impl.draining = true;
+    impl.stopping = true;
+    impl.cancel_all = true;
+  }
+  impl.wake_cv.notify_all();
+  if (impl.thread.joinable()) impl.thread.join();
+}
+
+}  // namespace packserve::engine

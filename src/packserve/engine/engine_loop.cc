@@ -1,0 +1,315 @@
+// engine_loop.cc: the engine thread. One iteration: take new submissions and cancellations ->
+// Scheduler::step (schedule -> Executor: ScheduledBatch -> model::ForwardBatch -> forward ->
+// sample -> commit) -> StepEvents -> RequestOutput updates pushed to each stream -> metrics.
+// The thread sleeps on wake_cv while nothing is live.
+#include <algorithm>
+#include <string>
+
+#include "packserve/common/log.h"
+#include "packserve/engine/engine_internal.h"
+
+namespace packserve::engine {
+
+struct Engine::Impl::Executor : public sched::ModelExecutor {
+  explicit Executor(Impl& impl_in) : impl(impl_in) {}
+
+  Result<sched::StepOutput> execute(const sched::ScheduledBatch& batch) override {
+    ran = true;
+    batch_ids.clear();
+    fb.token_ids.clear();
+    fb.qo_indptr.assign(1, 0);
+    fb.kv_len.clear();
+    fb.page_indptr.assign(1, 0);
+    fb.page_ids.clear();
+    fb.samples.clear();
+    fb.page_copies = batch.page_copies;
+    int64_t num_samples = 0;
+    for (const sched::ScheduledSequence& seq : batch.sequences) {
+      batch_ids.push_back(seq.id);
+      fb.token_ids.insert(fb.token_ids.end(), seq.token_ids.begin(), seq.token_ids.end());
+      fb.qo_indptr.push_back(static_cast<int32_t>(fb.token_ids.size()));
+      fb.kv_len.push_back(seq.kv_len());
+      fb.page_ids.insert(fb.page_ids.end(), seq.page_ids.begin(), seq.page_ids.end());
+      fb.page_indptr.push_back(static_cast<int32_t>(fb.page_ids.size()));
+      fb.samples.push_back(seq.samples_token ? 1 : 0);
+      num_samples += seq.samples_token ? 1 : 0;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    PS_RETURN_IF_ERROR(impl.backend->forward(fb, logits));
+    const int64_t vocab = impl.vocab_size;
+    if (static_cast<int64_t>(logits.size()) != num_samples * vocab) {
+      return internal_error("backend " + std::string(impl.backend->name()) + " returned " +
+                            std::to_string(logits.size()) + " logits, expected " +
+                            std::to_string(num_samples) + " rows x vocab_size " +
+                            std::to_string(vocab));
+    }
+    sched::StepOutput out;
+    out.sampled_token_ids.assign(batch.sequences.size(), 0);
+    int64_t row = 0;
+    for (size_t i = 0; i < batch.sequences.size(); ++i) {
+      const sched::ScheduledSequence& seq = batch.sequences[i];
+      if (!seq.samples_token) continue;
+      std::span<const float> row_logits(logits.data() + row * vocab, static_cast<size_t>(vocab));
+      ++row;
+      auto it = impl.live.find(seq.id);
+      PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
+      LiveRequest& r = *it->second;
+      const SampledToken sampled = r.sampler.sample(row_logits);
+      out.sampled_token_ids[i] = sampled.token_id;
+      r.step_logprob = sampled.logprob;
+      if (r.return_last_prompt_logits && r.num_output_tokens == 0 && r.captured_logits.empty()) {
+        r.captured_logits.assign(row_logits.begin(), row_logits.end());
+      }
+    }
+    out.step_duration_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  }
+
+  Impl& impl;
+  bool ran = false;
+  std::vector<RequestId> batch_ids;  // of the last execute()
+  model::ForwardBatch fb;
+  std::vector<float> logits;
+};
+
+namespace {
+
+// Fills the per-request fields every update carries.
+void fill_common(const LiveRequest& r, RequestOutput& u) {
+  u.id = r.id;
+  u.num_prompt_tokens = r.num_prompt_tokens;
+  u.num_output_tokens = r.num_output_tokens;
+  u.arrival_time_ms = r.arrival_time_ms;
+  u.first_token_time_ms = r.first_token_time_ms;
+  u.last_token_time_ms = r.last_token_time_ms;
+}
+
+RequestOutput& update_of(LiveRequest& r) {
+  if (!r.update.has_value()) r.update.emplace();
+  return *r.update;
+}
+
+}  // namespace
+
+void Engine::Impl::admit(Pending& pending, double now_ms) {
+  auto r = std::make_unique<LiveRequest>(pending.id, pending.request, pending.stream, tok,
+                                         pending.seed);
+  const double arrival = pending.request.arrival_time_ms;
+  r->arrival_time_ms = arrival < 0.0 ? now_ms : std::min(arrival, now_ms);
+  if (!r->params.ignore_eos) r->stop_token_ids.insert(eos_token_ids.begin(), eos_token_ids.end());
+  r->stop_token_ids.insert(r->params.stop_token_ids.begin(), r->params.stop_token_ids.end());
+  sched::Request request;
+  request.id = pending.id;
+  request.arrival_time_ms = r->arrival_time_ms;
+  request.prompt_token_ids = std::move(pending.request.prompt_token_ids);
+  request.max_output_tokens = r->params.max_tokens;
+  request.stop_token_ids.assign(r->stop_token_ids.begin(), r->stop_token_ids.end());
+  std::sort(request.stop_token_ids.begin(), request.stop_token_ids.end());
+  {
+    std::lock_guard lock(metrics_mutex);
+    metrics.prompt_tokens_total += r->num_prompt_tokens;
+  }
+  LiveRequest& ref = *r;
+  live.emplace(pending.id, std::move(r));
+  Status s = scheduler->add_request(std::move(request));
+  if (!s.ok()) finish(ref, "error", now_ms, s.to_string());
+}
+
+void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms,
+                          std::string error) {
+  RequestOutput& u = update_of(r);
+  if (reason != "error" && !r.matcher.stopped()) {
+    u.text_delta += r.matcher.push(r.decoder.finish());
+    u.text_delta += r.matcher.flush();
+  }
+  // A stop string wins over a length/EOS finish of the same step: its text was truncated.
+  if (r.matcher.stopped() && (reason == "length" || reason == "stop")) reason = "stop";
+  fill_common(r, u);
+  u.finished = true;
+  u.finish_reason = reason;
+  u.error = std::move(error);
+  const double e2e_ms = time_ms - r.arrival_time_ms;
+  {
+    std::lock_guard lock(metrics_mutex);
+    if (reason == "stop") ++metrics.requests_finished_stop;
+    else if (reason == "length") ++metrics.requests_finished_length;
+    else if (reason == "cancelled") ++metrics.requests_cancelled;
+    else if (reason == "kv_exhausted") ++metrics.requests_kv_exhausted;
+    else ++metrics.requests_error;
+    if (reason == "stop" || reason == "length") {
+      observe(metrics.e2e_ms, e2e_ms);
+      if (r.num_output_tokens >= 2 && r.first_token_time_ms.has_value()) {
+        observe(metrics.tpot_ms, (r.last_token_time_ms - *r.first_token_time_ms) /
+                                     static_cast<double>(r.num_output_tokens - 1));
+      }
+    }
+  }
+  PS_LOG_DEBUG("engine", "req={} finished reason={} prompt_tokens={} output_tokens={} e2e_ms={:.1f}",
+               r.id, reason, r.num_prompt_tokens, r.num_output_tokens, e2e_ms);
+  r.stream->push(std::move(u));
+  const RequestId id = r.id;
+  live.erase(id);  // r is gone from here on
+  {
+    std::lock_guard lock(mutex);
+    --num_live;
+  }
+  idle_cv.notify_all();
+}
+
+void Engine::Impl::fail_requests(const std::vector<RequestId>& ids, const Status& status,
+                                 double now_ms) {
+  for (RequestId id : ids) {
+    auto it = live.find(id);
+    if (it == live.end()) continue;
+    (void)scheduler->cancel(id, now_ms);  // its pages return now
+    finish(*it->second, "error", now_ms, status.to_string());
+  }
+}
+
+void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms) {
+  std::vector<RequestId> stopped_by_string;
+  for (const sched::TokenEvent& ev : events.tokens) {
+    auto it = live.find(ev.id);
+    if (it == live.end()) continue;
+    LiveRequest& r = *it->second;
+    RequestOutput& u = update_of(r);
+    ++r.num_output_tokens;
+    if (!r.first_token_time_ms.has_value()) {
+      r.first_token_time_ms = ev.time_ms;
+      if (r.return_last_prompt_logits) u.last_prompt_logits = std::move(r.captured_logits);
+      std::lock_guard lock(metrics_mutex);
+      observe(metrics.ttft_ms, ev.time_ms - r.arrival_time_ms);
+    }
+    r.last_token_time_ms = ev.time_ms;
+    TokenOutput token;
+    token.token_id = ev.token_id;
+    if (r.params.logprobs) token.logprob = r.step_logprob;
+    r.step_logprob.reset();
+    u.tokens.push_back(token);
+    // Stop tokens count as output tokens but add no text (as vLLM without
+    // include_stop_str_in_output).
+    if (r.matcher.stopped() || r.stop_token_ids.count(ev.token_id) != 0) continue;
+    Result<std::string> text = r.decoder.push(ev.token_id);
+    if (!text.ok()) {
+      // An id the model knows but the tokenizer does not (padded vocabularies): no text.
+      PS_LOG_DEBUG("engine", "req={} token={} has no text: {}", r.id, ev.token_id,
+                   text.status().message());
+      continue;
+    }
+    u.text_delta += r.matcher.push(*text);
+    if (r.matcher.stopped()) stopped_by_string.push_back(r.id);
+  }
+  for (const sched::FinishedRequest& f : events.finished) {
+    auto it = live.find(f.id);
+    if (it == live.end()) continue;  // already finished by the engine (stop string, error)
+    LiveRequest& r = *it->second;
+    if (f.reason == sched::FinishReason::kCancelled && r.matcher.stopped()) continue;
+    update_of(r);
+    r.update->num_cached_prompt_tokens = f.num_cached_prompt_tokens;
+    finish(r, std::string(sched::finish_reason_name(f.reason)), f.finish_time_ms, "");
+  }
+  for (RequestId id : stopped_by_string) {
+    auto it = live.find(id);
+    if (it == live.end()) continue;
+    (void)scheduler->cancel(id, now_ms);  // pages back now; its kCancelled event is ignored
+    finish(*it->second, "stop", it->second->last_token_time_ms, "");
+  }
+  for (auto& [id, r] : live) {
+    if (!r->update.has_value()) continue;
+    fill_common(*r, *r->update);
+    r->stream->push(std::move(*r->update));
+    r->update.reset();
+  }
+}
+
+void Engine::Impl::publish_metrics(int64_t step_tokens, double now_ms) {
+  const kv::KvCacheStats kv_stats = scheduler->kv_cache().stats();
+  const int64_t waiting = scheduler->num_waiting() + scheduler->num_staged();
+  {
+    std::lock_guard lock(mutex);
+    waiting_snapshot = waiting;
+  }
+  std::lock_guard lock(metrics_mutex);
+  metrics.num_running = scheduler->num_running();
+  metrics.num_waiting = waiting;
+  metrics.pages_in_use = kv_stats.pages_in_use;
+  metrics.pages_cached = kv_stats.pages_cached;
+  metrics.pages_free = kv_stats.pages_free;
+  metrics.pages_total = kv_stats.pages_total;
+  metrics.prefix_hit_rate = kv_stats.prefix_hit_rate();
+  metrics.num_steps = scheduler->stats().num_steps;
+  metrics.num_preemptions = scheduler->stats().num_preemptions;
+  metrics.generation_tokens_total += step_tokens;
+  constexpr double kWindowMs = 10000.0;
+  if (step_tokens > 0) recent_tokens.emplace_back(now_ms, step_tokens);
+  while (!recent_tokens.empty() && recent_tokens.front().first < now_ms - kWindowMs) {
+    recent_tokens.pop_front();
+  }
+  int64_t sum = 0;
+  for (const auto& [t, n] : recent_tokens) sum += n;
+  const double window_ms = std::max(std::min(kWindowMs, now_ms), 1.0);
+  metrics.generation_tokens_per_s = static_cast<double>(sum) * 1000.0 / window_ms;
+}
+
+void Engine::Impl::run() {
+  Executor executor(*this);
+  while (true) {
+    std::vector<Pending> new_requests;
+    std::vector<RequestId> new_cancels;
+    bool cancel_everything = false;
+    {
+      std::unique_lock lock(mutex);
+      wake_cv.wait(lock, [&] {
+        return !inbox.empty() || !cancels.empty() || stopping || !live.empty();
+      });
+      new_requests.swap(inbox);
+      new_cancels.swap(cancels);
+      cancel_everything = cancel_all;
+      if (stopping && new_requests.empty() && live.empty()) break;
+    }
+    double now = now_ms();
+    for (Pending& p : new_requests) admit(p, now);
+    for (RequestId id : new_cancels) {
+      if (live.count(id) != 0) (void)scheduler->cancel(id, now);
+    }
+    if (cancel_everything) {
+      for (const auto& [id, r] : live) (void)scheduler->cancel(id, now);
+    }
+    if (live.empty()) continue;
+
+    executor.ran = false;
+    executor.batch_ids.clear();
+    Result<const sched::StepEvents*> events = scheduler->step(now, executor);
+    const double end = now_ms();
+    int64_t step_tokens = 0;
+    if (!events.ok()) {
+      PS_LOG_ERROR("engine", "step failed: {}", events.status().to_string());
+      std::vector<RequestId> victims = executor.batch_ids;
+      if (!executor.ran || victims.empty()) {
+        // The scheduler itself failed: nothing can be trusted to progress; fail everything.
+        for (const auto& [id, r] : live) victims.push_back(id);
+      }
+      // Their pages return now; the kCancelled events of the next commit find no live entry.
+      fail_requests(victims, events.status(), end);
+      executor.ran = true;  // do not sleep: the others go on at once
+    } else {
+      step_tokens = static_cast<int64_t>((*events)->tokens.size());
+      process_events(**events, end);
+    }
+    publish_metrics(step_tokens, end);
+    if (!executor.ran && step_tokens == 0 && !live.empty()) {
+      // Nothing runnable (aimd staging): sleep until the staging deadline or new work.
+      double wait_ms = 2.0;
+      if (auto deadline = scheduler->staging_deadline_ms()) {
+        wait_ms = std::clamp(*deadline - now_ms(), 0.1, 50.0);
+      }
+      std::unique_lock lock(mutex);
+      wake_cv.wait_for(lock, std::chrono::duration<double, std::milli>(wait_ms),
+                       [&] { return !inbox.empty() || !cancels.empty() || cancel_all; });
+    }
+  }
+  PS_LOG_INFO("engine", "engine thread stopped");
+}
+
+}  // namespace packserve::engine

@@ -1,0 +1,62 @@
+// sampler.h: turns one row of logits into one token (issue 4 "Forward and sampling").
+//
+// Pipeline, applied in this order (vLLM v1's order):
+//   1. temperature == 0 (or top_k == 1): greedy, the argmax; ties go to the lowest token id.
+//   2. scale logits by 1 / temperature; p = softmax over the whole vocabulary (float64).
+//   3. min-p: drop tokens with p < min_p * max(p).
+//   4. top-k: keep the k most likely survivors.
+//   5. top-p: of the survivors renormalized, keep the smallest most-likely-first prefix whose
+//      mass is >= top_p (always at least one token).
+//   6. draw u ~ U[0, 1) from the request's own RNG and walk the kept tokens until their
+//      cumulative (renormalized) mass exceeds u: most likely first when top-k or top-p is on
+//      (they sort anyway), in token-id order otherwise (no O(V log V) sort per token).
+// "Most likely first" orders by (scaled logit desc, token id asc), so equal logits are broken
+// by the lower id and the result is a pure function of (logits, params, RNG state).
+// Determinism: each request owns its RNG (seeded from SamplingParams::seed) and draws exactly
+// one uniform per non-greedy token, so a seed gives the same tokens whatever else is batched.
+// Logprob: log_softmax of the raw, unmodified logits (no temperature, no filtering) at the
+// sampled token, float64 internally -- what vLLM reports by default ("raw_logprobs").
+// Thread-safety: one RequestSampler per request, used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "packserve/common/rng.h"
+#include "packserve/engine/engine.h"
+
+namespace packserve::engine {
+
+struct SampledToken {
+  int32_t token_id = 0;
+  float logprob = 0.0f;  // log_softmax(raw logits)[token_id]
+};
+
+class RequestSampler {
+ public:
+  RequestSampler(const SamplingParams& params, uint64_t seed) : params_(params), rng_(seed) {}
+
+  // logits: [vocab_size], non-empty. Non-finite logits: NaN counts as -inf; +inf entries win.
+  SampledToken sample(std::span<const float> logits);
+
+  // The kept tokens and their renormalized probabilities (most likely first) that sample()
+  // would draw from; for tests and debugging. Greedy gives the single argmax with p = 1.
+  struct Candidate {
+    int32_t token_id;
+    double prob;
+  };
+  std::vector<Candidate> candidates(std::span<const float> logits) const;
+
+ private:
+  SamplingParams params_;
+  Rng rng_;
+  mutable std::vector<Candidate> scratch_;
+};
+
+// log_softmax(logits)[token] in float64.
+double log_softmax_at(std::span<const float> logits, int32_t token);
+// Argmax with ties to the lowest index (NaN never wins).
+int32_t argmax_lowest(std::span<const float> logits);
+
+}  // namespace packserve::engine

@@ -1,0 +1,167 @@
+// sampler_test.cc: RequestSampler against distributions worked out by hand (sampler.h).
+#include "packserve/engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+namespace packserve::engine {
+namespace {
+
+// Logits whose softmax is exactly proportional to `probs`.
+std::vector<float> logits_of(const std::vector<double>& probs) {
+  std::vector<float> out;
+  for (double p : probs) out.push_back(static_cast<float>(std::log(p)));
+  return out;
+}
+
+SamplingParams params(double temperature, int top_k = 0, double top_p = 1.0, double min_p = 0.0) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  return p;
+}
+
+// Expected (token -> probability) vs the sampler's candidate set; tolerance from the float32
+// rounding of log(p) (relative ~1e-7).
+void expect_candidates(const SamplingParams& p, const std::vector<float>& logits,
+                       const std::map<int32_t, double>& expected) {
+  RequestSampler sampler(p, 1);
+  const auto got = sampler.candidates(logits);
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& c : got) {
+    ASSERT_TRUE(expected.count(c.token_id)) << "unexpected token " << c.token_id;
+    EXPECT_NEAR(c.prob, expected.at(c.token_id), 1e-6) << "token " << c.token_id;
+  }
+}
+
+// p = [0.1, 0.4, 0.2, 0.3]; most likely first: 1 (0.4), 3 (0.3), 2 (0.2), 0 (0.1).
+const std::vector<double> kProbs = {0.1, 0.4, 0.2, 0.3};
+
+TEST(SamplerTest, GreedyIsArgmaxWithTiesToLowestId) {
+  RequestSampler greedy(params(0.0), 7);
+  EXPECT_EQ(greedy.sample(logits_of(kProbs)).token_id, 1);
+  const std::vector<float> tied = {1.0f, 3.0f, 2.0f, 3.0f};
+  EXPECT_EQ(greedy.sample(tied).token_id, 1);
+  EXPECT_EQ(argmax_lowest(tied), 1);
+  const std::vector<float> with_nan = {NAN, -1.0f, NAN};
+  EXPECT_EQ(argmax_lowest(with_nan), 1);
+}
+
+TEST(SamplerTest, TopKOneIsAlwaysArgmax) {
+  RequestSampler sampler(params(1.5, 1), 3);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(sampler.sample(logits_of(kProbs)).token_id, 1);
+}
+
+TEST(SamplerTest, TemperatureOneKeepsTheDistribution) {
+  expect_candidates(params(1.0), logits_of(kProbs), {{0, 0.1}, {1, 0.4}, {2, 0.2}, {3, 0.3}});
+}
+
+TEST(SamplerTest, TemperatureTwoIsSquareRootRenormalized) {
+  // p^(1/2) / sum p^(1/2).
+  double z = 0;
+  for (double p : kProbs) z += std::sqrt(p);
+  expect_candidates(params(2.0), logits_of(kProbs),
+                    {{0, std::sqrt(0.1) / z}, {1, std::sqrt(0.4) / z}, {2, std::sqrt(0.2) / z},
+                     {3, std::sqrt(0.3) / z}});
+}
+
+TEST(SamplerTest, TopKKeepsTheKMostLikely) {
+  expect_candidates(params(1.0, 2), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_candidates(params(1.0, 3), logits_of(kProbs),
+                    {{1, 0.4 / 0.9}, {3, 0.3 / 0.9}, {2, 0.2 / 0.9}});
+  expect_candidates(params(1.0, 10), logits_of(kProbs), {{0, 0.1}, {1, 0.4}, {2, 0.2}, {3, 0.3}});
+}
+
+TEST(SamplerTest, TopPKeepsTheSmallestPrefixReachingP) {
+  // Cumulative: 0.4, 0.7, 0.9, 1.0.
+  expect_candidates(params(1.0, 0, 0.3), logits_of(kProbs), {{1, 1.0}});
+  expect_candidates(params(1.0, 0, 0.65), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  // Exactly on a cumulative sum: that prefix suffices.
+  expect_candidates(params(1.0, 0, 0.7), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_candidates(params(1.0, 0, 0.75), logits_of(kProbs),
+                    {{1, 0.4 / 0.9}, {3, 0.3 / 0.9}, {2, 0.2 / 0.9}});
+}
+
+TEST(SamplerTest, MinPDropsTokensBelowFractionOfMax) {
+  // max p = 0.4: min_p 0.6 -> threshold 0.24 keeps {1, 3}; min_p 0.45 -> 0.18 keeps {1, 3, 2}.
+  expect_candidates(params(1.0, 0, 1.0, 0.6), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_candidates(params(1.0, 0, 1.0, 0.45), logits_of(kProbs),
+                    {{1, 0.4 / 0.9}, {3, 0.3 / 0.9}, {2, 0.2 / 0.9}});
+}
+
+TEST(SamplerTest, MinPIsAppliedBeforeTopP) {
+  // min_p 0.4 (threshold 0.16) drops token 0, leaving 0.4/0.9, 0.3/0.9, 0.2/0.9; top_p 0.75
+  // on those: 0.444, 0.778 >= 0.75 -> {1, 3}. (top-p first on the full distribution would
+  // keep {1, 3, 2}: 0.4, 0.7 < 0.75, 0.9.)
+  expect_candidates(params(1.0, 0, 0.75, 0.4), logits_of(kProbs),
+                    {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+}
+
+TEST(SamplerTest, TiesAtTheTopKCutGoToTheLowerId) {
+  const std::vector<float> logits = {0.0f, 1.0f, 1.0f, 1.0f};
+  expect_candidates(params(1.0, 2), logits, {{1, 0.5}, {2, 0.5}});
+}
+
+// Frequencies over many draws within 5 standard deviations of the renormalized probabilities
+// (binomial: sqrt(p (1 - p) / n)); a wrong pipeline is off by far more.
+void expect_frequencies(const SamplingParams& p, const std::vector<float>& logits,
+                        const std::map<int32_t, double>& expected) {
+  RequestSampler sampler(p, 12345);
+  const int n = 40000;
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < n; ++i) counts[sampler.sample(logits).token_id] += 1;
+  for (const auto& [token, count] : counts) {
+    ASSERT_TRUE(expected.count(token)) << "drew token " << token << " outside the kept set";
+  }
+  for (const auto& [token, prob] : expected) {
+    const double freq = static_cast<double>(counts[token]) / n;
+    EXPECT_NEAR(freq, prob, 5.0 * std::sqrt(prob * (1.0 - prob) / n)) << "token " << token;
+  }
+}
+
+TEST(SamplerTest, DrawFrequenciesMatchTheKeptDistribution) {
+  expect_frequencies(params(1.0), logits_of(kProbs), {{0, 0.1}, {1, 0.4}, {2, 0.2}, {3, 0.3}});
+  expect_frequencies(params(1.0, 0, 0.65), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_frequencies(params(1.0, 3), logits_of(kProbs),
+                     {{1, 0.4 / 0.9}, {3, 0.3 / 0.9}, {2, 0.2 / 0.9}});
+  expect_frequencies(params(1.0, 0, 1.0, 0.6), logits_of(kProbs),
+                     {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+}
+
+TEST(SamplerTest, SameSeedSameTokens) {
+  std::vector<float> logits(50);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) * 0.3f;
+  RequestSampler a(params(1.0, 0, 0.9), 99), b(params(1.0, 0, 0.9), 99), c(params(1.0, 0, 0.9), 100);
+  std::vector<int32_t> ta, tb, tc;
+  for (int i = 0; i < 100; ++i) {
+    ta.push_back(a.sample(logits).token_id);
+    tb.push_back(b.sample(logits).token_id);
+    tc.push_back(c.sample(logits).token_id);
+  }
+  EXPECT_EQ(ta, tb);
+  EXPECT_NE(ta, tc);
+}
+
+TEST(SamplerTest, LogprobIsRawLogSoftmax) {
+  // Independent of temperature and filtering: log p of the unmodified distribution.
+  const auto logits = logits_of(kProbs);
+  for (double t : {0.0, 0.5, 2.0}) {
+    RequestSampler s(params(t, 2), 5);
+    for (int i = 0; i < 20; ++i) {
+      const SampledToken tok = s.sample(logits);
+      EXPECT_NEAR(tok.logprob, std::log(kProbs[static_cast<size_t>(tok.token_id)]), 1e-6);
+    }
+  }
+  // Against a float64 reference with large logits (max subtraction needed).
+  const std::vector<float> big = {1000.0f, 999.0f, 990.0f};
+  const double z = 1.0 + std::exp(-1.0) + std::exp(-10.0);
+  EXPECT_NEAR(log_softmax_at(big, 1), -1.0 - std::log(z), 1e-9);
+}
+
+}  // namespace
+}  // namespace packserve::engine
