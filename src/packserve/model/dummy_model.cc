@@ -1,0 +1,351 @@
+// dummy_model.cc: dummy checkpoint directories (dummy_model.h).
+#include "packserve/model/dummy_model.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "packserve/common/rng.h"
+#include "packserve/model/checkpoint.h"
+#include "packserve/model/dummy_tokenizer.h"
+#include "packserve/model/safetensors.h"
+#include "packserve/tokenizer/tokenizer.h"
+
+namespace packserve::model {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+constexpr int64_t kChunkElements = int64_t{1} << 20;
+
+struct Shape {
+  const char* name;
+  Architecture arch;
+  int64_t vocab_size;  // 0: the tokenizer's size
+  int64_t hidden_size, intermediate_size, num_layers, num_qo_heads, num_kv_heads, head_dim;
+  int64_t max_position_embeddings;
+  double rms_norm_eps, rope_theta;
+  bool tied;
+  double llama3_factor;  // 0: no rope scaling
+};
+
+// Sources: the config.json of Qwen/Qwen3-0.6B, meta-llama/Llama-3.2-1B, meta-llama/Llama-3.1-8B
+// and Qwen/Qwen3-8B on the Hugging Face Hub (docs/model.md).
+constexpr Shape kShapes[] = {
+    {"tiny", Architecture::kQwen3, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-6, 1e6, false, 0},
+    {"tiny-llama", Architecture::kLlama, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-5, 5e5, true, 8},
+    {"tiny-qwen2", Architecture::kQwen2, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-6, 1e6, true, 0},
+    {"qwen3-0.6b", Architecture::kQwen3, 151936, 1024, 3072, 28, 16, 8, 128, 40960, 1e-6, 1e6,
+     true, 0},
+    {"llama-3.2-1b", Architecture::kLlama, 128256, 2048, 8192, 16, 32, 8, 64, 131072, 1e-5, 5e5,
+     true, 32},
+    {"llama-3.1-8b", Architecture::kLlama, 128256, 4096, 14336, 32, 32, 8, 128, 131072, 1e-5,
+     5e5, false, 8},
+    {"qwen3-8b", Architecture::kQwen3, 151936, 4096, 12288, 36, 32, 8, 128, 40960, 1e-6, 1e6,
+     false, 0},
+};
+
+struct TensorPlan {
+  SafetensorsTensorSpec spec;
+  bool is_norm = false;  // 1 + norm_std * z instead of matrix_std * z
+};
+
+std::vector<TensorPlan> plan_tensors(const ModelConfig& c) {
+  const DType dt = c.dtype;
+  const int64_t h = c.hidden_size;
+  std::vector<TensorPlan> plans;
+  auto add = [&](std::string name, std::vector<int64_t> shape, bool is_norm) {
+    plans.push_back(TensorPlan{SafetensorsTensorSpec{std::move(name), dt, std::move(shape)}, is_norm});
+  };
+  add("model.embed_tokens.weight", {c.vocab_size, h}, false);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    auto n = [i](const char* suffix) { return layer_tensor_name(i, suffix); };
+    add(n("input_layernorm.weight"), {h}, true);
+    add(n("self_attn.q_proj.weight"), {c.q_size(), h}, false);
+    add(n("self_attn.k_proj.weight"), {c.kv_size(), h}, false);
+    add(n("self_attn.v_proj.weight"), {c.kv_size(), h}, false);
+    if (c.qkv_bias) {
+      add(n("self_attn.q_proj.bias"), {c.q_size()}, false);
+      add(n("self_attn.k_proj.bias"), {c.kv_size()}, false);
+      add(n("self_attn.v_proj.bias"), {c.kv_size()}, false);
+    }
+    if (c.qk_norm) {
+      add(n("self_attn.q_norm.weight"), {c.head_dim}, true);
+      add(n("self_attn.k_norm.weight"), {c.head_dim}, true);
+    }
+    add(n("self_attn.o_proj.weight"), {h, c.q_size()}, false);
+    add(n("post_attention_layernorm.weight"), {h}, true);
+    add(n("mlp.gate_proj.weight"), {c.intermediate_size, h}, false);
+    add(n("mlp.up_proj.weight"), {c.intermediate_size, h}, false);
+    add(n("mlp.down_proj.weight"), {h, c.intermediate_size}, false);
+  }
+  add("model.norm.weight", {h}, true);
+  if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, h}, false);
+  return plans;
+}
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// Elements [chunk * kChunkElements, +count) of tensor `plan` into `out`.
+void fill_chunk(const TensorPlan& plan, uint64_t seed, int64_t chunk, int64_t count,
+                const DummyModelOptions& options, std::byte* out) {
+  Rng rng(mix(mix(seed, fnv1a(plan.spec.name)), static_cast<uint64_t>(chunk)));
+  const double scale = plan.is_norm ? options.norm_std : options.matrix_std;
+  const double offset = plan.is_norm ? 1.0 : 0.0;
+  for (int64_t j = 0; j < count; ++j) {
+    const uint64_t u = rng.next_u64();
+    // Irwin-Hall: the sum of four U(0,1) has mean 2 and variance 1/3.
+    const double sum = static_cast<double>((u & 0xffff) + ((u >> 16) & 0xffff) +
+                                           ((u >> 32) & 0xffff) + (u >> 48)) *
+                       (1.0 / 65536.0);
+    const double z = (sum - 2.0) * 1.7320508075688772;
+    store_from_float(out, static_cast<size_t>(j), plan.spec.dtype,
+                     static_cast<float>(offset + scale * z));
+  }
+}
+
+Status write_weights(const std::string& path, const std::vector<TensorPlan>& plans,
+                     const DummyModelOptions& options) {
+  std::vector<SafetensorsTensorSpec> specs;
+  for (const auto& p : plans) specs.push_back(p.spec);
+  PS_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::create(path, specs, {{"format", "pt"}}));
+  const int threads = options.num_threads > 0
+                          ? options.num_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const size_t element_bytes = dtype_size_bytes(options.dtype);
+  std::vector<std::byte> buffer(static_cast<size_t>(threads) *
+                                static_cast<size_t>(kChunkElements) * element_bytes);
+  for (const TensorPlan& plan : plans) {
+    int64_t numel = 1;
+    for (int64_t d : plan.spec.shape) numel *= d;
+    const int64_t num_chunks = (numel + kChunkElements - 1) / kChunkElements;
+    for (int64_t first = 0; first < num_chunks; first += threads) {
+      const int64_t batch = std::min<int64_t>(threads, num_chunks - first);
+      auto work = [&](int64_t k) {
+        const int64_t chunk = first + k;
+        const int64_t count = std::min(kChunkElements, numel - chunk * kChunkElements);
+        fill_chunk(plan, options.seed, chunk, count, options,
+                   buffer.data() + static_cast<size_t>(k * kChunkElements) * element_bytes);
+      };
+      if (batch == 1) {
+        work(0);
+      } else {
+        std::vector<std::thread> workers;
+        for (int64_t k = 0; k < batch; ++k) workers.emplace_back(work, k);
+        for (auto& w : workers) w.join();
+      }
+      const int64_t batch_elements = std::min(batch * kChunkElements, numel - first * kChunkElements);
+      PS_RETURN_IF_ERROR(writer.write(std::span<const std::byte>(
+          buffer.data(), static_cast<size_t>(batch_elements) * element_bytes)));
+    }
+  }
+  return writer.finish();
+}
+
+Status write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) return internal_error(path + ": cannot write");
+  return ok_status();
+}
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(path + ": cannot open");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct TokenizerChoice {
+  std::string tokenizer_json, tokenizer_config_json;  // config may be empty (none given)
+  int64_t vocab_size = 0;
+  std::vector<int64_t> eos_token_ids;
+  std::optional<int64_t> bos_token_id;
+};
+
+// "<|x|>" or {"content": "<|x|>"} -> "<|x|>"; "" otherwise.
+std::string token_content(const Json& config, const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+    return (*it)["content"].get<std::string>();
+  }
+  return "";
+}
+
+Result<TokenizerChoice> choose_tokenizer(const std::string& dir) {
+  TokenizerChoice t;
+  if (dir.empty()) {
+    DummyTokenizerFiles files = make_dummy_tokenizer();
+    t.tokenizer_json = std::move(files.tokenizer_json);
+    t.tokenizer_config_json = std::move(files.tokenizer_config_json);
+    t.vocab_size = files.vocab_size;
+    t.eos_token_ids = files.eos_token_ids;
+    t.bos_token_id = files.bos_token_id;
+    return t;
+  }
+  PS_ASSIGN_OR_RETURN(t.tokenizer_json, read_text(dir + "/tokenizer.json"));
+  auto tok = tokenizer::Tokenizer::from_json_text(t.tokenizer_json, dir + "/tokenizer.json");
+  if (!tok.ok()) return invalid_argument("--tokenizer: " + tok.status().message());
+  t.vocab_size = static_cast<int64_t>(tok->vocab_size());
+  Json config = Json::object();
+  if (fs::exists(dir + "/tokenizer_config.json")) {
+    PS_ASSIGN_OR_RETURN(t.tokenizer_config_json, read_text(dir + "/tokenizer_config.json"));
+    try {
+      config = Json::parse(t.tokenizer_config_json);
+    } catch (const Json::exception& e) {
+      return invalid_argument(dir + "/tokenizer_config.json: not valid JSON: " + e.what());
+    }
+    if (!config.is_object()) return invalid_argument(dir + "/tokenizer_config.json: expected an object");
+  }
+  auto add_eos = [&](const std::string& content) {
+    if (content.empty()) return;
+    if (auto id = tok->token_to_id(content)) {
+      if (std::find(t.eos_token_ids.begin(), t.eos_token_ids.end(), *id) == t.eos_token_ids.end()) {
+        t.eos_token_ids.push_back(*id);
+      }
+    }
+  };
+  add_eos(token_content(config, "eos_token"));
+  for (const char* known : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>"}) {
+    add_eos(known);
+  }
+  if (const std::string bos = token_content(config, "bos_token"); !bos.empty()) {
+    if (auto id = tok->token_to_id(bos)) t.bos_token_id = *id;
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> dummy_model_names() {
+  std::vector<std::string> names;
+  for (const Shape& s : kShapes) names.emplace_back(s.name);
+  return names;
+}
+
+Result<ModelConfig> dummy_model_config(std::string_view arch, int64_t vocab_size) {
+  for (const Shape& s : kShapes) {
+    if (arch != s.name) continue;
+    ModelConfig c;
+    c.arch = s.arch;
+    c.vocab_size = s.vocab_size == 0 ? vocab_size : std::max(s.vocab_size, vocab_size);
+    c.hidden_size = s.hidden_size;
+    c.intermediate_size = s.intermediate_size;
+    c.num_layers = s.num_layers;
+    c.num_qo_heads = s.num_qo_heads;
+    c.num_kv_heads = s.num_kv_heads;
+    c.head_dim = s.head_dim;
+    c.max_position_embeddings = s.max_position_embeddings;
+    c.rms_norm_eps = s.rms_norm_eps;
+    c.rope_theta = s.rope_theta;
+    c.tie_word_embeddings = s.tied;
+    c.qkv_bias = s.arch == Architecture::kQwen2;
+    c.qk_norm = s.arch == Architecture::kQwen3;
+    if (s.llama3_factor > 0) {
+      c.rope_scaling = Llama3RopeScaling{s.llama3_factor, 1.0, 4.0, 8192};
+    }
+    if (c.vocab_size <= 0) return invalid_argument("vocab_size: expected > 0");
+    return c;
+  }
+  std::string known;
+  for (const Shape& s : kShapes) known += std::string(known.empty() ? "" : ", ") + s.name;
+  return invalid_argument("--arch: unknown dummy model \"" + std::string(arch) + "\"; expected one of " +
+                          known);
+}
+
+Result<std::string> make_dummy_model(const DummyModelOptions& options) {
+  PS_RETURN_IF_ERROR(dummy_model_config(options.arch, 1).status());  // a known name
+  if (!(options.matrix_std >= 0) || !(options.norm_std >= 0) || !std::isfinite(options.matrix_std) ||
+      !std::isfinite(options.norm_std)) {
+    return invalid_argument("matrix_std / norm_std: expected finite values >= 0");
+  }
+  PS_ASSIGN_OR_RETURN(const TokenizerChoice tok, choose_tokenizer(options.tokenizer_dir));
+  PS_ASSIGN_OR_RETURN(ModelConfig config, dummy_model_config(options.arch, tok.vocab_size));
+  config.dtype = options.dtype;
+  config.eos_token_ids = tok.eos_token_ids;
+  config.bos_token_id = tok.bos_token_id;
+
+  const std::string& dir = options.out_dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return internal_error(dir + ": cannot create directory: " + ec.message());
+  PS_RETURN_IF_ERROR(write_text(dir + "/tokenizer.json", tok.tokenizer_json));
+  if (!tok.tokenizer_config_json.empty()) {
+    PS_RETURN_IF_ERROR(write_text(dir + "/tokenizer_config.json", tok.tokenizer_config_json));
+  }
+  Json generation = {{"do_sample", false}, {"eos_token_id", config.eos_token_ids}};
+  if (config.bos_token_id) generation["bos_token_id"] = *config.bos_token_id;
+  PS_RETURN_IF_ERROR(write_text(dir + "/generation_config.json", generation.dump(2) + "\n"));
+  fs::remove(dir + "/model.safetensors.index.json", ec);  // would shadow model.safetensors
+  PS_RETURN_IF_ERROR(write_weights(dir + "/model.safetensors", plan_tensors(config), options));
+  PS_RETURN_IF_ERROR(write_text(dir + "/config.json", model_config_to_json(config)));
+  return dir;
+}
+
+Result<std::string> ensure_dummy_model(std::string_view name, const std::string& cache_dir,
+                                       uint64_t seed, DType dtype) {
+  PS_RETURN_IF_ERROR(dummy_model_config(name, 1).status());
+  const std::string final_dir = cache_dir + "/" + std::string(name) + "-seed" +
+                                std::to_string(seed) + "-" + std::string(dtype_name(dtype));
+  auto complete = [&] {
+    return fs::exists(final_dir + "/config.json") && fs::exists(final_dir + "/model.safetensors") &&
+           fs::exists(final_dir + "/tokenizer.json");
+  };
+  if (complete()) return final_dir;
+  const std::string tmp_dir = final_dir + ".tmp-" + std::to_string(::getpid()) + "-" +
+                              std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  std::error_code ec;
+  fs::remove_all(tmp_dir, ec);
+  DummyModelOptions options;
+  options.arch = std::string(name);
+  options.out_dir = tmp_dir;
+  options.seed = seed;
+  options.dtype = dtype;
+  auto made = make_dummy_model(options);
+  if (!made.ok()) {
+    fs::remove_all(tmp_dir, ec);
+    return made.status();
+  }
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) {  // another process finished first, or final_dir holds something else
+    fs::remove_all(tmp_dir, ec);
+    if (complete()) return final_dir;
+    return internal_error(final_dir + ": exists but is not a complete dummy model; remove it");
+  }
+  return final_dir;
+}
+
+std::string default_dummy_model_cache_dir() {
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    return std::string(xdg) + "/packserve/dummy-models";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    return std::string(home) + "/.cache/packserve/dummy-models";
+  }
+  return (fs::temp_directory_path() / "packserve-dummy-models").string();
+}
+
+}  // namespace packserve::model
