@@ -1,0 +1,413 @@
+// engine_test.cc: the Engine over FakeBackend (engine_test_util.h): outputs against the fake
+// model run on plain vectors, streaming text, stop handling, cancellation, errors, metrics.
+#include "packserve/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include "packserve/engine/engine_test_util.h"
+#include "packserve/engine/sampler.h"
+#include "packserve/tokenizer/utf8.h"
+
+namespace packserve::engine {
+namespace {
+
+using testing::collect;
+using testing::Collected;
+using testing::FakeBackend;
+using testing::kEosId;
+using testing::NextTokenFn;
+
+constexpr int64_t kVocab = 308;  // the test tokenizer's ids 0..307
+
+struct EngineSetup {
+  int32_t num_pages = 64;
+  int32_t page_size = 4;
+  int32_t max_num_batched_tokens = 32;
+  int32_t max_waiting_requests = 1024;
+  bool prefix_caching = true;
+};
+
+struct TestEngine {
+  FakeBackend* backend = nullptr;  // owned by the engine
+  std::unique_ptr<Engine> engine;
+};
+
+TestEngine make_engine(NextTokenFn next, const EngineSetup& s = {}) {
+  EngineConfig config;
+  config.kv.num_pages = s.num_pages;
+  config.kv.page_size = s.page_size;
+  config.kv.enable_prefix_caching = s.prefix_caching;
+  config.scheduler.max_num_batched_tokens = s.max_num_batched_tokens;
+  config.scheduler.check_invariants_every_step = true;
+  config.max_waiting_requests = s.max_waiting_requests;
+  auto backend = std::make_unique<FakeBackend>(kVocab, s.num_pages, s.page_size, std::move(next));
+  TestEngine t;
+  t.backend = backend.get();
+  auto created = Engine::create(config, std::move(backend), testing::make_test_tokenizer());
+  EXPECT_TRUE(created.ok()) << created.status().to_string();
+  t.engine = std::move(created).value();
+  return t;
+}
+
+GenerateRequest greedy_request(std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerateRequest r;
+  r.prompt_token_ids = std::move(prompt);
+  r.sampling.temperature = 0.0;
+  r.sampling.max_tokens = max_tokens;
+  return r;
+}
+
+std::vector<int32_t> ids_of(const std::string& text) {
+  std::vector<int32_t> ids;
+  for (unsigned char c : text) ids.push_back(c);  // the test vocabulary: id == byte value
+  return ids;
+}
+
+std::string text_of(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += static_cast<char>(id);
+  return s;
+}
+
+// Waits until `pred(metrics)` holds (metrics are published after each step).
+bool wait_metrics(Engine& engine, const std::function<bool(const EngineMetrics&)>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred(engine.metrics())) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+// Script model: a one-token prompt selects the output bytes; after the script, EOS.
+NextTokenFn script_model(std::map<int32_t, std::vector<int32_t>> scripts) {
+  return [scripts](const std::vector<int32_t>& context) {
+    const auto& script = scripts.at(context[0]);
+    const size_t i = context.size() - 1;
+    return i < script.size() ? script[i] : kEosId;
+  };
+}
+
+TEST(EngineTest, GreedyOutputsEqualTheReference) {
+  auto t = make_engine(testing::hash_next_token);
+  std::vector<std::vector<int32_t>> prompts = {ids_of("hello"), ids_of("hello world, again"),
+                                               ids_of("x"), ids_of("hello wor")};
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<Collected> last_collected;
+  for (const auto& p : prompts) {
+    if (streams.size() == 3) {
+      // After the first three finish, so "hello wor" finds "hello..."'s first page published.
+      for (auto& s : streams) last_collected.push_back(collect(*s));
+    }
+    auto s = t.engine->submit(greedy_request(p, 12));
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    streams.push_back(*s);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Collected c = i < 3 ? last_collected[i] : collect(*streams[i]);
+    ASSERT_TRUE(c.finished);
+    const auto expected = testing::reference_greedy(testing::hash_next_token, prompts[i], 12, {});
+    EXPECT_EQ(c.token_ids, expected) << "prompt " << i;
+    EXPECT_EQ(c.text, text_of(expected));
+    EXPECT_EQ(c.last.finish_reason, "length");
+    EXPECT_EQ(c.last.num_output_tokens, 12);
+    EXPECT_EQ(c.last.num_prompt_tokens, static_cast<int32_t>(prompts[i].size()));
+    ASSERT_TRUE(c.last.first_token_time_ms.has_value());
+    EXPECT_GE(*c.last.first_token_time_ms, c.last.arrival_time_ms);
+    EXPECT_GE(c.last.last_token_time_ms, *c.last.first_token_time_ms);
+  }
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
+  const EngineMetrics m = t.engine->metrics();
+  EXPECT_EQ(m.requests_finished_length, 4);
+  EXPECT_EQ(m.generation_tokens_total, 48);
+  EXPECT_EQ(m.ttft_ms.count, 4);
+  EXPECT_EQ(m.e2e_ms.count, 4);
+  EXPECT_EQ(m.tpot_ms.count, 4);
+  EXPECT_GT(m.prefix_hit_rate, 0.0);  // "hello wor" shares a full page with "hello..."
+  EXPECT_EQ(m.pages_total, 64);
+}
+
+TEST(EngineTest, ConcurrentSubmitsFromSeveralThreads) {
+  EngineSetup s;
+  s.num_pages = 48;  // tight enough that some steps preempt
+  s.max_num_batched_tokens = 24;
+  auto t = make_engine(testing::hash_next_token, s);
+  constexpr int kThreads = 4, kPerThread = 12;
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0}, done{0};
+  for (int th = 0; th < kThreads; ++th) {
+    threads.emplace_back([&, th] {
+      std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<RequestStream>>> mine;
+      for (int i = 0; i < kPerThread; ++i) {
+        std::vector<int32_t> prompt = ids_of("req " + std::to_string(th) + "/" + std::to_string(i));
+        if (i % 3 == 0) prompt = ids_of("shared prefix of many " + std::to_string(i));
+        auto stream = t.engine->submit(greedy_request(prompt, 5 + i % 7));
+        if (!stream.ok()) {
+          ++mismatches;
+          continue;
+        }
+        mine.emplace_back(prompt, *stream);
+      }
+      for (auto& [prompt, stream] : mine) {
+        const Collected c = collect(*stream);
+        const auto expected = testing::reference_greedy(
+            testing::hash_next_token, prompt, c.last.num_output_tokens, {});
+        if (!c.finished || c.token_ids != expected || c.last.finish_reason != "length") {
+          ++mismatches;
+        }
+        ++done;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(done.load(), kThreads * kPerThread);
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) {
+    return m.pages_in_use == 0 && m.num_running == 0 && m.num_waiting == 0;
+  }));
+  EXPECT_EQ(t.engine->metrics().requests_finished_length, kThreads * kPerThread);
+}
+
+TEST(EngineTest, CancelMidStreamReturnsPages) {
+  auto t = make_engine(testing::hash_next_token);
+  t.backend->step_sleep_ms = 2;
+  auto s = t.engine->submit(greedy_request(ids_of("a long one"), 2000));
+  ASSERT_TRUE(s.ok());
+  auto first = (*s)->next(std::chrono::seconds(10));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_FALSE(first->finished);
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use > 0; }));
+  t.engine->cancel((*s)->id());
+  const Collected c = collect(**s);
+  ASSERT_TRUE(c.finished);
+  EXPECT_EQ(c.last.finish_reason, "cancelled");
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
+  EXPECT_EQ(t.engine->metrics().requests_cancelled, 1);
+  t.engine->cancel(12345);  // unknown: ignored
+  t.engine->cancel((*s)->id());  // finished: ignored
+}
+
+TEST(EngineTest, StopStringAcrossTokenBoundariesIsExcluded) {
+  auto t = make_engine(script_model({{'A', ids_of("hi ENX then END world")},
+                                     {'B', ids_of("no stop here")}}));
+  GenerateRequest r = greedy_request({'A'}, 40);
+  r.sampling.stop = {"END", "zzz"};
+  auto a = t.engine->submit(r);
+  r.prompt_token_ids = {'B'};
+  auto b = t.engine->submit(r);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const Collected ca = collect(**a);
+  EXPECT_EQ(ca.text, "hi ENX then ");
+  EXPECT_EQ(ca.last.finish_reason, "stop");
+  // The tokens up to the one completing the stop string were produced.
+  EXPECT_EQ(ca.token_ids, ids_of("hi ENX then END"));
+  for (const std::string& d : ca.deltas) EXPECT_EQ(d.find('E', d.find("EN") + 3), std::string::npos);
+  const Collected cb = collect(**b);
+  EXPECT_EQ(cb.text, "no stop here");  // EOS ends it; EOS adds no text
+  EXPECT_EQ(cb.last.finish_reason, "stop");
+  EXPECT_EQ(cb.token_ids.back(), kEosId);
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
+  EXPECT_EQ(t.engine->metrics().requests_finished_stop, 2);
+}
+
+TEST(EngineTest, Utf8IsNeverSplitAcrossUpdates) {
+  const std::string text = "e\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80!";  // e é € 😀 !
+  auto t = make_engine(script_model({{'U', ids_of(text)}}));
+  auto s = t.engine->submit(greedy_request({'U'}, 30));
+  ASSERT_TRUE(s.ok());
+  const Collected c = collect(**s);
+  EXPECT_EQ(c.text, text);
+  for (const std::string& d : c.deltas) EXPECT_TRUE(tokenizer::validate_utf8(d).ok()) << d;
+  EXPECT_GT(c.num_updates, 3);  // streamed, not one final blob
+}
+
+TEST(EngineTest, MaxTokensAndIgnoreEos) {
+  auto t = make_engine(script_model({{'E', ids_of("ab")}}));
+  auto a = t.engine->submit(greedy_request({'E'}, 30));
+  GenerateRequest r = greedy_request({'E'}, 5);
+  r.sampling.ignore_eos = true;
+  auto b = t.engine->submit(r);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const Collected ca = collect(**a);
+  EXPECT_EQ(ca.token_ids, (std::vector<int32_t>{'a', 'b', kEosId}));
+  EXPECT_EQ(ca.text, "ab");
+  EXPECT_EQ(ca.last.finish_reason, "stop");
+  const Collected cb = collect(**b);
+  EXPECT_EQ(cb.token_ids.size(), 5u);
+  EXPECT_EQ(cb.last.finish_reason, "length");
+  // stop_token_ids: 'b' stops it (and counts as an output token, without text).
+  r = greedy_request({'E'}, 30);
+  r.sampling.stop_token_ids = {'b'};
+  auto c = t.engine->submit(r);
+  ASSERT_TRUE(c.ok());
+  const Collected cc = collect(**c);
+  EXPECT_EQ(cc.token_ids, (std::vector<int32_t>{'a', 'b'}));
+  EXPECT_EQ(cc.text, "a");
+  EXPECT_EQ(cc.last.finish_reason, "stop");
+}
+
+TEST(EngineTest, QueueFullIsResourceExhausted) {
+  EngineSetup s;
+  s.max_waiting_requests = 2;
+  auto t = make_engine(testing::hash_next_token, s);
+  t.backend->block();
+  auto first = t.engine->submit(greedy_request(ids_of("one"), 3));
+  ASSERT_TRUE(first.ok());
+  t.backend->wait_entered(1);  // the engine thread is inside forward(): nothing more is taken
+  auto second = t.engine->submit(greedy_request(ids_of("two"), 3));
+  auto third = t.engine->submit(greedy_request(ids_of("three"), 3));
+  auto fourth = t.engine->submit(greedy_request(ids_of("four"), 3));
+  EXPECT_TRUE(second.ok());
+  EXPECT_TRUE(third.ok());
+  ASSERT_FALSE(fourth.ok());
+  EXPECT_EQ(fourth.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(fourth.status().message().find("max_waiting_requests"), std::string::npos);
+  t.backend->unblock();
+  EXPECT_TRUE(collect(**first).finished);
+  EXPECT_TRUE(collect(**second).finished);
+  EXPECT_TRUE(collect(**third).finished);
+  EXPECT_EQ(t.engine->metrics().requests_rejected, 1);
+}
+
+void expect_invalid(Engine& engine, GenerateRequest r, const std::string& field) {
+  auto s = engine.submit(std::move(r));
+  ASSERT_FALSE(s.ok()) << field;
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument) << field;
+  EXPECT_EQ(s.status().message().rfind(field, 0), 0u) << s.status().message();
+}
+
+TEST(EngineTest, InvalidRequestsNameTheField) {
+  auto t = make_engine(testing::hash_next_token);
+  Engine& e = *t.engine;
+  expect_invalid(e, greedy_request({}, 3), "prompt_token_ids");
+  expect_invalid(e, greedy_request({1, 2, 308}, 3), "prompt_token_ids[2]");
+  expect_invalid(e, greedy_request({1, -1}, 3), "prompt_token_ids[1]");
+  expect_invalid(e, greedy_request({1}, 0), "max_tokens");
+  expect_invalid(e, greedy_request({1, 2}, 4095), "max_tokens");  // 2 + 4095 > 4096
+  GenerateRequest r = greedy_request({1}, 3);
+  r.sampling.temperature = std::nan("");
+  expect_invalid(e, r, "temperature");
+  r.sampling.temperature = -0.5;
+  expect_invalid(e, r, "temperature");
+  r = greedy_request({1}, 3);
+  r.sampling.top_p = 0.0;
+  expect_invalid(e, r, "top_p");
+  r.sampling.top_p = 1.5;
+  expect_invalid(e, r, "top_p");
+  r = greedy_request({1}, 3);
+  r.sampling.top_k = -1;
+  expect_invalid(e, r, "top_k");
+  r = greedy_request({1}, 3);
+  r.sampling.min_p = 2.0;
+  expect_invalid(e, r, "min_p");
+  r = greedy_request({1}, 3);
+  r.sampling.stop = {"ok", ""};
+  expect_invalid(e, r, "stop[1]");
+  r.sampling.stop = {"\xC3"};
+  expect_invalid(e, r, "stop[0]");
+  r = greedy_request({1}, 3);
+  r.sampling.stop_token_ids = {5, 400};
+  expect_invalid(e, r, "stop_token_ids[1]");
+  EXPECT_EQ(e.metrics().requests_rejected, 14);
+  // Nothing was admitted.
+  EXPECT_EQ(e.metrics().num_waiting, 0);
+  e.drain(std::chrono::milliseconds(100));
+  auto late = e.submit(greedy_request({1}, 3));
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(EngineTest, BackendErrorFailsOnlyThatStepsRequests) {
+  auto t = make_engine(testing::hash_next_token);
+  t.backend->fail_on_token = '~';
+  auto poison = t.engine->submit(greedy_request(ids_of("~bad"), 5));
+  ASSERT_TRUE(poison.ok());
+  const Collected cp = collect(**poison);
+  ASSERT_TRUE(cp.finished);
+  EXPECT_EQ(cp.last.finish_reason, "error");
+  EXPECT_NE(cp.last.error.find("poison"), std::string::npos);
+  // The engine goes on.
+  auto good = t.engine->submit(greedy_request(ids_of("good"), 6));
+  ASSERT_TRUE(good.ok());
+  const Collected cg = collect(**good);
+  EXPECT_EQ(cg.last.finish_reason, "length");
+  EXPECT_EQ(cg.token_ids, testing::reference_greedy(testing::hash_next_token, ids_of("good"), 6, {}));
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
+  EXPECT_EQ(t.engine->metrics().requests_error, 1);
+}
+
+TEST(EngineTest, SameSeedSameTokensAcrossBatchCompositions) {
+  auto run = [](int num_others) {
+    auto t = make_engine(testing::hash_next_token);
+    std::vector<std::shared_ptr<RequestStream>> others;
+    for (int i = 0; i < num_others; ++i) {
+      GenerateRequest o = greedy_request(ids_of("other " + std::to_string(i * 37)), 3 + i);
+      o.sampling.temperature = 1.0;
+      others.push_back(*t.engine->submit(o));
+    }
+    GenerateRequest r = greedy_request(ids_of("seeded"), 40);
+    r.sampling.temperature = 1.0;
+    r.sampling.seed = 42;
+    r.sampling.logprobs = true;
+    auto s = t.engine->submit(r);
+    EXPECT_TRUE(s.ok());
+    Collected c = collect(**s);
+    for (auto& o : others) collect(*o);
+    return c;
+  };
+  const Collected alone = run(0);
+  const Collected crowded = run(7);
+  EXPECT_EQ(alone.token_ids, crowded.token_ids);
+  EXPECT_EQ(alone.logprobs, crowded.logprobs);
+  // Temperature 1 departs from greedy somewhere in 40 tokens (p(peak) ~ 0.9 each).
+  EXPECT_NE(alone.token_ids,
+            testing::reference_greedy(testing::hash_next_token, ids_of("seeded"), 40, {}));
+}
+
+TEST(EngineTest, LogprobsAndCapturedLogitsMatchTheModel) {
+  auto t = make_engine(testing::hash_next_token);
+  GenerateRequest r = greedy_request(ids_of("logits"), 4);
+  r.sampling.logprobs = true;
+  r.return_last_prompt_logits = true;
+  auto s = t.engine->submit(r);
+  ASSERT_TRUE(s.ok());
+  const Collected c = collect(**s);
+  ASSERT_EQ(c.logprobs.size(), 4u);
+  std::vector<int32_t> context = ids_of("logits");
+  std::vector<float> expected(kVocab);
+  testing::fake_logits(context, testing::hash_next_token(context), kVocab, expected.data());
+  EXPECT_EQ(c.last_prompt_logits, expected);
+  for (size_t i = 0; i < 4; ++i) {
+    std::vector<float> row(kVocab);
+    testing::fake_logits(context, testing::hash_next_token(context), kVocab, row.data());
+    // float64 reference of the raw log-softmax.
+    double m = -1e300, z = 0;
+    for (float x : row) m = std::max(m, static_cast<double>(x));
+    for (float x : row) z += std::exp(x - m);
+    const double ref = row[static_cast<size_t>(c.token_ids[i])] - m - std::log(z);
+    EXPECT_NEAR(c.logprobs[i], ref, 1e-6);
+    context.push_back(c.token_ids[i]);
+  }
+}
+
+TEST(EngineTest, DrainWaitsThenStopCancels) {
+  auto t = make_engine(testing::hash_next_token);
+  t.backend->step_sleep_ms = 1;
+  auto quick = t.engine->submit(greedy_request(ids_of("quick"), 3));
+  auto slow = t.engine->submit(greedy_request(ids_of("slow"), 3000));
+  ASSERT_TRUE(quick.ok() && slow.ok());
+  t.engine->drain(std::chrono::milliseconds(50));
+  const Collected cq = collect(**quick);
+  const Collected cs = collect(**slow);
+  EXPECT_EQ(cq.last.finish_reason, "length");
+  EXPECT_EQ(cs.last.finish_reason, "cancelled");
+  t.engine->stop();
+  t.engine->stop();  // idempotent
+}
+
+}  // namespace
+}  // namespace packserve::engine
