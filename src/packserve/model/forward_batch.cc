@@ -1,0 +1,168 @@
+#include "packserve/model/forward_batch.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace packserve::model {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// Checks a CSR offsets array: length n + 1, starts at 0, non-decreasing, ends at `total`.
+Status check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t n,
+                    size_t total, const char* total_name) {
+  if (indptr.size() != n + 1) {
+    return invalid_argument(std::string(name) + ": length " + str(indptr.size()) +
+                            ", expected num_requests + 1 = " + str(n + 1) +
+                            " (num_requests = kv_len.size())");
+  }
+  if (indptr[0] != 0) {
+    return invalid_argument(std::string(name) + "[0] = " + str(indptr[0]) + ": expected 0");
+  }
+  for (size_t r = 1; r <= n; ++r) {
+    if (indptr[r] < indptr[r - 1]) {
+      return invalid_argument(std::string(name) + "[" + str(r) + "] = " + str(indptr[r]) + " < " +
+                              name + "[" + str(r - 1) + "] = " + str(indptr[r - 1]) +
+                              ": offsets must be non-decreasing");
+    }
+  }
+  if (static_cast<size_t>(indptr[n]) != total) {
+    return invalid_argument(std::string(name) + "[" + str(n) + "] = " + str(indptr[n]) +
+                            ": expected " + total_name + " = " + str(total));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status validate_kv_pool_shape(const KvPoolShape& pool) {
+  if (pool.num_pages < 1) {
+    return invalid_argument("kv pool num_pages = " + str(pool.num_pages) + ": expected >= 1");
+  }
+  if (pool.page_size < attention::kMinPageSize || pool.page_size > attention::kMaxPageSize) {
+    return invalid_argument("kv pool page_size = " + str(pool.page_size) + ": expected in [" +
+                            str(attention::kMinPageSize) + ", " + str(attention::kMaxPageSize) +
+                            "]");
+  }
+  return ok_status();
+}
+
+Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
+                              const KvPoolShape& pool) {
+  const size_t n = b.kv_len.size();
+  PS_RETURN_IF_ERROR(check_indptr(b.qo_indptr, "qo_indptr", n, b.token_ids.size(),
+                                  "token_ids.size()"));
+  PS_RETURN_IF_ERROR(check_indptr(b.page_indptr, "page_indptr", n, b.page_ids.size(),
+                                  "page_ids.size()"));
+  if (b.samples.size() != n) {
+    return invalid_argument("samples: length " + str(b.samples.size()) +
+                            ", expected num_requests = " + str(n));
+  }
+  const int64_t ps = pool.page_size;
+  for (size_t r = 0; r < n; ++r) {
+    const int32_t q_len = b.qo_indptr[r + 1] - b.qo_indptr[r];
+    if (q_len < 1) {
+      return invalid_argument("qo_indptr: request " + str(r) + " has q_len = " + str(q_len) +
+                              ", expected >= 1");
+    }
+    if (b.kv_len[r] < q_len) {
+      return invalid_argument("kv_len[" + str(r) + "] = " + str(b.kv_len[r]) +
+                              ": expected >= q_len = " + str(q_len));
+    }
+    const int64_t pages = b.page_indptr[r + 1] - b.page_indptr[r];
+    const int64_t expected = (static_cast<int64_t>(b.kv_len[r]) + ps - 1) / ps;
+    if (pages != expected) {
+      return invalid_argument("page_indptr: request " + str(r) + " has " + str(pages) +
+                              " pages, expected ceil(kv_len[" + str(r) + "] = " +
+                              str(b.kv_len[r]) + " / page_size = " + str(ps) +
+                              ") = " + str(expected));
+    }
+  }
+  for (size_t i = 0; i < b.page_ids.size(); ++i) {
+    if (b.page_ids[i] < 0 || b.page_ids[i] >= pool.num_pages) {
+      return invalid_argument("page_ids[" + str(i) + "] = " + str(b.page_ids[i]) +
+                              ": expected a page in [0, num_pages = " + str(pool.num_pages) + ")");
+    }
+  }
+  for (size_t i = 0; i < b.token_ids.size(); ++i) {
+    if (b.token_ids[i] < 0 || b.token_ids[i] >= config.vocab_size) {
+      return invalid_argument("token_ids[" + str(i) + "] = " + str(b.token_ids[i]) +
+                              ": expected in [0, vocab_size = " + str(config.vocab_size) + ")");
+    }
+  }
+  for (size_t i = 0; i < b.page_copies.size(); ++i) {
+    const kv::PageCopy& c = b.page_copies[i];
+    const std::string field = "page_copies[" + str(i) + "]";
+    for (const auto& [page, name] : {std::pair{c.src_page, ".src_page"},
+                                     std::pair{c.dst_page, ".dst_page"}}) {
+      if (page < 0 || page >= pool.num_pages) {
+        return invalid_argument(field + name + " = " + str(page) +
+                                ": expected a page in [0, num_pages = " + str(pool.num_pages) +
+                                ")");
+      }
+    }
+    if (c.src_page == c.dst_page) {
+      return invalid_argument(field + ": src_page = dst_page = " + str(c.src_page) +
+                              ": expected distinct pages");
+    }
+    if (c.num_tokens < 1 || c.num_tokens > ps) {
+      return invalid_argument(field + ".num_tokens = " + str(c.num_tokens) +
+                              ": expected in [1, page_size = " + str(ps) + "]");
+    }
+  }
+  // Every KV slot is written by at most one row: (slot, row) pairs sorted by slot.
+  std::vector<std::pair<int64_t, int32_t>> writes;
+  writes.reserve(b.token_ids.size());
+  const std::vector<int32_t> positions = row_positions(b);
+  for (size_t r = 0; r < n; ++r) {
+    for (int32_t row = b.qo_indptr[r]; row < b.qo_indptr[r + 1]; ++row) {
+      const int32_t p = positions[static_cast<size_t>(row)];
+      const int64_t page = b.page_ids[static_cast<size_t>(b.page_indptr[r] + p / ps)];
+      writes.emplace_back(page * ps + p % ps, row);
+    }
+  }
+  std::sort(writes.begin(), writes.end());
+  for (size_t i = 1; i < writes.size(); ++i) {
+    if (writes[i].first == writes[i - 1].first) {
+      return invalid_argument("token_ids: rows " + str(writes[i - 1].second) + " and " +
+                              str(writes[i].second) + " both write KV page " +
+                              str(writes[i].first / ps) + " slot " + str(writes[i].first % ps) +
+                              ": expected each slot written by at most one row");
+    }
+  }
+  return ok_status();
+}
+
+attention::BatchLayout make_attention_layout(const ForwardBatch& b, const ModelConfig& config,
+                                             const KvPoolShape& pool, DType dtype) {
+  attention::BatchLayout layout;
+  layout.num_qo_heads = static_cast<int>(config.num_qo_heads);
+  layout.num_kv_heads = static_cast<int>(config.num_kv_heads);
+  layout.head_dim = static_cast<int>(config.head_dim);
+  layout.page_size = pool.page_size;
+  layout.num_pages = pool.num_pages;
+  layout.dtype = dtype;
+  layout.qo_indptr = b.qo_indptr;
+  layout.kv_page_indptr = b.page_indptr;
+  layout.kv_page_indices = b.page_ids;
+  layout.kv_last_page_len.resize(b.kv_len.size());
+  for (size_t r = 0; r < b.kv_len.size(); ++r) {
+    const int32_t pages = b.page_indptr[r + 1] - b.page_indptr[r];
+    layout.kv_last_page_len[r] = b.kv_len[r] - (pages - 1) * pool.page_size;
+  }
+  return layout;
+}
+
+std::vector<int32_t> row_positions(const ForwardBatch& b) {
+  std::vector<int32_t> positions(b.token_ids.size());
+  for (size_t r = 0; r < b.kv_len.size(); ++r) {
+    const int32_t q_len = b.qo_indptr[r + 1] - b.qo_indptr[r];
+    for (int32_t i = 0; i < q_len; ++i) {
+      positions[static_cast<size_t>(b.qo_indptr[r] + i)] = b.kv_len[r] - q_len + i;
+    }
+  }
+  return positions;
+}
+
+}  // namespace packserve::model

@@ -1,0 +1,43 @@
+// forward_batch.h: checks of a ForwardBatch (forward.h) against a model and a KV pool, and the
+// attention engine's view of it (attention/batch_layout.h). Shared by the forward backends so
+// that every backend rejects the same batches with the same messages before writing anything.
+//
+// Rules of validate_forward_batch (kInvalidArgument naming the field, the index and what was
+// expected, e.g. "page_ids[5] = 99: expected a page in [0, num_pages = 64)"):
+//   qo_indptr, page_indptr: length num_requests + 1 (num_requests = kv_len.size()), start at
+//     0, non-decreasing, end at token_ids.size() / page_ids.size(); samples: num_requests;
+//   every request has q_len >= 1 and q_len <= kv_len, and exactly ceil(kv_len / page_size)
+//     pages (the pages covering [0, kv_len), as the scheduler's page table);
+//   page ids and page_copies' pages in [0, num_pages), src != dst, num_tokens in
+//     [1, page_size]; token ids in [0, vocab_size);
+//   no two rows write the same KV slot (a page shared by two requests is read-only this step).
+// An empty batch (no requests, no rows) is valid: only its page_copies run.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "packserve/attention/batch_layout.h"
+#include "packserve/common/status.h"
+#include "packserve/model/config.h"
+#include "packserve/model/forward.h"
+
+namespace packserve::model {
+
+// kInvalidArgument naming the field: num_pages >= 1, page_size in [1, 256].
+Status validate_kv_pool_shape(const KvPoolShape& pool);
+
+Status validate_forward_batch(const ForwardBatch& batch, const ModelConfig& config,
+                              const KvPoolShape& pool);
+
+// The attention layout of a batch that passed validate_forward_batch with >= 1 request:
+// qo_indptr and the page table as given, kv_last_page_len = kv_len - (pages - 1) * page_size,
+// num_pages = pool.num_pages.
+attention::BatchLayout make_attention_layout(const ForwardBatch& batch, const ModelConfig& config,
+                                             const KvPoolShape& pool, DType dtype);
+
+// Position of every row: row i of request r sits at kv_len[r] - q_len[r] + i. [total_rows].
+std::vector<int32_t> row_positions(const ForwardBatch& batch);
+
+}  // namespace packserve::model

@@ -1,0 +1,156 @@
+// forward_batch_test.cc: one test per validation rule of forward_batch.h, run through
+// CpuForwardBackend::forward: the error is kInvalidArgument, the message names the field, and
+// nothing was written (the KV pool of every layer and the logits are unchanged, the batch's
+// valid page_copies did not run). Plus CpuForwardBackend::create's checks.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "packserve/model/forward_batch.h"
+#include "packserve/model/forward_cpu.h"
+#include "packserve/model/forward_test_util.h"
+
+namespace packserve::model {
+namespace {
+
+using namespace testing_util;  // NOLINT(google-build-using-namespace)
+
+constexpr KvPoolShape kPool{12, 16};
+
+struct Rule {
+  const char* name;
+  std::function<void(ForwardBatch&)> mutate;
+  const char* expected;  // substring of the message
+};
+
+std::vector<float> snapshot(const CpuForwardBackend& b) {
+  std::vector<float> all;
+  for (int l = 0; l < b.config().num_layers; ++l) {
+    all.insert(all.end(), b.k_pages(l).begin(), b.k_pages(l).end());
+    all.insert(all.end(), b.v_pages(l).begin(), b.v_pages(l).end());
+  }
+  return all;
+}
+
+TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
+  const ModelConfig config = llama_config();
+  const ModelWeights w = make_weights(config);
+  auto created = CpuForwardBackend::create(w, kPool, {});
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  CpuForwardBackend& backend = **created;
+  Rng rng(3);
+  Seq a{random_tokens(21, config.vocab_size, rng), {0, 1}, 0};
+  Seq b{random_tokens(8, config.vocab_size, rng), {2}, 0};
+  ForwardBatch first;
+  add(first, a, 20, true, kPool.page_size);
+  add(first, b, 5, true, kPool.page_size);
+  std::vector<float> logits;
+  ASSERT_TRUE(backend.forward(first, logits).ok());
+  a.computed = 20;
+  b.computed = 5;
+  // The valid batch every rule breaks: A decodes, B prefills 3, page 0 is copied to page 9.
+  ForwardBatch valid;
+  add(valid, a, 1, true, kPool.page_size);
+  add(valid, b, 3, true, kPool.page_size);
+  valid.page_copies.push_back(kv::PageCopy{0, 9, 16});
+
+  const int64_t v = config.vocab_size;
+  const std::vector<Rule> rules = {
+      {"qo_indptr length", [](ForwardBatch& x) { x.qo_indptr.pop_back(); }, "qo_indptr: length"},
+      {"qo_indptr[0]", [](ForwardBatch& x) { x.qo_indptr[0] = 1; }, "qo_indptr[0] = 1"},
+      {"qo_indptr order", [](ForwardBatch& x) { x.qo_indptr[1] = 5; }, "qo_indptr[2] = 4 <"},
+      {"qo_indptr end", [](ForwardBatch& x) { x.token_ids.push_back(1); },
+       "expected token_ids.size() = 5"},
+      {"q_len 0", [](ForwardBatch& x) { x.qo_indptr[1] = 0; },
+       "request 0 has q_len = 0"},
+      {"page_indptr length", [](ForwardBatch& x) { x.page_indptr.push_back(3); },
+       "page_indptr: length"},
+      {"page_indptr end", [](ForwardBatch& x) { x.page_ids.push_back(3); },
+       "page_indptr[2] = 3: expected page_ids.size() = 4"},
+      {"samples", [](ForwardBatch& x) { x.samples.pop_back(); }, "samples: length 1"},
+      {"kv_len < q_len", [](ForwardBatch& x) { x.kv_len[1] = 2; }, "kv_len[1] = 2"},
+      {"too few pages", [](ForwardBatch& x) { x.kv_len[1] = 17; },
+       "request 1 has 1 pages, expected ceil(kv_len[1] = 17"},
+      {"page id high", [](ForwardBatch& x) { x.page_ids[2] = 12; }, "page_ids[2] = 12"},
+      {"page id negative", [](ForwardBatch& x) { x.page_ids[1] = -1; }, "page_ids[1] = -1"},
+      {"token id high", [v](ForwardBatch& x) { x.token_ids[3] = static_cast<int32_t>(v); },
+       "token_ids[3] = 300: expected in [0, vocab_size = 300)"},
+      {"token id negative", [](ForwardBatch& x) { x.token_ids[0] = -5; }, "token_ids[0] = -5"},
+      {"copy src", [](ForwardBatch& x) { x.page_copies[0].src_page = 12; },
+       "page_copies[0].src_page = 12"},
+      {"copy dst", [](ForwardBatch& x) { x.page_copies[0].dst_page = -1; },
+       "page_copies[0].dst_page = -1"},
+      {"copy same page", [](ForwardBatch& x) { x.page_copies[0].dst_page = 0; },
+       "page_copies[0]: src_page = dst_page = 0"},
+      {"copy tokens", [](ForwardBatch& x) { x.page_copies[0].num_tokens = 17; },
+       "page_copies[0].num_tokens = 17"},
+      // B's page table points at A's last page, where both rows write slot 4 (position 20).
+      {"slot written twice",
+       [](ForwardBatch& x) {
+         x.page_ids[2] = 1;
+         x.kv_len[1] = 5;
+         x.qo_indptr[2] = 2;
+         x.token_ids.resize(2);
+       },
+       "both write KV page 1 slot 4"},
+  };
+  const std::vector<float> before = snapshot(backend);
+  const std::vector<float> sentinel(7, 42.0f);
+  for (const Rule& rule : rules) {
+    SCOPED_TRACE(rule.name);
+    ForwardBatch bad = valid;
+    rule.mutate(bad);
+    logits = sentinel;
+    const Status s = backend.forward(bad, logits);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    EXPECT_NE(s.message().find(rule.expected), std::string::npos) << s.message();
+    EXPECT_EQ(logits, sentinel);
+    EXPECT_TRUE(snapshot(backend) == before);
+  }
+  // The valid batch itself runs, and runs its page copy.
+  ASSERT_TRUE(backend.forward(valid, logits).ok());
+  EXPECT_EQ(logits.size(), static_cast<size_t>(2 * v));
+  const size_t page_elems = static_cast<size_t>(kPool.page_size * config.kv_size());
+  const std::span<const float> k0 = backend.k_pages(1);
+  EXPECT_TRUE(std::equal(k0.begin(), k0.begin() + page_elems, k0.begin() + 9 * page_elems));
+}
+
+TEST(ForwardBatchValidation, EmptyBatchRunsOnlyPageCopies) {
+  const ModelWeights w = make_weights(qwen2_config());
+  auto backend = std::move(CpuForwardBackend::create(w, kPool, {})).value();
+  ForwardBatch empty;
+  empty.qo_indptr = {0};
+  empty.page_indptr = {0};
+  std::vector<float> logits(3, 1.0f);
+  ASSERT_TRUE(backend->forward(empty, logits).ok());
+  EXPECT_TRUE(logits.empty());
+}
+
+TEST(CpuForwardBackendCreate, RejectsUnsupportedShapesAndBadWeights) {
+  ModelConfig c = llama_config();
+  c.head_dim = 32;
+  ModelWeights w = make_weights(c);
+  auto r = CpuForwardBackend::create(w, kPool, {});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("head_dim = 32"), std::string::npos);
+
+  w = make_weights(llama_config());
+  r = CpuForwardBackend::create(w, KvPoolShape{0, 16}, {});
+  EXPECT_NE(r.status().message().find("num_pages = 0"), std::string::npos);
+  r = CpuForwardBackend::create(w, KvPoolShape{4, 300}, {});
+  EXPECT_NE(r.status().message().find("page_size = 300"), std::string::npos);
+  r = CpuForwardBackend::create(w, kPool, CpuForwardOptions{0, 8, {}});
+  EXPECT_NE(r.status().message().find("num_threads = 0"), std::string::npos);
+
+  w.layers[1].k_proj.shape = {64, 128};
+  r = CpuForwardBackend::create(w, kPool, {});
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("model.layers.1.self_attn.k_proj.weight"),
+            std::string::npos)
+      << r.status().message();
+}
+
+}  // namespace
+}  // namespace packserve::model

@@ -1,0 +1,225 @@
+#include "packserve/model/forward_cpu.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "packserve/attention/run_cpu.h"
+#include "packserve/attention/tensors.h"
+#include "packserve/model/forward_batch.h"
+#include "packserve/model/ops_cpu.h"
+
+namespace packserve::model {
+namespace {
+
+// Appends tensor t (validated by validate_weights) converted to f32 to `out`.
+void append_f32(const HostTensor& t, std::vector<float>& out) {
+  if (!t.present()) return;
+  const size_t base = out.size();
+  const size_t n = static_cast<size_t>(t.num_elements());
+  out.resize(base + n);
+  const auto* data = static_cast<const std::byte*>(t.data);
+  if (t.dtype == DType::kF32) {
+    std::memcpy(out.data() + base, data, n * sizeof(float));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) out[base + i] = load_as_float(data, i, t.dtype);
+}
+
+std::vector<float> to_f32(const HostTensor& t) {
+  std::vector<float> out;
+  append_f32(t, out);
+  return out;
+}
+
+std::span<const std::byte> as_bytes(const std::vector<float>& v) {
+  return std::as_bytes(std::span<const float>(v));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(
+    const ModelWeights& weights, const KvPoolShape& pool, const CpuForwardOptions& options) {
+  PS_RETURN_IF_ERROR(validate_weights(weights));
+  PS_RETURN_IF_ERROR(validate_kv_pool_shape(pool));
+  const ModelConfig& c = weights.config;
+  if (options.num_threads < 1) {
+    return invalid_argument("num_threads = " + std::to_string(options.num_threads) +
+                            ": expected >= 1");
+  }
+  if (options.num_ctas < 1) {
+    return invalid_argument("num_ctas = " + std::to_string(options.num_ctas) + ": expected >= 1");
+  }
+  if (std::find(std::begin(attention::kSupportedHeadDims), std::end(attention::kSupportedHeadDims),
+                c.head_dim) == std::end(attention::kSupportedHeadDims)) {
+    return invalid_argument("head_dim = " + std::to_string(c.head_dim) +
+                            ": the attention engine supports 64, 128 or 256");
+  }
+  if (c.num_qo_heads / c.num_kv_heads > attention::kMaxGroupSize) {
+    return invalid_argument("num_qo_heads / num_kv_heads = " +
+                            std::to_string(c.num_qo_heads / c.num_kv_heads) + ": expected <= " +
+                            std::to_string(attention::kMaxGroupSize));
+  }
+  const size_t pool_elements = static_cast<size_t>(pool.num_pages) *
+                               static_cast<size_t>(pool.page_size) *
+                               static_cast<size_t>(c.kv_size());
+  std::unique_ptr<CpuForwardBackend> b(new CpuForwardBackend());
+  b->config_ = c;
+  b->pool_ = pool;
+  b->options_ = options;
+  b->inv_freq_ = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  try {
+    b->embed_ = to_f32(weights.embed_tokens);
+    b->final_norm_ = to_f32(weights.final_norm);
+    b->lm_head_ = to_f32(weights.lm_head);
+    b->layers_.resize(weights.layers.size());
+    for (size_t i = 0; i < weights.layers.size(); ++i) {
+      const LayerWeights& w = weights.layers[i];
+      Layer& l = b->layers_[i];
+      l.input_norm = to_f32(w.input_norm);
+      for (const HostTensor* t : {&w.q_proj, &w.k_proj, &w.v_proj}) append_f32(*t, l.qkv_w);
+      for (const HostTensor* t : {&w.q_bias, &w.k_bias, &w.v_bias}) append_f32(*t, l.qkv_b);
+      l.q_norm = to_f32(w.q_norm);
+      l.k_norm = to_f32(w.k_norm);
+      l.o_w = to_f32(w.o_proj);
+      l.post_norm = to_f32(w.post_attention_norm);
+      append_f32(w.gate_proj, l.gate_up_w);
+      append_f32(w.up_proj, l.gate_up_w);
+      l.down_w = to_f32(w.down_proj);
+      l.k_pages.assign(pool_elements, 0.0f);
+      l.v_pages.assign(pool_elements, 0.0f);
+    }
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted("cpu forward: cannot allocate f32 weights and a KV pool of " +
+                              std::to_string(pool.num_pages) + " pages x " +
+                              std::to_string(pool.page_size) + " tokens x " +
+                              std::to_string(c.num_layers) + " layers");
+  }
+  return b;
+}
+
+std::span<const float> CpuForwardBackend::k_pages(int layer) const {
+  return layers_.at(static_cast<size_t>(layer)).k_pages;
+}
+std::span<const float> CpuForwardBackend::v_pages(int layer) const {
+  return layers_.at(static_cast<size_t>(layer)).v_pages;
+}
+
+void CpuForwardBackend::copy_pages(const std::vector<kv::PageCopy>& copies) {
+  const size_t token_elems = static_cast<size_t>(config_.kv_size());
+  const size_t page_elems = token_elems * static_cast<size_t>(pool_.page_size);
+  for (Layer& l : layers_) {
+    for (const kv::PageCopy& c : copies) {
+      const size_t n = token_elems * static_cast<size_t>(c.num_tokens);
+      for (std::vector<float>* pages : {&l.k_pages, &l.v_pages}) {
+        std::copy_n(pages->data() + static_cast<size_t>(c.src_page) * page_elems, n,
+                    pages->data() + static_cast<size_t>(c.dst_page) * page_elems);
+      }
+    }
+  }
+}
+
+Status CpuForwardBackend::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+  PS_RETURN_IF_ERROR(validate_forward_batch(batch, config_, pool_));
+  const int num_requests = batch.num_requests();
+  if (num_requests > 0) {
+    layout_ = make_attention_layout(batch, config_, pool_, DType::kF32);
+    PS_RETURN_IF_ERROR(attention::validate(layout_));
+    PS_ASSIGN_OR_RETURN(plan_, attention::make_plan(layout_,
+                                                    attention::DeviceShape{options_.num_ctas},
+                                                    options_.plan));
+  }
+  // Everything is checked: from here on the pool is written.
+  copy_pages(batch.page_copies);
+  logits.clear();
+  if (num_requests == 0) return ok_status();
+
+  const int64_t rows = batch.total_rows();
+  const int64_t hid = config_.hidden_size;
+  positions_ = row_positions(batch);
+  rope_table(positions_, inv_freq_, cos_sin_);
+  x_.resize(static_cast<size_t>(rows * hid));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* e = embed_.data() + static_cast<int64_t>(batch.token_ids[r]) * hid;
+    std::copy_n(e, hid, x_.data() + r * hid);
+  }
+  for (Layer& layer : layers_) PS_RETURN_IF_ERROR(run_layer(layer, batch));
+
+  // Final norm and LM head on the last row of each sampling request.
+  std::vector<float> last;
+  for (int r = 0; r < num_requests; ++r) {
+    if (!batch.samples[r]) continue;
+    const float* xr = x_.data() + static_cast<int64_t>(batch.qo_indptr[r + 1] - 1) * hid;
+    last.insert(last.end(), xr, xr + hid);
+  }
+  const int64_t num_samples = static_cast<int64_t>(last.size()) / hid;
+  rmsnorm(last, final_norm_, hid, static_cast<float>(config_.rms_norm_eps), last);
+  logits.resize(static_cast<size_t>(num_samples * config_.vocab_size));
+  linear(last, num_samples, hid, lm_head_, config_.vocab_size, {}, logits);
+  return ok_status();
+}
+
+Status CpuForwardBackend::run_layer(Layer& l, const ForwardBatch& batch) {
+  const ModelConfig& c = config_;
+  const int64_t rows = batch.total_rows();
+  const int64_t hid = c.hidden_size;
+  const int64_t inter = c.intermediate_size;
+  const int64_t hd = c.head_dim;
+  const int64_t qs = c.q_size();
+  const int64_t kvs = c.kv_size();
+  const int64_t stride = qs + 2 * kvs;
+  const auto eps = static_cast<float>(c.rms_norm_eps);
+
+  h_.resize(x_.size());
+  rmsnorm(x_, l.input_norm, hid, eps, h_);
+  qkv_.resize(static_cast<size_t>(rows * stride));
+  linear(h_, rows, hid, l.qkv_w, stride, l.qkv_b, qkv_);
+  if (c.qk_norm) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::span<float> q(qkv_.data() + r * stride, static_cast<size_t>(qs));
+      const std::span<float> k(qkv_.data() + r * stride + qs, static_cast<size_t>(kvs));
+      rmsnorm(q, l.q_norm, hd, eps, q);
+      rmsnorm(k, l.k_norm, hd, eps, k);
+    }
+  }
+  apply_rope(qkv_, rows, stride, c.num_qo_heads, hd, cos_sin_);
+  apply_rope(std::span<float>(qkv_).subspan(static_cast<size_t>(qs)), rows, stride,
+             c.num_kv_heads, hd, cos_sin_);
+
+  // q rows side by side for attention; k and v of each row into its page slot.
+  q_.resize(static_cast<size_t>(rows * qs));
+  const int64_t ps = pool_.page_size;
+  for (int r = 0; r < batch.num_requests(); ++r) {
+    for (int32_t row = batch.qo_indptr[r]; row < batch.qo_indptr[r + 1]; ++row) {
+      const float* src = qkv_.data() + row * stride;
+      std::copy_n(src, qs, q_.data() + row * qs);
+      const int64_t p = positions_[static_cast<size_t>(row)];
+      const int64_t page = batch.page_ids[static_cast<size_t>(batch.page_indptr[r] + p / ps)];
+      const int64_t slot = (page * ps + p % ps) * kvs;
+      std::copy_n(src + qs, kvs, l.k_pages.data() + slot);
+      std::copy_n(src + qs + kvs, kvs, l.v_pages.data() + slot);
+    }
+  }
+
+  attn_.resize(static_cast<size_t>(rows * qs));
+  attention::AttentionTensors tensors;
+  tensors.q = as_bytes(q_);
+  tensors.k_pages = as_bytes(l.k_pages);
+  tensors.v_pages = as_bytes(l.v_pages);
+  tensors.sm_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  PS_RETURN_IF_ERROR(attention::run_cpu(plan_, layout_, tensors, attn_,
+                                        attention::RunCpuOptions{options_.num_threads}));
+  linear(attn_, rows, qs, l.o_w, hid, {}, x_, /*accumulate=*/true);
+
+  rmsnorm(x_, l.post_norm, hid, eps, h_);
+  gate_up_.resize(static_cast<size_t>(rows * 2 * inter));
+  linear(h_, rows, hid, l.gate_up_w, 2 * inter, {}, gate_up_);
+  act_.resize(static_cast<size_t>(rows * inter));
+  silu_mul(gate_up_, rows, inter, act_);
+  linear(act_, rows, inter, l.down_w, hid, {}, x_, /*accumulate=*/true);
+  return ok_status();
+}
+
+}  // namespace packserve::model

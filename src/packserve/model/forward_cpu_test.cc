@@ -1,0 +1,173 @@
+// forward_cpu_test.cc: CpuForwardBackend on llama-, qwen2- and qwen3-style random models.
+// Oracles: (1) the same request run alone, unchunked, in a fresh backend (packing, paging,
+// chunking and plan policy must not change the math: relative error < 1e-5, the f32
+// bound); (2) reference_forward, float64 without pages (relative error < kRefRelTol below).
+// Relative error of a logits vector = max_i |a_i - b_i| / max_i |b_i| (a max-norm, so no
+// element averages a wrong one away).
+#include "packserve/model/forward_cpu.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "packserve/common/rng.h"
+#include "packserve/model/reference_forward.h"
+#include "packserve/model/forward_test_util.h"
+
+namespace packserve::model {
+namespace {
+
+using namespace testing_util;  // NOLINT(google-build-using-namespace)
+
+// f32 forward vs float64: each layer's GEMMs (sums of <= 256 products) and the attention
+// carry ~1e-7 relative rounding, amplified by the depth (2 layers) and the final norm; 1e-5
+// leaves margin over the <= 1.3e-6 observed (packed vs alone: <= 1.7e-6) while an error in
+// any formula gives O(1e-2) or more.
+constexpr double kRefRelTol = 1e-5;
+constexpr double kPackedRelTol = 1e-5;  // the bound for packed vs alone
+
+double rel_err(std::span<const float> a, std::span<const double> b) {
+  PS_CHECK(a.size() == b.size()) << a.size() << " vs " << b.size();
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num = std::max(num, std::abs(a[i] - b[i]));
+    den = std::max(den, std::abs(b[i]));
+  }
+  return num / den;
+}
+double rel_err(std::span<const float> a, std::span<const float> b) {
+  return rel_err(a, std::vector<double>(b.begin(), b.end()));
+}
+
+constexpr KvPoolShape kPool{64, 16};
+
+std::unique_ptr<CpuForwardBackend> make_backend(const ModelWeights& w,
+                                                const CpuForwardOptions& options = {}) {
+  auto b = CpuForwardBackend::create(w, kPool, options);
+  PS_CHECK(b.ok()) << b.status().to_string();
+  return std::move(b).value();
+}
+
+// Logits after `tokens` computed as one unchunked prefill in a fresh backend.
+std::vector<float> run_alone(const ModelWeights& w, std::span<const int32_t> tokens) {
+  auto backend = make_backend(w);
+  Seq s{std::vector<int32_t>(tokens.begin(), tokens.end()), {}, 0};
+  for (int p = 0; p * kPool.page_size < static_cast<int>(tokens.size()); ++p) s.pages.push_back(p);
+  ForwardBatch b;
+  add(b, s, static_cast<int>(tokens.size()), true, kPool.page_size);
+  std::vector<float> logits;
+  const Status st = backend->forward(b, logits);
+  PS_CHECK(st.ok()) << st.to_string();
+  return logits;
+}
+
+std::vector<double> reference_last(const ModelWeights& w, std::span<const int32_t> tokens) {
+  Result<std::vector<double>> all = reference_forward(w, tokens);
+  PS_CHECK(all.ok()) << all.status().to_string();
+  const size_t v = static_cast<size_t>(w.config.vocab_size);
+  return std::vector<double>(all->end() - static_cast<std::ptrdiff_t>(v), all->end());
+}
+
+struct ArchCase {
+  const char* name;
+  ModelConfig (*config)();
+};
+void PrintTo(const ArchCase& c, std::ostream* os) { *os << c.name; }
+class ForwardCpuArch : public testing::TestWithParam<ArchCase> {};
+
+// Two steps. Step 1 prefills A (40 tokens) and D's first chunk and decodes nothing. Step 2 is
+// the batch under test: A decodes one row; B shares A's first two pages (32 identical tokens)
+// and prefills 14 more; C shares A's first 40 tokens through a copy-on-write of A's partial
+// third page and prefills 6; D prefills its second chunk without sampling; E prefills 23 fresh
+// tokens. Every sampling row is compared with the request alone and with the reference.
+TEST_P(ForwardCpuArch, PackedBatchEqualsAloneAndReference) {
+  const ModelConfig config = GetParam().config();
+  const ModelWeights w = make_weights(config);
+  const int ps = kPool.page_size;
+  for (attention::Policy policy :
+       {attention::Policy::kNaive, attention::Policy::kBalanced, attention::Policy::kPrefix}) {
+    SCOPED_TRACE(std::string(attention::policy_name(policy)));
+    CpuForwardOptions options;
+    options.num_threads = 2;
+    options.num_ctas = 3;
+    options.plan.policy = policy;
+    auto backend = make_backend(w, options);
+    Rng rng(11);
+    Seq a{random_tokens(41, config.vocab_size, rng), {0, 1, 2}, 0};
+    Seq b{random_tokens(46, config.vocab_size, rng), {0, 1, 3}, 32};
+    std::copy_n(a.tokens.begin(), 32, b.tokens.begin());
+    Seq c{random_tokens(46, config.vocab_size, rng), {0, 1, 4}, 40};
+    std::copy_n(a.tokens.begin(), 40, c.tokens.begin());
+    Seq d{random_tokens(30, config.vocab_size, rng), {5, 6}, 0};
+    Seq e{random_tokens(23, config.vocab_size, rng), {7, 8}, 0};
+
+    ForwardBatch step1;
+    add(step1, a, 40, true, ps);
+    add(step1, d, 9, false, ps);
+    std::vector<float> logits;
+    ASSERT_TRUE(backend->forward(step1, logits).ok());
+    ASSERT_EQ(logits.size(), static_cast<size_t>(config.vocab_size));
+    EXPECT_LT(rel_err(logits, reference_last(w, std::span(a.tokens).first(40))), kRefRelTol);
+    a.computed = 40;
+    d.computed = 9;
+
+    ForwardBatch step2;
+    add(step2, a, 1, true, ps);
+    add(step2, b, 14, true, ps);
+    add(step2, c, 6, true, ps);
+    add(step2, d, 21, false, ps);
+    add(step2, e, 23, true, ps);
+    step2.page_copies.push_back(kv::PageCopy{2, 4, 8});
+    ASSERT_TRUE(backend->forward(step2, logits).ok());
+    const std::vector<const Seq*> sampled = {&a, &b, &c, &e};
+    ASSERT_EQ(logits.size(), sampled.size() * static_cast<size_t>(config.vocab_size));
+    for (size_t i = 0; i < sampled.size(); ++i) {
+      SCOPED_TRACE(testing::Message() << "sampled request " << i);
+      const std::span<const float> got =
+          std::span<const float>(logits).subspan(i * config.vocab_size, config.vocab_size);
+      EXPECT_LT(rel_err(got, run_alone(w, sampled[i]->tokens)), kPackedRelTol);
+      EXPECT_LT(rel_err(got, reference_last(w, sampled[i]->tokens)), kRefRelTol);
+    }
+  }
+}
+
+// A 50-token prompt in chunks of 17, 16 and 17 over three steps, beside a decoding request,
+// equals the unchunked prefill; each chunk's last row equals the reference at its position.
+TEST_P(ForwardCpuArch, ChunkedPrefillEqualsUnchunked) {
+  const ModelConfig config = GetParam().config();
+  const ModelWeights w = make_weights(config, 21);
+  auto backend = make_backend(w);
+  Rng rng(5);
+  Seq p{random_tokens(50, config.vocab_size, rng), {10, 3, 12, 1}, 0};
+  Seq other{random_tokens(12, config.vocab_size, rng), {20}, 0};
+  std::vector<float> logits;
+  for (int chunk : {17, 16, 17}) {
+    ForwardBatch b;
+    add(b, other, other.computed == 0 ? 9 : 1, true, kPool.page_size);
+    add(b, p, chunk, true, kPool.page_size);
+    ASSERT_TRUE(backend->forward(b, logits).ok());
+    other.computed += b.qo_indptr[1];
+    p.computed += chunk;
+    const std::span<const float> got =
+        std::span<const float>(logits).subspan(config.vocab_size, config.vocab_size);
+    const std::span<const int32_t> prefix = std::span(p.tokens).first(p.computed);
+    EXPECT_LT(rel_err(got, reference_last(w, prefix)), kRefRelTol) << p.computed;
+    if (p.computed == 50) {
+      EXPECT_LT(rel_err(got, run_alone(w, p.tokens)), kPackedRelTol);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardCpuArch,
+                         testing::Values(ArchCase{"llama", llama_config},
+                                         ArchCase{"qwen2", qwen2_config},
+                                         ArchCase{"qwen3", qwen3_config}),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+}  // namespace
+}  // namespace packserve::model
