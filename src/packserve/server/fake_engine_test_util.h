@@ -1,0 +1,245 @@
+// fake_engine_test_util.h: a scripted EngineApi for the server's tests (no model needed).
+//   encode: one token per byte (id = byte value), vocab 256; token_text(id) = that byte.
+//   render_chat: "<role>: <content>\n" per message, then "assistant: ".
+//   generation: output token i is 'a' + i % 26, one token per `token_interval` for every live
+//   request, on one generator thread; stop strings end the request ("stop", the stop string
+//   excluded from the text), max_tokens ends it ("length"); cancel() ends it ("cancelled").
+//   submit() refuses with kResourceExhausted beyond `max_live` live requests and with
+//   kFailedPrecondition after set_draining().
+// Thread-safety: all methods thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "packserve/server/engine_api.h"
+
+namespace packserve::server::testing {
+
+class FakeStream final : public OutputStream {
+ public:
+  explicit FakeStream(engine::RequestId id) : id_(id) {}
+  engine::RequestId id() const override { return id_; }
+  std::optional<engine::RequestOutput> next(std::chrono::milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (closed_) return std::nullopt;
+    if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty(); })) return std::nullopt;
+    engine::RequestOutput out = std::move(queue_.front());
+    queue_.pop_front();
+    if (out.finished) closed_ = true;
+    return out;
+  }
+  void push(engine::RequestOutput out) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      queue_.push_back(std::move(out));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  engine::RequestId id_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<engine::RequestOutput> queue_;
+  bool closed_ = false;
+};
+
+class FakeEngine final : public EngineApi {
+ public:
+  explicit FakeEngine(std::chrono::milliseconds token_interval = std::chrono::milliseconds(1),
+                      int64_t max_model_len = 64, int max_live = 1000)
+      : interval_(token_interval), max_model_len_(max_model_len), max_live_(max_live) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~FakeEngine() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      quit_ = true;
+    }
+    thread_.join();
+  }
+
+  Result<std::shared_ptr<OutputStream>> submit(engine::GenerateRequest request) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (draining_) return failed_precondition("draining");
+    if (static_cast<int>(live_.size()) >= max_live_) {
+      return resource_exhausted("waiting queue full (" + std::to_string(max_live_) + ")");
+    }
+    if (request.sampling.max_tokens < 1) return invalid_argument("max_tokens: must be >= 1");
+    Live live;
+    live.stream = std::make_shared<FakeStream>(next_id_++);
+    live.request = std::move(request);
+    auto stream = live.stream;
+    live_.emplace(stream->id(), std::move(live));
+    ++num_submitted_;
+    return std::shared_ptr<OutputStream>(stream);
+  }
+  void cancel(engine::RequestId id) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = live_.find(id);
+    if (it == live_.end()) return;
+    cancelled_.insert(id);
+    finish(it->second, "cancelled");
+    live_.erase(it);
+  }
+  engine::EngineMetrics metrics() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    engine::EngineMetrics m;
+    m.num_running = static_cast<int64_t>(live_.size());
+    m.pages_in_use = static_cast<int64_t>(live_.size());
+    m.pages_total = 100;
+    m.pages_free = 100 - m.pages_in_use;
+    return m;
+  }
+  Result<std::vector<int32_t>> encode(std::string_view text, bool) const override {
+    std::vector<int32_t> ids;
+    for (unsigned char c : text) ids.push_back(c);
+    return ids;
+  }
+  Result<std::string> render_chat(
+      const std::vector<tokenizer::ChatMessage>& messages) const override {
+    std::string text;
+    for (const auto& m : messages) text += m.role + ": " + m.content + "\n";
+    return text + "assistant: ";
+  }
+  std::string token_text(int32_t token_id) const override {
+    return std::string(1, static_cast<char>(token_id));
+  }
+  int64_t vocab_size() const override { return 256; }
+  int64_t max_model_len() const override { return max_model_len_; }
+
+  void set_draining() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    draining_ = true;
+  }
+  int num_live() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<int>(live_.size());
+  }
+  std::set<engine::RequestId> cancelled() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cancelled_;
+  }
+  int64_t num_submitted() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return num_submitted_;
+  }
+  // Requests submitted so far (copies), by id.
+  std::vector<engine::GenerateRequest> submitted_requests() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return history_;
+  }
+
+ private:
+  struct Live {
+    std::shared_ptr<FakeStream> stream;
+    engine::GenerateRequest request;
+    std::string text;     // generated so far (including held-back text)
+    std::size_t sent = 0;  // bytes of text already sent
+    int32_t num_output_tokens = 0;
+  };
+
+  void finish(Live& l, const std::string& reason) {
+    engine::RequestOutput out;
+    out.id = l.stream->id();
+    out.finished = true;
+    out.finish_reason = reason;
+    out.num_prompt_tokens = static_cast<int32_t>(l.request.prompt_token_ids.size());
+    out.num_output_tokens = l.num_output_tokens;
+    if (reason == "length") out.text_delta = l.text.substr(l.sent);
+    history_.push_back(l.request);
+    l.stream->push(std::move(out));
+  }
+
+  void step(Live& l, bool& done) {
+    const int32_t token = 'a' + l.num_output_tokens % 26;
+    ++l.num_output_tokens;
+    l.text += static_cast<char>(token);
+    engine::RequestOutput out;
+    out.id = l.stream->id();
+    out.tokens.push_back(engine::TokenOutput{token, -0.5f});
+    out.num_prompt_tokens = static_cast<int32_t>(l.request.prompt_token_ids.size());
+    out.num_output_tokens = l.num_output_tokens;
+    for (const std::string& stop : l.request.sampling.stop) {
+      const auto pos = l.text.find(stop);
+      if (pos != std::string::npos) {
+        out.text_delta = l.text.substr(l.sent, pos > l.sent ? pos - l.sent : 0);
+        out.finished = true;
+        out.finish_reason = "stop";
+        history_.push_back(l.request);
+        l.stream->push(std::move(out));
+        done = true;
+        return;
+      }
+    }
+    if (l.num_output_tokens >= l.request.sampling.max_tokens) {
+      out.text_delta = l.text.substr(l.sent);
+      out.finished = true;
+      out.finish_reason = "length";
+      history_.push_back(l.request);
+      l.stream->push(std::move(out));
+      done = true;
+      return;
+    }
+    // Hold back text that could still become a stop string (a suffix of text that is a
+    // proper prefix of a stop string).
+    std::size_t hold = 0;
+    for (const std::string& stop : l.request.sampling.stop) {
+      for (std::size_t k = std::min(stop.size() - 1, l.text.size()); k > hold; --k) {
+        if (l.text.compare(l.text.size() - k, k, stop, 0, k) == 0) {
+          hold = k;
+          break;
+        }
+      }
+    }
+    const std::size_t emit_to = l.text.size() - hold;
+    if (emit_to > l.sent) {
+      out.text_delta = l.text.substr(l.sent, emit_to - l.sent);
+      l.sent = emit_to;
+    }
+    l.stream->push(std::move(out));
+  }
+
+  void run() {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (quit_) {
+          for (auto& [id, l] : live_) finish(l, "cancelled");
+          live_.clear();
+          return;
+        }
+        for (auto it = live_.begin(); it != live_.end();) {
+          bool done = false;
+          step(it->second, done);
+          it = done ? live_.erase(it) : std::next(it);
+        }
+      }
+      std::this_thread::sleep_for(interval_);
+    }
+  }
+
+  std::chrono::milliseconds interval_;
+  int64_t max_model_len_;
+  int max_live_;
+  mutable std::mutex mutex_;
+  std::map<engine::RequestId, Live> live_;
+  std::set<engine::RequestId> cancelled_;
+  std::vector<engine::GenerateRequest> history_;
+  engine::RequestId next_id_ = 1;
+  int64_t num_submitted_ = 0;
+  bool draining_ = false;
+  bool quit_ = false;
+  std::thread thread_;
+};
+
+}  // namespace packserve::server::testing

@@ -1,0 +1,42 @@
+// generate_handler.h: POST /v1/completions and /v1/chat/completions over an EngineApi:
+// parse + validate (openai_request.h) -> tokenize -> resolve max_tokens -> submit -> answer
+// as one JSON body or as server-sent events (sse.h, openai_response.h).
+// Engine refusals map to HTTP: kInvalidArgument 400, kResourceExhausted 429,
+// kFailedPrecondition 503, anything else 500.
+// Cancellation: a stream whose writes fail (the client went away) or that the HTTP layer
+// abandons cancels its engine request (the content provider's releaser).
+// Thread-safety: called concurrently from HTTP workers; shares nothing but the engine.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "packserve/server/api_error.h"
+#include "packserve/server/engine_api.h"
+#include "packserve/server/openai_request.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace packserve::server {
+
+struct GenerateOptions {
+  std::string served_model_name;
+  int64_t heartbeat_ms = 2000;
+  const std::atomic<bool>* stopping = nullptr;  // the server is shutting down
+};
+
+// Writes `error` as the response.
+void set_error(httplib::Response& res, const ApiError& error);
+
+// Maps an engine submit() failure to an HTTP error.
+ApiError engine_error(const Status& status);
+
+void handle_generate(const std::shared_ptr<EngineApi>& engine, const GenerateOptions& options,
+                     Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+
+}  // namespace packserve::server

@@ -1,0 +1,353 @@
+// http_server_test.cc: the HTTP layer end to end on loopback over a scripted FakeEngine
+// (fake_engine_test_util.h): exact texts, usage counts, SSE streams, every HTTP error status
+// with its error type, cancellation of a stream whose client goes away, concurrent streams.
+#include "packserve/server/http_server.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "packserve/server/fake_engine_test_util.h"
+#include "packserve/server/sse.h"
+
+namespace packserve::server {
+namespace {
+
+using nlohmann::json;
+using testing::FakeEngine;
+
+struct Answer {
+  int status = 0;
+  std::string body;
+  json parsed() const { return json::parse(body); }
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void start(ServerConfig config = {}, bool with_engine = true,
+             std::chrono::milliseconds token_interval = std::chrono::milliseconds(1),
+             int max_live = 1000) {
+    config.port = 0;
+    config.served_model_name = "tiny";
+    config.heartbeat_ms = 50;
+    server_ = std::make_unique<HttpServer>(config);
+    ASSERT_TRUE(server_->start().ok());
+    engine_ = std::make_shared<FakeEngine>(token_interval, 64, max_live);
+    if (with_engine) server_->set_engine(engine_);
+  }
+  void TearDown() override {
+    if (server_) server_->stop();
+  }
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_read_timeout(10, 0);
+    return c;
+  }
+  Answer post(const std::string& path, const std::string& body,
+              const httplib::Headers& headers = {}) {
+    auto c = client();
+    auto res = c.Post(path.c_str(), headers, body, "application/json");
+    if (!res) return Answer{-1, httplib::to_string(res.error())};
+    return Answer{res->status, res->body};
+  }
+  Answer get(const std::string& path) {
+    auto c = client();
+    auto res = c.Get(path.c_str());
+    if (!res) return Answer{-1, ""};
+    return Answer{res->status, res->body};
+  }
+  // Asserts an OpenAI error object with `status` and `type`; returns it.
+  json expect_error(const Answer& a, int status, const std::string& type) {
+    EXPECT_EQ(a.status, status) << a.body;
+    json j = json::parse(a.body, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error")) << a.body;
+    if (!j.is_object() || !j.contains("error")) return json();
+    EXPECT_EQ(j["error"]["type"], type) << a.body;
+    EXPECT_TRUE(j["error"]["message"].is_string());
+    EXPECT_TRUE(j["error"].contains("param"));
+    EXPECT_TRUE(j["error"].contains("code"));
+    return j["error"];
+  }
+  void wait_for_no_live() {
+    for (int i = 0; i < 200 && engine_->num_live() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(engine_->num_live(), 0);
+  }
+
+  std::unique_ptr<HttpServer> server_;
+  std::shared_ptr<FakeEngine> engine_;
+};
+
+TEST_F(ServerTest, CompletionExactTextAndUsage) {
+  start();
+  Answer a = post("/v1/completions", R"({"model":"tiny","prompt":"hello","max_tokens":5})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  json j = a.parsed();
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["choices"][0]["text"], "abcde");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);  // one token per byte of "hello"
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(j["usage"]["total_tokens"], 10);
+  EXPECT_TRUE(j["id"].get<std::string>().rfind("cmpl-", 0) == 0);
+}
+
+TEST_F(ServerTest, StopStringAndDefaults) {
+  start();
+  Answer a = post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":20,"stop":["de"]})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.parsed()["choices"][0]["text"], "abc");
+  EXPECT_EQ(a.parsed()["choices"][0]["finish_reason"], "stop");
+  // Default max_tokens for completions: 16.
+  Answer d = post("/v1/completions", R"({"model":"tiny","prompt":"x"})");
+  ASSERT_EQ(d.status, 200);
+  EXPECT_EQ(d.parsed()["usage"]["completion_tokens"], 16);
+  EXPECT_EQ(d.parsed()["choices"][0]["text"], "abcdefghijklmnop");
+  // The sampling parameters reached the engine as sent.
+  auto history = engine_->submitted_requests();
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[0].sampling.stop, std::vector<std::string>{"de"});
+  EXPECT_EQ(history[0].sampling.max_tokens, 20);
+}
+
+TEST_F(ServerTest, ChatCompletionUsesTemplateAndDefaultFillsContext) {
+  start();
+  Answer a = post("/v1/chat/completions",
+                  R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"logprobs":true})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  json j = a.parsed();
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  // Prompt "user: hi\nassistant: " = 20 tokens; context 64 -> 44 tokens by default.
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 20);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 44);
+  EXPECT_EQ(j["choices"][0]["message"]["content"].get<std::string>().size(), 44u);
+  ASSERT_EQ(j["choices"][0]["logprobs"]["content"].size(), 44u);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["token"], "a");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["logprob"], -0.5);
+}
+
+// Reads a whole SSE response; returns its events' data.
+std::vector<std::string> read_stream(httplib::Client& c, const std::string& path,
+                                     const std::string& body, int* status) {
+  SseParser parser;
+  std::vector<std::string> events;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = c.Post(path.c_str(), httplib::Headers{}, body, "application/json");
+  *status = res ? res->status : -1;
+  if (!res) {
+    ADD_FAILURE() << "request failed: " << httplib::to_string(res.error()) << " after "
+                  << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                  << " s";
+  }
+  if (res) events = parser.push(res->body);
+  EXPECT_EQ(parser.num_pending_bytes(), 0u);
+  return events;
+}
+
+TEST_F(ServerTest, StreamingCompletionWithUsage) {
+  start();
+  auto c = client();
+  int status = 0;
+  auto events = read_stream(c, "/v1/completions",
+                            R"({"model":"tiny","prompt":"abc","max_tokens":6,"stream":true,
+                                "stream_options":{"include_usage":true}})",
+                            &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  int finish_chunks = 0;
+  for (std::size_t i = 0; i + 2 < events.size(); ++i) {
+    json chunk = json::parse(events[i]);
+    EXPECT_EQ(chunk["object"], "text_completion");
+    EXPECT_TRUE(chunk["usage"].is_null());
+    text += chunk["choices"][0]["text"].get<std::string>();
+    if (!chunk["choices"][0]["finish_reason"].is_null()) {
+      ++finish_chunks;
+      EXPECT_EQ(chunk["choices"][0]["finish_reason"], "length");
+    }
+  }
+  EXPECT_EQ(text, "abcdef");
+  EXPECT_EQ(finish_chunks, 1);
+  json usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 6);
+  EXPECT_EQ(usage["usage"]["total_tokens"], 9);
+}
+
+TEST_F(ServerTest, StreamingChatRoleFirstThenContent) {
+  start();
+  auto c = client();
+  int status = 0;
+  auto events = read_stream(c, "/v1/chat/completions",
+                            R"({"model":"tiny","messages":[{"role":"user","content":"q"}],
+                                "max_tokens":4,"stream":true,"stop":"c"})",
+                            &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  json first = json::parse(events[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    json chunk = json::parse(events[i]);
+    EXPECT_FALSE(chunk.contains("usage"));
+    text += chunk["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(text, "ab");
+  EXPECT_EQ(json::parse(events[events.size() - 2])["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ServerTest, ErrorStatusesAndTypes) {
+  start();
+  json e = expect_error(post("/v1/completions", "{not json"), 400, "invalid_request_error");
+  EXPECT_TRUE(e["param"].is_null());
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":0})"),
+                   400, "invalid_request_error");
+  EXPECT_EQ(e["param"], "max_tokens");
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","temperature":-1})"),
+                   400, "invalid_request_error");
+  EXPECT_EQ(e["param"], "temperature");
+  e = expect_error(post("/v1/completions",
+                        R"({"model":"tiny","prompt":")" + std::string(64, 'x') + "\"}"),
+                   400, "invalid_request_error");
+  EXPECT_EQ(e["param"], "prompt");
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":64})"),
+                   400, "invalid_request_error");
+  EXPECT_EQ(e["param"], "max_tokens");
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":[300]})"), 400,
+                   "invalid_request_error");
+  EXPECT_EQ(e["param"], "prompt[0]");
+  e = expect_error(post("/v1/completions", R"({"model":"gpt-4","prompt":"x"})"), 404,
+                   "not_found_error");
+  EXPECT_EQ(e["code"], "model_not_found");
+  e = expect_error(get("/v1/nothing"), 404, "not_found_error");
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","n":3})"), 400,
+                   "invalid_request_error");
+  EXPECT_EQ(e["param"], "n");
+  EXPECT_EQ(engine_->num_submitted(), 0);
+}
+
+TEST_F(ServerTest, ApiKey) {
+  ServerConfig config;
+  config.api_key = "sekret";
+  start(config);
+  const std::string body = R"({"model":"tiny","prompt":"x","max_tokens":1})";
+  json e = expect_error(post("/v1/completions", body), 401, "authentication_error");
+  EXPECT_EQ(e["code"], "invalid_api_key");
+  expect_error(post("/v1/completions", body, {{"Authorization", "Bearer wrong"}}), 401,
+               "authentication_error");
+  expect_error(post("/v1/completions", body, {{"Authorization", "Bearer sekre"}}), 401,
+               "authentication_error");
+  EXPECT_EQ(post("/v1/completions", body, {{"Authorization", "Bearer sekret"}}).status, 200);
+  EXPECT_EQ(get("/health").status, 200);  // health and metrics stay open
+  EXPECT_EQ(get("/metrics").status, 200);
+}
+
+TEST_F(ServerTest, BodyOverLimitIs413) {
+  ServerConfig config;
+  config.max_body_bytes = 2048;
+  start(config);
+  const std::string body = R"({"model":"tiny","prompt":")" + std::string(4096, 'x') + "\"}";
+  json e = expect_error(post("/v1/completions", body), 413, "invalid_request_error");
+  EXPECT_EQ(e["code"], "request_too_large");
+  EXPECT_EQ(get("/health").status, 200);
+}
+
+TEST_F(ServerTest, QueueFullIs429) {
+  start({}, true, std::chrono::milliseconds(1), /*max_live=*/0);
+  json e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x"})"), 429,
+                        "rate_limit_error");
+  EXPECT_EQ(e["code"], "queue_full");
+}
+
+TEST_F(ServerTest, LoadingAndDrainingAre503) {
+  start({}, /*with_engine=*/false);
+  EXPECT_EQ(get("/health").status, 503);
+  json e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x"})"), 503,
+                        "service_unavailable_error");
+  EXPECT_EQ(e["code"], "loading");
+  EXPECT_EQ(get("/v1/models").status, 200);
+  server_->set_engine(engine_);
+  EXPECT_EQ(get("/health").status, 200);
+  Answer models = get("/v1/models");
+  EXPECT_EQ(models.parsed()["data"][0]["id"], "tiny");
+  EXPECT_EQ(models.parsed()["data"][0]["max_model_len"], 64);
+  server_->begin_drain();
+  EXPECT_EQ(get("/health").status, 503);
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x"})"), 503,
+                   "service_unavailable_error");
+  EXPECT_EQ(e["code"], "draining");
+}
+
+TEST_F(ServerTest, ClientThatGoesAwayCancelsItsRequest) {
+  // 20 ms per token, 60 tokens: the stream would take >1 s; the client leaves after 2 events.
+  start({}, true, std::chrono::milliseconds(20));
+  auto c = client();
+  int events_seen = 0;
+  SseParser parser;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = R"({"model":"tiny","prompt":"x","max_tokens":60,"stream":true})";
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    events_seen += static_cast<int>(parser.push(std::string_view(data, n)).size());
+    return events_seen < 2;
+  };
+  httplib::Response response;
+  httplib::Error error = httplib::Error::Success;
+  c.send(req, response, error);
+  EXPECT_EQ(error, httplib::Error::Canceled);
+  c.stop();
+  wait_for_no_live();
+  EXPECT_EQ(engine_->cancelled().size(), 1u);
+  EXPECT_EQ(get("/health").status, 200);
+}
+
+TEST_F(ServerTest, ConcurrentStreamsAllWellFormed) {
+  start();
+  constexpr int kClients = 32;
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = client();
+      int status = 0;
+      const int n = 1 + i % 7;
+      auto events = read_stream(c, "/v1/completions",
+                                R"({"model":"tiny","prompt":"p","stream":true,"max_tokens":)" +
+                                    std::to_string(n) + "}",
+                                &status);
+      std::string text;
+      for (std::size_t k = 0; k + 1 < events.size(); ++k) {
+        text += json::parse(events[k])["choices"][0]["text"].get<std::string>();
+      }
+      if (status == 200 && !events.empty() && events.back() == "[DONE]" &&
+          text == std::string("abcdefg").substr(0, n)) {
+        ++good;
+      } else {
+        ADD_FAILURE() << "client " << i << ": status " << status << ", " << events.size()
+                      << " events, text \"" << text << "\"";
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(good.load(), kClients);
+  wait_for_no_live();
+  const std::string metrics = get("/metrics").body;
+  EXPECT_NE(metrics.find("packserve_http_requests_total{route=\"/v1/completions\",status=\"200\"} " +
+                         std::to_string(kClients)),
+            std::string::npos)
+      << metrics;
+}
+
+}  // namespace
+}  // namespace packserve::server

@@ -1,0 +1,431 @@
+// openai_request.cc: see openai_request.h.
+#include "packserve/server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+namespace packserve::server {
+namespace {
+
+using nlohmann::json;
+
+// A short rendering of a received value for error messages.
+std::string describe(const json& value) {
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return text;
+}
+
+ApiError wrong(const std::string& field, const std::string& expected, const json& got) {
+  return bad_request(field + ": expected " + expected + ", got " + describe(got), field);
+}
+
+// Fields each endpoint recognises; anything else is 400 (OpenAI answers unknown arguments
+// the same way), so a misspelt parameter is never silently ignored.
+const std::set<std::string>& known_fields(Endpoint endpoint) {
+  static const std::set<std::string> kCommon = {
+      "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
+      "logprobs", "presence_penalty", "frequency_penalty", "stream", "stream_options", "user",
+      "stop_token_ids", "ignore_eos"};
+  static const std::set<std::string> kCompletions = [] {
+    auto s = kCommon;
+    s.insert({"prompt", "echo", "best_of", "suffix"});
+    return s;
+  }();
+  static const std::set<std::string> kChat = [] {
+    auto s = kCommon;
+    s.insert({"messages", "max_completion_tokens", "top_logprobs"});
+    return s;
+  }();
+  return endpoint == Endpoint::kCompletions ? kCompletions : kChat;
+}
+
+bool present(const json& body, const char* field) {
+  auto it = body.find(field);
+  return it != body.end() && !it->is_null();
+}
+
+ApiResult<int64_t> get_int(const json& body, const char* field, int64_t min, int64_t max,
+                           const std::string& expected) {
+  const json& v = body.at(field);
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(max) || (min > 0 && u < static_cast<uint64_t>(min))) {
+      return wrong(field, expected, v);
+    }
+    return static_cast<int64_t>(u);
+  }
+  if (!v.is_number_integer()) return wrong(field, expected, v);
+  const int64_t i = v.get<int64_t>();
+  if (i < min || i > max) return wrong(field, expected, v);
+  return i;
+}
+
+ApiResult<double> get_number(const json& body, const char* field, double min, double max,
+                             bool min_exclusive, const std::string& expected) {
+  const json& v = body.at(field);
+  if (!v.is_number()) return wrong(field, expected, v);
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < min || d > max || (min_exclusive && d == min)) {
+    return wrong(field, expected, v);
+  }
+  return d;
+}
+
+ApiResult<bool> get_bool(const json& body, const char* field) {
+  const json& v = body.at(field);
+  if (!v.is_boolean()) return wrong(field, "true or false", v);
+  return v.get<bool>();
+}
+
+ApiResult<std::vector<int32_t>> token_id_list(const json& v, const std::string& field) {
+  std::vector<int32_t> ids;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const json& e = v[i];
+    const std::string f = field + "[" + std::to_string(i) + "]";
+    if (!e.is_number_integer() ||
+        (e.is_number_unsigned() ? e.get<uint64_t>() > uint64_t{INT32_MAX}
+                                : (e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX))) {
+      return wrong(f, "a token id (an integer >= 0)", e);
+    }
+    ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+  }
+  return ids;
+}
+
+std::optional<ApiError> parse_prompt(const json& body, OpenAiRequest& out) {
+  if (!body.contains("prompt")) return bad_request("prompt: required", "prompt");
+  const json& p = body.at("prompt");
+  const char* kExpected = "a string, a list of token ids, or a list of one of those";
+  if (p.is_string()) {
+    out.prompt_text = p.get<std::string>();
+  } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+    auto ids = token_id_list(p, "prompt");
+    if (!ids.ok()) return ids.error();
+    out.prompt_token_ids = std::move(ids.value());
+  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+    out.prompt_text = p[0].get<std::string>();
+  } else if (p.is_array() && p.size() == 1 && p[0].is_array() && !p[0].empty()) {
+    auto ids = token_id_list(p[0], "prompt[0]");
+    if (!ids.ok()) return ids.error();
+    out.prompt_token_ids = std::move(ids.value());
+  } else if (p.is_array() && p.size() > 1 && (p[0].is_string() || p[0].is_array())) {
+    return bad_request("prompt: batched prompts are not supported; send one prompt per request",
+                       "prompt");
+  } else {
+    return wrong("prompt", kExpected, p);
+  }
+  if (out.prompt_text && out.prompt_text->empty()) {
+    return bad_request("prompt: must not be empty", "prompt");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const json& body, OpenAiRequest& out) {
+  if (!body.contains("messages")) return bad_request("messages: required", "messages");
+  const json& m = body.at("messages");
+  if (!m.is_array() || m.empty()) return wrong("messages", "a non-empty list of messages", m);
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    const json& msg = m[i];
+    const std::string f = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) return wrong(f, "an object with role and content", msg);
+    auto role_it = msg.find("role");
+    if (role_it == msg.end()) return bad_request(f + ".role: required", f + ".role");
+    if (!role_it->is_string()) return wrong(f + ".role", "a string", *role_it);
+    std::string role = role_it->get<std::string>();
+    if (role == "developer") role = "system";
+    if (role != "system" && role != "user" && role != "assistant") {
+      return wrong(f + ".role", "\"system\", \"developer\", \"user\" or \"assistant\"", *role_it);
+    }
+    for (const auto& [key, value] : msg.items()) {
+      if (key != "role" && key != "content" && key != "name") {
+        return bad_request(f + "." + key + ": not supported (messages take role, content, name)",
+                           f + "." + key);
+      }
+      (void)value;
+    }
+    auto content_it = msg.find("content");
+    std::string content;
+    if (content_it == msg.end() || content_it->is_null()) {
+      if (role != "assistant") return bad_request(f + ".content: required", f + ".content");
+    } else if (content_it->is_string()) {
+      content = content_it->get<std::string>();
+    } else if (content_it->is_array()) {
+      for (std::size_t j = 0; j < content_it->size(); ++j) {
+        const json& part = (*content_it)[j];
+        const std::string pf = f + ".content[" + std::to_string(j) + "]";
+        if (!part.is_object() || part.value("type", json()) != json("text") ||
+            !part.contains("text") || !part.at("text").is_string()) {
+          return wrong(pf, "{\"type\": \"text\", \"text\": string} (only text parts)", part);
+        }
+        content += part.at("text").get<std::string>();
+      }
+    } else {
+      return wrong(f + ".content", "a string or a list of text parts", *content_it);
+    }
+    out.messages.push_back(tokenizer::ChatMessage{std::move(role), std::move(content)});
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_stop(const json& body, OpenAiRequest& out) {
+  if (!present(body, "stop")) return std::nullopt;
+  const json& s = body.at("stop");
+  const std::string expected = "a non-empty string or a list of at most " +
+                               std::to_string(kMaxStopStrings) + " non-empty strings";
+  std::vector<json> items;
+  if (s.is_string()) {
+    items.push_back(s);
+  } else if (s.is_array() && s.size() <= static_cast<std::size_t>(kMaxStopStrings)) {
+    items.assign(s.begin(), s.end());
+  } else {
+    return wrong("stop", expected, s);
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string f = s.is_string() ? "stop" : "stop[" + std::to_string(i) + "]";
+    if (!items[i].is_string() || items[i].get<std::string>().empty()) {
+      return wrong(f, "a non-empty string", items[i]);
+    }
+    if (items[i].get<std::string>().size() > kMaxStopStringBytes) {
+      return bad_request(f + ": longer than " + std::to_string(kMaxStopStringBytes) + " bytes", f);
+    }
+    out.stop.push_back(items[i].get<std::string>());
+  }
+  return std::nullopt;
+}
+
+#define PS_API_TRY(expr)                    \
+  do {                                      \
+    std::optional<ApiError> ps_api_error_ = (expr); \
+    if (ps_api_error_) return *ps_api_error_;       \
+  } while (0)
+
+#define PS_API_ASSIGN(lhs, expr)                    \
+  do {                                              \
+    auto ps_api_result_ = (expr);                   \
+    if (!ps_api_result_.ok()) return ps_api_result_.error(); \
+    lhs = ps_api_result_.value();                   \
+  } while (0)
+
+ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
+  OpenAiRequest out;
+  out.endpoint = endpoint;
+  const auto& known = known_fields(endpoint);
+  for (const auto& [key, value] : body.items()) {
+    (void)value;
+    if (!known.count(key)) {
+      return bad_request("Unrecognized request argument supplied: " + key, key);
+    }
+  }
+  if (!body.contains("model")) return bad_request("model: required", "model");
+  if (!body.at("model").is_string()) return wrong("model", "a string", body.at("model"));
+  out.model = body.at("model").get<std::string>();
+
+  if (endpoint == Endpoint::kCompletions) {
+    PS_API_TRY(parse_prompt(body, out));
+  } else {
+    PS_API_TRY(parse_messages(body, out));
+  }
+  const char* max_field = "max_tokens";
+  if (endpoint == Endpoint::kChatCompletions && present(body, "max_completion_tokens")) {
+    max_field = "max_completion_tokens";
+  }
+  if (present(body, max_field)) {
+    PS_API_ASSIGN(out.max_tokens,
+                  get_int(body, max_field, 1, INT32_MAX, "an integer >= 1"));
+    out.max_tokens_field = max_field;
+  }
+  if (present(body, "temperature")) {
+    PS_API_ASSIGN(out.temperature,
+                  get_number(body, "temperature", 0.0, 1e6, false, "a finite number >= 0"));
+  }
+  if (present(body, "top_p")) {
+    PS_API_ASSIGN(out.top_p, get_number(body, "top_p", 0.0, 1.0, true, "a number in (0, 1]"));
+  }
+  if (present(body, "top_k")) {
+    int64_t k = 0;
+    PS_API_ASSIGN(k, get_int(body, "top_k", -1, INT32_MAX, "an integer >= 0 (or -1 for off)"));
+    out.top_k = k < 0 ? 0 : static_cast<int32_t>(k);
+  }
+  if (present(body, "min_p")) {
+    PS_API_ASSIGN(out.min_p, get_number(body, "min_p", 0.0, 1.0, false, "a number in [0, 1]"));
+  }
+  if (present(body, "seed")) {
+    int64_t seed = 0;
+    PS_API_ASSIGN(seed, get_int(body, "seed", INT64_MIN, INT64_MAX, "an integer"));
+    out.seed = static_cast<uint64_t>(seed);
+  }
+  PS_API_TRY(parse_stop(body, out));
+  if (present(body, "stop_token_ids")) {
+    const json& v = body.at("stop_token_ids");
+    if (!v.is_array()) return wrong("stop_token_ids", "a list of token ids", v);
+    PS_API_ASSIGN(out.stop_token_ids, token_id_list(v, "stop_token_ids"));
+  }
+  if (present(body, "ignore_eos")) PS_API_ASSIGN(out.ignore_eos, get_bool(body, "ignore_eos"));
+  if (present(body, "n")) {
+    [[maybe_unused]] int64_t n = 0;
+    PS_API_ASSIGN(n, get_int(body, "n", 1, 1, "1 (one choice per request is supported)"));
+  }
+  if (present(body, "best_of")) {
+    [[maybe_unused]] int64_t n = 0;
+    PS_API_ASSIGN(n, get_int(body, "best_of", 1, 1, "1 (best_of is not supported)"));
+  }
+  if (present(body, "echo") && body.at("echo") != json(false)) {
+    return wrong("echo", "false (echo is not supported)", body.at("echo"));
+  }
+  if (present(body, "suffix")) {
+    return wrong("suffix", "null (suffix is not supported)", body.at("suffix"));
+  }
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    if (present(body, penalty)) {
+      double value = 0.0;
+      PS_API_ASSIGN(value, get_number(body, penalty, -2.0, 2.0, false, "a number in [-2, 2]"));
+      if (value != 0.0) {
+        return bad_request(std::string(penalty) + ": not supported by packserve; send 0 or omit it",
+                           std::string(penalty));
+      }
+    }
+  }
+  if (present(body, "user") && !body.at("user").is_string()) {
+    return wrong("user", "a string", body.at("user"));
+  }
+  if (present(body, "logprobs")) {
+    if (endpoint == Endpoint::kCompletions) {
+      [[maybe_unused]] int64_t n = 0;
+      PS_API_ASSIGN(n, get_int(body, "logprobs", 0, 0,
+                               "0 (the sampled token's log-probability; alternatives are not "
+                               "supported)"));
+      out.logprobs = true;
+    } else {
+      PS_API_ASSIGN(out.logprobs, get_bool(body, "logprobs"));
+    }
+  }
+  if (present(body, "top_logprobs")) {
+    [[maybe_unused]] int64_t n = 0;
+    PS_API_ASSIGN(n, get_int(body, "top_logprobs", 0, 0,
+                             "0 (alternative tokens' log-probabilities are not supported)"));
+  }
+  if (present(body, "stream")) PS_API_ASSIGN(out.stream, get_bool(body, "stream"));
+  if (present(body, "stream_options")) {
+    const json& so = body.at("stream_options");
+    if (!out.stream) {
+      return bad_request("stream_options: only allowed when stream is true", "stream_options");
+    }
+    if (!so.is_object()) return wrong("stream_options", "an object", so);
+    for (const auto& [key, value] : so.items()) {
+      if (key != "include_usage") {
+        return bad_request("stream_options." + key + ": not supported (only include_usage)",
+                           "stream_options." + key);
+      }
+      if (!value.is_boolean()) return wrong("stream_options.include_usage", "true or false", value);
+      out.include_usage = value.get<bool>();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string error_body(const ApiError& error) {
+  json inner = {{"message", error.message},
+                {"type", error.type},
+                {"param", error.param ? json(*error.param) : json(nullptr)},
+                {"code", error.code ? json(*error.code) : json(nullptr)}};
+  return json{{"error", inner}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+int json_nesting_depth(std::string_view text, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > deepest) deepest = depth;
+      if (deepest > limit) return deepest;
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+    }
+  }
+  return deepest;
+}
+
+ApiResult<OpenAiRequest> parse_openai_request(std::string_view body, Endpoint endpoint) {
+  if (json_nesting_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    return bad_request("request body: JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
+                       " levels");
+  }
+  json parsed;
+  try {
+    parsed = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    return bad_request(std::string("request body: not valid JSON: ") + e.what());
+  }
+  if (!parsed.is_object()) return bad_request("request body: expected a JSON object, got " +
+                                              describe(parsed));
+  try {
+    return parse_fields(parsed, endpoint);
+  } catch (const json::exception& e) {
+    // A type check above was missed: still a bad request, never a crash.
+    return bad_request(std::string("request body: ") + e.what());
+  }
+}
+
+ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_prompt_tokens,
+                                      int64_t max_model_len) {
+  const std::string prompt_field =
+      request.endpoint == Endpoint::kCompletions ? "prompt" : "messages";
+  if (num_prompt_tokens < 1) return bad_request(prompt_field + ": must not be empty", prompt_field);
+  const int64_t room = max_model_len - num_prompt_tokens;
+  if (room < 1) {
+    return bad_request(prompt_field + ": the prompt is " + std::to_string(num_prompt_tokens) +
+                           " tokens, which leaves no room in the model's context of " +
+                           std::to_string(max_model_len) + " tokens",
+                       prompt_field);
+  }
+  if (request.max_tokens) {
+    if (*request.max_tokens > room) {
+      return bad_request(request.max_tokens_field + ": " + std::to_string(*request.max_tokens) +
+                             " + " + std::to_string(num_prompt_tokens) +
+                             " prompt tokens exceeds the model's context of " +
+                             std::to_string(max_model_len) + " tokens (at most " +
+                             std::to_string(room) + " here)",
+                         request.max_tokens_field);
+    }
+    return *request.max_tokens;
+  }
+  const int64_t fallback = request.endpoint == Endpoint::kCompletions ? 16 : room;
+  return static_cast<int32_t>(std::min<int64_t>({fallback, room, INT32_MAX}));
+}
+
+engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t max_tokens) {
+  engine::SamplingParams p;
+  p.temperature = request.temperature;
+  p.top_k = request.top_k;
+  p.top_p = request.top_p;
+  p.min_p = request.min_p;
+  p.seed = request.seed;
+  p.max_tokens = max_tokens;
+  p.stop = request.stop;
+  p.stop_token_ids = request.stop_token_ids;
+  p.ignore_eos = request.ignore_eos;
+  p.logprobs = request.logprobs;
+  return p;
+}
+
+}  // namespace packserve::server

@@ -1,0 +1,79 @@
+// openai_request.h: parses and validates the JSON body of POST /v1/completions and
+// POST /v1/chat/completions into a typed OpenAiRequest (issue 5 "Server").
+//
+// Contract: every field is checked for presence and type before use; a wrong-typed, out of
+// range, unsupported or unknown field is an ApiError (HTTP 400, invalid_request_error) whose
+// `param` names the field and whose message says what was expected and what came:
+//   `max_tokens: expected an integer >= 1, got "ten"`.
+// Nothing is defaulted silently except what OpenAI documents as optional (docs/server.md).
+// The body is scanned for nesting depth before parsing (kMaxJsonDepth), so deeply nested
+// input cannot exhaust the stack of the recursive JSON parser; invalid UTF-8, truncated JSON,
+// NaN/Infinity literals and numbers that overflow a double are all 400.
+// Context checks need the tokenizer and the engine's limits: resolve_max_tokens() runs after
+// the prompt is tokenized.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "packserve/engine/engine.h"
+#include "packserve/server/api_error.h"
+#include "packserve/tokenizer/chat_template.h"
+
+namespace packserve::server {
+
+enum class Endpoint { kCompletions, kChatCompletions };
+
+// Deepest array/object nesting accepted in a request body.
+inline constexpr int kMaxJsonDepth = 32;
+// Stop strings per request (SamplingParams' limit) and the longest one, bytes.
+inline constexpr int kMaxStopStrings = 16;
+inline constexpr std::size_t kMaxStopStringBytes = 256;
+
+struct OpenAiRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;
+  // Completions: the prompt as text, or as token ids (exactly one is set).
+  std::optional<std::string> prompt_text;
+  std::optional<std::vector<int32_t>> prompt_token_ids;
+  // Chat: the messages (non-empty).
+  std::vector<tokenizer::ChatMessage> messages;
+  // max_tokens (chat: max_completion_tokens wins over max_tokens); nullopt = the endpoint's
+  // default (completions 16, chat: the rest of the context), see resolve_max_tokens().
+  std::optional<int32_t> max_tokens;
+  std::string max_tokens_field = "max_tokens";  // the field it came from (error params)
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int32_t top_k = 0;  // 0 = off (-1 is accepted as off too, as vLLM clients send it)
+  double min_p = 0.0;
+  std::optional<uint64_t> seed;  // a JSON int64 reinterpreted as uint64
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;  // extension (vLLM)
+  bool ignore_eos = false;              // extension (vLLM)
+  bool logprobs = false;  // completions: logprobs = 0; chat: logprobs = true
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Parses `body` for `endpoint`. Errors are HTTP 400 naming the field.
+ApiResult<OpenAiRequest> parse_openai_request(std::string_view body, Endpoint endpoint);
+
+// Deepest nesting of arrays/objects in `json_text` (outside strings); stops counting at
+// `limit` + 1. A cheap pre-scan, not a validator.
+int json_nesting_depth(std::string_view json_text, int limit);
+
+// The max_tokens to run with, given the prompt length and the context length: an explicit
+// max_tokens must fit (prompt + max_tokens <= max_model_len, else 400 param max_tokens or
+// max_completion_tokens); a prompt with no room for one output token is 400 param prompt or
+// messages. The default fills the context (chat) or is 16 clipped to it (completions).
+ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_prompt_tokens,
+                                      int64_t max_model_len);
+
+// The engine's sampling parameters for `request` with `max_tokens`.
+engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t max_tokens);
+
+}  // namespace packserve::server

@@ -1,0 +1,106 @@
+// openai_response.cc: see openai_response.h.
+#include "packserve/server/openai_response.h"
+
+#include <nlohmann/json.hpp>
+
+namespace packserve::server {
+namespace {
+
+using nlohmann::json;
+
+std::string dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json usage_json(const Usage& usage) {
+  return json{{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens}}}};
+}
+
+// `text_offset` counts bytes of the completion text before each token (0-based).
+json logprobs_json(const ResponseContext& ctx, const std::vector<TokenLogprob>& logprobs,
+                   int64_t text_offset_base) {
+  if (!ctx.logprobs) return nullptr;
+  if (ctx.endpoint == Endpoint::kChatCompletions) {
+    json content = json::array();
+    for (const TokenLogprob& t : logprobs) {
+      json bytes = json::array();
+      for (unsigned char c : t.token) bytes.push_back(static_cast<int>(c));
+      content.push_back(json{{"token", t.token},
+                             {"logprob", t.logprob},
+                             {"bytes", bytes},
+                             {"top_logprobs", json::array()}});
+    }
+    return json{{"content", content}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), offsets = json::array(),
+       top = json::array();
+  int64_t offset = text_offset_base;
+  for (const TokenLogprob& t : logprobs) {
+    tokens.push_back(t.token);
+    token_logprobs.push_back(t.logprob);
+    offsets.push_back(offset);
+    top.push_back(nullptr);
+    offset += static_cast<int64_t>(t.token.size());
+  }
+  return json{{"tokens", tokens},
+              {"token_logprobs", token_logprobs},
+              {"top_logprobs", top},
+              {"text_offset", offsets}};
+}
+
+json base(const ResponseContext& ctx, const char* object) {
+  return json{{"id", ctx.id}, {"object", object}, {"created", ctx.created_s}, {"model", ctx.model}};
+}
+
+}  // namespace
+
+std::string completion_body(const ResponseContext& ctx, const std::string& text,
+                            const std::string& finish_reason, const Usage& usage,
+                            const std::vector<TokenLogprob>& logprobs) {
+  const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
+  json body = base(ctx, chat ? "chat.completion" : "text_completion");
+  json choice = {{"index", 0}, {"finish_reason", finish_reason},
+                 {"logprobs", logprobs_json(ctx, logprobs, 0)}};
+  if (chat) {
+    choice["message"] = json{{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  body["choices"] = json::array({choice});
+  body["usage"] = usage_json(usage);
+  return dump(body);
+}
+
+std::string stream_chunk(const ResponseContext& ctx, const std::string& text_delta,
+                         const std::optional<std::string>& finish_reason,
+                         const std::vector<TokenLogprob>& logprobs, bool first) {
+  const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
+  json body = base(ctx, chat ? "chat.completion.chunk" : "text_completion");
+  json choice = {{"index", 0},
+                 {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)},
+                 {"logprobs", logprobs_json(ctx, logprobs, 0)}};
+  if (chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text_delta.empty() || (first && !finish_reason)) delta["content"] = text_delta;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text_delta;
+  }
+  body["choices"] = json::array({choice});
+  if (ctx.include_usage) body["usage"] = nullptr;
+  return dump(body);
+}
+
+std::string usage_chunk(const ResponseContext& ctx, const Usage& usage) {
+  const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
+  json body = base(ctx, chat ? "chat.completion.chunk" : "text_completion");
+  body["choices"] = json::array();
+  body["usage"] = usage_json(usage);
+  return dump(body);
+}
+
+}  // namespace packserve::server
