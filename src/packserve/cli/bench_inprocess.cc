@@ -1,0 +1,115 @@
+// bench_inprocess.cc: see bench_inprocess.h.
+#include "packserve/cli/bench_inprocess.h"
+
+#include <chrono>
+
+#include "packserve/engine/engine.h"
+#include "packserve/model/checkpoint.h"
+#include "packserve/model/forward_cpu.h"
+#include "packserve/tokenizer/tokenizer.h"
+
+namespace packserve::cli {
+namespace {
+
+class InProcessSender final : public benchclient::RequestSender {
+ public:
+  InProcessSender(std::unique_ptr<engine::Engine> engine, bool ignore_eos)
+      : engine_(std::move(engine)), ignore_eos_(ignore_eos) {}
+  ~InProcessSender() override { engine_->stop(); }
+
+  void send(const benchclient::ReplayRequest& request,
+            std::chrono::steady_clock::time_point origin,
+            benchclient::RequestRecord& record) override {
+    auto ms = [&] {
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin)
+          .count();
+    };
+    record.send_ms = ms();
+    auto ids = engine_->tokenizer().encode(request.prompt,
+                                           tokenizer::EncodeOptions{.add_special_tokens = true});
+    if (!ids.ok()) {
+      record.error = "encode: " + ids.status().message();
+      record.end_ms = ms();
+      return;
+    }
+    engine::GenerateRequest g;
+    g.prompt_token_ids = std::move(ids).value();
+    g.sampling.max_tokens = request.max_tokens;
+    g.sampling.ignore_eos = ignore_eos_;
+    record.server_prompt_tokens = static_cast<int32_t>(g.prompt_token_ids.size());
+    auto stream = engine_->submit(std::move(g));
+    if (!stream.ok()) {
+      record.error = std::string("submit: ") + std::string(status_code_name(stream.status().code()));
+      record.end_ms = ms();
+      return;
+    }
+    for (;;) {
+      auto update = (*stream)->next(std::chrono::milliseconds(1000));
+      if (!update) continue;
+      const double now = ms();
+      for (size_t i = 0; i < update->tokens.size(); ++i) record.chunk_ms.push_back(now);
+      record.output_tokens = update->num_output_tokens;
+      if (update->finished) {
+        record.finish_reason = update->finish_reason;
+        record.end_ms = now;
+        if (update->finish_reason == "stop" || update->finish_reason == "length") {
+          record.success = record.output_tokens > 0 && !record.chunk_ms.empty();
+          if (!record.success) record.error = "no output tokens";
+        } else {
+          record.error = "finish_reason " + update->finish_reason;
+        }
+        return;
+      }
+    }
+  }
+  std::optional<double> running_batch_size() override {
+    return static_cast<double>(engine_->metrics().num_running);
+  }
+  std::string running_batch_source() const override { return "engine num_running"; }
+
+ private:
+  std::unique_ptr<engine::Engine> engine_;
+  bool ignore_eos_;
+};
+
+}  // namespace
+
+void add_inprocess_options(CLI::App& cmd, InProcessOptions& o) {
+  cmd.add_option("--num-pages", o.num_pages, "--in-process: KV pool pages (default 4096)");
+  cmd.add_option("--page-size", o.page_size, "--in-process: tokens per KV page (default 16)");
+  cmd.add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
+                 "--in-process: token budget per engine step (default 2048)");
+  cmd.add_option("--max-num-running-requests", o.max_num_running_requests,
+                 "--in-process: running requests at most (default 256)");
+  cmd.add_option("--threads", o.threads, "--in-process: attention executor threads (default 1)");
+  cmd.add_flag("--no-prefix-caching", o.no_prefix_caching, "--in-process: disable prefix caching");
+  cmd.add_option("--attention-policy", o.attention_policy,
+                 "--in-process: naive|balanced|prefix (default balanced)");
+}
+
+Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
+    const std::string& model_dir, const InProcessOptions& o, bool ignore_eos) {
+  PS_ASSIGN_OR_RETURN(auto weights, model::load_checkpoint(model_dir));
+  PS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_dir(model_dir));
+  engine::EngineConfig config;
+  config.kv.num_pages = o.num_pages;
+  config.kv.page_size = o.page_size;
+  config.kv.enable_prefix_caching = !o.no_prefix_caching;
+  config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+  config.scheduler.max_num_running_requests = o.max_num_running_requests;
+  auto policy = attention::parse_policy(o.attention_policy);
+  if (!policy.ok()) return invalid_argument("--attention-policy: " + policy.status().message());
+  config.plan.policy = *policy;
+  config.max_waiting_requests = 1 << 20;  // the trace decides the load, never the queue limit
+  model::CpuForwardOptions cpu;
+  cpu.num_threads = o.threads;
+  cpu.plan = config.plan;
+  PS_ASSIGN_OR_RETURN(auto backend,
+                      model::CpuForwardBackend::create(
+                          weights, model::KvPoolShape{o.num_pages, o.page_size}, cpu));
+  PS_ASSIGN_OR_RETURN(auto engine, engine::Engine::create(config, std::move(backend), tok));
+  return std::unique_ptr<benchclient::RequestSender>(
+      std::make_unique<InProcessSender>(std::move(engine), ignore_eos));
+}
+
+}  // namespace packserve::cli
