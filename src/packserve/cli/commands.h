@@ -15,6 +15,8 @@ void register_simulate_command(CLI::App& app, int& exit_code);
 void register_tokenize_command(CLI::App& app, int& exit_code);
 // `packserve bench ...` (bench_cmd.cc)
 void register_bench_command(CLI::App& app, int& exit_code);
+// `packserve generate ...` (generate_cmd.cc)
+void register_generate_command(CLI::App& app, int& exit_code);
 // `packserve make-dummy-model ...` (make_dummy_model_cmd.cc)
 void register_make_dummy_model_command(CLI::App& app, int& exit_code);
 

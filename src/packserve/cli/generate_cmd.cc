@@ -1,0 +1,329 @@
+// generate_cmd.cc: `packserve generate` (issue 4 "Command line"): offline batch generation.
+//
+// Loads a checkpoint (--model DIR) or a dummy model (--dummy-model NAME, made once in the
+// dummy-model cache), starts an Engine on the CPU backend, submits every prompt of
+// --prompts FILE.jsonl at once (continuous batching does the rest) and writes one JSON line
+// per prompt, in input order, on stdout:
+//   {"index", "text", "token_ids", "finish_reason", "num_prompt_tokens", "num_output_tokens",
+//    "num_cached_prompt_tokens", "ttft_ms", "e2e_ms"[, "logprobs"][, "error"]}
+// Input lines: {"prompt": "..."} (encoded with the model's tokenizer, add_special_tokens as
+// Hugging Face's default: Llama-3's BOS is prepended) or {"prompt_ids": [...]}; empty lines
+// are skipped; anything else is an error naming the file and line.
+// --logits-out FILE.npy: for each prompt in order, the f32 logits of the position after its
+// last prompt token: NPY v1.0, '<f4', C order, shape (prompts, vocab_size).
+// Sampling: --seed S gives prompt i the seed S + i (its output does not depend on the others);
+// without it the engine's RNG (seed 0) seeds requests in submission order.
+// Exit codes (commands.h): 0 all prompts done; 1 some request finished with "error";
+// 2 bad input (flags, model, prompts file) -- nothing is written to stdout then.
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "packserve/cli/commands.h"
+#include "packserve/common/log.h"
+#include "packserve/engine/engine.h"
+#include "packserve/model/checkpoint.h"
+#include "packserve/model/dummy_model.h"
+#include "packserve/model/forward_cpu.h"
+#include "packserve/tokenizer/tokenizer.h"
+
+namespace packserve::cli {
+namespace {
+
+using nlohmann::json;
+
+struct GenerateArgs {
+  std::string model_dir;
+  std::string dummy_model;
+  std::string prompts_path;
+  std::string logits_out;
+  int32_t max_tokens = 16;
+  double temperature = 1.0;
+  int32_t top_k = 0;
+  double top_p = 1.0;
+  double min_p = 0.0;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool logprobs = false;
+  int32_t num_pages = 2048;
+  int32_t page_size = 16;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_running_requests = 256;
+  std::string policy = "fcfs";
+  std::string attention_policy = "balanced";
+  bool no_prefix_caching = false;
+  int threads = 1;
+};
+
+int fail_input(const std::string& message) {
+  std::cerr << "error: " << message << "\n";
+  return 2;
+}
+
+// Reads the prompts file; errors are "FILE:LINE: what".
+Result<std::vector<std::vector<int32_t>>> read_prompts(const std::string& path,
+                                                       const tokenizer::Tokenizer& tok) {
+  std::ifstream in(path);
+  if (!in) return not_found(path + ": cannot open the prompts file");
+  std::vector<std::vector<int32_t>> prompts;
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    json value;
+    try {
+      value = json::parse(line);
+    } catch (const json::exception& e) {
+      return invalid_argument(where + "not valid JSON: " + e.what());
+    }
+    if (!value.is_object() || value.size() != 1 ||
+        !(value.contains("prompt") || value.contains("prompt_ids"))) {
+      return invalid_argument(where +
+                              R"(expected {"prompt": string} or {"prompt_ids": [integer, ...]})");
+    }
+    if (value.contains("prompt")) {
+      if (!value["prompt"].is_string()) {
+        return invalid_argument(where + "\"prompt\": expected a string");
+      }
+      auto ids = tok.encode(value["prompt"].get<std::string>(),
+                            tokenizer::EncodeOptions{.add_special_tokens = true});
+      if (!ids.ok()) return invalid_argument(where + "\"prompt\": " + ids.status().message());
+      if (ids->empty()) return invalid_argument(where + "\"prompt\": encodes to no tokens");
+      prompts.push_back(std::move(ids).value());
+      continue;
+    }
+    const json& arr = value["prompt_ids"];
+    if (!arr.is_array() || arr.empty()) {
+      return invalid_argument(where + "\"prompt_ids\": expected a non-empty array of integers");
+    }
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      if (!arr[i].is_number_integer() || arr[i].get<int64_t>() < 0 ||
+          arr[i].get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        return invalid_argument(where + "\"prompt_ids\"[" + std::to_string(i) +
+                                "]: expected a non-negative integer token id, got " +
+                                arr[i].dump());
+      }
+      ids.push_back(static_cast<int32_t>(arr[i].get<int64_t>()));
+    }
+    prompts.push_back(std::move(ids));
+  }
+  if (prompts.empty()) return invalid_argument(path + ": no prompts");
+  return prompts;
+}
+
+// NPY v1.0: magic, version, little-endian u16 header length, a Python dict literal padded
+// with spaces to a multiple of 64 bytes and ended by '\n', then the raw little-endian f32 data.
+Status write_npy(const std::string& path, const std::vector<float>& data, int64_t rows,
+                 int64_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  const size_t preamble = 10;
+  size_t total = preamble + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return internal_error(path + ": cannot open for writing");
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  const char magic[8] = {'\x93', 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.write(magic, 8);
+  const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  out.write(len_bytes, 2);
+  out.write(header.data(), static_cast<std::streamsize>(header.size()));
+  static_assert(std::endian::native == std::endian::little, "NPY writer assumes little endian");
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size() * sizeof(float)));
+  if (!out) return internal_error(path + ": write failed");
+  return ok_status();
+}
+
+int run_generate(const GenerateArgs& args) {
+  if (args.model_dir.empty() == args.dummy_model.empty()) {
+    return fail_input("give exactly one of --model DIR and --dummy-model NAME");
+  }
+  std::string dir = args.model_dir;
+  if (!args.dummy_model.empty()) {
+    auto made = model::ensure_dummy_model(args.dummy_model, model::default_dummy_model_cache_dir());
+    if (!made.ok()) return fail_input("--dummy-model: " + made.status().to_string());
+    dir = *made;
+  }
+  auto weights = model::load_checkpoint(dir);
+  if (!weights.ok()) return fail_input(weights.status().to_string());
+  auto tok = tokenizer::Tokenizer::from_dir(dir);
+  if (!tok.ok()) return fail_input(tok.status().to_string());
+  auto prompts = read_prompts(args.prompts_path, *tok);
+  if (!prompts.ok()) return fail_input(prompts.status().message());
+
+  engine::EngineConfig config;
+  config.kv.num_pages = args.num_pages;
+  config.kv.page_size = args.page_size;
+  config.kv.enable_prefix_caching = !args.no_prefix_caching;
+  config.scheduler.max_num_batched_tokens = args.max_num_batched_tokens;
+  config.scheduler.max_num_running_requests = args.max_num_running_requests;
+  auto policy = sched::parse_scheduling_policy(args.policy);
+  if (!policy.ok()) return fail_input("--policy: " + policy.status().message());
+  config.scheduler.policy = *policy;
+  auto attention_policy = attention::parse_policy(args.attention_policy);
+  if (!attention_policy.ok()) {
+    return fail_input("--attention-policy: " + attention_policy.status().message());
+  }
+  config.plan.policy = *attention_policy;
+  config.max_waiting_requests =
+      std::max<int32_t>(config.max_waiting_requests, static_cast<int32_t>(prompts->size()));
+
+  model::CpuForwardOptions cpu_options;
+  cpu_options.num_threads = args.threads;
+  cpu_options.plan = config.plan;
+  auto backend = model::CpuForwardBackend::create(
+      *weights, model::KvPoolShape{args.num_pages, args.page_size}, cpu_options);
+  if (!backend.ok()) return fail_input(backend.status().to_string());
+  auto created = engine::Engine::create(config, std::move(backend).value(), *tok);
+  if (!created.ok()) return fail_input(created.status().to_string());
+  engine::Engine& eng = **created;
+  const int64_t vocab = eng.model_config().vocab_size;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<engine::RequestStream>> streams;
+  for (size_t i = 0; i < prompts->size(); ++i) {
+    engine::GenerateRequest request;
+    request.prompt_token_ids = (*prompts)[i];
+    request.sampling.max_tokens = args.max_tokens;
+    request.sampling.temperature = args.temperature;
+    request.sampling.top_k = args.top_k;
+    request.sampling.top_p = args.top_p;
+    request.sampling.min_p = args.min_p;
+    if (args.seed) request.sampling.seed = *args.seed + i;
+    request.sampling.stop = args.stop;
+    request.sampling.ignore_eos = args.ignore_eos;
+    request.sampling.logprobs = args.logprobs;
+    request.return_last_prompt_logits = !args.logits_out.empty();
+    auto stream = eng.submit(std::move(request));
+    if (!stream.ok()) {
+      return fail_input(args.prompts_path + ": prompt " + std::to_string(i) + ": " +
+                        stream.status().message());
+    }
+    streams.push_back(*stream);
+  }
+
+  std::vector<json> lines;
+  std::vector<float> logits;
+  if (!args.logits_out.empty()) logits.assign(static_cast<size_t>(vocab) * prompts->size(), NAN);
+  int64_t total_tokens = 0;
+  bool any_error = false;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    json line;
+    std::string text;
+    std::vector<int32_t> token_ids;
+    std::vector<float> logprobs;
+    engine::RequestOutput last;
+    bool finished = false;
+    while (!finished) {
+      auto update = streams[i]->next(std::chrono::milliseconds(1000));
+      if (!update) continue;
+      for (const auto& t : update->tokens) {
+        token_ids.push_back(t.token_id);
+        if (t.logprob) logprobs.push_back(*t.logprob);
+      }
+      text += update->text_delta;
+      if (!update->last_prompt_logits.empty() &&
+          static_cast<int64_t>(update->last_prompt_logits.size()) == vocab) {
+        std::copy(update->last_prompt_logits.begin(), update->last_prompt_logits.end(),
+                  logits.begin() + static_cast<std::ptrdiff_t>(i * static_cast<size_t>(vocab)));
+      }
+      finished = update->finished;
+      last = std::move(*update);
+    }
+    total_tokens += static_cast<int64_t>(token_ids.size());
+    line["index"] = i;
+    line["text"] = text;
+    line["token_ids"] = token_ids;
+    line["finish_reason"] = last.finish_reason;
+    line["num_prompt_tokens"] = last.num_prompt_tokens;
+    line["num_output_tokens"] = last.num_output_tokens;
+    line["num_cached_prompt_tokens"] = last.num_cached_prompt_tokens;
+    line["ttft_ms"] = last.first_token_time_ms
+                          ? json(*last.first_token_time_ms - last.arrival_time_ms)
+                          : json(nullptr);
+    line["e2e_ms"] = last.last_token_time_ms - last.arrival_time_ms;
+    if (args.logprobs) line["logprobs"] = logprobs;
+    if (last.finish_reason == "error") {
+      line["error"] = last.error;
+      any_error = true;
+    }
+    lines.push_back(std::move(line));
+  }
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const json& line : lines) std::cout << line.dump() << "\n";
+  std::cout.flush();
+  if (!args.logits_out.empty()) {
+    Status s = write_npy(args.logits_out, logits, static_cast<int64_t>(prompts->size()), vocab);
+    if (!s.ok()) {
+      std::cerr << "error: " << s.to_string() << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "generate: prompts=" << prompts->size() << " output_tokens=" << total_tokens
+            << " wall_s=" << wall_s << " output_tokens_per_s=" << static_cast<double>(total_tokens) / wall_s << "\n";
+  return any_error ? 1 : 0;
+}
+
+}  // namespace
+
+void register_generate_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "Offline batch generation: one JSON line per prompt of a JSONL file");
+  auto* model_opt = cmd->add_option("--model", args->model_dir,
+                                    "Hugging Face checkpoint directory (config.json, *.safetensors, "
+                                    "tokenizer.json)");
+  auto* dummy_opt = cmd->add_option("--dummy-model", args->dummy_model,
+                                    "random weights of a known shape (tiny, tiny-llama, tiny-qwen2, "
+                                    "qwen3-0.6b, ...), made once in the dummy-model cache");
+  model_opt->excludes(dummy_opt);
+  cmd->add_option("--prompts", args->prompts_path,
+                  R"(JSONL file: {"prompt": "..."} or {"prompt_ids": [...]} per line)")
+      ->required();
+  cmd->add_option("--max-tokens", args->max_tokens, "output tokens per prompt (>= 1)")
+      ->capture_default_str();
+  cmd->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", args->top_k, "0 = off")->capture_default_str();
+  cmd->add_option("--top-p", args->top_p, "in (0, 1]")->capture_default_str();
+  cmd->add_option("--min-p", args->min_p, "in [0, 1]")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "prompt i samples with seed SEED + i");
+  cmd->add_option("--stop", args->stop, "stop string (repeatable; excluded from the text)");
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the model's EOS tokens");
+  cmd->add_flag("--logprobs", args->logprobs,
+                "add \"logprobs\": log-softmax of the raw logits at each sampled token");
+  cmd->add_option("--logits-out", args->logits_out,
+                  "write the logits after each prompt's last token: .npy, f32, (prompts, vocab)");
+  cmd->add_option("--num-pages", args->num_pages, "KV-cache pages")->capture_default_str();
+  cmd->add_option("--page-size", args->page_size, "tokens per KV page")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                  "token budget per engine step")
+      ->capture_default_str();
+  cmd->add_option("--max-num-running-requests", args->max_num_running_requests,
+                  "requests holding KV at once")
+      ->capture_default_str();
+  cmd->add_option("--policy", args->policy, "admission policy: fcfs | aimd")->capture_default_str();
+  cmd->add_option("--attention-policy", args->attention_policy,
+                  "attention planner: naive | balanced | prefix")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable the prefix cache");
+  cmd->add_option("--threads", args->threads, "CPU attention threads")->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run_generate(*args); });
+}
+
+}  // namespace packserve::cli
