@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -109,17 +110,35 @@ uint64_t fnv1a(std::string_view s) {
 void fill_chunk(const TensorPlan& plan, uint64_t seed, int64_t chunk, int64_t count,
                 const DummyModelOptions& options, std::byte* out) {
   Rng rng(mix(mix(seed, fnv1a(plan.spec.name)), static_cast<uint64_t>(chunk)));
-  const double scale = plan.is_norm ? options.norm_std : options.matrix_std;
-  const double offset = plan.is_norm ? 1.0 : 0.0;
-  for (int64_t j = 0; j < count; ++j) {
-    const uint64_t u = rng.next_u64();
-    // Irwin-Hall: the sum of four U(0,1) has mean 2 and variance 1/3.
-    const double sum = static_cast<double>((u & 0xffff) + ((u >> 16) & 0xffff) +
-                                           ((u >> 32) & 0xffff) + (u >> 48)) *
-                       (1.0 / 65536.0);
-    const double z = (sum - 2.0) * 1.7320508075688772;
-    store_from_float(out, static_cast<size_t>(j), plan.spec.dtype,
-                     static_cast<float>(offset + scale * z));
+  // Irwin-Hall: the sum of four U(0,1) has mean 2 and variance 1/3, so
+  // z = (sum - 2) * sqrt(3) has mean 0 and variance 1.
+  const float scale = static_cast<float>((plan.is_norm ? options.norm_std : options.matrix_std) *
+                                         1.7320508075688772 / 65536.0);
+  const float offset = (plan.is_norm ? 1.0f : 0.0f) - 2.0f * 65536.0f * scale;
+  auto generate = [&](auto store) {
+    for (int64_t j = 0; j < count; ++j) {
+      const uint64_t u = rng.next_u64();
+      const auto sum = static_cast<float>((u & 0xffff) + ((u >> 16) & 0xffff) +
+                                          ((u >> 32) & 0xffff) + (u >> 48));
+      store(static_cast<size_t>(j), offset + scale * sum);
+    }
+  };
+  switch (plan.spec.dtype) {
+    case DType::kBF16:
+      generate([out](size_t j, float v) {
+        const uint16_t h = float_to_bf16(v);
+        std::memcpy(out + 2 * j, &h, 2);
+      });
+      break;
+    case DType::kF16:
+      generate([out](size_t j, float v) {
+        const uint16_t h = float_to_f16(v);
+        std::memcpy(out + 2 * j, &h, 2);
+      });
+      break;
+    case DType::kF32:
+      generate([out](size_t j, float v) { std::memcpy(out + 4 * j, &v, 4); });
+      break;
   }
 }
 
