@@ -10,8 +10,8 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 
 // Checks a CSR offsets array: length n + 1, starts at 0, non-decreasing, ends at `total`.
-Status check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t n,
-                    size_t total, const char* total_name) {
+Status check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t n, size_t total,
+                    const char* total_name) {
   if (indptr.size() != n + 1) {
     return invalid_argument(std::string(name) + ": length " + str(indptr.size()) +
                             ", expected num_requests + 1 = " + str(n + 1) +
@@ -51,10 +51,10 @@ Status validate_kv_pool_shape(const KvPoolShape& pool) {
 Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
                               const KvPoolShape& pool) {
   const size_t n = b.kv_len.size();
-  PS_RETURN_IF_ERROR(check_indptr(b.qo_indptr, "qo_indptr", n, b.token_ids.size(),
-                                  "token_ids.size()"));
-  PS_RETURN_IF_ERROR(check_indptr(b.page_indptr, "page_indptr", n, b.page_ids.size(),
-                                  "page_ids.size()"));
+  PS_RETURN_IF_ERROR(
+      check_indptr(b.qo_indptr, "qo_indptr", n, b.token_ids.size(), "token_ids.size()"));
+  PS_RETURN_IF_ERROR(
+      check_indptr(b.page_indptr, "page_indptr", n, b.page_ids.size(), "page_ids.size()"));
   if (b.samples.size() != n) {
     return invalid_argument("samples: length " + str(b.samples.size()) +
                             ", expected num_requests = " + str(n));
@@ -74,9 +74,8 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
     const int64_t expected = (static_cast<int64_t>(b.kv_len[r]) + ps - 1) / ps;
     if (pages != expected) {
       return invalid_argument("page_indptr: request " + str(r) + " has " + str(pages) +
-                              " pages, expected ceil(kv_len[" + str(r) + "] = " +
-                              str(b.kv_len[r]) + " / page_size = " + str(ps) +
-                              ") = " + str(expected));
+                              " pages, expected ceil(kv_len[" + str(r) + "] = " + str(b.kv_len[r]) +
+                              " / page_size = " + str(ps) + ") = " + str(expected));
     }
   }
   for (size_t i = 0; i < b.page_ids.size(); ++i) {
@@ -94,8 +93,8 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
   for (size_t i = 0; i < b.page_copies.size(); ++i) {
     const kv::PageCopy& c = b.page_copies[i];
     const std::string field = "page_copies[" + str(i) + "]";
-    for (const auto& [page, name] : {std::pair{c.src_page, ".src_page"},
-                                     std::pair{c.dst_page, ".dst_page"}}) {
+    for (const auto& [page, name] :
+         {std::pair{c.src_page, ".src_page"}, std::pair{c.dst_page, ".dst_page"}}) {
       if (page < 0 || page >= pool.num_pages) {
         return invalid_argument(field + name + " = " + str(page) +
                                 ": expected a page in [0, num_pages = " + str(pool.num_pages) +

@@ -2,13 +2,14 @@
 // CpuForwardBackend::forward: the error is kInvalidArgument, the message names the field, and
 // nothing was written (the KV pool of every layer and the logits are unchanged, the batch's
 // valid page_copies did not run). Plus CpuForwardBackend::create's checks.
+#include "packserve/model/forward_batch.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "packserve/model/forward_batch.h"
 #include "packserve/model/forward_cpu.h"
 #include "packserve/model/forward_test_util.h"
 
@@ -63,8 +64,7 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
       {"qo_indptr order", [](ForwardBatch& x) { x.qo_indptr[1] = 5; }, "qo_indptr[2] = 4 <"},
       {"qo_indptr end", [](ForwardBatch& x) { x.token_ids.push_back(1); },
        "expected token_ids.size() = 5"},
-      {"q_len 0", [](ForwardBatch& x) { x.qo_indptr[1] = 0; },
-       "request 0 has q_len = 0"},
+      {"q_len 0", [](ForwardBatch& x) { x.qo_indptr[1] = 0; }, "request 0 has q_len = 0"},
       {"page_indptr length", [](ForwardBatch& x) { x.page_indptr.push_back(3); },
        "page_indptr: length"},
       {"page_indptr end", [](ForwardBatch& x) { x.page_ids.push_back(3); },
@@ -147,8 +147,7 @@ TEST(CpuForwardBackendCreate, RejectsUnsupportedShapesAndBadWeights) {
   w.layers[1].k_proj.shape = {64, 128};
   r = CpuForwardBackend::create(w, kPool, {});
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("model.layers.1.self_attn.k_proj.weight"),
-            std::string::npos)
+  EXPECT_NE(r.status().message().find("model.layers.1.self_attn.k_proj.weight"), std::string::npos)
       << r.status().message();
 }
 

@@ -58,9 +58,9 @@ Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(
                             ": the attention engine supports 64, 128 or 256");
   }
   if (c.num_qo_heads / c.num_kv_heads > attention::kMaxGroupSize) {
-    return invalid_argument("num_qo_heads / num_kv_heads = " +
-                            std::to_string(c.num_qo_heads / c.num_kv_heads) + ": expected <= " +
-                            std::to_string(attention::kMaxGroupSize));
+    return invalid_argument(
+        "num_qo_heads / num_kv_heads = " + std::to_string(c.num_qo_heads / c.num_kv_heads) +
+        ": expected <= " + std::to_string(attention::kMaxGroupSize));
   }
   const size_t pool_elements = static_cast<size_t>(pool.num_pages) *
                                static_cast<size_t>(pool.page_size) *
@@ -127,9 +127,9 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, std::vector<float>&
   if (num_requests > 0) {
     layout_ = make_attention_layout(batch, config_, pool_, DType::kF32);
     PS_RETURN_IF_ERROR(attention::validate(layout_));
-    PS_ASSIGN_OR_RETURN(plan_, attention::make_plan(layout_,
-                                                    attention::DeviceShape{options_.num_ctas},
-                                                    options_.plan));
+    PS_ASSIGN_OR_RETURN(
+        plan_,
+        attention::make_plan(layout_, attention::DeviceShape{options_.num_ctas}, options_.plan));
   }
   // Everything is checked: from here on the pool is written.
   copy_pages(batch.page_copies);
@@ -185,8 +185,8 @@ Status CpuForwardBackend::run_layer(Layer& l, const ForwardBatch& batch) {
     }
   }
   apply_rope(qkv_, rows, stride, c.num_qo_heads, hd, cos_sin_);
-  apply_rope(std::span<float>(qkv_).subspan(static_cast<size_t>(qs)), rows, stride,
-             c.num_kv_heads, hd, cos_sin_);
+  apply_rope(std::span<float>(qkv_).subspan(static_cast<size_t>(qs)), rows, stride, c.num_kv_heads,
+             hd, cos_sin_);
 
   // q rows side by side for attention; k and v of each row into its page slot.
   q_.resize(static_cast<size_t>(rows * qs));

@@ -67,8 +67,7 @@ class CpuForwardBackend final : public ForwardBackend {
 
  private:
   struct Layer {
-    std::vector<float> input_norm, qkv_w, qkv_b, q_norm, k_norm, o_w, post_norm, gate_up_w,
-        down_w;
+    std::vector<float> input_norm, qkv_w, qkv_b, q_norm, k_norm, o_w, post_norm, gate_up_w, down_w;
     std::vector<float> k_pages, v_pages;
   };
   CpuForwardBackend() = default;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "packserve/common/rng.h"
-#include "packserve/model/reference_forward.h"
 #include "packserve/model/forward_test_util.h"
+#include "packserve/model/reference_forward.h"
 
 namespace packserve::model {
 namespace {

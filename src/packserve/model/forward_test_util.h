@@ -88,8 +88,7 @@ inline void add(ForwardBatch& b, const Seq& s, int q_len, bool samples, int page
   if (b.qo_indptr.empty()) b.qo_indptr.push_back(0);
   if (b.page_indptr.empty()) b.page_indptr.push_back(0);
   const int kv_len = s.computed + q_len;
-  b.token_ids.insert(b.token_ids.end(), s.tokens.begin() + s.computed,
-                     s.tokens.begin() + kv_len);
+  b.token_ids.insert(b.token_ids.end(), s.tokens.begin() + s.computed, s.tokens.begin() + kv_len);
   b.qo_indptr.push_back(static_cast<int32_t>(b.token_ids.size()));
   b.kv_len.push_back(kv_len);
   const int pages = (kv_len + page_size - 1) / page_size;

@@ -66,9 +66,9 @@ void rope_table(std::span<const int32_t> positions, std::span<const double> inv_
 void apply_rope(std::span<float> x, int64_t rows, int64_t row_stride, int64_t num_heads,
                 int64_t head_dim, std::span<const float> cos_sin) {
   const int64_t half = head_dim / 2;
-  PS_CHECK(rows == 0 || ((rows - 1) * row_stride + num_heads * head_dim <=
-                             static_cast<int64_t>(x.size()) &&
-                         static_cast<int64_t>(cos_sin.size()) >= rows * half * 2))
+  PS_CHECK(rows == 0 ||
+           ((rows - 1) * row_stride + num_heads * head_dim <= static_cast<int64_t>(x.size()) &&
+            static_cast<int64_t>(cos_sin.size()) >= rows * half * 2))
       << "apply_rope: x " << x.size() << " rows " << rows << " stride " << row_stride;
   for (int64_t r = 0; r < rows; ++r) {
     const float* cs = cos_sin.data() + r * half * 2;

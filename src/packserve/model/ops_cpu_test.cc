@@ -127,8 +127,8 @@ TEST(Linear, MatchesFloat64MatmulWithBiasAndAccumulate) {
       for (bool accumulate : {false, true}) {
         SCOPED_TRACE(testing::Message() << rows << with_bias << accumulate);
         std::vector<float> y = y0;
-        linear(x, rows, in, w, out, with_bias ? std::span<const float>(bias) : std::span<const float>(),
-               y, accumulate);
+        linear(x, rows, in, w, out,
+               with_bias ? std::span<const float>(bias) : std::span<const float>(), y, accumulate);
         for (int64_t r = 0; r < rows; ++r) {
           for (int64_t o = 0; o < out; ++o) {
             double ref = (accumulate ? y0[r * out + o] : 0.0) + (with_bias ? bias[o] : 0.0);

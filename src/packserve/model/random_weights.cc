@@ -51,16 +51,15 @@ Result<ModelWeights> make_random_weights(const ModelConfig& c,
   PS_RETURN_IF_ERROR(check_positive(c.num_kv_heads, "num_kv_heads"));
   PS_RETURN_IF_ERROR(check_positive(c.head_dim, "head_dim"));
   if (c.head_dim % 2 != 0) {
-    return invalid_argument("head_dim: expected an even number, got " +
-                            std::to_string(c.head_dim));
+    return invalid_argument("head_dim: expected an even number, got " + std::to_string(c.head_dim));
   }
   if (c.num_qo_heads % c.num_kv_heads != 0) {
-    return invalid_argument("num_qo_heads = " + std::to_string(c.num_qo_heads) +
-                            ": expected a multiple of num_kv_heads = " +
-                            std::to_string(c.num_kv_heads));
+    return invalid_argument(
+        "num_qo_heads = " + std::to_string(c.num_qo_heads) +
+        ": expected a multiple of num_kv_heads = " + std::to_string(c.num_kv_heads));
   }
-  for (const auto& [value, field] : {std::pair{options.matrix_std, "matrix_std"},
-                                     std::pair{options.norm_std, "norm_std"}}) {
+  for (const auto& [value, field] :
+       {std::pair{options.matrix_std, "matrix_std"}, std::pair{options.norm_std, "norm_std"}}) {
     if (!std::isfinite(value) || value < 0.0) {
       return invalid_argument(std::string(field) + ": expected a finite value >= 0, got " +
                               std::to_string(value));

@@ -71,9 +71,9 @@ Result<std::vector<double>> reference_forward(const ModelWeights& weights,
   if (token_ids.empty()) return invalid_argument("token_ids: expected at least one token");
   for (size_t i = 0; i < token_ids.size(); ++i) {
     if (token_ids[i] < 0 || token_ids[i] >= c.vocab_size) {
-      return invalid_argument("token_ids[" + std::to_string(i) + "] = " +
-                              std::to_string(token_ids[i]) + ": expected in [0, vocab_size = " +
-                              std::to_string(c.vocab_size) + ")");
+      return invalid_argument(
+          "token_ids[" + std::to_string(i) + "] = " + std::to_string(token_ids[i]) +
+          ": expected in [0, vocab_size = " + std::to_string(c.vocab_size) + ")");
     }
   }
   const size_t n = token_ids.size();
