@@ -15,8 +15,11 @@
 #include <vector>
 
 #include "packserve/common/rng.h"
+#include "packserve/model/checkpoint.h"
+#include "packserve/model/dummy_model.h"
 #include "packserve/model/forward_test_util.h"
 #include "packserve/model/reference_forward.h"
+#include "packserve/model/test_dir.h"
 
 namespace packserve::model {
 namespace {
@@ -80,17 +83,16 @@ struct ArchCase {
 void PrintTo(const ArchCase& c, std::ostream* os) { *os << c.name; }
 class ForwardCpuArch : public testing::TestWithParam<ArchCase> {};
 
-// Two steps. Step 1 prefills A (40 tokens) and D's first chunk and decodes nothing. Step 2 is
+// Two steps (the scenario below), checked by expect_packed_equals_alone_and_reference.
+// Step 1 prefills A (40 tokens) and D's first chunk and decodes nothing. Step 2 is
 // the batch under test: A decodes one row; B shares A's first two pages (32 identical tokens)
 // and prefills 14 more; C shares A's first 40 tokens through a copy-on-write of A's partial
 // third page and prefills 6; D prefills its second chunk without sampling; E prefills 23 fresh
 // tokens. Every sampling row is compared with the request alone and with the reference.
-TEST_P(ForwardCpuArch, PackedBatchEqualsAloneAndReference) {
-  const ModelConfig config = GetParam().config();
-  const ModelWeights w = make_weights(config);
+void expect_packed_equals_alone_and_reference(const ModelWeights& w, attention::Policy policy) {
+  const ModelConfig& config = w.config;
   const int ps = kPool.page_size;
-  for (attention::Policy policy :
-       {attention::Policy::kNaive, attention::Policy::kBalanced, attention::Policy::kPrefix}) {
+  {
     SCOPED_TRACE(std::string(attention::policy_name(policy)));
     CpuForwardOptions options;
     options.num_threads = 2;
@@ -134,6 +136,30 @@ TEST_P(ForwardCpuArch, PackedBatchEqualsAloneAndReference) {
       EXPECT_LT(rel_err(got, reference_last(w, sampled[i]->tokens)), kRefRelTol);
     }
   }
+}
+
+TEST_P(ForwardCpuArch, PackedBatchEqualsAloneAndReference) {
+  const ModelWeights w = make_weights(GetParam().config());
+  for (attention::Policy policy :
+       {attention::Policy::kNaive, attention::Policy::kBalanced, attention::Policy::kPrefix}) {
+    expect_packed_equals_alone_and_reference(w, policy);
+  }
+}
+
+// The same scenario on the bundled tiny dummy checkpoint (make_dummy_model "tiny", bf16,
+// default init), written to disk and loaded back through load_checkpoint.
+TEST(ForwardCpuDummy, TinyCheckpointPackedEqualsAloneAndReference) {
+  TestDir dir("forward_cpu_tiny");
+  DummyModelOptions options;
+  options.arch = "tiny";
+  options.out_dir = dir.path();
+  options.seed = 5;
+  options.num_threads = 1;
+  const Result<std::string> made = make_dummy_model(options);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  const Result<ModelWeights> w = load_checkpoint(dir.path());
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  expect_packed_equals_alone_and_reference(*w, attention::Policy::kPrefix);
 }
 
 // A 50-token prompt in chunks of 17, 16 and 17 over three steps, beside a decoding request,
