@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "packserve/model/checkpoint.h"
 #include "packserve/model/dummy_tokenizer.h"
@@ -241,6 +242,24 @@ TEST(DummyModel, EnsureMakesOnceAndReuses) {
   }
   EXPECT_EQ(entries, 1);
   EXPECT_FALSE(ensure_dummy_model("nope", dir.path()).ok());
+}
+
+TEST(DummyModel, EnsureIsSafeWhenRacing) {
+  TestDir dir("dummy_race");
+  std::vector<Result<std::string>> results(4, Result<std::string>(internal_error("not run")));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < results.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = ensure_dummy_model("tiny-llama", dir.path()); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(*r, dir.path() + "/tiny-llama-seed0-bf16");
+  }
+  EXPECT_TRUE(load_checkpoint(*results[0]).ok());
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  EXPECT_EQ(entries, 1);  // no temporary directory left behind
 }
 
 // Parameter count of a config (embedding + layers + final norm + untied lm_head).
