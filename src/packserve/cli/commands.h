@@ -19,5 +19,7 @@ void register_bench_command(CLI::App& app, int& exit_code);
 void register_generate_command(CLI::App& app, int& exit_code);
 // `packserve make-dummy-model ...` (make_dummy_model_cmd.cc)
 void register_make_dummy_model_command(CLI::App& app, int& exit_code);
+// `packserve serve ...` (serve_cmd.cc)
+void register_serve_command(CLI::App& app, int& exit_code);
 
 }  // namespace packserve::cli

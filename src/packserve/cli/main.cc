@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   packserve::cli::register_bench_command(app, exit_code);
   packserve::cli::register_generate_command(app, exit_code);
   packserve::cli::register_make_dummy_model_command(app, exit_code);
+  packserve::cli::register_serve_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

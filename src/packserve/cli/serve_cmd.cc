@@ -1,0 +1,244 @@
+// serve_cmd.cc: `packserve serve --model DIR | --dummy-model NAME` (issue 5 "Server";
+// docs/server.md): the OpenAI-compatible HTTP server over the engine on the CPU backend.
+//
+// Start-up: the port is bound first (a bad --host/--port fails at once, exit 2), then the model
+// loads on a loader thread while the server answers /health 503 and generation 503 "loading";
+// when the engine runs, the server turns ready. A model that fails to load ends the process
+// with exit 2 and the reason on stderr.
+// Shutdown: SIGINT or SIGTERM -> new generation requests get 503, /health 503; live requests
+// may finish within --drain-grace-s, the rest are cancelled; then the listener stops and the
+// process exits 0.
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "packserve/cli/commands.h"
+#include "packserve/common/log.h"
+#include "packserve/engine/engine.h"
+#include "packserve/model/checkpoint.h"
+#include "packserve/model/dummy_model.h"
+#include "packserve/model/forward_cpu.h"
+#include "packserve/server/engine_adapter.h"
+#include "packserve/server/http_server.h"
+#include "packserve/tokenizer/chat_template.h"
+#include "packserve/tokenizer/tokenizer.h"
+
+namespace packserve::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model_dir;
+  std::string dummy_model;
+  std::string served_model_name;  // empty: the dummy name or the model directory's name
+  server::ServerConfig server;
+  int32_t max_waiting_requests = 1024;
+  int32_t max_model_len = 0;
+  int32_t num_pages = 2048;
+  int32_t page_size = 16;
+  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_running_requests = 256;
+  std::string policy = "fcfs";
+  std::string attention_policy = "balanced";
+  bool no_prefix_caching = false;
+  int threads = 1;
+  uint64_t seed = 0;
+  std::string chat_template = "auto";
+  double drain_grace_s = 10.0;
+};
+
+int fail_input(const std::string& message) {
+  std::cerr << "error: " << message << "\n";
+  return 2;
+}
+
+// Everything the loader thread builds; the engine is shared with the server's adapter.
+struct Loaded {
+  std::shared_ptr<engine::Engine> engine;
+  std::shared_ptr<server::EngineAdapter> adapter;
+};
+
+Result<Loaded> load_engine(const ServeArgs& args) {
+  std::string dir = args.model_dir;
+  if (!args.dummy_model.empty()) {
+    PS_ASSIGN_OR_RETURN(dir, model::ensure_dummy_model(args.dummy_model,
+                                                       model::default_dummy_model_cache_dir()));
+  }
+  PS_ASSIGN_OR_RETURN(auto weights, model::load_checkpoint(dir));
+  PS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_dir(dir));
+  std::optional<tokenizer::ChatTemplateFamily> family;
+  if (args.chat_template != "auto") {
+    PS_ASSIGN_OR_RETURN(family, tokenizer::parse_chat_template_family(args.chat_template));
+  }
+  std::optional<tokenizer::ChatTemplate> chat;
+  if (auto loaded = tokenizer::ChatTemplate::from_dir(dir, family); loaded.ok()) {
+    chat = std::move(loaded.value());
+  } else {
+    PS_LOG_WARN("server", "no chat template, /v1/chat/completions answers 400: {}",
+                loaded.status().to_string());
+  }
+
+  engine::EngineConfig config;
+  config.kv.num_pages = args.num_pages;
+  config.kv.page_size = args.page_size;
+  config.kv.enable_prefix_caching = !args.no_prefix_caching;
+  config.scheduler.max_num_batched_tokens = args.max_num_batched_tokens;
+  config.scheduler.max_num_running_requests = args.max_num_running_requests;
+  PS_ASSIGN_OR_RETURN(config.scheduler.policy, sched::parse_scheduling_policy(args.policy));
+  PS_ASSIGN_OR_RETURN(config.plan.policy, attention::parse_policy(args.attention_policy));
+  config.max_model_len = args.max_model_len;
+  config.max_waiting_requests = args.max_waiting_requests;
+  config.seed = args.seed;
+
+  model::CpuForwardOptions cpu_options;
+  cpu_options.num_threads = args.threads;
+  cpu_options.plan = config.plan;
+  PS_ASSIGN_OR_RETURN(auto backend,
+                      model::CpuForwardBackend::create(
+                          weights, model::KvPoolShape{args.num_pages, args.page_size},
+                          cpu_options));
+  PS_ASSIGN_OR_RETURN(auto created, engine::Engine::create(config, std::move(backend), tok));
+  Loaded loaded;
+  loaded.engine = std::shared_ptr<engine::Engine>(std::move(created));
+  // The engine's own rule (engine.cc): max_model_len, else the model's max positions.
+  int64_t max_model_len = args.max_model_len > 0
+                              ? args.max_model_len
+                              : loaded.engine->model_config().max_position_embeddings;
+  if (max_model_len <= 0) max_model_len = std::numeric_limits<int32_t>::max();
+  loaded.adapter =
+      std::make_shared<server::EngineAdapter>(loaded.engine, std::move(chat), max_model_len);
+  return loaded;
+}
+
+int run_serve(ServeArgs args) {
+  if (args.model_dir.empty() == args.dummy_model.empty()) {
+    return fail_input("give exactly one of --model DIR and --dummy-model NAME");
+  }
+  if (!(args.drain_grace_s >= 0.0)) return fail_input("--drain-grace-s: expected >= 0");
+  args.server.served_model_name =
+      !args.served_model_name.empty() ? args.served_model_name
+      : !args.dummy_model.empty()
+          ? args.dummy_model
+          : std::filesystem::path(args.model_dir).lexically_normal().filename().string();
+  if (args.server.served_model_name.empty()) args.server.served_model_name = args.model_dir;
+
+  // Signals are taken by sigtimedwait below: block them before any thread starts so every
+  // thread inherits the mask. A client that goes away must not kill us with SIGPIPE.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  server::HttpServer http(args.server);
+  if (Status s = http.start(); !s.ok()) return fail_input(s.to_string());
+  PS_LOG_INFO("server", "serving model={} on {}:{} (loading)", args.server.served_model_name,
+              args.server.host, http.port());
+
+  std::mutex mutex;
+  std::optional<Result<Loaded>> load_result;  // guarded by mutex
+  std::thread loader([&] {
+    Result<Loaded> r = load_engine(args);
+    if (r.ok()) http.set_engine(r.value().adapter);
+    std::lock_guard<std::mutex> lock(mutex);
+    load_result.emplace(std::move(r));
+  });
+
+  int received = 0;
+  bool logged_ready = false;
+  while (received <= 0) {
+    const timespec tick{0, 200 * 1000 * 1000};
+    received = sigtimedwait(&signals, nullptr, &tick);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (load_result && !load_result->ok()) break;
+    if (load_result && !logged_ready) {
+      PS_LOG_INFO("server", "ready model={} port={}", args.server.served_model_name, http.port());
+      logged_ready = true;
+    }
+  }
+  if (received > 0) {
+    PS_LOG_INFO("server", "signal={} draining grace_s={}", received, args.drain_grace_s);
+  }
+  http.begin_drain();
+  loader.join();
+  if (!load_result->ok()) {
+    http.stop();
+    return fail_input("loading the model: " + load_result->status().to_string());
+  }
+  const Loaded& loaded = load_result->value();
+  loaded.engine->drain(std::chrono::milliseconds(static_cast<int64_t>(args.drain_grace_s * 1000)));
+  http.stop();
+  loaded.engine->stop();
+  PS_LOG_INFO("server", "stopped");
+  return 0;
+}
+
+}  // namespace
+
+void register_serve_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve",
+      "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
+      "/metrics) on the CPU backend; docs/server.md");
+  auto* model_opt =
+      cmd->add_option("--model", args->model_dir, "Hugging Face checkpoint directory");
+  auto* dummy_opt = cmd->add_option("--dummy-model", args->dummy_model,
+                                    "a dummy model by name (tiny, tiny-llama, ...), made once "
+                                    "in the cache when missing");
+  model_opt->excludes(dummy_opt);
+  cmd->add_option("--served-model-name", args->served_model_name,
+                  "model name of /v1/models and requests (default: the dummy name or the "
+                  "model directory's name)");
+  cmd->add_option("--host", args->server.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->server.port, "TCP port (0: any free port)")
+      ->capture_default_str();
+  cmd->add_option("--api-key", args->server.api_key,
+                  "require Authorization: Bearer KEY on /v1/* (else 401)");
+  cmd->add_option("--max-body-bytes", args->server.max_body_bytes,
+                  "largest request body (larger: 413)")
+      ->capture_default_str();
+  cmd->add_option("--http-threads", args->server.num_http_threads,
+                  "HTTP worker threads (a streaming request holds one)")
+      ->capture_default_str();
+  cmd->add_option("--max-waiting", args->max_waiting_requests,
+                  "requests waiting for admission before new ones get 429")
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", args->max_model_len,
+                  "prompt + max_tokens limit (0: the model's max positions)")
+      ->capture_default_str();
+  cmd->add_option("--chat-template", args->chat_template,
+                  "auto (from tokenizer_config.json) | llama3 | chatml")
+      ->capture_default_str();
+  cmd->add_option("--drain-grace-s", args->drain_grace_s,
+                  "on SIGINT/SIGTERM, time live requests get to finish before cancellation")
+      ->capture_default_str();
+  cmd->add_option("--num-pages", args->num_pages, "KV-cache pages")->capture_default_str();
+  cmd->add_option("--page-size", args->page_size, "tokens per KV page")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                  "token budget per engine step")
+      ->capture_default_str();
+  cmd->add_option("--max-num-running-requests", args->max_num_running_requests,
+                  "requests holding KV at once")
+      ->capture_default_str();
+  cmd->add_option("--policy", args->policy, "admission policy: fcfs | aimd")->capture_default_str();
+  cmd->add_option("--attention-policy", args->attention_policy, "naive | balanced | prefix")
+      ->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable the prefix cache");
+  cmd->add_option("--threads", args->threads, "CPU attention threads")->capture_default_str();
+  cmd->add_option("--seed", args->seed, "engine RNG seed (requests without a seed)")
+      ->capture_default_str();
+  cmd->callback([args, &exit_code] { exit_code = run_serve(*args); });
+}
+
+}  // namespace packserve::cli
