@@ -16,6 +16,11 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   Result<sched::StepOutput> execute(const sched::ScheduledBatch& batch) override {
     ran = true;
     batch_ids.clear();
+    {
+      // After schedule(): admitted requests have left the waiting queue (a const query).
+      std::lock_guard lock(impl.mutex);
+      impl.waiting_snapshot = impl.scheduler->num_waiting() + impl.scheduler->num_staged();
+    }
     fb.token_ids.clear();
     fb.qo_indptr.assign(1, 0);
     fb.kv_len.clear();
@@ -270,6 +275,11 @@ void Engine::Impl::run() {
     }
     double now = now_ms();
     for (Pending& p : new_requests) admit(p, now);
+    if (!new_requests.empty()) {
+      // Keep submit()'s queue-full check exact: they left the inbox for the scheduler.
+      std::lock_guard lock(mutex);
+      waiting_snapshot = scheduler->num_waiting() + scheduler->num_staged();
+    }
     for (RequestId id : new_cancels) {
       if (live.count(id) != 0) (void)scheduler->cancel(id, now);
     }
