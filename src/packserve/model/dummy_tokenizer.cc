@@ -160,7 +160,7 @@ DummyTokenizerFiles make_dummy_tokenizer(int num_merges) {
   for (const auto& [left, right] : learn_bpe_merges(kCorpus, num_merges)) {
     const std::string l = bytes_to_byte_level(left);
     const std::string r = bytes_to_byte_level(right);
-    merges.push_back(Json::array({l, r}));
+    merges.push_back(l + " " + r);  // the "a b" form every tokenizers version reads
     if (seen.insert(l + r).second) vocab[l + r] = next_id++;
   }
   DummyTokenizerFiles files;
@@ -209,7 +209,6 @@ DummyTokenizerFiles make_dummy_tokenizer(int num_merges) {
         {"end_of_word_suffix", ""},
         {"fuse_unk", false},
         {"byte_fallback", false},
-        {"ignore_merges", false},
         {"vocab", vocab},
         {"merges", merges}}}};
   Json config = {{"add_bos_token", false},
