@@ -29,6 +29,7 @@ struct EngineSetup {
   int32_t max_num_batched_tokens = 32;
   int32_t max_waiting_requests = 1024;
   bool prefix_caching = true;
+  sched::SchedulingPolicy policy = sched::SchedulingPolicy::kFcfs;
 };
 
 struct TestEngine {
@@ -44,6 +45,7 @@ TestEngine make_engine(NextTokenFn next, const EngineSetup& s = {}) {
   config.scheduler.max_num_batched_tokens = s.max_num_batched_tokens;
   config.scheduler.check_invariants_every_step = true;
   config.max_waiting_requests = s.max_waiting_requests;
+  config.scheduler.policy = s.policy;
   auto backend = std::make_unique<FakeBackend>(kVocab, s.num_pages, s.page_size, std::move(next));
   TestEngine t;
   t.backend = backend.get();
@@ -391,6 +393,26 @@ TEST(EngineTest, LogprobsAndCapturedLogitsMatchTheModel) {
     const double ref = row[static_cast<size_t>(c.token_ids[i])] - m - std::log(z);
     EXPECT_NEAR(c.logprobs[i], ref, 1e-6);
     context.push_back(c.token_ids[i]);
+  }
+}
+
+TEST(EngineTest, AimdStagingReleasesEveryRequest) {
+  // Under aimd requests wait in the staging queue; steps with nothing runnable must sleep until
+  // the staging deadline and then go on, never stall.
+  EngineSetup s;
+  s.policy = sched::SchedulingPolicy::kAimd;
+  auto t = make_engine(testing::hash_next_token, s);
+  std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<RequestStream>>> runs;
+  for (int i = 0; i < 10; ++i) {
+    std::vector<int32_t> prompt = ids_of("aimd " + std::to_string(i * 13));
+    auto stream = t.engine->submit(greedy_request(prompt, 4));
+    ASSERT_TRUE(stream.ok());
+    runs.emplace_back(prompt, *stream);
+  }
+  for (auto& [prompt, stream] : runs) {
+    const Collected c = collect(*stream);
+    ASSERT_TRUE(c.finished);
+    EXPECT_EQ(c.token_ids, testing::reference_greedy(testing::hash_next_token, prompt, 4, {}));
   }
 }
 
