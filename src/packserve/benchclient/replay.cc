@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <condition_variable>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -67,10 +69,26 @@ ReplayResult replay(const std::vector<ReplayRequest>& requests, RequestSender& s
         use_server ? sender.running_batch_source() : "client in-flight count";
   });
 
-  std::vector<std::thread> workers;
-  workers.reserve(requests.size());
+  // Finished workers are joined as the dispatch goes on, so a long trace holds threads only
+  // for the requests in flight.
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::deque<Worker> workers;
+  auto join_finished = [&] {
+    for (auto it = workers.begin(); it != workers.end();) {
+      if (it->done->load()) {
+        it->thread.join();
+        it = workers.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
   for (size_t i = 0; i < requests.size(); ++i) {
     const ReplayRequest& req = requests[i];
+    join_finished();
     std::this_thread::sleep_until(origin + std::chrono::duration_cast<Clock::duration>(
                                                std::chrono::duration<double, std::milli>(
                                                    std::max(0.0, req.arrival_ms))));
@@ -81,7 +99,8 @@ ReplayResult replay(const std::vector<ReplayRequest>& requests, RequestSender& s
       }
       ++in_flight;
     }
-    workers.emplace_back([&, i] {
+    auto done_flag = std::make_shared<std::atomic<bool>>(false);
+    std::thread thread([&, i, done_flag] {
       RequestRecord& record = result.records[i];
       record.index = requests[i].index;
       record.scheduled_ms = requests[i].arrival_ms;
@@ -93,10 +112,12 @@ ReplayResult replay(const std::vector<ReplayRequest>& requests, RequestSender& s
       ++done;
       if (!record.success) ++failed;
       output_tokens += record.output_tokens;
+      done_flag->store(true);
       cv.notify_all();
     });
+    workers.push_back(Worker{std::move(thread), done_flag});
   }
-  for (std::thread& t : workers) t.join();
+  for (Worker& w : workers) w.thread.join();
   {
     std::lock_guard lock(mutex);
     finished = true;
