@@ -222,7 +222,7 @@ DummyTokenizerFiles make_dummy_tokenizer(int num_merges) {
                  {"model_max_length", 131072},
                  {"pad_token", "<|endoftext|>"},
                  {"split_special_tokens", false},
-                 {"tokenizer_class", "Qwen2Tokenizer"},
+                 {"tokenizer_class", "PreTrainedTokenizerFast"},
                  {"unk_token", nullptr}};
   files.tokenizer_json = tok.dump(2) + "\n";
   files.tokenizer_config_json = config.dump(2) + "\n";
