@@ -205,7 +205,7 @@ await check('errors: status, type and param for each case', async () => {
 
 await check('malformed bodies over HTTP: every answer 4xx with an error object', async () => {
   let seed = 12345;
-  const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+  const rand = (n) => { seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0; return (seed >>> 8) % n; };
   const valid = JSON.stringify({ model: MODEL, prompt: 'hi', max_tokens: 2, stop: ['a'] });
   for (let i = 0; i < 150; i++) {
     let body;

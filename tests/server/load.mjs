@@ -16,10 +16,12 @@ const before = await waitForMetrics(args.url, (m) => m.get('packserve_num_reques
 let next = 0;
 const failures = [];
 let seed = 7;
-const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+const rand = (n) => { seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0; return (seed >>> 8) % n; };
 
+let totalAsked = 0;
 async function one(i) {
   const maxTokens = 1 + rand(16);
+  totalAsked += maxTokens;
   const chat = i % 2 === 1;
   const common = { model: 'tiny', max_tokens: maxTokens, stream: true, stream_options: { include_usage: true }, ignore_eos: true, temperature: 0.8, seed: i };
   const stream = chat
@@ -71,4 +73,6 @@ assert.equal(after.get('packserve_kv_pages_used') + after.get('packserve_kv_page
   after.get('packserve_kv_pages_total'), 'used + cached + free = total');
 assert.equal((await fetch(`${args.url}/health`)).status, 200);
 const m = await metrics(args.url);
+const expectedTokens = before.get('packserve_generation_tokens_total') + totalAsked;
+assert.equal(m.get('packserve_generation_tokens_total'), expectedTokens, 'generation tokens counted by the engine');
 console.log(`load: ok; generation tokens total ${m.get('packserve_generation_tokens_total')}, prefix hit rate ${m.get('packserve_prefix_cache_hit_rate')}`);
