@@ -1,0 +1,185 @@
+// forward_bench.cu: GPU timings of the CUDA forward backend (issue 4 "Benchmarks") beside the
+// ceilings measured in the same process (bench_harness.cuh: device-to-device copy bandwidth
+// counting bytes read + written; cuBLAS bf16 GEMM 8192^3).
+//
+// Model: llama-3.1-8b shapes (32 layers, hidden 4096, MLP 14336, 32 qo / 8 kv heads, head_dim
+// 128, vocab 128256, untied), bf16, random weights drawn ON THE DEVICE
+// (CudaForwardBackend::create_random; no checkpoint is read). KV pool: page size 16, enough
+// pages for 128 requests x 2048 tokens + one 8192-token prompt, zeroed.
+// Cases (one JSON line each on stdout):
+//   decode_b{1,32,128}: one step of B decode rows, each request at kv_len 2048 (its own 128
+//     pages); time = host wall time of forward() (validate + plan + upload + all kernels +
+//     logits copy + sync), median of 10 after 2 warm-ups. roofline_ms = (matrix weight bytes
+//     read per step (all layers + LM head, not the embedding table) + K/V bytes of the
+//     context) / copy bandwidth.
+//   prefill_8k: one request of 8192 tokens; wall time of forward(), median of 3 after 1
+//     warm-up; model TFLOP/s = (GEMM FLOPs + causal attention FLOPs) / time.
+//   prefill_8k_gemms: the same 32 x 4 GEMM shapes ([8192, 4096] x Wqkv^T, x Wo^T, x Wgu^T,
+//     x Wd^T) through the backend's Gemm alone, CUDA events, median of 5; TFLOP/s vs the
+//     measured cuBLAS bf16 rate.
+// Usage: forward_bench   (needs ~55 GB of GPU memory)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/gpu/bench_harness.cuh"
+#include "packserve/common/rng.h"
+#include "packserve/model/cuda/forward_cuda.h"
+#include "packserve/model/cuda/gemm.h"
+#include "packserve/model/cuda/ops.h"
+
+namespace packserve::bench {
+namespace {
+
+using model::CudaForwardBackend;
+using model::ForwardBatch;
+
+void die(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.to_string().c_str());
+    std::exit(3);
+  }
+}
+
+model::ModelConfig llama31_8b() {
+  model::ModelConfig c;
+  c.arch = model::Architecture::kLlama;
+  c.vocab_size = 128256;
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_layers = 32;
+  c.num_qo_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.max_position_embeddings = 131072;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 500000.0;
+  c.rope_scaling = model::Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
+  c.dtype = DType::kBF16;
+  return c;
+}
+
+constexpr int kPageSize = 16, kDecodeCtx = 2048, kMaxDecode = 128, kPrefill = 8192;
+
+ForwardBatch make_batch(int num_requests, int q_len, int kv_len, int first_page, Rng& rng) {
+  ForwardBatch b;
+  b.qo_indptr.push_back(0);
+  b.page_indptr.push_back(0);
+  const int pages = (kv_len + kPageSize - 1) / kPageSize;
+  for (int r = 0; r < num_requests; ++r) {
+    for (int i = 0; i < q_len; ++i) b.token_ids.push_back(static_cast<int32_t>(rng.uniform_int(0, 128255)));
+    b.qo_indptr.push_back(static_cast<int32_t>(b.token_ids.size()));
+    b.kv_len.push_back(kv_len);
+    for (int p = 0; p < pages; ++p) b.page_ids.push_back(first_page + r * pages + p);
+    b.page_indptr.push_back(static_cast<int32_t>(b.page_ids.size()));
+    b.samples.push_back(1);
+  }
+  return b;
+}
+
+double wall_ms(CudaForwardBackend& m, const ForwardBatch& b, int warmup, int reps) {
+  std::vector<float> logits;
+  for (int i = 0; i < warmup; ++i) die(m.forward(b, logits), "forward");
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    die(m.forward(b, logits), "forward");
+    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return median(t);
+}
+
+}  // namespace
+}  // namespace packserve::bench
+
+int main() {
+  using namespace packserve;
+  using namespace packserve::bench;
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  Timer timer;
+  const Ceilings ceil = measure_ceilings(timer);
+  std::printf("{\"ceilings\":true,\"device\":\"%s\",\"copy_gbps\":%.1f,\"matmul_tflops\":%.1f}\n",
+              prop.name, ceil.copy_gbps, ceil.bf16_tflops);
+  std::fflush(stdout);
+
+  const model::ModelConfig c = llama31_8b();
+  const int decode_pages = kMaxDecode * (kDecodeCtx / kPageSize);
+  const int prefill_pages = kPrefill / kPageSize;
+  model::KvPoolShape pool{decode_pages + prefill_pages + 8, kPageSize};
+  model::CudaForwardOptions options;
+  options.max_batch_rows = kPrefill;
+  options.max_batch_page_ids = pool.num_pages;
+  auto created = CudaForwardBackend::create_random(c, pool, options, 1234);
+  die(created.status(), "create_random");
+  CudaForwardBackend& m = *created.value();
+  const double H = 4096, I = 14336, V = 128256, Q = 4096, KV = 1024, L = 32;
+  const double layer_params = H * (Q + 2 * KV) + Q * H + 2 * I * H + I * H;
+  const double read_weight_bytes = 2.0 * (L * layer_params + V * H);  // matrices + LM head
+  std::printf("{\"model\":\"llama-3.1-8b shapes, random bf16 weights drawn on the device\","
+              "\"weight_bytes\":%zu,\"kv_pool_bytes\":%zu,\"read_weight_bytes_per_step\":%.0f}\n",
+              m.weight_bytes(), m.kv_pool_bytes(), read_weight_bytes);
+  std::fflush(stdout);
+
+  Rng rng(5);
+  for (int batch : {1, 32, 128}) {
+    const ForwardBatch b = make_batch(batch, 1, kDecodeCtx, 0, rng);
+    const double ms = wall_ms(m, b, 2, 10);
+    const double kv_bytes = batch * double(kDecodeCtx) * L * KV * 2 * 2;
+    const double roof_ms = (read_weight_bytes + kv_bytes) / (ceil.copy_gbps * 1e9) * 1e3;
+    std::printf("{\"case\":\"decode_b%d\",\"ctx\":%d,\"step_ms\":%.3f,\"roofline_ms\":%.3f,"
+                "\"x_roofline\":%.2f,\"bytes\":%.0f,\"effective_gbps\":%.1f,\"tokens_per_s\":%.0f}\n",
+                batch, kDecodeCtx, ms, roof_ms, ms / roof_ms, read_weight_bytes + kv_bytes,
+                (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9, batch / (ms * 1e-3));
+    std::fflush(stdout);
+  }
+
+  const ForwardBatch pf = make_batch(1, kPrefill, kPrefill, decode_pages, rng);
+  const double pf_ms = wall_ms(m, pf, 1, 3);
+  const double T = kPrefill;
+  const double gemm_flops = 2.0 * T * L * layer_params + 2.0 * H * V;
+  const double attn_flops = L * 4.0 * 128 * 32 * (T * (T + 1) / 2);
+  std::printf("{\"case\":\"prefill_8k\",\"ms\":%.2f,\"tflops\":%.1f,\"gemm_tflop\":%.2f,"
+              "\"attn_tflop\":%.2f,\"frac_matmul\":%.3f,\"tokens_per_s\":%.0f}\n",
+              pf_ms, (gemm_flops + attn_flops) / (pf_ms * 1e-3) / 1e12, gemm_flops / 1e12,
+              attn_flops / 1e12, (gemm_flops + attn_flops) / (pf_ms * 1e-3) / 1e12 / ceil.bf16_tflops,
+              T / (pf_ms * 1e-3));
+  std::fflush(stdout);
+
+  // The GEMMs alone, same shapes, through the backend's Gemm.
+  {
+    auto g = model::cuda::Gemm::create(timer.stream());
+    die(g.status(), "gemm");
+    uint16_t *x, *w;
+    float* yf;
+    uint16_t* yb;
+    const size_t Ts = kPrefill;
+    BENCH_CUDA(cudaMalloc(&x, Ts * 14336 * 2));
+    BENCH_CUDA(cudaMalloc(&w, size_t(2 * 14336) * 4096 * 2));
+    BENCH_CUDA(cudaMalloc(&yf, Ts * 6144 * 4));
+    BENCH_CUDA(cudaMalloc(&yb, Ts * 28672 * 2));
+    fill_random(x, Ts * 14336, 3);
+    fill_random(w, size_t(2 * 14336) * 4096, 4);
+    BENCH_CUDA(cudaDeviceSynchronize());
+    auto run = [&](cudaStream_t) {
+      for (int l = 0; l < 32; ++l) {
+        die(g.value().linear(x, Ts, 4096, w, 6144, yf, DType::kF32), "qkv");
+        die(g.value().linear(x, Ts, 4096, w, 4096, yf, DType::kF32, true), "o");
+        die(g.value().linear(x, Ts, 4096, w, 28672, yb, DType::kBF16), "gate_up");
+        die(g.value().linear(x, Ts, 14336, w, 4096, yf, DType::kF32, true), "down");
+      }
+    };
+    const double ms = timer.eager_ms(run, 1, 5);
+    const double flops = 2.0 * T * L * layer_params;
+    std::printf("{\"case\":\"prefill_8k_gemms\",\"ms\":%.2f,\"tflops\":%.1f,\"frac_matmul\":%.3f}\n",
+                ms, flops / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12 / ceil.bf16_tflops);
+    BENCH_CUDA(cudaFree(x));
+    BENCH_CUDA(cudaFree(w));
+    BENCH_CUDA(cudaFree(yf));
+    BENCH_CUDA(cudaFree(yb));
+  }
+  return 0;
+}

@@ -1,0 +1,85 @@
+// forward_cuda.h: the CUDA forward backend (issue 4 "Forward and sampling"): bf16 weights
+// uploaded once, cuBLAS bf16 GEMMs with f32 accumulation, the attention engine's persistent
+// kernels (attention/cuda/run_cuda.h) with ONE plan per step, and the kernels of ops.h.
+// Computes what CpuForwardBackend (forward_cpu.h) computes, in bf16:
+//   validate (forward_batch.h) -> make_plan -> upload the plan into the Workspace -> page_copies
+//   (device copies) -> upload the step's int32 metadata (one copy) -> embedding gather (f32 x)
+//   -> per layer:
+//        h = RMSNorm(x) (bf16) -> qkv = h Wqkv^T (f32) -> qkv_epilogue: + bias (Qwen2),
+//        per-head q/k RMSNorm (Qwen3), RoPE at each row's position, q -> bf16, k/v -> their
+//        page slots (bf16) -> run_cuda(plan) -> x += attn Wo^T (f32, in the GEMM)
+//        -> h = RMSNorm(x) -> gate_up = h Wgu^T (bf16) -> act = silu(g) * u (bf16)
+//        -> x += act Wd^T (f32, in the GEMM)
+//   -> final RMSNorm of the sampling rows only -> logits = h Wlm^T (f32) -> host, synchronise.
+// Precision: weights, K/V pages and GEMM inputs bf16; the residual stream x and every GEMM
+// accumulation f32; norms sum in f32; RoPE angles and cos/sin in double (as the CPU backend).
+// KV pool: per layer k and v of [num_pages, page_size, num_kv_heads, head_dim] bf16, zeroed at
+// creation.
+// Failure contract: every check (batch, pool, capacity, plan upload) runs before anything is
+// written, so kInvalidArgument / kResourceExhausted leave the KV pool unchanged; a kInternal
+// (a device fault) may leave the pages of this batch's rows partly written.
+// Thread-safety: one thread drives a backend; it owns its CUDA stream and cuBLAS handle.
+// The header includes no CUDA header (STYLE.md §1).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "packserve/attention/plan.h"
+#include "packserve/common/status.h"
+#include "packserve/model/forward.h"
+#include "packserve/model/weights.h"
+
+namespace packserve::model {
+
+struct CudaForwardOptions {
+  int device = 0;                // CUDA device ordinal
+  int max_batch_rows = 8192;     // query rows (tokens) per step: scratch and plan capacity
+  int max_batch_page_ids = 0;    // page_ids.size() per step; 0: the pool's num_pages
+  attention::PlanOptions plan;   // policy, deterministic, cost model
+};
+
+class CudaForwardBackend final : public ForwardBackend {
+ public:
+  // Validates weights (validate_weights), pool and options; checks the attention engine
+  // supports the shape (head_dim 64/128/256, group_size <= 128); uploads the weights as bf16
+  // (converted on the host, one tensor at a time), allocates the zeroed KV pool, the scratch
+  // for max_batch_rows and the attention Workspace. Errors: kInvalidArgument naming the
+  // field or tensor; kUnimplemented without a CUDA device; kResourceExhausted naming the
+  // allocation that did not fit; kInternal for other CUDA failures.
+  static Result<std::unique_ptr<CudaForwardBackend>> create(const ModelWeights& weights,
+                                                            const KvPoolShape& pool,
+                                                            const CudaForwardOptions& options);
+  // Same, with weights drawn on the device (fill_random in ops.h, seeded): matrices and
+  // embeddings N(0, 0.02), norm weights 1 + N(0, 0.1). For benchmarks of large shapes
+  // (vLLM's --load-format dummy); nothing of the weights exists on the host.
+  static Result<std::unique_ptr<CudaForwardBackend>> create_random(
+      const ModelConfig& config, const KvPoolShape& pool, const CudaForwardOptions& options,
+      uint64_t seed);
+
+  ~CudaForwardBackend() override;
+  std::string_view name() const override { return "cuda"; }
+  const ModelConfig& config() const override;
+  Status forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+
+  const KvPoolShape& pool_shape() const;
+  // The attention plan of the last successful forward with >= 1 request.
+  const attention::Plan& last_plan() const;
+  // Device bytes of the weights (bf16 matrices, f32 norms/biases) and of the KV pool.
+  size_t weight_bytes() const;
+  size_t kv_pool_bytes() const;
+  // Copies layer's k and v pages to the host (tests): [num_pages, page_size, kv_heads,
+  // head_dim] bf16 bits each.
+  Status read_kv_pages(int layer, std::vector<uint16_t>& k, std::vector<uint16_t>& v) const;
+
+  struct Impl;
+
+ private:
+  explicit CudaForwardBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace packserve::model

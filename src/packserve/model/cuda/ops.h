@@ -1,0 +1,66 @@
+// ops.h: the element-wise and row-wise kernels of the CUDA forward (forward_cuda.h), as host
+// launch functions on device pointers. No CUDA header (STYLE.md §1): bf16 buffers are
+// uint16_t bit patterns, streams are StreamHandle (= cudaStream_t).
+//
+// Formulas (checked against float64 host references in ops_cuda_test.cu; same as ops_cpu.h):
+//   embed_gather:  x[r, :] = f32(embed[token_ids[r], :])
+//   rmsnorm:       y[i, j] = bf16(x[s, j] / sqrt(mean_k(x[s, k]^2) + eps) * w[j]),
+//                  s = row_index ? row_index[i] : i                 (sum of squares in f32)
+//   qkv_epilogue:  per row r of a fused f32 [rows, Q + 2 KV] buffer:
+//                    v += bias (Qwen2); q, k heads: RMSNorm over head_dim with q_norm/k_norm
+//                    (Qwen3); RoPE rotate-half at positions[r] with angle = pos * inv_freq[p]
+//                    and cos/sin in double; then q -> q_out[r] (bf16) and k, v -> the pages at
+//                    (kv_page[r], kv_slot[r]) of [num_pages, page_size, num_kv_heads, head_dim]
+//   silu_mul:      y[r, i] = bf16(g / (1 + exp(-g)) * u), g = gate_up[r, i], u = gate_up[r, I+i]
+//   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
+//                  of (seed, i): deterministic, for device-side dummy weights.
+// Every function checks its sizes (kInvalidArgument naming the argument), launches
+// asynchronously on `stream` and returns kInternal when the launch fails.
+// Thread-safety: pure launches; distinct outputs may be written from several threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "packserve/attention/cuda/run_cuda.h"
+#include "packserve/common/dtype.h"
+#include "packserve/common/status.h"
+
+namespace packserve::model::cuda {
+
+using StreamHandle = attention::cuda::StreamHandle;
+
+Status embed_gather(const uint16_t* embed, const int32_t* token_ids, int rows, int hidden,
+                    float* x, StreamHandle stream);
+
+Status rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden, const float* w,
+               float eps, uint16_t* y, StreamHandle stream);
+
+struct QkvEpilogueArgs {
+  const float* qkv = nullptr;       // [rows, Q + 2 KV] f32, read only
+  const float* bias = nullptr;      // [Q + 2 KV] or nullptr
+  const float* q_norm = nullptr;    // [head_dim] or nullptr (then k_norm must be too)
+  const float* k_norm = nullptr;    // [head_dim] or nullptr
+  const double* inv_freq = nullptr;  // [head_dim / 2]
+  const int32_t* positions = nullptr;  // [rows]
+  const int32_t* kv_page = nullptr;    // [rows]
+  const int32_t* kv_slot = nullptr;    // [rows], < page_size
+  int rows = 0;
+  int num_qo_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;  // even
+  int page_size = 0;
+  float eps = 1e-6f;
+  uint16_t* q_out = nullptr;    // [rows, Q] bf16
+  uint16_t* k_pages = nullptr;  // bf16 pages
+  uint16_t* v_pages = nullptr;
+};
+Status qkv_epilogue(const QkvEpilogueArgs& args, StreamHandle stream);
+
+Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, StreamHandle stream);
+
+// dtype: kBF16 or kF32.
+Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,
+                   StreamHandle stream);
+
+}  // namespace packserve::model::cuda

@@ -1,0 +1,274 @@
+// ops_cuda_test.cu [label gpu]: each kernel of ops.h and Gemm (gemm.h) against a float64 host
+// reference on the same (bf16-rounded) inputs. Tolerances: a bf16 output is one rounding of
+// an f32 value (relative 2^-9) plus f32 arithmetic, so |gpu - ref| <= 1e-5 + 2^-7 |ref|; f32
+// outputs (embed_gather exact, GEMM into f32: sums of <= 512 products) 1e-4 of max |ref|.
+// Every test skips without a CUDA device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "packserve/common/dtype.h"
+#include "packserve/common/rng.h"
+#include "packserve/model/cuda/gemm.h"
+#include "packserve/model/cuda/ops.h"
+#include "packserve/model/ops_cpu.h"
+
+namespace packserve::model::cuda {
+namespace {
+
+bool has_device() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+#define SKIP_WITHOUT_DEVICE() \
+  if (!has_device()) GTEST_SKIP() << "no CUDA device"
+
+template <typename T>
+T* to_device(const std::vector<T>& v) {
+  T* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(v.size(), 1) * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  return p;
+}
+template <typename T>
+std::vector<T> to_host(const T* p, size_t n) {
+  std::vector<T> v(n);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return v;
+}
+std::vector<uint16_t> random_bf16(size_t n, Rng& rng, double scale = 1.0) {
+  std::vector<uint16_t> v(n);
+  for (uint16_t& x : v) x = float_to_bf16(static_cast<float>(rng.normal() * scale));
+  return v;
+}
+std::vector<float> random_f32(size_t n, Rng& rng, double mean, double scale) {
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(mean + rng.normal() * scale);
+  return v;
+}
+void expect_bf16_near(const std::vector<uint16_t>& got, const std::vector<double>& ref,
+                      const char* what) {
+  ASSERT_EQ(got.size(), ref.size());
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = bf16_to_float(got[i]);
+    if (!(std::abs(g - ref[i]) <= 1e-5 + std::ldexp(1.0, -7) * std::abs(ref[i])) && bad++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "] = " << g << ", float64 reference " << ref[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+TEST(ModelCudaOps, EmbedGatherIsExact) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(1);
+  const int vocab = 50, hidden = 300;
+  auto embed = random_bf16(static_cast<size_t>(vocab) * hidden, rng);
+  std::vector<int32_t> tok = {3, 49, 0, 3, 17};
+  auto* de = to_device(embed);
+  auto* dt = to_device(tok);
+  float* dx = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, tok.size() * hidden * 4), cudaSuccess);
+  ASSERT_TRUE(embed_gather(de, dt, 5, hidden, dx, nullptr).ok());
+  auto x = to_host(dx, tok.size() * hidden);
+  for (size_t r = 0; r < tok.size(); ++r) {
+    for (int j = 0; j < hidden; ++j) {
+      ASSERT_EQ(x[r * hidden + j], bf16_to_float(embed[static_cast<size_t>(tok[r]) * hidden + j]));
+    }
+  }
+  cudaFree(de), cudaFree(dt), cudaFree(dx);
+}
+
+TEST(ModelCudaOps, RmsNormWithAndWithoutRowIndex) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(2);
+  for (int hidden : {64, 300, 4096}) {
+    const int rows = 7;
+    auto x = random_f32(static_cast<size_t>(rows) * hidden, rng, 0.3, 2.0);
+    auto w = random_f32(hidden, rng, 1.0, 0.2);
+    const std::vector<int32_t> index = {6, 0, 3};
+    auto* dx = to_device(x);
+    auto* dw = to_device(w);
+    auto* di = to_device(index);
+    uint16_t* dy = nullptr;
+    ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(rows) * hidden * 2), cudaSuccess);
+    for (bool gather : {false, true}) {
+      const int n = gather ? 3 : rows;
+      ASSERT_TRUE(rmsnorm(dx, gather ? di : nullptr, n, hidden, dw, 1e-5f, dy, nullptr).ok());
+      std::vector<double> ref;
+      for (int i = 0; i < n; ++i) {
+        const size_t s = gather ? static_cast<size_t>(index[i]) : static_cast<size_t>(i);
+        double ss = 0;
+        for (int j = 0; j < hidden; ++j) ss += double(x[s * hidden + j]) * x[s * hidden + j];
+        const double inv = 1.0 / std::sqrt(ss / hidden + 1e-5);
+        for (int j = 0; j < hidden; ++j) ref.push_back(x[s * hidden + j] * inv * w[j]);
+      }
+      expect_bf16_near(to_host(dy, ref.size()), ref, gather ? "rmsnorm gathered" : "rmsnorm");
+    }
+    cudaFree(dx), cudaFree(dw), cudaFree(di), cudaFree(dy);
+  }
+}
+
+// Bias + q/k norm + RoPE (Llama-3 scaled frequencies) + KV write into pages, vs float64.
+TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(3);
+  for (bool qwen3 : {false, true}) {
+    const int hq = 4, hkv = 2, d = qwen3 ? 128 : 64, rows = 5, ps = 4, pages = 6;
+    const int qs = hq * d, kvs = hkv * d, stride = qs + 2 * kvs;
+    auto qkv = random_f32(static_cast<size_t>(rows) * stride, rng, 0.0, 1.5);
+    auto bias = random_f32(stride, rng, 0.0, 0.5);
+    auto qn = random_f32(d, rng, 1.0, 0.2), kn = random_f32(d, rng, 1.0, 0.2);
+    const std::vector<double> freq =
+        rope_inv_freq(d, 500000.0, Llama3RopeScaling{8.0, 1.0, 4.0, 64});
+    const std::vector<int32_t> pos = {0, 1, 9, 4000, 77}, page = {5, 5, 0, 2, 3},
+                               slot = {0, 1, 3, 2, 0};
+    QkvEpilogueArgs a;
+    a.qkv = to_device(qkv);
+    a.bias = qwen3 ? nullptr : to_device(bias);
+    a.q_norm = qwen3 ? to_device(qn) : nullptr;
+    a.k_norm = qwen3 ? to_device(kn) : nullptr;
+    a.inv_freq = to_device(freq);
+    a.positions = to_device(pos);
+    a.kv_page = to_device(page);
+    a.kv_slot = to_device(slot);
+    a.rows = rows, a.num_qo_heads = hq, a.num_kv_heads = hkv, a.head_dim = d, a.page_size = ps;
+    a.eps = 1e-6f;
+    const size_t pool = static_cast<size_t>(pages) * ps * kvs;
+    ASSERT_EQ(cudaMalloc(&a.q_out, static_cast<size_t>(rows) * qs * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&a.k_pages, pool * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&a.v_pages, pool * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemset(a.k_pages, 0, pool * 2), cudaSuccess);
+    ASSERT_EQ(cudaMemset(a.v_pages, 0, pool * 2), cudaSuccess);
+    ASSERT_TRUE(qkv_epilogue(a, nullptr).ok());
+    std::vector<double> q_ref(static_cast<size_t>(rows) * qs), k_ref(pool, 0.0), v_ref(pool, 0.0);
+    for (int r = 0; r < rows; ++r) {
+      std::vector<double> v(stride);
+      for (int i = 0; i < stride; ++i) v[i] = qkv[r * stride + i] + (qwen3 ? 0.0 : bias[i]);
+      for (int head = 0; head < hq + hkv; ++head) {
+        double* hp = v.data() + head * d;
+        if (qwen3) {
+          double ss = 0;
+          for (int i = 0; i < d; ++i) ss += hp[i] * hp[i];
+          const double inv = 1.0 / std::sqrt(ss / d + 1e-6);
+          for (int i = 0; i < d; ++i) hp[i] *= inv * (head < hq ? qn[i] : kn[i]);
+        }
+        for (int p = 0; p < d / 2; ++p) {
+          const double ang = pos[r] * freq[p], c = std::cos(ang), s = std::sin(ang);
+          const double x0 = hp[p], x1 = hp[p + d / 2];
+          hp[p] = x0 * c - x1 * s;
+          hp[p + d / 2] = x1 * c + x0 * s;
+        }
+      }
+      for (int i = 0; i < qs; ++i) q_ref[r * qs + i] = v[i];
+      const size_t dst = (static_cast<size_t>(page[r]) * ps + slot[r]) * kvs;
+      for (int i = 0; i < kvs; ++i) {
+        k_ref[dst + i] = v[qs + i];
+        v_ref[dst + i] = v[qs + kvs + i];
+      }
+    }
+    expect_bf16_near(to_host(a.q_out, q_ref.size()), q_ref, "q");
+    expect_bf16_near(to_host(a.k_pages, pool), k_ref, "k_pages");
+    expect_bf16_near(to_host(a.v_pages, pool), v_ref, "v_pages");
+    for (const void* p : {(const void*)a.qkv, (const void*)a.bias, (const void*)a.q_norm,
+                          (const void*)a.k_norm, (const void*)a.inv_freq, (const void*)a.positions,
+                          (const void*)a.kv_page, (const void*)a.kv_slot, (const void*)a.q_out,
+                          (const void*)a.k_pages, (const void*)a.v_pages}) {
+      cudaFree(const_cast<void*>(p));
+    }
+  }
+}
+
+TEST(ModelCudaOps, QkvEpilogueRejectsOneSidedNorm) {
+  SKIP_WITHOUT_DEVICE();
+  QkvEpilogueArgs a;
+  a.rows = 1, a.num_qo_heads = 1, a.num_kv_heads = 1, a.head_dim = 64, a.page_size = 1;
+  a.q_norm = reinterpret_cast<const float*>(16);
+  EXPECT_EQ(qkv_epilogue(a, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ModelCudaOps, SiluMulMatchesFloat64) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(4);
+  const int rows = 9, inner = 333;
+  auto gu = random_bf16(static_cast<size_t>(rows) * 2 * inner, rng, 3.0);
+  auto* dg = to_device(gu);
+  uint16_t* dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(rows) * inner * 2), cudaSuccess);
+  ASSERT_TRUE(silu_mul(dg, rows, inner, dy, nullptr).ok());
+  std::vector<double> ref;
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < inner; ++i) {
+      const double g = bf16_to_float(gu[r * 2 * inner + i]);
+      const double u = bf16_to_float(gu[r * 2 * inner + inner + i]);
+      ref.push_back(g / (1.0 + std::exp(-g)) * u);
+    }
+  }
+  expect_bf16_near(to_host(dy, ref.size()), ref, "silu_mul");
+  cudaFree(dg), cudaFree(dy);
+}
+
+TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(5);
+  auto g = Gemm::create(nullptr);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  for (int rows : {1, 3, 64}) {
+    const int in = 512, out = 200;
+    auto x = random_bf16(static_cast<size_t>(rows) * in, rng);
+    auto w = random_bf16(static_cast<size_t>(out) * in, rng, 0.05);
+    auto y0 = random_f32(static_cast<size_t>(rows) * out, rng, 0.0, 1.0);
+    auto* dx = to_device(x);
+    auto* dw = to_device(w);
+    auto* dyf = to_device(y0);
+    uint16_t* dyb = nullptr;
+    ASSERT_EQ(cudaMalloc(&dyb, static_cast<size_t>(rows) * out * 2), cudaSuccess);
+    ASSERT_TRUE(g.value().linear(dx, rows, in, dw, out, dyb, DType::kBF16).ok());
+    ASSERT_TRUE(g.value().linear(dx, rows, in, dw, out, dyf, DType::kF32, true).ok());
+    std::vector<double> ref(static_cast<size_t>(rows) * out);
+    double max_ref = 0;
+    for (int r = 0; r < rows; ++r) {
+      for (int o = 0; o < out; ++o) {
+        double s = 0;
+        for (int i = 0; i < in; ++i) {
+          s += double(bf16_to_float(x[r * in + i])) * bf16_to_float(w[o * in + i]);
+        }
+        ref[r * out + o] = s;
+        max_ref = std::max(max_ref, std::abs(s + y0[r * out + o]));
+      }
+    }
+    expect_bf16_near(to_host(dyb, ref.size()), ref, "gemm bf16");
+    auto yf = to_host(dyf, ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_NEAR(yf[i], ref[i] + y0[i], 1e-4 * max_ref) << "gemm f32 accumulate " << i;
+    }
+    cudaFree(dx), cudaFree(dw), cudaFree(dyf), cudaFree(dyb);
+  }
+  EXPECT_EQ(g.value().linear(nullptr, 1, 1, nullptr, 1, nullptr, DType::kF32).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(ModelCudaOps, FillRandomHasTheAskedMoments) {
+  SKIP_WITHOUT_DEVICE();
+  const size_t n = 1 << 20;
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, n * 4), cudaSuccess);
+  ASSERT_TRUE(fill_random(d, n, DType::kF32, 42, 1.0f, 0.1f, nullptr).ok());
+  auto v = to_host(d, n);
+  double s = 0, s2 = 0;
+  for (float x : v) s += x, s2 += double(x) * x;
+  const double mean = s / n, var = s2 / n - mean * mean;
+  EXPECT_NEAR(mean, 1.0, 1e-3);
+  EXPECT_NEAR(std::sqrt(var), 0.1, 2e-3);
+  cudaFree(d);
+}
+
+}  // namespace
+}  // namespace packserve::model::cuda
