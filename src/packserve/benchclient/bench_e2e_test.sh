@@ -58,7 +58,7 @@ server_pid=""
 
 r="$work/http/result.json"
 for field in '"completed": 12' '"failed": 0' '"num_prompts": 12' '"prompt_token_mismatches": 0' \
-             '"running_batch_source": "server /metrics"'; do
+             '"running_batch_source": "server /metrics"' '"server_prompt_token_mismatches": 0'; do
   grep -qF "$field" "$r" || fail "result.json lacks $field"
 done
 for field in duration total_input_tokens total_output_tokens request_throughput request_goodput \

@@ -96,6 +96,9 @@ RunSummary summarize(const std::vector<RequestRecord>& records, const SloConfig&
     s.total_input_tokens += r.prompt_tokens;
     s.total_output_tokens += r.output_tokens;
     if (r.output_tokens < r.expected_output_tokens) ++s.num_early_stops;
+    if (r.server_prompt_tokens && *r.server_prompt_tokens != r.prompt_tokens) {
+      ++s.server_prompt_token_mismatches;
+    }
     const double t = request_ttft_ms(r);
     ttft.push_back(t);
     const std::optional<double> p = request_tpot_ms(r);

@@ -64,6 +64,9 @@ struct RunSummary {
   double max_output_tokens_per_s = 0.0;  // peak over 1 s bins
   int64_t max_concurrent_requests = 0;
   int64_t num_early_stops = 0;  // completed with fewer tokens than max_tokens
+  // Completed requests whose server-reported prompt_tokens differ from prompt_tokens (the
+  // server's tokenizer is the oracle of prompt synthesis; a BOS the server adds shows as +1).
+  int64_t server_prompt_token_mismatches = 0;
   Distribution ttft_ms, tpot_ms, itl_ms, e2el_ms;
   std::vector<TimePoint> output_tokens_per_s;  // 1 s bins, bin start time
 };

@@ -105,6 +105,10 @@ TEST(Summarize, HandWorkedRun) {
   EXPECT_DOUBLE_EQ(s.output_tokens_per_s[0].value, 3.0);
   EXPECT_DOUBLE_EQ(s.output_tokens_per_s[1].value, 3.0);
   EXPECT_DOUBLE_EQ(s.max_output_tokens_per_s, 3.0);  // the partial bin [1, 2) is not counted
+  EXPECT_EQ(s.server_prompt_token_mismatches, 0);
+  rs[0].server_prompt_tokens = 11;  // the server counted one more (a BOS)
+  rs[1].server_prompt_tokens = 10;
+  EXPECT_EQ(summarize(rs, slo).server_prompt_token_mismatches, 1);
   const RunSummary no_slo = summarize(rs, SloConfig{});
   EXPECT_FALSE(no_slo.request_goodput.has_value());
 }

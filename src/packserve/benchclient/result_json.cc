@@ -103,6 +103,7 @@ json result_to_json(const RunInfo& info, const RunSummary& s,
   j["failure_reasons"] = s.failure_reasons;
   j["num_early_stops"] = s.num_early_stops;
   j["prompt_token_mismatches"] = info.prompt_token_mismatches;
+  j["server_prompt_token_mismatches"] = s.server_prompt_token_mismatches;
   j["running_batch_source"] = info.running_batch_source;
   j["running_batch"] = time_points(info.running_batch);
   j["output_tokens_per_s"] = time_points(s.output_tokens_per_s);

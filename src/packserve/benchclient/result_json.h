@@ -10,6 +10,7 @@
 // packserve's own fields: date, backend, model_id, trace, trace_format, num_prompts,
 //   request_rate (null = trace arrival times), time_scale, max_concurrency, slo_ttft_ms,
 //   slo_tpot_ms, failure_reasons {reason: count}, num_early_stops, prompt_token_mismatches,
+//   server_prompt_token_mismatches,
 //   running_batch_source, running_batch [[t_s, n], ...], output_tokens_per_s [[t_s, tok/s]],
 //   tbt = itl (DESIGN.md calls it TBT), ttlt = e2el.
 // Thread-safety: pure functions.
