@@ -80,6 +80,21 @@ std::vector<TimePoint> in_flight_over_time(const std::vector<RequestRecord>& rec
   return out;
 }
 
+std::string failure_reason_key(const std::string& error) {
+  if (error.empty()) return "unknown";
+  const size_t detail = error.find(": ");
+  if (detail == std::string::npos) return error;
+  std::string key = error.substr(0, detail + 2);
+  bool in_number = false;
+  for (size_t i = detail + 2; i < error.size(); ++i) {
+    const bool digit = error[i] >= '0' && error[i] <= '9';
+    if (digit && !in_number) key += 'N';
+    if (!digit) key += error[i];
+    in_number = digit;
+  }
+  return key;
+}
+
 RunSummary summarize(const std::vector<RequestRecord>& records, const SloConfig& slo) {
   RunSummary s;
   s.num_requests = static_cast<int64_t>(records.size());
@@ -89,7 +104,7 @@ RunSummary summarize(const std::vector<RequestRecord>& records, const SloConfig&
     end_ms = std::max(end_ms, r.end_ms);
     if (!r.success) {
       ++s.failed;
-      ++s.failure_reasons[r.error.empty() ? "unknown" : r.error];
+      ++s.failure_reasons[failure_reason_key(r.error)];
       continue;
     }
     ++s.completed;

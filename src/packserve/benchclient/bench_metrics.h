@@ -55,7 +55,7 @@ struct TimePoint {
 
 struct RunSummary {
   int64_t num_requests = 0, completed = 0, failed = 0;
-  std::map<std::string, int64_t> failure_reasons;  // reason -> count
+  std::map<std::string, int64_t> failure_reasons;  // failure_reason_key(error) -> count
   double duration_s = 0.0;  // run start -> last request end
   int64_t total_input_tokens = 0, total_output_tokens = 0;  // completed requests only
   double request_throughput = 0.0, output_throughput = 0.0, total_token_throughput = 0.0;
@@ -76,6 +76,11 @@ struct RunSummary {
 double request_ttft_ms(const RequestRecord& r);
 std::optional<double> request_tpot_ms(const RequestRecord& r);
 double request_e2el_ms(const RequestRecord& r);
+
+// The key under which `error` is counted in failure_reasons: the text before the first ": "
+// as is (e.g. "http 400"), the detail after it with each number replaced by "N", so requests
+// failing for the same reason with different lengths count together.
+std::string failure_reason_key(const std::string& error);
 
 RunSummary summarize(const std::vector<RequestRecord>& records, const SloConfig& slo);
 

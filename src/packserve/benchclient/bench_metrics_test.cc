@@ -113,6 +113,13 @@ TEST(Summarize, HandWorkedRun) {
   EXPECT_FALSE(no_slo.request_goodput.has_value());
 }
 
+TEST(FailureReasonKey, NumbersInTheDetailGroup) {
+  EXPECT_EQ(failure_reason_key("http 400: prompt (3000 tokens) exceeds 2048"),
+            "http 400: prompt (N tokens) exceeds N");
+  EXPECT_EQ(failure_reason_key("http 503"), "http 503");
+  EXPECT_EQ(failure_reason_key(""), "unknown");
+}
+
 TEST(Summarize, EmptyRun) {
   const RunSummary s = summarize({}, SloConfig{});
   EXPECT_EQ(s.completed, 0);

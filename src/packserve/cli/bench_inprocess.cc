@@ -39,7 +39,7 @@ class InProcessSender final : public benchclient::RequestSender {
     record.server_prompt_tokens = static_cast<int32_t>(g.prompt_token_ids.size());
     auto stream = engine_->submit(std::move(g));
     if (!stream.ok()) {
-      record.error = std::string("submit: ") + std::string(status_code_name(stream.status().code()));
+      record.error = "submit: " + stream.status().message();
       record.end_ms = ms();
       return;
     }
