@@ -20,17 +20,17 @@
 namespace packserve::benchclient {
 
 struct RequestRecord {
-  int64_t index = 0;              // position in the replayed request list
-  double scheduled_ms = 0.0;      // arrival time the trace asked for
-  double send_ms = 0.0;           // when the request was sent
-  int32_t prompt_tokens = 0;      // synthesized prompt length (client side)
+  int64_t index = 0;                   // position in the replayed request list
+  double scheduled_ms = 0.0;           // arrival time the trace asked for
+  double send_ms = 0.0;                // when the request was sent
+  int32_t prompt_tokens = 0;           // synthesized prompt length (client side)
   int32_t expected_output_tokens = 0;  // max_tokens sent
   bool success = false;
-  std::string error;              // non-empty when !success: the reason
-  std::vector<double> chunk_ms;   // arrival time of each streamed chunk carrying output
-  int32_t output_tokens = 0;      // from the server's usage, else the number of chunks
+  std::string error;             // non-empty when !success: the reason
+  std::vector<double> chunk_ms;  // arrival time of each streamed chunk carrying output
+  int32_t output_tokens = 0;     // from the server's usage, else the number of chunks
   std::optional<int32_t> server_prompt_tokens;  // usage.prompt_tokens when reported
-  double end_ms = 0.0;            // last byte received (or failure time)
+  double end_ms = 0.0;                          // last byte received (or failure time)
   std::string finish_reason;
 };
 
@@ -55,8 +55,8 @@ struct TimePoint {
 
 struct RunSummary {
   int64_t num_requests = 0, completed = 0, failed = 0;
-  std::map<std::string, int64_t> failure_reasons;  // failure_reason_key(error) -> count
-  double duration_s = 0.0;  // run start -> last request end
+  std::map<std::string, int64_t> failure_reasons;           // failure_reason_key(error) -> count
+  double duration_s = 0.0;                                  // run start -> last request end
   int64_t total_input_tokens = 0, total_output_tokens = 0;  // completed requests only
   double request_throughput = 0.0, output_throughput = 0.0, total_token_throughput = 0.0;
   std::optional<double> request_goodput;  // req/s; set when an SLO is given

@@ -96,7 +96,7 @@ TEST(Summarize, HandWorkedRun) {
   EXPECT_DOUBLE_EQ(s.ttft_ms.mean, 150.0);
   EXPECT_DOUBLE_EQ(s.ttft_ms.median, 100.0);
   EXPECT_DOUBLE_EQ(s.tpot_ms.mean, 125.0);
-  EXPECT_DOUBLE_EQ(s.itl_ms.mean, 100.0);  // 50, 50, 200
+  EXPECT_DOUBLE_EQ(s.itl_ms.mean, 100.0);   // 50, 50, 200
   EXPECT_DOUBLE_EQ(s.e2el_ms.mean, 250.0);  // 200, 500, 50
   // In flight: A [0, 200), B [1000, 1500), C [1200, 1250), D [1200, 1205) -> peak 3.
   EXPECT_EQ(s.max_concurrent_requests, 3);

@@ -25,11 +25,16 @@ std::string cell(const std::optional<double>& v) {
 
 const std::vector<std::string>& compared_fields() {
   static const std::vector<std::string> kFields = [] {
-    std::vector<std::string> f = {"completed",          "failed",
-                                  "duration",           "total_input_tokens",
-                                  "total_output_tokens", "request_throughput",
-                                  "request_goodput",    "output_throughput",
-                                  "total_token_throughput", "max_output_tokens_per_s",
+    std::vector<std::string> f = {"completed",
+                                  "failed",
+                                  "duration",
+                                  "total_input_tokens",
+                                  "total_output_tokens",
+                                  "request_throughput",
+                                  "request_goodput",
+                                  "output_throughput",
+                                  "total_token_throughput",
+                                  "max_output_tokens_per_s",
                                   "max_concurrent_requests"};
     for (const char* m : {"ttft", "tpot", "itl", "e2el"}) {
       for (const char* stat : {"mean", "median", "p90", "p99"}) {
@@ -44,7 +49,9 @@ const std::vector<std::string>& compared_fields() {
 std::string compare_results(const nlohmann::json& a, const nlohmann::json& b,
                             const std::string& name_a, const std::string& name_b) {
   std::ostringstream out;
-  const auto shorten = [](std::string s) { return s.size() > 18 ? "..." + s.substr(s.size() - 15) : s; };
+  const auto shorten = [](std::string s) {
+    return s.size() > 18 ? "..." + s.substr(s.size() - 15) : s;
+  };
   char buf[200];
   std::snprintf(buf, sizeof(buf), "%-26s %18s %18s %8s\n", "metric", shorten(name_a).c_str(),
                 shorten(name_b).c_str(), "B/A");

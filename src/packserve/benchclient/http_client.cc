@@ -184,7 +184,8 @@ void stream_completion(const Endpoint& endpoint, const CompletionRequest& reques
   record.send_ms = ms_since(origin);
   const bool ok = client.send(req, response, error);
   std::string transport;
-  if (!ok && error != httplib::Error::Canceled) transport = "transport: " + httplib::to_string(error);
+  if (!ok && error != httplib::Error::Canceled)
+    transport = "transport: " + httplib::to_string(error);
   reader.finish(ms_since(origin), status, transport);
   if (status != 200 && status > 0 && !error_body.empty()) {
     record.error += ": " + short_error_text(error_body);

@@ -85,6 +85,7 @@ Result<HttpResponse> http_get(const Endpoint& endpoint, const std::string& path,
 
 // The value of the first of `names` found as an unlabelled (or labelled: values are summed)
 // sample in Prometheus text exposition `text`; nullopt when none is present.
-std::optional<double> prometheus_value(std::string_view text, const std::vector<std::string>& names);
+std::optional<double> prometheus_value(std::string_view text,
+                                       const std::vector<std::string>& names);
 
 }  // namespace packserve::benchclient

@@ -37,7 +37,8 @@ TEST(CompletionBody, Fields) {
   EXPECT_EQ(j["stream"], true);
   EXPECT_EQ(j["stream_options"]["include_usage"], true);
   EXPECT_EQ(j["ignore_eos"], true);
-  EXPECT_FALSE(nlohmann::json::parse(completion_body({"m", "hi", 7, false})).contains("ignore_eos"));
+  EXPECT_FALSE(
+      nlohmann::json::parse(completion_body({"m", "hi", 7, false})).contains("ignore_eos"));
 }
 
 const std::string kStream =

@@ -29,8 +29,7 @@ void put_chunk(std::vector<uint8_t>& out, const char type[4], std::span<const ui
   const size_t type_at = out.size();
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(type[i]));
   out.insert(out.end(), data.begin(), data.end());
-  const uint32_t crc =
-      crc32(std::span<const uint8_t>(out.data() + type_at, out.size() - type_at));
+  const uint32_t crc = crc32(std::span<const uint8_t>(out.data() + type_at, out.size() - type_at));
   put_u32_be(out, crc);
 }
 
@@ -120,7 +119,8 @@ Status write_png(const RgbImage& image, const std::string& path) {
   PS_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, encode_png(image));
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) return internal_error("png: cannot open '" + path + "' for writing");
-  file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  file.write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
   if (!file) return internal_error("png: writing '" + path + "' failed");
   return ok_status();
 }

@@ -90,13 +90,15 @@ Canvas::Canvas(int32_t width, int32_t height, Rgb background) {
 }
 
 Rgb Canvas::pixel(int32_t x, int32_t y) const {
-  const size_t at = (static_cast<size_t>(y) * static_cast<size_t>(image_.width) + static_cast<size_t>(x)) * 3;
+  const size_t at =
+      (static_cast<size_t>(y) * static_cast<size_t>(image_.width) + static_cast<size_t>(x)) * 3;
   return Rgb{image_.pixels[at], image_.pixels[at + 1], image_.pixels[at + 2]};
 }
 
 void Canvas::set(int32_t x, int32_t y, Rgb color) {
   if (x < 0 || y < 0 || x >= image_.width || y >= image_.height) return;
-  const size_t at = (static_cast<size_t>(y) * static_cast<size_t>(image_.width) + static_cast<size_t>(x)) * 3;
+  const size_t at =
+      (static_cast<size_t>(y) * static_cast<size_t>(image_.width) + static_cast<size_t>(x)) * 3;
   image_.pixels[at] = color.r;
   image_.pixels[at + 1] = color.g;
   image_.pixels[at + 2] = color.b;

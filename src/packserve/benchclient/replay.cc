@@ -89,9 +89,9 @@ ReplayResult replay(const std::vector<ReplayRequest>& requests, RequestSender& s
   for (size_t i = 0; i < requests.size(); ++i) {
     const ReplayRequest& req = requests[i];
     join_finished();
-    std::this_thread::sleep_until(origin + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double, std::milli>(
-                                                   std::max(0.0, req.arrival_ms))));
+    std::this_thread::sleep_until(
+        origin + std::chrono::duration_cast<Clock::duration>(
+                     std::chrono::duration<double, std::milli>(std::max(0.0, req.arrival_ms))));
     {
       std::unique_lock lock(mutex);
       if (options.max_concurrency > 0) {
@@ -125,8 +125,8 @@ ReplayResult replay(const std::vector<ReplayRequest>& requests, RequestSender& s
   }
   sampler.join();
   if (options.on_progress) {
-    options.on_progress({static_cast<int64_t>(requests.size()), done, failed, 0, output_tokens,
-                         elapsed_s()});
+    options.on_progress(
+        {static_cast<int64_t>(requests.size()), done, failed, 0, output_tokens, elapsed_s()});
   }
   return result;
 }

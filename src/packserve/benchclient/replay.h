@@ -58,9 +58,9 @@ struct ReplayOptions {
 };
 
 struct ReplayResult {
-  std::vector<RequestRecord> records;         // in request order
-  std::vector<TimePoint> running_batch;       // (t, running requests) samples
-  std::string running_batch_source;           // "server /metrics" or "client in-flight count"
+  std::vector<RequestRecord> records;    // in request order
+  std::vector<TimePoint> running_batch;  // (t, running requests) samples
+  std::string running_batch_source;      // "server /metrics" or "client in-flight count"
 };
 
 ReplayResult replay(const std::vector<ReplayRequest>& requests, RequestSender& sender,

@@ -27,8 +27,8 @@
 namespace packserve::benchclient {
 
 struct RunInfo {
-  std::string date;        // UTC, "YYYY-MM-DD HH:MM:SS"
-  std::string backend;     // "openai-http URL" or "in-process"
+  std::string date;     // UTC, "YYYY-MM-DD HH:MM:SS"
+  std::string backend;  // "openai-http URL" or "in-process"
   std::string model_id;
   std::string trace;
   std::string trace_format;

@@ -29,14 +29,40 @@ TEST(ResultJson, VllmFieldNames) {
   const std::vector<RequestRecord> rs = two_records();
   const RunSummary s = summarize(rs, SloConfig{});
   const nlohmann::json j = result_to_json(RunInfo{}, s, rs);
-  for (const char* f :
-       {"duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
-        "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
-        "max_output_tokens_per_s", "max_concurrent_requests", "input_lens", "output_lens",
-        "ttfts", "itls", "start_times", "errors", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms",
-        "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms",
-        "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
-        "p90_ttft_ms", "p50_tbt_ms", "p99_ttlt_ms", "failure_reasons"}) {
+  for (const char* f : {"duration",
+                        "completed",
+                        "failed",
+                        "total_input_tokens",
+                        "total_output_tokens",
+                        "request_throughput",
+                        "request_goodput",
+                        "output_throughput",
+                        "total_token_throughput",
+                        "max_output_tokens_per_s",
+                        "max_concurrent_requests",
+                        "input_lens",
+                        "output_lens",
+                        "ttfts",
+                        "itls",
+                        "start_times",
+                        "errors",
+                        "mean_ttft_ms",
+                        "median_ttft_ms",
+                        "std_ttft_ms",
+                        "p99_ttft_ms",
+                        "mean_tpot_ms",
+                        "median_tpot_ms",
+                        "p99_tpot_ms",
+                        "mean_itl_ms",
+                        "median_itl_ms",
+                        "p99_itl_ms",
+                        "mean_e2el_ms",
+                        "median_e2el_ms",
+                        "p99_e2el_ms",
+                        "p90_ttft_ms",
+                        "p50_tbt_ms",
+                        "p99_ttlt_ms",
+                        "failure_reasons"}) {
     EXPECT_TRUE(j.contains(f)) << f;
   }
   EXPECT_DOUBLE_EQ(j["duration"].get<double>(), 0.2);
@@ -57,16 +83,20 @@ TEST(ResultJson, VllmFieldNames) {
 TEST(SummaryTable, HasTheSections) {
   const std::vector<RequestRecord> rs = two_records();
   const std::string t = summary_table(RunInfo{}, summarize(rs, SloConfig{}));
-  for (const char* s : {"Successful requests:", "Failed requests:", "http 503",
-                        "Mean TTFT (ms):", "P90 TPOT (ms):", "P99 TBT (ms):", "Median TTLT (ms):"}) {
+  for (const char* s : {"Successful requests:", "Failed requests:", "http 503", "Mean TTFT (ms):",
+                        "P90 TPOT (ms):", "P99 TBT (ms):", "Median TTLT (ms):"}) {
     EXPECT_NE(t.find(s), std::string::npos) << s;
   }
 }
 
 TEST(Compare, SideBySideWithRatios) {
-  nlohmann::json a = {{"completed", 10}, {"request_throughput", 2.0}, {"mean_ttft_ms", 100.0},
+  nlohmann::json a = {{"completed", 10},
+                      {"request_throughput", 2.0},
+                      {"mean_ttft_ms", 100.0},
                       {"request_goodput", nullptr}};
-  nlohmann::json b = {{"completed", 10}, {"request_throughput", 3.0}, {"mean_ttft_ms", 50.0},
+  nlohmann::json b = {{"completed", 10},
+                      {"request_throughput", 3.0},
+                      {"mean_ttft_ms", 50.0},
                       {"request_goodput", 1.5}};
   const std::string out = compare_results(a, b, "a.json", "b.json");
   auto line_of = [&](const std::string& field) {

@@ -15,9 +15,8 @@ Series time_series(const std::vector<TimePoint>& points, const std::string& name
 }  // namespace
 
 const std::vector<std::string>& run_plot_files() {
-  static const std::vector<std::string> kFiles = {"ttft_cdf.png", "tpot_cdf.png",
-                                                  "throughput_over_time.png",
-                                                  "running_batch_over_time.png"};
+  static const std::vector<std::string> kFiles = {
+      "ttft_cdf.png", "tpot_cdf.png", "throughput_over_time.png", "running_batch_over_time.png"};
   return kFiles;
 }
 

@@ -76,7 +76,9 @@ std::string utc_now() {
 class HttpSender final : public RequestSender {
  public:
   HttpSender(Endpoint endpoint, std::string model, bool ignore_eos, std::chrono::seconds timeout)
-      : endpoint_(std::move(endpoint)), model_(std::move(model)), ignore_eos_(ignore_eos),
+      : endpoint_(std::move(endpoint)),
+        model_(std::move(model)),
+        ignore_eos_(ignore_eos),
         timeout_(timeout) {}
   void send(const ReplayRequest& request, std::chrono::steady_clock::time_point origin,
             RequestRecord& record) override {
@@ -86,7 +88,8 @@ class HttpSender final : public RequestSender {
   std::optional<double> running_batch_size() override {
     auto r = http_get(endpoint_, "/metrics", std::chrono::milliseconds(2000));
     if (!r.ok() || r->status != 200) return std::nullopt;
-    return prometheus_value(r->body, {"packserve_num_requests_running", "vllm:num_requests_running"});
+    return prometheus_value(r->body,
+                            {"packserve_num_requests_running", "vllm:num_requests_running"});
   }
   std::string running_batch_source() const override { return "server /metrics"; }
 
@@ -117,15 +120,17 @@ Result<std::string> resolve_model_dir(const BenchArgs& args) {
 }
 
 int run_bench(const BenchArgs& args) {
-  if (args.url.empty() == !args.in_process) return fail_input("give exactly one of --url and --in-process");
+  if (args.url.empty() == !args.in_process)
+    return fail_input("give exactly one of --url and --in-process");
   const int num_sources = !args.model_dir.empty() + !args.dummy_model.empty();
   if (num_sources > 1) return fail_input("give at most one of --model and --dummy-model");
   if (args.in_process && num_sources == 0) {
     return fail_input("--in-process needs --model DIR or --dummy-model NAME");
   }
   if (num_sources == 0 && args.tokenizer_path.empty()) {
-    return fail_input("prompt synthesis needs the server model's tokenizer: give --model DIR, "
-                      "--dummy-model NAME or --tokenizer PATH (a tokenizer.json or its folder)");
+    return fail_input(
+        "prompt synthesis needs the server model's tokenizer: give --model DIR, "
+        "--dummy-model NAME or --tokenizer PATH (a tokenizer.json or its folder)");
   }
   if (args.request_rate && !(*args.request_rate > 0 && std::isfinite(*args.request_rate))) {
     return fail_input("--request-rate: expected a number > 0");
@@ -144,7 +149,8 @@ int run_bench(const BenchArgs& args) {
   if (Status s = window.validate(); !s.ok()) return fail_input(s.message());
   auto loaded = trace::load_trace(args.trace_path, format, window);
   if (!loaded.ok()) return fail_input(loaded.status().message());
-  if (loaded->requests.empty()) return fail_input(args.trace_path + ": the window holds no requests");
+  if (loaded->requests.empty())
+    return fail_input(args.trace_path + ": the window holds no requests");
 
   auto model_dir = resolve_model_dir(args);
   if (!model_dir.ok()) return fail_input(model_dir.status().message());
@@ -159,12 +165,15 @@ int run_bench(const BenchArgs& args) {
   std::vector<ReplayRequest> requests;
   int64_t mismatches = 0;
   const std::vector<double> poisson =
-      args.request_rate ? poisson_arrivals_ms(loaded->requests.size(), *args.request_rate, args.seed)
-                        : std::vector<double>{};
+      args.request_rate
+          ? poisson_arrivals_ms(loaded->requests.size(), *args.request_rate, args.seed)
+          : std::vector<double>{};
   for (size_t i = 0; i < loaded->requests.size(); ++i) {
     const trace::TraceRequest& tr = loaded->requests[i];
     auto p = synth->synthesize(tr.segments, args.max_input_tokens);
-    if (!p.ok()) return fail_input(args.trace_path + ":" + std::to_string(tr.line_number) + ": " + p.status().message());
+    if (!p.ok())
+      return fail_input(args.trace_path + ":" + std::to_string(tr.line_number) + ": " +
+                        p.status().message());
     if (p->verified_tokens != p->target_tokens) ++mismatches;
     ReplayRequest r;
     r.index = static_cast<int64_t>(i);
@@ -199,7 +208,8 @@ int run_bench(const BenchArgs& args) {
     auto health = http_get(*endpoint, "/health", std::chrono::milliseconds(5000));
     if (!health.ok()) return fail_input("server not reachable: " + health.status().message());
     if (health->status != 200) {
-      return fail_input("server not healthy: GET /health answered " + std::to_string(health->status));
+      return fail_input("server not healthy: GET /health answered " +
+                        std::to_string(health->status));
     }
     std::string model = args.model_name;
     if (model.empty()) {
@@ -221,8 +231,7 @@ int run_bench(const BenchArgs& args) {
 
   std::cerr << "bench: " << requests.size() << " requests from " << args.trace_path << " ("
             << info.trace_format << "), over " << requests.back().arrival_ms / 1000.0
-            << " s of arrivals; prompts synthesized, " << mismatches
-            << " with a token count off\n";
+            << " s of arrivals; prompts synthesized, " << mismatches << " with a token count off\n";
   ProgressDisplay progress(stderr, isatty(STDERR_FILENO) != 0);
   ReplayOptions options;
   options.max_concurrency = args.max_concurrency;
@@ -259,31 +268,51 @@ int run_bench(const BenchArgs& args) {
 void register_bench_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "replay a request trace against a server (--url) or the engine in-process, report "
-               "TTFT/TPOT/TBT/TTLT, throughput and goodput; --compare two result files");
-  cmd->add_option("--trace", args->trace_path, "trace file (Mooncake JSONL, Azure or BurstGPT CSV)");
-  cmd->add_option("--format", args->format, "trace format: mooncake|azure|burstgpt (default: detected)");
+      "bench",
+      "replay a request trace against a server (--url) or the engine in-process, report "
+      "TTFT/TPOT/TBT/TTLT, throughput and goodput; --compare two result files");
+  cmd->add_option("--trace", args->trace_path,
+                  "trace file (Mooncake JSONL, Azure or BurstGPT CSV)");
+  cmd->add_option("--format", args->format,
+                  "trace format: mooncake|azure|burstgpt (default: detected)");
   cmd->add_option("--url", args->url, "server base URL, e.g. http://127.0.0.1:8000");
   cmd->add_flag("--in-process", args->in_process, "run the engine in this process (CPU backend)");
-  cmd->add_option("--model", args->model_dir, "model directory (its tokenizer.json synthesizes the prompts; served with --in-process)");
-  cmd->add_option("--dummy-model", args->dummy_model, "dummy model name (e.g. tiny), made in the dummy-model cache when missing");
-  cmd->add_option("--tokenizer", args->tokenizer_path, "tokenizer.json (or its folder) of the server's model, when neither --model nor --dummy-model is given");
-  cmd->add_option("--model-name", args->model_name, "\"model\" field of the requests (default: the first of GET /v1/models)");
-  cmd->add_option("--time-scale", args->time_scale, "multiply the trace's arrival times (0.5 = twice as fast; default 1)");
-  cmd->add_option("--request-rate", args->request_rate, "replace arrival times by a Poisson process of R requests/s");
+  cmd->add_option(
+      "--model", args->model_dir,
+      "model directory (its tokenizer.json synthesizes the prompts; served with --in-process)");
+  cmd->add_option("--dummy-model", args->dummy_model,
+                  "dummy model name (e.g. tiny), made in the dummy-model cache when missing");
+  cmd->add_option("--tokenizer", args->tokenizer_path,
+                  "tokenizer.json (or its folder) of the server's model, when neither --model nor "
+                  "--dummy-model is given");
+  cmd->add_option("--model-name", args->model_name,
+                  "\"model\" field of the requests (default: the first of GET /v1/models)");
+  cmd->add_option("--time-scale", args->time_scale,
+                  "multiply the trace's arrival times (0.5 = twice as fast; default 1)");
+  cmd->add_option("--request-rate", args->request_rate,
+                  "replace arrival times by a Poisson process of R requests/s");
   cmd->add_option("--seed", args->seed, "seed of the Poisson arrivals (default 0)");
   cmd->add_option("--start-s", args->start_s, "window start in trace time, s (default 0)");
   cmd->add_option("--duration-s", args->duration_s, "window length, s (default 0 = to the end)");
-  cmd->add_option("--max-requests", args->max_requests, "at most N requests of the window (default 0 = all)");
-  cmd->add_option("--max-input-tokens", args->max_input_tokens, "cap each prompt at its first N tokens (shared prefixes stay shared; default 0 = no cap)");
-  cmd->add_option("--max-output-tokens", args->max_output_tokens, "cap each request's max_tokens at N (default 0 = the trace's output length)");
+  cmd->add_option("--max-requests", args->max_requests,
+                  "at most N requests of the window (default 0 = all)");
+  cmd->add_option(
+      "--max-input-tokens", args->max_input_tokens,
+      "cap each prompt at its first N tokens (shared prefixes stay shared; default 0 = no cap)");
+  cmd->add_option("--max-output-tokens", args->max_output_tokens,
+                  "cap each request's max_tokens at N (default 0 = the trace's output length)");
   cmd->add_option("--slo-ttft-ms", args->slo_ttft_ms, "goodput SLO on TTFT, ms");
   cmd->add_option("--slo-tpot-ms", args->slo_tpot_ms, "goodput SLO on TPOT, ms");
   cmd->add_option("--out", args->out_dir, "write DIR/result.json and the PNG plots");
-  cmd->add_option("--max-concurrency", args->max_concurrency, "at most N requests in flight (default 0 = no limit)");
-  cmd->add_flag("--no-ignore-eos", args->no_ignore_eos, "do not send ignore_eos (outputs may end before the trace's length)");
-  cmd->add_option("--request-timeout-s", args->request_timeout_s, "per-request read timeout, s (default 600)");
-  cmd->add_option("--compare", args->compare, "print two result.json files side by side with ratios")->expected(2);
+  cmd->add_option("--max-concurrency", args->max_concurrency,
+                  "at most N requests in flight (default 0 = no limit)");
+  cmd->add_flag("--no-ignore-eos", args->no_ignore_eos,
+                "do not send ignore_eos (outputs may end before the trace's length)");
+  cmd->add_option("--request-timeout-s", args->request_timeout_s,
+                  "per-request read timeout, s (default 600)");
+  cmd->add_option("--compare", args->compare,
+                  "print two result.json files side by side with ratios")
+      ->expected(2);
   add_inprocess_options(*cmd, args->engine);
   cmd->callback([args, &exit_code] {
     if (!args->compare.empty()) {

@@ -17,8 +17,7 @@ class InProcessSender final : public benchclient::RequestSender {
       : engine_(std::move(engine)), ignore_eos_(ignore_eos) {}
   ~InProcessSender() override { engine_->stop(); }
 
-  void send(const benchclient::ReplayRequest& request,
-            std::chrono::steady_clock::time_point origin,
+  void send(const benchclient::ReplayRequest& request, std::chrono::steady_clock::time_point origin,
             benchclient::RequestRecord& record) override {
     auto ms = [&] {
       return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - origin)
@@ -104,9 +103,9 @@ Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
   model::CpuForwardOptions cpu;
   cpu.num_threads = o.threads;
   cpu.plan = config.plan;
-  PS_ASSIGN_OR_RETURN(auto backend,
-                      model::CpuForwardBackend::create(
-                          weights, model::KvPoolShape{o.num_pages, o.page_size}, cpu));
+  PS_ASSIGN_OR_RETURN(
+      auto backend,
+      model::CpuForwardBackend::create(weights, model::KvPoolShape{o.num_pages, o.page_size}, cpu));
   PS_ASSIGN_OR_RETURN(auto engine, engine::Engine::create(config, std::move(backend), tok));
   return std::unique_ptr<benchclient::RequestSender>(
       std::make_unique<InProcessSender>(std::move(engine), ignore_eos));

@@ -15,11 +15,11 @@
 namespace packserve::cli {
 
 struct InProcessOptions {
-  int32_t num_pages = 4096;   // KV pool pages
-  int32_t page_size = 16;     // tokens per page
+  int32_t num_pages = 4096;  // KV pool pages
+  int32_t page_size = 16;    // tokens per page
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_running_requests = 256;
-  int threads = 1;            // attention executor threads
+  int threads = 1;  // attention executor threads
   bool no_prefix_caching = false;
   std::string attention_policy = "balanced";
 };
