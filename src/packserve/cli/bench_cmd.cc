@@ -146,7 +146,9 @@ int run_bench(const BenchArgs& args) {
   window.duration_s = args.duration_s;
   window.max_requests = args.max_requests;
   window.time_scale = args.time_scale;
-  if (Status s = window.validate(); !s.ok()) return fail_input(s.message());
+  if (Status s = window.validate(); !s.ok()) {
+    return fail_input("--start-s/--duration-s/--max-requests/--time-scale: " + s.message());
+  }
   auto loaded = trace::load_trace(args.trace_path, format, window);
   if (!loaded.ok()) return fail_input(loaded.status().message());
   if (loaded->requests.empty())
@@ -206,7 +208,8 @@ int run_bench(const BenchArgs& args) {
     auto endpoint = parse_url(args.url);
     if (!endpoint.ok()) return fail_input(endpoint.status().message());
     auto health = http_get(*endpoint, "/health", std::chrono::milliseconds(5000));
-    if (!health.ok()) return fail_input("server not reachable: " + health.status().message());
+    if (!health.ok())
+      return fail_input("server not reachable (is it running?): " + health.status().message());
     if (health->status != 200) {
       return fail_input("server not healthy: GET /health answered " +
                         std::to_string(health->status));
