@@ -49,9 +49,12 @@ done
 [ -n "$ready" ] || fail "server never healthy"
 
 trace="$src_root/data/traces/mooncake_slice.jsonl"
-common=(--trace "$trace" --model "$work/model" --max-requests 12 --time-scale 0.2
+common=(--trace "$trace" --max-requests 12 --time-scale 0.2
         --max-input-tokens 600 --max-output-tokens 8 --slo-ttft-ms 60000 --slo-tpot-ms 60000)
-"$bin" bench "${common[@]}" --url "http://127.0.0.1:$port" --out "$work/http" \
+# Over HTTP the prompts come from the built-in dummy tokenizer (--dummy-model tiny: no checkpoint
+# is made), the one make-dummy-model wrote into the served model: the server's usage counts
+# must agree with the synthesized lengths.
+"$bin" bench "${common[@]}" --dummy-model tiny --url "http://127.0.0.1:$port" --out "$work/http" \
   >"$work/http_stdout.log" 2>"$work/http_stderr.log" || fail "bench --url exited $?"
 stop_server
 server_pid=""
@@ -81,7 +84,7 @@ if grep -E '[0-9]\.[0-9]{3}$' "$work/compare.log" | grep -vqE ' 1\.000$'; then
   fail "--compare of a run with itself gave a ratio other than 1.000"
 fi
 
-"$bin" bench "${common[@]}" --in-process --out "$work/inproc" \
+"$bin" bench "${common[@]}" --model "$work/model" --in-process --out "$work/inproc" \
   >"$work/inproc_stdout.log" 2>"$work/inproc_stderr.log" || fail "bench --in-process exited $?"
 grep -qF '"completed": 12' "$work/inproc/result.json" || fail "in-process run incomplete"
 grep -qF '"running_batch_source": "engine num_running"' "$work/inproc/result.json" ||

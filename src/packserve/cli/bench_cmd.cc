@@ -13,6 +13,7 @@
 // trace, tokenizer, server not reachable or not healthy).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -31,6 +32,7 @@
 #include "packserve/cli/bench_inprocess.h"
 #include "packserve/cli/commands.h"
 #include "packserve/model/dummy_model.h"
+#include "packserve/model/dummy_tokenizer.h"
 #include "packserve/trace/request_trace.h"
 
 namespace packserve::cli {
@@ -110,7 +112,19 @@ int run_compare(const BenchArgs& args) {
 }
 
 // The model directory whose tokenizer synthesizes the prompts (and, in-process, is served).
+// Over HTTP a dummy model needs only its tokenizer (the built-in one, the same for every
+// dummy arch), so no checkpoint is made: "" is returned and load_tokenizer builds it.
 Result<std::string> resolve_model_dir(const BenchArgs& args) {
+  if (!args.dummy_model.empty() && !args.in_process) {
+    const std::vector<std::string> names = model::dummy_model_names();
+    if (std::find(names.begin(), names.end(), args.dummy_model) == names.end()) {
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+      return invalid_argument("--dummy-model: unknown name '" + args.dummy_model +
+                              "'; known: " + known);
+    }
+    return std::string();
+  }
   if (!args.dummy_model.empty()) {
     auto made = model::ensure_dummy_model(args.dummy_model, model::default_dummy_model_cache_dir());
     if (!made.ok()) return invalid_argument("--dummy-model: " + made.status().message());
@@ -156,9 +170,11 @@ int run_bench(const BenchArgs& args) {
 
   auto model_dir = resolve_model_dir(args);
   if (!model_dir.ok()) return fail_input(model_dir.status().message());
-  std::string tok_path = args.tokenizer_path.empty() ? *model_dir : args.tokenizer_path;
-  auto tok = std::filesystem::is_directory(tok_path) ? tokenizer::Tokenizer::from_dir(tok_path)
-                                                     : tokenizer::Tokenizer::from_file(tok_path);
+  const std::string tok_path = args.tokenizer_path.empty() ? *model_dir : args.tokenizer_path;
+  auto tok = tok_path.empty() ? tokenizer::Tokenizer::from_json_text(
+                                    model::make_dummy_tokenizer().tokenizer_json, "dummy tokenizer")
+             : std::filesystem::is_directory(tok_path) ? tokenizer::Tokenizer::from_dir(tok_path)
+                                                       : tokenizer::Tokenizer::from_file(tok_path);
   if (!tok.ok()) return fail_input(tok.status().message());
   auto synth = PromptSynthesizer::create(*tok);
   if (!synth.ok()) return fail_input(synth.status().message());
