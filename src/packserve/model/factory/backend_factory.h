@@ -1,0 +1,99 @@
+// backend_factory.h: one place that turns "--backend cpu|cuda|auto" plus the loaded weights
+// into a model::ForwardBackend (issue 4 "Forward", issue 5 "Server"), used by `packserve
+// generate`, `serve` and `bench --in-process` (docs/engine.md "Choosing the backend").
+//
+//   cpu   CpuForwardBackend (f32, OpenBLAS); always available.
+//   cuda  CudaForwardBackend (bf16, cuBLAS, the attention engine's kernels). Errors:
+//         kUnimplemented when this build has no CUDA (configure with -DPACKSERVE_CUDA=ON);
+//         kFailedPrecondition when the build has CUDA but no device is visible.
+//   auto  cuda when this build has CUDA and a device is visible, else cpu.
+//
+// KV pool sizing (num_pages = 0, the default): on the CPU, cpu_default_num_pages; on the GPU,
+// what fits in gpu_memory_utilization x total device memory after everything else, as vLLM's
+// --gpu-memory-utilization (gpu_kv_pages_for_memory below; docs/forward-cuda.md "KV pool").
+// A num_pages > 0 is used as given on both.
+//
+// This library (packserve_model_factory) sits above packserve_model and, in a CUDA build,
+// packserve_model_cuda; the header includes no CUDA header.
+// Thread-safety: the functions are pure or query the device; call from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "packserve/attention/plan.h"
+#include "packserve/common/status.h"
+#include "packserve/model/config.h"
+#include "packserve/model/forward.h"
+#include "packserve/model/weights.h"
+
+namespace packserve::model {
+
+enum class BackendKind { kCpu, kCuda, kAuto };
+
+// "cpu" | "cuda" | "auto"; kInvalidArgument naming the choices otherwise.
+Result<BackendKind> parse_backend_kind(std::string_view name);
+
+struct BackendOptions {
+  BackendKind kind = BackendKind::kCpu;
+  const ModelWeights* weights = nullptr;  // required; must outlive the call only
+  int32_t num_pages = 0;                  // KV pool pages; 0: the default rule above
+  int32_t page_size = 16;                 // tokens per KV page
+  int32_t cpu_default_num_pages = 2048;   // num_pages = 0 on the CPU
+  int num_threads = 1;                    // CPU attention executor threads
+  attention::PlanOptions plan;            // attention policy etc., both backends
+  // CUDA only.
+  int cuda_device = 0;                    // device ordinal
+  double gpu_memory_utilization = 0.9;    // in (0, 1]: share of total device memory to use
+  // Query rows of the largest step (the engine's max_num_batched_tokens, at least its
+  // max_num_running_requests): sizes the activation scratch, the plan capacity and, through
+  // them, the KV pool.
+  int32_t max_batch_rows = 2048;
+  int32_t max_sampling_rows = 256;        // rows that sample in one step (logits buffer)
+};
+
+struct CreatedBackend {
+  std::unique_ptr<ForwardBackend> backend;
+  KvPoolShape pool;     // the pool the backend was created with: give it to EngineConfig::kv
+  std::string summary;  // one line for the log: backend, pool and, on the GPU, memory budget
+};
+
+// True when this binary was built with the CUDA backend.
+bool cuda_backend_compiled();
+// True when cuda_backend_compiled() and at least one CUDA device is visible.
+bool cuda_device_available();
+
+// Creates the backend. Errors: kInvalidArgument (no weights, bad page_size / num_pages /
+// gpu_memory_utilization, or what the backend's create() rejects, naming the field);
+// kUnimplemented / kFailedPrecondition as above for cuda; kResourceExhausted when the KV pool
+// sized from GPU memory would have fewer than one page (the message gives the budget).
+Result<CreatedBackend> make_forward_backend(const BackendOptions& options);
+
+// --- GPU KV sizing, a pure function (tested on the CPU) ---------------------------------
+
+// Device bytes the CUDA backend will take for a model, besides the KV pool: bf16 matrices
+// (embedding, untied LM head, per layer qkv, o, gate_up, down), f32 vectors (norms, biases),
+// activations of max_batch_rows, logits of max_sampling_rows, plus a fixed reserve for the
+// attention workspace, cuBLAS and allocator slack (kGpuFixedReserveBytes).
+inline constexpr size_t kGpuFixedReserveBytes = size_t{1} << 30;  // 1 GiB
+size_t gpu_non_kv_bytes(const ModelConfig& config, int32_t max_batch_rows,
+                        int32_t max_sampling_rows);
+// Bytes of one KV page on the GPU: k and v, every layer, bf16.
+size_t gpu_kv_page_bytes(const ModelConfig& config, int32_t page_size);
+
+struct GpuKvSizing {
+  int32_t num_pages = 0;
+  size_t budget_bytes = 0;  // utilization x total - (total - free) - non-KV bytes, >= 0
+};
+// num_pages = floor(budget / page bytes), capped at INT32_MAX, where
+// budget = gpu_memory_utilization * total_bytes - (total_bytes - free_bytes) - non-KV bytes
+// (memory already used by this or other processes counts against the share).
+// Errors: kInvalidArgument for utilization outside (0, 1] or free > total; kResourceExhausted
+// when not one page fits, naming the numbers and the flags that change them.
+Result<GpuKvSizing> gpu_kv_pages_for_memory(const ModelConfig& config, size_t free_bytes,
+                                            size_t total_bytes, const BackendOptions& options);
+
+}  // namespace packserve::model

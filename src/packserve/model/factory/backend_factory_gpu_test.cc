@@ -1,0 +1,76 @@
+// backend_factory_gpu_test.cc: the backend factory on a CUDA device (label gpu; built only
+// with CUDA, every test skips without a device). Oracle: the CPU backend (f32) on the same
+// weights; the CUDA backend computes in bf16, so logits agree to a relative 2e-2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "packserve/model/factory/backend_factory.h"
+#include "packserve/model/forward_test_util.h"
+
+namespace packserve::model {
+namespace {
+
+using testing_util::add;
+using testing_util::Seq;
+
+std::vector<float> run_prefill(ForwardBackend& backend, int64_t vocab) {
+  Rng rng(11);
+  Seq s{testing_util::random_tokens(20, vocab, rng), {0, 1}, 0};
+  ForwardBatch b;
+  add(b, s, 20, true, 16);
+  std::vector<float> logits;
+  const Status st = backend.forward(b, logits);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return logits;
+}
+
+TEST(BackendFactoryGpu, CudaAndAutoMatchCpu) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  const ModelWeights w = testing_util::make_weights(testing_util::qwen3_config());
+  BackendOptions o;
+  o.weights = &w;
+  o.cpu_default_num_pages = 8;
+  auto cpu = make_forward_backend(o);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  const std::vector<float> want = run_prefill(*cpu->backend, w.config.vocab_size);
+
+  for (BackendKind kind : {BackendKind::kCuda, BackendKind::kAuto}) {
+    o.kind = kind;
+    o.num_pages = 0;                  // sized from free device memory
+    o.gpu_memory_utilization = 0.05;  // leave the device to others
+    o.max_batch_rows = 64;
+    auto made = make_forward_backend(o);
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    EXPECT_EQ(made->backend->name(), "cuda");
+    EXPECT_GE(made->pool.num_pages, 2);
+    EXPECT_NE(made->summary.find("--gpu-memory-utilization"), std::string::npos)
+        << made->summary;
+    const std::vector<float> got = run_prefill(*made->backend, w.config.vocab_size);
+    ASSERT_EQ(got.size(), want.size());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+      den += double(want[i]) * want[i];
+    }
+    EXPECT_LT(std::sqrt(num / den), 2e-2);
+  }
+}
+
+TEST(BackendFactoryGpu, BadDeviceIsAClearError) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  const ModelWeights w = testing_util::make_weights(testing_util::qwen3_config());
+  BackendOptions o;
+  o.kind = BackendKind::kCuda;
+  o.weights = &w;
+  o.cuda_device = 999;
+  auto made = make_forward_backend(o);
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(made.status().message().find("CUDA device 999"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace packserve::model

@@ -1,0 +1,222 @@
+// backend_factory_test.cc: the backend factory on the CPU (label cpu).
+// Oracles: CpuForwardBackend created directly (bit-identical logits), the tensors of
+// make_random_weights counted one by one (device weight bytes), hand-computed page sizes and
+// the published parameter count of Llama-3.1-8B.
+#include "packserve/model/factory/backend_factory.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "packserve/model/dummy_model.h"
+#include "packserve/model/forward_cpu.h"
+#include "packserve/model/forward_test_util.h"
+
+namespace packserve::model {
+namespace {
+
+using testing_util::add;
+using testing_util::Seq;
+
+constexpr size_t kGiB = size_t{1} << 30;
+
+// Runs one 20-token prefill (pages 0, 1) and returns its logits.
+std::vector<float> run_prefill(ForwardBackend& backend, int64_t vocab) {
+  Rng rng(11);
+  Seq s{testing_util::random_tokens(20, vocab, rng), {0, 1}, 0};
+  ForwardBatch b;
+  add(b, s, 20, true, 16);
+  std::vector<float> logits;
+  const Status st = backend.forward(b, logits);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return logits;
+}
+
+TEST(BackendFactory, ParsesKinds) {
+  EXPECT_EQ(*parse_backend_kind("cpu"), BackendKind::kCpu);
+  EXPECT_EQ(*parse_backend_kind("cuda"), BackendKind::kCuda);
+  EXPECT_EQ(*parse_backend_kind("auto"), BackendKind::kAuto);
+  auto bad = parse_backend_kind("gpu");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("expected cpu, cuda or auto"), std::string::npos);
+}
+
+TEST(BackendFactory, CpuEqualsDirectCpuBackend) {
+  const ModelWeights w = testing_util::make_weights(testing_util::llama_config());
+  BackendOptions o;
+  o.kind = BackendKind::kCpu;
+  o.weights = &w;
+  o.cpu_default_num_pages = 8;
+  auto made = make_forward_backend(o);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  EXPECT_EQ(made->backend->name(), "cpu");
+  EXPECT_EQ(made->pool.num_pages, 8);  // num_pages = 0: the CPU default
+  EXPECT_EQ(made->pool.page_size, 16);
+  EXPECT_NE(made->summary.find("backend cpu: 8 KV pages"), std::string::npos) << made->summary;
+
+  auto direct = CpuForwardBackend::create(w, KvPoolShape{8, 16}, CpuForwardOptions{});
+  ASSERT_TRUE(direct.ok());
+  const std::vector<float> a = run_prefill(*made->backend, w.config.vocab_size);
+  const std::vector<float> b = run_prefill(**direct, w.config.vocab_size);
+  ASSERT_EQ(a.size(), static_cast<size_t>(w.config.vocab_size));
+  EXPECT_EQ(a, b);  // same backend, same options: bit-identical
+
+  o.num_pages = 5;  // an explicit num_pages wins
+  auto explicit_pages = make_forward_backend(o);
+  ASSERT_TRUE(explicit_pages.ok());
+  EXPECT_EQ(explicit_pages->pool.num_pages, 5);
+}
+
+TEST(BackendFactory, AutoWithoutDeviceIsCpu) {
+  if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is visible: auto picks cuda";
+  const ModelWeights w = testing_util::make_weights(testing_util::qwen3_config());
+  BackendOptions o;
+  o.kind = BackendKind::kAuto;
+  o.weights = &w;
+  o.cpu_default_num_pages = 4;
+  auto made = make_forward_backend(o);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  EXPECT_EQ(made->backend->name(), "cpu");
+  EXPECT_EQ(made->pool.num_pages, 4);
+  const std::vector<float> logits = run_prefill(*made->backend, w.config.vocab_size);
+  ASSERT_EQ(logits.size(), static_cast<size_t>(w.config.vocab_size));
+  for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST(BackendFactory, CudaWithoutCudaBuildOrDeviceIsAClearError) {
+  if (cuda_device_available()) GTEST_SKIP() << "a CUDA device is visible (gpu test covers it)";
+  const ModelWeights w = testing_util::make_weights(testing_util::llama_config());
+  BackendOptions o;
+  o.kind = BackendKind::kCuda;
+  o.weights = &w;
+  auto made = make_forward_backend(o);
+  ASSERT_FALSE(made.ok());
+  const std::string& m = made.status().message();
+  if (cuda_backend_compiled()) {
+    EXPECT_EQ(made.status().code(), StatusCode::kFailedPrecondition) << m;
+    EXPECT_NE(m.find("no CUDA device is visible"), std::string::npos) << m;
+  } else {
+    EXPECT_EQ(made.status().code(), StatusCode::kUnimplemented) << m;
+    EXPECT_NE(m.find("built without CUDA"), std::string::npos) << m;
+    EXPECT_NE(m.find("-DPACKSERVE_CUDA=ON"), std::string::npos) << m;
+  }
+  EXPECT_NE(m.find("--backend cpu"), std::string::npos) << m;  // says what to do instead
+}
+
+TEST(BackendFactory, BadOptionsNameTheField) {
+  const ModelWeights w = testing_util::make_weights(testing_util::llama_config());
+  BackendOptions o;
+  auto no_weights = make_forward_backend(o);
+  ASSERT_FALSE(no_weights.ok());
+  EXPECT_NE(no_weights.status().message().find("weights"), std::string::npos);
+
+  o.weights = &w;
+  o.num_pages = -1;
+  auto negative = make_forward_backend(o);
+  ASSERT_FALSE(negative.ok());
+  EXPECT_EQ(negative.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(negative.status().message().find("num_pages = -1"), std::string::npos);
+
+  o.num_pages = 0;
+  o.page_size = 0;
+  auto bad_page = make_forward_backend(o);
+  ASSERT_FALSE(bad_page.ok());
+  EXPECT_EQ(bad_page.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_page.status().message().find("page_size"), std::string::npos);
+}
+
+// Device weight bytes, counted tensor by tensor: every 2-D tensor is a bf16 matrix, every
+// 1-D tensor an f32 vector (sizes multiples of 128, so the backend's alignment adds nothing).
+size_t weight_bytes_by_tensor(const ModelWeights& w) {
+  size_t bytes = 0;
+  auto count = [&](const HostTensor& t) {
+    if (t.shape.empty()) return;
+    bytes += static_cast<size_t>(t.num_elements()) * (t.shape.size() == 2 ? 2 : 4);
+  };
+  count(w.embed_tokens);
+  if (!w.config.tie_word_embeddings) count(w.lm_head);
+  count(w.final_norm);
+  for (const LayerWeights& l : w.layers) {
+    for (const HostTensor* t : {&l.input_norm, &l.q_proj, &l.k_proj, &l.v_proj, &l.q_bias,
+                                &l.k_bias, &l.v_bias, &l.q_norm, &l.k_norm, &l.o_proj,
+                                &l.post_attention_norm, &l.gate_proj, &l.up_proj, &l.down_proj}) {
+      count(*t);
+    }
+  }
+  return bytes;
+}
+
+TEST(BackendFactory, NonKvBytesCountEveryWeightOnce) {
+  for (ModelConfig c : {testing_util::llama_config(), testing_util::qwen2_config()}) {
+    c.vocab_size = 384;  // a multiple of 128: no alignment padding
+    const ModelWeights w = testing_util::make_weights(c);
+    const size_t R = 3, S = 2;
+    const size_t H = 128, I = 256, Q = static_cast<size_t>(c.q_size()),
+                 KV = static_cast<size_t>(c.kv_size());
+    const size_t activations =
+        R * (H * 4 + (Q + 2 * KV) * 4 + H * 2 + 2 * Q * 2 + 2 * I * 2 + I * 2);
+    const size_t logits = S * 384 * 4;
+    EXPECT_EQ(gpu_non_kv_bytes(c, 3, 2),
+              weight_bytes_by_tensor(w) + activations + logits + kGpuFixedReserveBytes);
+  }
+}
+
+TEST(BackendFactory, Llama31_8bSizingOnAn80GiBDevice) {
+  auto c = dummy_model_config("llama-3.1-8b", 128256);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  // 32 layers x (k + v) x 16 tokens x 8 kv heads x 128 x bf16 = 2 MiB per page.
+  EXPECT_EQ(gpu_kv_page_bytes(*c, 16), size_t{2} << 20);
+  // Published parameter count 8,030,261,248 = 8,029,995,008 in matrices (bf16, 2 bytes) +
+  // 266,240 in norms (f32, 4 bytes): take away activations, logits and reserve, then count.
+  const size_t weights = gpu_non_kv_bytes(*c, 1, 1) - kGpuFixedReserveBytes -
+                         (4096 * 4 + 6144 * 4 + 4096 * 2 + 2 * 4096 * 2 + 2 * 14336 * 2 +
+                          14336 * 2) -
+                         128256 * 4;
+  const size_t norm_params = 4096 * (2 * 32 + 1);
+  EXPECT_EQ((weights - norm_params * 4) / 2 + norm_params, size_t{8030261248});
+
+  BackendOptions o;  // utilization 0.9, 2048 rows, 256 sampling rows
+  const size_t total = 80 * kGiB, free = 79 * kGiB;
+  auto sized = gpu_kv_pages_for_memory(*c, free, total, o);
+  ASSERT_TRUE(sized.ok()) << sized.status().to_string();
+  const double budget = std::floor(0.9 * static_cast<double>(total) - 1.0 * double(kGiB) -
+                                   static_cast<double>(gpu_non_kv_bytes(*c, 2048, 256)));
+  EXPECT_EQ(sized->budget_bytes, static_cast<size_t>(budget));
+  EXPECT_EQ(sized->num_pages, static_cast<int32_t>(static_cast<size_t>(budget) / (2 << 20)));
+  // About 54 GiB of KV: ~27k pages of 16 tokens.
+  EXPECT_GT(sized->num_pages, 26000);
+  EXPECT_LT(sized->num_pages, 28500);
+
+  // Memory used by others counts against the share: 20 GiB less free, 10240 fewer pages.
+  auto busier = gpu_kv_pages_for_memory(*c, free - 20 * kGiB, total, o);
+  ASSERT_TRUE(busier.ok());
+  EXPECT_EQ(sized->num_pages - busier->num_pages, 10240);
+}
+
+TEST(BackendFactory, GpuSizingErrors) {
+  auto c = dummy_model_config("qwen3-0.6b", 151936);
+  ASSERT_TRUE(c.ok());
+  BackendOptions o;
+  for (double u : {0.0, -0.5, 1.01, std::numeric_limits<double>::quiet_NaN()}) {
+    o.gpu_memory_utilization = u;
+    auto r = gpu_kv_pages_for_memory(*c, 70 * kGiB, 80 * kGiB, o);
+    ASSERT_FALSE(r.ok()) << u;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("--gpu-memory-utilization"), std::string::npos);
+  }
+  o.gpu_memory_utilization = 0.9;
+  auto inverted = gpu_kv_pages_for_memory(*c, 81 * kGiB, 80 * kGiB, o);
+  ASSERT_FALSE(inverted.ok());
+  EXPECT_EQ(inverted.status().code(), StatusCode::kInvalidArgument);
+  // 2 GiB device: 1.8 GiB share - 1 GiB reserve - weights (~1.5 GB) < one page.
+  auto small = gpu_kv_pages_for_memory(*c, 2 * kGiB, 2 * kGiB, o);
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(small.status().message().find("raise --gpu-memory-utilization"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace packserve::model
