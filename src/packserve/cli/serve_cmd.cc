@@ -1,9 +1,10 @@
 // serve_cmd.cc: `packserve serve --model DIR | --dummy-model NAME` (issue 5 "Server";
 // docs/server.md): the OpenAI-compatible HTTP server over the engine on the CPU backend.
 //
-// Start-up: the port is bound first (a bad --host/--port fails at once, exit 2), then the model
-// loads on a loader thread while the server answers /health 503 and generation 503 "loading";
-// when the engine runs, the server turns ready. A model that fails to load ends the process
+// Start-up: the port is bound first (a bad --host/--port fails at once, exit 2) and stderr gets
+// "packserve serve: listening on http://HOST:PORT (model NAME, loading)"; the model loads on a
+// loader thread while the server answers /health 503 and generation 503 "loading"; when the
+// engine runs, the server turns ready ("packserve serve: ready" on stderr). A model that fails to load ends the process
 // with exit 2 and the reason on stderr.
 // Shutdown: SIGINT or SIGTERM -> new generation requests get 503, /health 503; live requests
 // may finish within --drain-grace-s, the rest are cancelled; then the listener stops and the
@@ -142,8 +143,9 @@ int run_serve(ServeArgs args) {
 
   server::HttpServer http(args.server);
   if (Status s = http.start(); !s.ok()) return fail_input(s.to_string());
-  PS_LOG_INFO("server", "serving model={} on {}:{} (loading)", args.server.served_model_name,
-              args.server.host, http.port());
+  // Always on stderr (whatever --log-level): with --port 0 it is the only way to learn the port.
+  std::cerr << "packserve serve: listening on http://" << args.server.host << ":" << http.port()
+            << " (model " << args.server.served_model_name << ", loading)" << std::endl;
 
   std::mutex mutex;
   std::optional<Result<Loaded>> load_result;  // guarded by mutex
@@ -162,7 +164,7 @@ int run_serve(ServeArgs args) {
     std::lock_guard<std::mutex> lock(mutex);
     if (load_result && !load_result->ok()) break;
     if (load_result && !logged_ready) {
-      PS_LOG_INFO("server", "ready model={} port={}", args.server.served_model_name, http.port());
+      std::cerr << "packserve serve: ready" << std::endl;
       logged_ready = true;
     }
   }
