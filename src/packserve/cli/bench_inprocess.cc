@@ -5,7 +5,6 @@
 
 #include "packserve/engine/engine.h"
 #include "packserve/model/checkpoint.h"
-#include "packserve/model/forward_cpu.h"
 #include "packserve/tokenizer/tokenizer.h"
 
 namespace packserve::cli {
@@ -74,7 +73,9 @@ class InProcessSender final : public benchclient::RequestSender {
 }  // namespace
 
 void add_inprocess_options(CLI::App& cmd, InProcessOptions& o) {
-  cmd.add_option("--num-pages", o.num_pages, "--in-process: KV pool pages (default 4096)");
+  cmd.add_option("--num-pages", o.num_pages,
+                 "--in-process: KV pool pages (default 0: 4096 on cpu, from "
+                 "--gpu-memory-utilization on cuda)");
   cmd.add_option("--page-size", o.page_size, "--in-process: tokens per KV page (default 16)");
   cmd.add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
                  "--in-process: token budget per engine step (default 2048)");
@@ -84,6 +85,7 @@ void add_inprocess_options(CLI::App& cmd, InProcessOptions& o) {
   cmd.add_flag("--no-prefix-caching", o.no_prefix_caching, "--in-process: disable prefix caching");
   cmd.add_option("--attention-policy", o.attention_policy,
                  "--in-process: naive|balanced|prefix (default balanced)");
+  add_backend_flags(cmd, o.backend, "--in-process: ");
 }
 
 Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
@@ -100,13 +102,9 @@ Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
   if (!policy.ok()) return invalid_argument("--attention-policy: " + policy.status().message());
   config.plan.policy = *policy;
   config.max_waiting_requests = 1 << 20;  // the trace decides the load, never the queue limit
-  model::CpuForwardOptions cpu;
-  cpu.num_threads = o.threads;
-  cpu.plan = config.plan;
-  PS_ASSIGN_OR_RETURN(
-      auto backend,
-      model::CpuForwardBackend::create(weights, model::KvPoolShape{o.num_pages, o.page_size}, cpu));
-  PS_ASSIGN_OR_RETURN(auto engine, engine::Engine::create(config, std::move(backend), tok));
+  PS_ASSIGN_OR_RETURN(auto backend, make_engine_backend(o.backend, weights, o.threads,
+                                                        /*cpu_default_num_pages=*/4096, config));
+  PS_ASSIGN_OR_RETURN(auto engine, engine::Engine::create(config, std::move(backend.backend), tok));
   return std::unique_ptr<benchclient::RequestSender>(
       std::make_unique<InProcessSender>(std::move(engine), ignore_eos));
 }

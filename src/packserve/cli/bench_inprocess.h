@@ -1,5 +1,5 @@
-// bench_inprocess.h: the in-process side of `packserve bench --in-process`: an Engine on the CPU
-// backend over a model directory, wrapped as a benchclient::RequestSender (prompts are encoded
+// bench_inprocess.h: the in-process side of `packserve bench --in-process`: an Engine on the
+// --backend (cpu, cuda or auto; backend_flags.h) over a model directory, wrapped as a benchclient::RequestSender (prompts are encoded
 // with the model's tokenizer, as the server would; times are taken when updates reach the
 // client, as over HTTP; the running batch is the engine's num_running).
 // Thread-safety: send() is called from many threads (Engine::submit is thread-safe).
@@ -10,18 +10,20 @@
 #include <string>
 
 #include "packserve/benchclient/replay.h"
+#include "packserve/cli/backend_flags.h"
 #include "packserve/common/status.h"
 
 namespace packserve::cli {
 
 struct InProcessOptions {
-  int32_t num_pages = 4096;  // KV pool pages
+  int32_t num_pages = 0;     // KV pool pages; 0: 4096 on cpu, sized from GPU memory on cuda
   int32_t page_size = 16;    // tokens per page
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_running_requests = 256;
   int threads = 1;  // attention executor threads
   bool no_prefix_caching = false;
   std::string attention_policy = "balanced";
+  BackendFlags backend;
 };
 
 void add_inprocess_options(CLI::App& cmd, InProcessOptions& options);

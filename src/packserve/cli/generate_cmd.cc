@@ -1,7 +1,8 @@
 // generate_cmd.cc: `packserve generate` (issue 4 "Command line"): offline batch generation.
 //
 // Loads a checkpoint (--model DIR) or a dummy model (--dummy-model NAME, made once in the
-// dummy-model cache), starts an Engine on the CPU backend, submits every prompt of
+// dummy-model cache), starts an Engine on the --backend (cpu, cuda or auto; backend_flags.h),
+// submits every prompt of
 // --prompts FILE.jsonl at once (continuous batching does the rest) and writes one JSON line
 // per prompt, in input order, on stdout:
 //   {"index", "text", "token_ids", "finish_reason", "num_prompt_tokens", "num_output_tokens",
@@ -28,12 +29,12 @@
 #include <string>
 #include <vector>
 
+#include "packserve/cli/backend_flags.h"
 #include "packserve/cli/commands.h"
 #include "packserve/common/log.h"
 #include "packserve/engine/engine.h"
 #include "packserve/model/checkpoint.h"
 #include "packserve/model/dummy_model.h"
-#include "packserve/model/forward_cpu.h"
 #include "packserve/tokenizer/tokenizer.h"
 
 namespace packserve::cli {
@@ -55,7 +56,7 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool logprobs = false;
-  int32_t num_pages = 2048;
+  int32_t num_pages = 0;  // 0: 2048 on cpu, sized from GPU memory on cuda
   int32_t page_size = 16;
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_running_requests = 256;
@@ -63,6 +64,7 @@ struct GenerateArgs {
   std::string attention_policy = "balanced";
   bool no_prefix_caching = false;
   int threads = 1;
+  BackendFlags backend;
 };
 
 int fail_input(const std::string& message) {
@@ -183,13 +185,10 @@ int run_generate(const GenerateArgs& args) {
   config.max_waiting_requests =
       std::max<int32_t>(config.max_waiting_requests, static_cast<int32_t>(prompts->size()));
 
-  model::CpuForwardOptions cpu_options;
-  cpu_options.num_threads = args.threads;
-  cpu_options.plan = config.plan;
-  auto backend = model::CpuForwardBackend::create(
-      *weights, model::KvPoolShape{args.num_pages, args.page_size}, cpu_options);
+  auto backend = make_engine_backend(args.backend, *weights, args.threads,
+                                     /*cpu_default_num_pages=*/2048, config);
   if (!backend.ok()) return fail_input(backend.status().to_string());
-  auto created = engine::Engine::create(config, std::move(backend).value(), *tok);
+  auto created = engine::Engine::create(config, std::move(backend->backend), *tok);
   if (!created.ok()) return fail_input(created.status().to_string());
   engine::Engine& eng = **created;
   const int64_t vocab = eng.model_config().vocab_size;
@@ -309,7 +308,9 @@ void register_generate_command(CLI::App& app, int& exit_code) {
                 "add \"logprobs\": log-softmax of the raw logits at each sampled token");
   cmd->add_option("--logits-out", args->logits_out,
                   "write the logits after each prompt's last token: .npy, f32, (prompts, vocab)");
-  cmd->add_option("--num-pages", args->num_pages, "KV-cache pages")->capture_default_str();
+  cmd->add_option("--num-pages", args->num_pages,
+                  "KV-cache pages; 0: 2048 on cpu, from --gpu-memory-utilization on cuda")
+      ->capture_default_str();
   cmd->add_option("--page-size", args->page_size, "tokens per KV page")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
                   "token budget per engine step")
@@ -323,6 +324,7 @@ void register_generate_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable the prefix cache");
   cmd->add_option("--threads", args->threads, "CPU attention threads")->capture_default_str();
+  add_backend_flags(*cmd, args->backend);
   cmd->callback([args, &exit_code] { exit_code = run_generate(*args); });
 }
 

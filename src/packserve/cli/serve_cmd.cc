@@ -1,5 +1,6 @@
 // serve_cmd.cc: `packserve serve --model DIR | --dummy-model NAME` (issue 5 "Server";
-// docs/server.md): the OpenAI-compatible HTTP server over the engine on the CPU backend.
+// docs/server.md): the OpenAI-compatible HTTP server over the engine on the --backend
+// (cpu, cuda or auto; backend_flags.h).
 //
 // Start-up: the port is bound first (a bad --host/--port fails at once, exit 2) and stderr gets
 // "packserve serve: listening on http://HOST:PORT (model NAME, loading)"; the model loads on a
@@ -23,12 +24,12 @@
 #include <string>
 #include <thread>
 
+#include "packserve/cli/backend_flags.h"
 #include "packserve/cli/commands.h"
 #include "packserve/common/log.h"
 #include "packserve/engine/engine.h"
 #include "packserve/model/checkpoint.h"
 #include "packserve/model/dummy_model.h"
-#include "packserve/model/forward_cpu.h"
 #include "packserve/server/engine_adapter.h"
 #include "packserve/server/http_server.h"
 #include "packserve/tokenizer/chat_template.h"
@@ -44,7 +45,7 @@ struct ServeArgs {
   server::ServerConfig server;
   int32_t max_waiting_requests = 1024;
   int32_t max_model_len = 0;
-  int32_t num_pages = 2048;
+  int32_t num_pages = 0;  // 0: 2048 on cpu, sized from GPU memory on cuda
   int32_t page_size = 16;
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_running_requests = 256;
@@ -55,6 +56,7 @@ struct ServeArgs {
   uint64_t seed = 0;
   std::string chat_template = "auto";
   double drain_grace_s = 10.0;
+  BackendFlags backend;
 };
 
 int fail_input(const std::string& message) {
@@ -100,14 +102,10 @@ Result<Loaded> load_engine(const ServeArgs& args) {
   config.max_waiting_requests = args.max_waiting_requests;
   config.seed = args.seed;
 
-  model::CpuForwardOptions cpu_options;
-  cpu_options.num_threads = args.threads;
-  cpu_options.plan = config.plan;
-  PS_ASSIGN_OR_RETURN(auto backend,
-                      model::CpuForwardBackend::create(
-                          weights, model::KvPoolShape{args.num_pages, args.page_size},
-                          cpu_options));
-  PS_ASSIGN_OR_RETURN(auto created, engine::Engine::create(config, std::move(backend), tok));
+  PS_ASSIGN_OR_RETURN(auto backend, make_engine_backend(args.backend, weights, args.threads,
+                                                        /*cpu_default_num_pages=*/2048, config));
+  PS_ASSIGN_OR_RETURN(auto created,
+                      engine::Engine::create(config, std::move(backend.backend), tok));
   Loaded loaded;
   loaded.engine = std::shared_ptr<engine::Engine>(std::move(created));
   // The engine's own rule (engine.cc): max_model_len, else the model's max positions.
@@ -192,7 +190,7 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
-      "/metrics) on the CPU backend; docs/server.md");
+      "/metrics) on the --backend (cpu, cuda or auto); docs/server.md");
   auto* model_opt =
       cmd->add_option("--model", args->model_dir, "Hugging Face checkpoint directory");
   auto* dummy_opt = cmd->add_option("--dummy-model", args->dummy_model,
@@ -225,7 +223,9 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--drain-grace-s", args->drain_grace_s,
                   "on SIGINT/SIGTERM, time live requests get to finish before cancellation")
       ->capture_default_str();
-  cmd->add_option("--num-pages", args->num_pages, "KV-cache pages")->capture_default_str();
+  cmd->add_option("--num-pages", args->num_pages,
+                  "KV-cache pages; 0: 2048 on cpu, from --gpu-memory-utilization on cuda")
+      ->capture_default_str();
   cmd->add_option("--page-size", args->page_size, "tokens per KV page")->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
                   "token budget per engine step")
@@ -238,6 +238,7 @@ void register_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable the prefix cache");
   cmd->add_option("--threads", args->threads, "CPU attention threads")->capture_default_str();
+  add_backend_flags(*cmd, args->backend);
   cmd->add_option("--seed", args->seed, "engine RNG seed (requests without a seed)")
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run_serve(*args); });

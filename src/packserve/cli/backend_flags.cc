@@ -1,0 +1,53 @@
+// backend_flags.cc: see backend_flags.h.
+#include "packserve/cli/backend_flags.h"
+
+#include <algorithm>
+
+#include "packserve/common/log.h"
+
+namespace packserve::cli {
+
+void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& help_prefix) {
+  cmd.add_option("--backend", flags.backend,
+                 help_prefix +
+                     "forward backend: cpu | cuda | auto (auto: cuda when built with CUDA and a "
+                     "device is visible, else cpu)")
+      ->capture_default_str();
+  cmd.add_option("--gpu-memory-utilization", flags.gpu_memory_utilization,
+                 help_prefix +
+                     "cuda: share of the GPU's memory for weights, activations and the KV pool; "
+                     "sizes the pool when --num-pages is 0")
+      ->capture_default_str();
+  cmd.add_option("--cuda-device", flags.cuda_device, help_prefix + "cuda: device ordinal")
+      ->capture_default_str();
+}
+
+Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
+                                                  const model::ModelWeights& weights,
+                                                  int num_threads, int32_t cpu_default_num_pages,
+                                                  engine::EngineConfig& config) {
+  auto kind = model::parse_backend_kind(flags.backend);
+  if (!kind.ok()) return invalid_argument("--backend: " + kind.status().message());
+  model::BackendOptions options;
+  options.kind = *kind;
+  options.weights = &weights;
+  options.num_pages = config.kv.num_pages;
+  options.page_size = config.kv.page_size;
+  options.cpu_default_num_pages = cpu_default_num_pages;
+  options.num_threads = num_threads;
+  options.plan = config.plan;
+  options.cuda_device = flags.cuda_device;
+  options.gpu_memory_utilization = flags.gpu_memory_utilization;
+  // A step has at most max_num_batched_tokens rows (sched/batch.h); the running-request cap
+  // bounds the rows that sample.
+  options.max_batch_rows = std::max(config.scheduler.max_num_batched_tokens,
+                                    config.scheduler.max_num_running_requests);
+  options.max_sampling_rows =
+      std::min(config.scheduler.max_num_running_requests, options.max_batch_rows);
+  PS_ASSIGN_OR_RETURN(model::CreatedBackend made, model::make_forward_backend(options));
+  config.kv.num_pages = made.pool.num_pages;
+  PS_LOG_INFO("cli", "{}", made.summary);
+  return made;
+}
+
+}  // namespace packserve::cli

@@ -1,0 +1,42 @@
+// backend_flags.h: the flags that choose the forward backend, shared by `packserve generate`,
+// `serve` and `bench --in-process` (docs/engine.md "Choosing the backend"):
+//   --backend cpu|cuda|auto        default cpu (the embedded default and what the CPU tests
+//                                  expect); auto = cuda when built with CUDA and a device is
+//                                  visible, else cpu
+//   --gpu-memory-utilization F     share of the GPU's memory for weights + KV + activations
+//                                  (default 0.9); sizes the KV pool when --num-pages is 0
+//   --cuda-device N                CUDA device ordinal (default 0)
+// and the one call that turns them into a backend for an Engine (model/factory).
+// Thread-safety: call from one thread at start-up.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "packserve/common/status.h"
+#include "packserve/engine/engine.h"
+#include "packserve/model/factory/backend_factory.h"
+#include "packserve/model/weights.h"
+
+namespace packserve::cli {
+
+struct BackendFlags {
+  std::string backend = "cpu";
+  double gpu_memory_utilization = 0.9;
+  int cuda_device = 0;
+};
+
+// Registers the three flags; help texts start with help_prefix (e.g. "--in-process: ").
+void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& help_prefix = "");
+
+// Creates the backend for `weights` with config.kv.num_pages (0: the factory's default rule;
+// cpu_default_num_pages on the CPU), config.kv.page_size, config.plan and the step budget of
+// config.scheduler; then sets config.kv.num_pages to the pool actually created, so the engine's
+// page table matches the backend's pool. Logs the factory's summary line. Errors: as
+// make_forward_backend, --backend naming the choices.
+Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
+                                                  const model::ModelWeights& weights,
+                                                  int num_threads, int32_t cpu_default_num_pages,
+                                                  engine::EngineConfig& config);
+
+}  // namespace packserve::cli
