@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <utility>
 #include <vector>
 
 #include "packserve/common/rng.h"
@@ -70,6 +71,32 @@ TEST(RopeInvFreq, Llama3ScalingBands) {
   EXPECT_NEAR(f[16], plain[16] * ((1.0 - s) / 8.0 + s), 1e-18);
   // Bands are monotone: scaled frequencies never exceed the plain ones.
   for (size_t p = 0; p < f.size(); ++p) EXPECT_LE(f[p], plain[p] * (1 + 1e-15)) << p;
+}
+
+// The real meta-llama/Llama-3.2-1B parameters (config.json: head_dim 64, rope_theta 500000,
+// rope_scaling llama3, factor 32, low 1, high 4, original 8192), values worked by hand:
+// inv_freq(p) = 500000^(-p/32), wavelen = 2 pi 500000^(p/32); high band (unchanged) while
+// wavelen < 2048, i.e. p <= 14 (p = 14: 1956.50); low band (/ 32) while wavelen > 8192, i.e.
+// p >= 18 (p = 18: 10089.06); p = 15, 16, 17 (wavelen 2948.30, 4442.88, 6695.11) are smoothed
+// with s = (8192 / wavelen - 1) / 3 = 0.592849, 0.281283, 0.074527 and ratio (1 - s) / 32 + s.
+// transformers 5.17 (float32 inv_freq) matched these to 2.1e-7 relative on an H100
+// (scripts/model_f32_check.py, docs/forward-cuda.md).
+TEST(RopeInvFreq, Llama32OneBParametersByHand) {
+  const Llama3RopeScaling scaling{32.0, 1.0, 4.0, 8192};
+  const std::vector<double> f = rope_inv_freq(64, 500000.0, scaling);
+  ASSERT_EQ(f.size(), 32u);
+  const std::pair<int, double> expected[] = {
+      {0, 1.0},                  // high band
+      {14, 3.211445994753e-03},  // high band, 500000^(-14/32)
+      {15, 1.290547928209e-03},  // 2.131119536912e-03 * 0.6055727545
+      {16, 4.295567965594e-04},  // 1.414213562373e-03 * 0.3037425238
+      {17, 9.708287802628e-05},  // 9.384738703574e-04 * 0.1034476090
+      {18, 1.946163818483e-05},  // 6.227724219146e-04 / 32
+      {31, 9.418306725435e-08},  // 3.013858152139e-06 / 32
+  };
+  for (const auto& [p, want] : expected) {
+    EXPECT_NEAR(f[static_cast<size_t>(p)], want, want * 1e-11) << "p = " << p;
+  }
 }
 
 TEST(Rope, MatchesFloat64RotateHalf) {
