@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# gpu-serve-check.sh: `--backend cuda` end to end on a GPU machine (issues 4 and 5;
+# docs/forward-cuda.md "Serving with it"). Run from the repository root.
+#
+# Here (the build machine), after building the CUDA targets:
+#   cmake -S . -B build-cuda -G Ninja -DPACKSERVE_CUDA=ON -DPACKSERVE_WERROR=ON
+#   ninja -C build-cuda packserve backend_factory_gpu_test
+#   scripts/gpu-serve-check.sh --pack build-cuda   # -> build-gpu-serve/carry.tar.xz (~17 MB)
+# On the GPU machine (carry build-gpu-serve), one step per call (each well under 10 min):
+#   scripts/gpu-serve-check.sh generate   # backend_factory_gpu_test; generate on a dummy
+#                                         # qwen3-0.6b with --backend cuda and cpu, tokens compared
+#   scripts/gpu-serve-check.sh make8b     # the llama-3.1-8b dummy checkpoint (16 GB, bf16)
+#   scripts/gpu-serve-check.sh serve      # serve it with --backend cuda, `packserve bench` against it
+# Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
+# MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000).
+# The dummy checkpoints live in build-gpu-serve/cache (kept between calls on a warm machine).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DIR=build-gpu-serve
+PACK=$DIR/carry.tar.xz
+
+if [[ "${1:-}" == "--pack" ]]; then
+  set -e
+  BUILD=${2:-build-cuda}
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/lib" "$DIR"
+  for b in packserve backend_factory_gpu_test; do
+    f=$(find "$BUILD" -name $b -type f -perm -u+x | head -1)
+    [[ -n "$f" ]] || { echo "no $b under $BUILD: build it first" >&2; exit 1; }
+    cp "$f" "$tmp/" && strip "$tmp/$b"
+    # Non-system libraries travel; cuBLAS (600 MB) is the device's own (/usr/local/cuda/lib64).
+    ldd "$tmp/$b" | awk '/=> \//{print $3}' |
+      grep -v -E '/lib/x86_64-linux-gnu/lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so|libcublas' |
+      while read -r lib; do cp -L "$lib" "$tmp/lib/"; done
+  done
+  tar -cJf "$PACK" -C "$tmp" .
+  rm -rf "$tmp"
+  du -h "$PACK"
+  exit 0
+fi
+
+STEP=${1:-generate}
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+[[ -f $PACK ]] || { echo "$PACK missing: run --pack on the build machine and carry $DIR" >&2; exit 1; }
+BIN=$PWD/$DIR/bin
+if [[ ! -x $BIN/packserve || $PACK -nt $BIN/packserve ]]; then
+  rm -rf "$BIN" && mkdir -p "$BIN" && tar -xJf "$PACK" -C "$BIN"
+fi
+export LD_LIBRARY_PATH="$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export XDG_CACHE_HOME=$PWD/$DIR/cache
+PS="$BIN/packserve --log-level info"
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
+
+case $STEP in
+generate)
+  timeout 300 "$BIN/backend_factory_gpu_test" 2>&1 | grep -E "^\[ +(OK|FAILED|SKIPPED|PASSED) "
+  printf '%s\n' '{"prompt": "The capital of France is"}' '{"prompt": "def fibonacci(n):"}' \
+    '{"prompt": "Once upon a time"}' '{"prompt_ids": [1, 2, 3, 4, 5, 6, 7, 8]}' >"$OUT/prompts.jsonl"
+  for backend in cuda cpu; do
+    start=$SECONDS
+    timeout 300 $PS generate --dummy-model qwen3-0.6b \
+      --prompts "$OUT/prompts.jsonl" --max-tokens 32 --temperature 0 --ignore-eos \
+      --backend $backend --threads 8 >"$OUT/generate_$backend.jsonl" 2>"$OUT/generate_$backend.log"
+    echo "generate --backend $backend: exit $? after $((SECONDS - start)) s (model made once)"
+    grep -E "backend (cuda|cpu)|generate:|error" "$OUT/generate_$backend.log"
+  done
+  python3 - "$OUT" <<'EOF'
+import json, sys
+out = sys.argv[1]
+rows = {b: [json.loads(l) for l in open(f"{out}/generate_{b}.jsonl")] for b in ("cuda", "cpu")}
+for c, p in zip(rows["cuda"], rows["cpu"]):
+    a, b = c["token_ids"], p["token_ids"]
+    same = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    print(f"prompt {c['index']}: cuda vs cpu greedy tokens agree on the first {same} of {len(a)}")
+EOF
+  ;;
+make8b)
+  start=$SECONDS
+  $PS make-dummy-model --arch llama-3.1-8b --out "$DIR/llama-3.1-8b"
+  echo "make-dummy-model llama-3.1-8b: exit $? after $((SECONDS - start)) s"
+  ;;
+serve)
+  MODEL=$DIR/llama-3.1-8b
+  [[ -f $MODEL/config.json ]] || { echo "$MODEL missing: run the make8b step first" >&2; exit 1; }
+  PORT=${PORT:-8000}
+  $PS serve --model "$MODEL" --backend cuda \
+    --gpu-memory-utilization "${GPU_MEMORY_UTILIZATION:-0.9}" --port "$PORT" \
+    --max-num-batched-tokens 2048 >"$OUT/serve.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 300); do
+    grep -q "packserve serve: ready" "$OUT/serve.log" && break
+    kill -0 $SERVER 2>/dev/null || break
+    sleep 1
+  done
+  grep -E "backend cuda|ready|error" "$OUT/serve.log"
+  if ! grep -q "packserve serve: ready" "$OUT/serve.log"; then
+    echo "server not ready"; tail -20 "$OUT/serve.log"; kill $SERVER 2>/dev/null; exit 1
+  fi
+  timeout 400 $PS bench --trace data/traces/mooncake_slice.jsonl --url "http://127.0.0.1:$PORT" \
+    --dummy-model llama-3.1-8b --duration-s "${BENCH_DURATION_S:-30}" \
+    --time-scale "${BENCH_TIME_SCALE:-1}" --max-input-tokens "${MAX_INPUT_TOKENS:-2048}" \
+    --max-output-tokens "${MAX_OUTPUT_TOKENS:-128}" --out "$OUT/bench" 2>"$OUT/bench.log"
+  echo "bench: exit $?"
+  nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
+  kill -INT $SERVER
+  wait $SERVER
+  echo "serve: exit $?"
+  ;;
+*)
+  echo "unknown step '$STEP': expected --pack, generate, make8b or serve" >&2
+  exit 2
+  ;;
+esac
