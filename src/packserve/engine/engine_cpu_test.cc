@@ -98,21 +98,25 @@ TEST(EngineCpuTest, GreedyBatchedEqualsOneAtATimeAndIsDeterministic) {
   ASSERT_EQ(alone.tokens.size(), prompts.size());
   ASSERT_EQ(batched.tokens.size(), prompts.size());
   EXPECT_NE(alone.tokens[0], alone.tokens[5]);  // the model is not degenerate
+  // The batch composition of each step depends on when the engine thread picks submissions
+  // up, and OpenBLAS rounds GEMMs over different row counts differently (forward_cpu.h): two
+  // batched runs agree to f32 rounding (relative 1e-5), not bit for bit.
+  auto expect_close = [](const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), 308u);
+    ASSERT_EQ(want.size(), 308u);
+    double max_abs = 0, max_diff = 0;
+    for (size_t v = 0; v < want.size(); ++v) {
+      max_abs = std::max(max_abs, std::fabs(static_cast<double>(want[v])));
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[v]) - want[v]));
+    }
+    EXPECT_LE(max_diff, 1e-5 * max_abs + 1e-6);
+  };
   for (size_t i = 0; i < prompts.size(); ++i) {
     SCOPED_TRACE("prompt " + std::to_string(i));
     EXPECT_EQ(batched.tokens[i], again.tokens[i]);
-    EXPECT_EQ(batched.first_logits[i], again.first_logits[i]);
     EXPECT_EQ(batched.tokens[i], alone.tokens[i]);
-    ASSERT_EQ(batched.first_logits[i].size(), 308u);
-    ASSERT_EQ(alone.first_logits[i].size(), 308u);
-    // f32 rounding of GEMMs over different row counts (forward_cpu.h): relative 1e-5.
-    double max_abs = 0, max_diff = 0;
-    for (size_t v = 0; v < 308; ++v) {
-      max_abs = std::max(max_abs, std::fabs(static_cast<double>(alone.first_logits[i][v])));
-      max_diff = std::max(max_diff, std::fabs(static_cast<double>(batched.first_logits[i][v]) -
-                                              alone.first_logits[i][v]));
-    }
-    EXPECT_LE(max_diff, 1e-5 * max_abs + 1e-6);
+    expect_close(batched.first_logits[i], again.first_logits[i]);
+    expect_close(batched.first_logits[i], alone.first_logits[i]);
   }
 }
 
