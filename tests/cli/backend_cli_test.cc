@@ -101,11 +101,9 @@ TEST(BackendCli, CudaWithoutDeviceExitsTwoNamingTheCause) {
 }
 
 TEST(BackendCli, UnknownBackendNamesTheChoices) {
-  const CliRun run =
-      run_packserve(kGenerate + "--prompts " + prompts_file() + " --backend gpu");
+  const CliRun run = run_packserve(kGenerate + "--prompts " + prompts_file() + " --backend gpu");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_NE(run.err.find("--backend: backend 'gpu': expected cpu, cuda or auto"),
-            std::string::npos)
+  EXPECT_NE(run.err.find("--backend: backend 'gpu': expected cpu, cuda or auto"), std::string::npos)
       << run.err;
 }
 

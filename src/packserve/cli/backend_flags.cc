@@ -40,8 +40,8 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   options.gpu_memory_utilization = flags.gpu_memory_utilization;
   // A step has at most max_num_batched_tokens rows (sched/batch.h); the running-request cap
   // bounds the rows that sample.
-  options.max_batch_rows = std::max(config.scheduler.max_num_batched_tokens,
-                                    config.scheduler.max_num_running_requests);
+  options.max_batch_rows =
+      std::max(config.scheduler.max_num_batched_tokens, config.scheduler.max_num_running_requests);
   options.max_sampling_rows =
       std::min(config.scheduler.max_num_running_requests, options.max_batch_rows);
   PS_ASSIGN_OR_RETURN(model::CreatedBackend made, model::make_forward_backend(options));

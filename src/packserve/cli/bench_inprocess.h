@@ -1,7 +1,8 @@
 // bench_inprocess.h: the in-process side of `packserve bench --in-process`: an Engine on the
-// --backend (cpu, cuda or auto; backend_flags.h) over a model directory, wrapped as a benchclient::RequestSender (prompts are encoded
-// with the model's tokenizer, as the server would; times are taken when updates reach the
-// client, as over HTTP; the running batch is the engine's num_running).
+// --backend (cpu, cuda or auto; backend_flags.h) over a model directory, wrapped as a
+// benchclient::RequestSender (prompts are encoded with the model's tokenizer, as the server
+// would; times are taken when updates reach the client, as over HTTP; the running batch is the
+// engine's num_running).
 // Thread-safety: send() is called from many threads (Engine::submit is thread-safe).
 #pragma once
 

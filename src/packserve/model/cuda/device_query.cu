@@ -1,10 +1,9 @@
 // device_query.cu: device count and memory for the backend factory (device_query.h).
-#include "packserve/model/cuda/device_query.h"
-
 #include <cuda_runtime.h>
 
 #include <string>
 
+#include "packserve/model/cuda/device_query.h"
 #include "packserve/model/cuda/device_util.cuh"
 
 namespace packserve::model::cuda {

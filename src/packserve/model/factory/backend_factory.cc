@@ -58,9 +58,8 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
     if (!memory.ok()) {
       return Status(memory.status().code(), "--backend cuda: " + memory.status().message());
     }
-    PS_ASSIGN_OR_RETURN(GpuKvSizing sized,
-                        gpu_kv_pages_for_memory(config, memory->free_bytes, memory->total_bytes,
-                                                o));
+    PS_ASSIGN_OR_RETURN(GpuKvSizing sized, gpu_kv_pages_for_memory(config, memory->free_bytes,
+                                                                   memory->total_bytes, o));
     pool.num_pages = sized.num_pages;
     sizing = " (from --gpu-memory-utilization " + std::to_string(o.gpu_memory_utilization) +
              ": free " + gib(memory->free_bytes) + " of " + gib(memory->total_bytes) +

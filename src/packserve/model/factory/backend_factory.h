@@ -46,13 +46,13 @@ struct BackendOptions {
   int num_threads = 1;                    // CPU attention executor threads
   attention::PlanOptions plan;            // attention policy etc., both backends
   // CUDA only.
-  int cuda_device = 0;                    // device ordinal
-  double gpu_memory_utilization = 0.9;    // in (0, 1]: share of total device memory to use
+  int cuda_device = 0;                  // device ordinal
+  double gpu_memory_utilization = 0.9;  // in (0, 1]: share of total device memory to use
   // Query rows of the largest step (the engine's max_num_batched_tokens, at least its
   // max_num_running_requests): sizes the activation scratch, the plan capacity and, through
   // them, the KV pool.
   int32_t max_batch_rows = 2048;
-  int32_t max_sampling_rows = 256;        // rows that sample in one step (logits buffer)
+  int32_t max_sampling_rows = 256;  // rows that sample in one step (logits buffer)
 };
 
 struct CreatedBackend {

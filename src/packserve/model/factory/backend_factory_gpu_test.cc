@@ -46,8 +46,7 @@ TEST(BackendFactoryGpu, CudaAndAutoMatchCpu) {
     ASSERT_TRUE(made.ok()) << made.status().to_string();
     EXPECT_EQ(made->backend->name(), "cuda");
     EXPECT_GE(made->pool.num_pages, 2);
-    EXPECT_NE(made->summary.find("--gpu-memory-utilization"), std::string::npos)
-        << made->summary;
+    EXPECT_NE(made->summary.find("--gpu-memory-utilization"), std::string::npos) << made->summary;
     const std::vector<float> got = run_prefill(*made->backend, w.config.vocab_size);
     ASSERT_EQ(got.size(), want.size());
     double num = 0, den = 0;

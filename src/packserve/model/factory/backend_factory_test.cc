@@ -171,10 +171,9 @@ TEST(BackendFactory, Llama31_8bSizingOnAn80GiBDevice) {
   EXPECT_EQ(gpu_kv_page_bytes(*c, 16), size_t{2} << 20);
   // Published parameter count 8,030,261,248 = 8,029,995,008 in matrices (bf16, 2 bytes) +
   // 266,240 in norms (f32, 4 bytes): take away activations, logits and reserve, then count.
-  const size_t weights = gpu_non_kv_bytes(*c, 1, 1) - kGpuFixedReserveBytes -
-                         (4096 * 4 + 6144 * 4 + 4096 * 2 + 2 * 4096 * 2 + 2 * 14336 * 2 +
-                          14336 * 2) -
-                         128256 * 4;
+  const size_t weights =
+      gpu_non_kv_bytes(*c, 1, 1) - kGpuFixedReserveBytes -
+      (4096 * 4 + 6144 * 4 + 4096 * 2 + 2 * 4096 * 2 + 2 * 14336 * 2 + 14336 * 2) - 128256 * 4;
   const size_t norm_params = 4096 * (2 * 32 + 1);
   EXPECT_EQ((weights - norm_params * 4) / 2 + norm_params, size_t{8030261248});
 
