@@ -6,10 +6,10 @@
 # and writes a markdown table to $OUT/summary.md (printed last), logs beside it.
 #
 # Binaries: the device machine has no gtest/spdlog/fmt dev packages, so build HERE (same
-# x86-64, same nvcc 13.0) and carry them (docs/gpu.md):
+# x86-64, same nvcc 13.0) and carry them as one archive (docs/gpu.md):
 #   cmake -S . -B build-cuda -G Ninja -DPACKSERVE_CUDA=ON -DPACKSERVE_WERROR=ON
-#   ninja -C build-cuda run_cuda_test attention_bench packserve
-#   scripts/gpu-check.sh --pack      # copies binaries + non-system libs into .gpu-carry/
+#   ninja -C build-cuda $(scripts/gpu-check.sh --targets)
+#   scripts/gpu-check.sh --pack [BUILD_DIR]   # -> .gpu-carry/carry.tar.xz (binaries + libs)
 # then on the device (carry .gpu-carry):  scripts/gpu-check.sh
 # cuBLAS is not carried (600 MB): the device's /usr/local/cuda/lib64 has it.
 # Without .gpu-carry/ the script builds into build-gpu/ when the dependencies are there.
@@ -19,17 +19,25 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry
+export TESTS="run_cuda_test forward_cuda_test backend_factory_gpu_test"
+TARGETS="$TESTS attention_bench forward_bench packserve"
+if [[ "${1:-}" == "--targets" ]]; then echo "$TARGETS"; exit 0; fi
 if [[ "${1:-}" == "--pack" ]]; then
   set -e
-  mkdir -p $CARRY/lib
-  for b in run_cuda_test attention_bench packserve; do
-    cp "$(find build-cuda -name $b -type f -perm -u+x | head -1)" $CARRY/ && strip $CARRY/$b
+  BUILD=${2:-build-cuda}
+  tmp=$(mktemp -d)
+  mkdir -p "$tmp/lib" $CARRY
+  for b in $TARGETS; do
+    f=$(find "$BUILD" -name "$b" -type f -perm -u+x | head -1)
+    [[ -n "$f" ]] || { echo "no $b under $BUILD: build it first" >&2; exit 1; }
+    cp "$f" "$tmp/" && strip "$tmp/$b"
+    ldd "$tmp/$b" | awk '/=> \//{print $3}' |
+      grep -v -E '/lib/x86_64-linux-gnu/lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so|libcublas' |
+      while read -r lib; do cp -L "$lib" "$tmp/lib/"; done
   done
-  for b in $CARRY/run_cuda_test $CARRY/attention_bench $CARRY/packserve; do
-    ldd "$b" | awk '/=> \//{print $3}' | grep -v -E '/lib/x86_64-linux-gnu/lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so|libcublas' |
-      while read -r lib; do cp -L "$lib" $CARRY/lib/; done
-  done
-  du -sh $CARRY
+  tar -cJf $CARRY/carry.tar.xz -C "$tmp" .
+  rm -rf "$tmp"
+  du -h $CARRY/carry.tar.xz
   exit 0
 fi
 
@@ -37,22 +45,27 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 SKIP=${GPU_CHECK_SKIP:-}
 skip() { [[ ",$SKIP," == *",$1,"* ]]; }
-if [[ -x $CARRY/run_cuda_test ]]; then
-  BIN=$CARRY
-  export LD_LIBRARY_PATH="$PWD/$CARRY/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"  # cuBLAS: the device's own
+if [[ -f $CARRY/carry.tar.xz ]]; then
+  BIN=$(mktemp -d)
+  tar -xJf $CARRY/carry.tar.xz -C "$BIN"
+  export LD_LIBRARY_PATH="$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"  # cuBLAS: the device's own
 else
   cmake -S . -B build-gpu -G Ninja -DPACKSERVE_CUDA=ON -DPACKSERVE_BENCH=OFF >"$OUT/build.log" 2>&1 &&
-    ninja -C build-gpu run_cuda_test attention_bench packserve >>"$OUT/build.log" 2>&1 ||
+    ninja -C build-gpu $TARGETS >>"$OUT/build.log" 2>&1 ||
     { echo "build failed, see $OUT/build.log"; tail -20 "$OUT/build.log"; exit 1; }
-  BIN=$(dirname "$(find build-gpu -name run_cuda_test -type f | head -1)")
+  BIN=$(mktemp -d)
+  for b in $TARGETS; do cp "$(find build-gpu -name "$b" -type f -perm -u+x | head -1)" "$BIN/"; done
 fi
 DEVICE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)
 echo "$DEVICE"
 
 tests_rc=skipped memcheck_rc=skipped racecheck_rc=skipped
 if ! skip tests; then
-  timeout 400 "$BIN/run_cuda_test" >"$OUT/tests.log" 2>&1; tests_rc=$?
-  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED" "$OUT/tests.log"
+  tests_rc=0
+  for t in $TESTS; do
+    timeout 300 "$BIN/$t" >"$OUT/$t.log" 2>&1 || tests_rc=$?
+    echo "$t: $(grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/$t.log" | tr '\n' ' ')"
+  done
 fi
 if ! skip sanitizer; then
   timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/run_cuda_test" \
@@ -74,6 +87,8 @@ if ! skip cli; then
 fi
 if ! skip bench; then
   timeout 300 "$BIN/attention_bench" >"$OUT/bench.jsonl" 2>"$OUT/bench.err"; echo "bench rc=$?"
+  timeout 200 "$BIN/forward_bench" >"$OUT/forward_bench.jsonl" 2>"$OUT/forward_bench.err"
+  echo "forward_bench rc=$?"
 fi
 if ! skip peers; then
   PYTHONUNBUFFERED=1 timeout 300 python3 scripts/gpu_peers.py ${PEERS_ARGS:-} >"$OUT/peers.jsonl" 2>"$OUT/peers.err"
@@ -94,7 +109,7 @@ def lines(name):
             except ValueError: pass
     return res
 print(f"## gpu-check: {dev}\n")
-print(f"tests rc={t} (0 = all passed), memcheck rc={m}, racecheck rc={r} (0 = clean)\n")
+print(f"tests ({os.environ.get('TESTS', '')}) rc={t} (0 = all passed), memcheck rc={m}, racecheck rc={r} (0 = clean)\n")
 bench = lines("bench.jsonl")
 ceil = next((b for b in bench if b.get("ceilings")), None)
 if ceil:
@@ -115,4 +130,9 @@ for p in lines("peers.jsonl"):
     if "error" in p:
         print(f"| {p['case']} | {p['peer']} | error: {p['error'][:80]} | | | | | | |"); continue
     print(f"| {p['case']} | {p['peer']} | {p['graph_ms']} | {p['eager_ms']} | {p['effective_gbps']:.0f} | {p['effective_gbps']/cbw:.2f} | {p['useful_tflops']:.1f} | {p['useful_tflops']/cmm:.3f} | |")
+fwd = lines("forward_bench.jsonl")
+if fwd:
+    print("\n### model forward (bench/gpu/forward_bench.cu)\n")
+    for f in fwd: print("- `" + json.dumps(f) + "`")
+    print()
 PY

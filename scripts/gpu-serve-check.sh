@@ -11,6 +11,9 @@
 #                                         # qwen3-0.6b with --backend cuda and cpu, tokens compared
 #   scripts/gpu-serve-check.sh make8b     # the llama-3.1-8b dummy checkpoint (16 GB, bf16)
 #   scripts/gpu-serve-check.sh serve      # serve it with --backend cuda, `packserve bench` against it
+#   scripts/gpu-serve-check.sh makeqwen8b # qwen3-8b dummy with the real Qwen3 tokenizer, copied
+#                                         # beforehand into build-gpu-serve/qwen3-tokenizer
+#   TRACE=... scripts/gpu-serve-check.sh matrix  # 3 request rates + prefix caching off + naive
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
 # MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000).
 # The dummy checkpoints live in build-gpu-serve/cache (kept between calls on a warm machine).
@@ -107,8 +110,64 @@ serve)
   wait $SERVER
   echo "serve: exit $?"
   ;;
+makeqwen8b)
+  # qwen3-8b shapes with the real Qwen3 tokenizer (carried in $DIR/qwen3-tokenizer), so every
+  # sampled id decodes to text and the streamed chunks time each token.
+  start=$SECONDS
+  $PS make-dummy-model --arch qwen3-8b --tokenizer "$DIR/qwen3-tokenizer" --out "$DIR/qwen3-8b"
+  echo "make-dummy-model qwen3-8b: exit $? after $((SECONDS - start)) s"
+  ;;
+matrix)
+  # Issue 5's benchmark on one trace (TRACE, default the bundled Mooncake slice): three
+  # request rates (TIME_SCALES) with the defaults, then, at the middle rate, prefix caching off
+  # and the naive attention policy. One server per variant; results in $OUT/<name>/.
+  MODEL=$DIR/qwen3-8b
+  [[ -f $MODEL/config.json ]] || { echo "$MODEL missing: run the makeqwen8b step first" >&2; exit 1; }
+  TRACE=${TRACE:-data/traces/mooncake_slice.jsonl}
+  read -r -a SCALES <<<"${TIME_SCALES:-2 1 0.5}"
+  PORT=${PORT:-8000}
+  run_variant() {  # name, time scale, server flags...
+    local name=$1 scale=$2; shift 2
+    $PS serve --model "$MODEL" --backend cuda --gpu-memory-utilization 0.9 --port "$PORT" \
+      --max-num-batched-tokens 2048 "$@" >"$OUT/serve_$name.log" 2>&1 &
+    local server=$!
+    for _ in $(seq 300); do
+      grep -q "packserve serve: ready" "$OUT/serve_$name.log" && break
+      kill -0 $server 2>/dev/null || break
+      sleep 1
+    done
+    if grep -q "packserve serve: ready" "$OUT/serve_$name.log"; then
+      timeout 300 $PS bench --trace "$TRACE" --url "http://127.0.0.1:$PORT" --tokenizer "$MODEL" \
+        --duration-s "${BENCH_DURATION_S:-30}" --time-scale "$scale" \
+        --max-input-tokens "${MAX_INPUT_TOKENS:-2048}" --max-output-tokens "${MAX_OUTPUT_TOKENS:-128}" ${BENCH_FLAGS:-} \
+        --out "$OUT/$name" >"$OUT/$name.txt" 2>"$OUT/bench_$name.log"
+      echo "$name: bench exit $?"
+    else
+      echo "$name: server not ready"; tail -5 "$OUT/serve_$name.log"
+    fi
+    kill -INT $server 2>/dev/null; wait $server
+  }
+  for scale in "${SCALES[@]}"; do run_variant "scale$scale" "$scale"; done
+  mid=${SCALES[1]}
+  run_variant "scale${mid}_noprefix" "$mid" --no-prefix-caching
+  run_variant "scale${mid}_naive" "$mid" --attention-policy naive
+  python3 - "$OUT" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+def fmt(v): return "-" if v is None else f"{v:.2f}"  # goodput needs --slo-* flags
+print("| run | done/failed | req/s | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | TBT p99 ms | goodput req/s |")
+print("|---|---|---|---|---|---|---|---|")
+for name in sorted(os.listdir(out)):
+    p = os.path.join(out, name, "result.json")
+    if not os.path.exists(p): continue
+    r = json.load(open(p))
+    print(f"| {name} | {r['completed']}/{r['failed']} | {r['request_throughput']:.2f} | {r['output_throughput']:.0f} | "
+          f"{r['median_ttft_ms']:.0f} / {r['p99_ttft_ms']:.0f} | {r['median_tpot_ms']:.1f} / {r['p99_tpot_ms']:.1f} | "
+          f"{r['p99_itl_ms']:.0f} | {fmt(r.get('request_goodput'))} |")
+EOF
+  ;;
 *)
-  echo "unknown step '$STEP': expected --pack, generate, make8b or serve" >&2
+  echo "unknown step '$STEP': expected --pack, generate, make8b, serve, makeqwen8b or matrix" >&2
   exit 2
   ;;
 esac
