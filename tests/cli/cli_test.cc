@@ -159,6 +159,22 @@ TEST(SimulateCli, MalformedTraceNamesFileLineAndField) {
   std::filesystem::remove(trace);
 }
 
+TEST(EngineFlagsCli, BadPolicyNamesTheFlagInEveryEngineCommand) {
+  const auto prompts = write_temp("prompts.jsonl", "{\"prompt_ids\": [1, 2, 3]}\n");
+  const std::string trace = data("traces/mooncake_slice.jsonl");
+  const std::string generate = "generate --dummy-model tiny --prompts " + prompts.string();
+  const std::string bench = "bench --in-process --dummy-model tiny --max-requests 1 --trace " + trace;
+  for (const std::string& cmd : {generate, bench, std::string("serve --dummy-model tiny --port 0")}) {
+    for (const char* flag : {"--policy", "--attention-policy"}) {
+      SCOPED_TRACE(cmd + " " + flag);
+      const CliRun r = run_packserve(cmd + " " + flag + " fastest");
+      EXPECT_NE(r.exit_code, 0);
+      EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    }
+  }
+  std::filesystem::remove(prompts);
+}
+
 TEST(GlobalCli, UnknownLogLevelAndMissingSubcommandAreUsageErrors) {
   EXPECT_EQ(run_packserve("--log-level loud simulate").exit_code, 2);
   EXPECT_EQ(run_packserve("").exit_code, 2);

@@ -73,19 +73,7 @@ class InProcessSender final : public benchclient::RequestSender {
 }  // namespace
 
 void add_inprocess_options(CLI::App& cmd, InProcessOptions& o) {
-  cmd.add_option("--num-pages", o.num_pages,
-                 "--in-process: KV pool pages (default 0: 4096 on cpu, from "
-                 "--gpu-memory-utilization on cuda)");
-  cmd.add_option("--page-size", o.page_size, "--in-process: tokens per KV page (default 16)");
-  cmd.add_option("--max-num-batched-tokens", o.max_num_batched_tokens,
-                 "--in-process: token budget per engine step (default 2048)");
-  cmd.add_option("--max-num-running-requests", o.max_num_running_requests,
-                 "--in-process: running requests at most (default 256)");
-  cmd.add_option("--threads", o.threads, "--in-process: attention executor threads (default 1)");
-  cmd.add_flag("--no-prefix-caching", o.no_prefix_caching, "--in-process: disable prefix caching");
-  cmd.add_option("--attention-policy", o.attention_policy,
-                 "--in-process: naive|balanced|prefix (default balanced)");
-  add_backend_flags(cmd, o.backend, "--in-process: ");
+  add_engine_flags(cmd, o.engine, "--in-process: ");
 }
 
 Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
@@ -93,17 +81,10 @@ Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
   PS_ASSIGN_OR_RETURN(auto weights, model::load_checkpoint(model_dir));
   PS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_dir(model_dir));
   engine::EngineConfig config;
-  config.kv.num_pages = o.num_pages;
-  config.kv.page_size = o.page_size;
-  config.kv.enable_prefix_caching = !o.no_prefix_caching;
-  config.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
-  config.scheduler.max_num_running_requests = o.max_num_running_requests;
-  auto policy = attention::parse_policy(o.attention_policy);
-  if (!policy.ok()) return invalid_argument("--attention-policy: " + policy.status().message());
-  config.plan.policy = *policy;
+  PS_RETURN_IF_ERROR(apply_engine_flags(o.engine, config));
   config.max_waiting_requests = 1 << 20;  // the trace decides the load, never the queue limit
-  PS_ASSIGN_OR_RETURN(auto backend, make_engine_backend(o.backend, weights, o.threads,
-                                                        /*cpu_default_num_pages=*/4096, config));
+  PS_ASSIGN_OR_RETURN(auto backend, make_engine_backend(o.engine.backend, weights, o.engine.threads,
+                                                        o.engine.cpu_default_num_pages, config));
   PS_ASSIGN_OR_RETURN(auto engine, engine::Engine::create(config, std::move(backend.backend), tok));
   return std::unique_ptr<benchclient::RequestSender>(
       std::make_unique<InProcessSender>(std::move(engine), ignore_eos));

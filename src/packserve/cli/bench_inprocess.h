@@ -11,20 +11,18 @@
 #include <string>
 
 #include "packserve/benchclient/replay.h"
-#include "packserve/cli/backend_flags.h"
+#include "packserve/cli/engine_flags.h"
 #include "packserve/common/status.h"
 
 namespace packserve::cli {
 
 struct InProcessOptions {
-  int32_t num_pages = 0;     // KV pool pages; 0: 4096 on cpu, sized from GPU memory on cuda
-  int32_t page_size = 16;    // tokens per page
-  int32_t max_num_batched_tokens = 2048;
-  int32_t max_num_running_requests = 256;
-  int threads = 1;  // attention executor threads
-  bool no_prefix_caching = false;
-  std::string attention_policy = "balanced";
-  BackendFlags backend;
+  // The engine flags, each prefixed "--in-process: "; --num-pages 0 means 4096 pages on cpu.
+  EngineFlags engine = [] {
+    EngineFlags f;
+    f.cpu_default_num_pages = 4096;
+    return f;
+  }();
 };
 
 void add_inprocess_options(CLI::App& cmd, InProcessOptions& options);

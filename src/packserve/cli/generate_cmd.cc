@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "packserve/cli/backend_flags.h"
+#include "packserve/cli/engine_flags.h"
 #include "packserve/cli/commands.h"
 #include "packserve/common/log.h"
 #include "packserve/engine/engine.h"
@@ -56,15 +56,7 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool logprobs = false;
-  int32_t num_pages = 0;  // 0: 2048 on cpu, sized from GPU memory on cuda
-  int32_t page_size = 16;
-  int32_t max_num_batched_tokens = 2048;
-  int32_t max_num_running_requests = 256;
-  std::string policy = "fcfs";
-  std::string attention_policy = "balanced";
-  bool no_prefix_caching = false;
-  int threads = 1;
-  BackendFlags backend;
+  EngineFlags engine;
 };
 
 int fail_input(const std::string& message) {
@@ -169,24 +161,12 @@ int run_generate(const GenerateArgs& args) {
   if (!prompts.ok()) return fail_input(prompts.status().message());
 
   engine::EngineConfig config;
-  config.kv.num_pages = args.num_pages;
-  config.kv.page_size = args.page_size;
-  config.kv.enable_prefix_caching = !args.no_prefix_caching;
-  config.scheduler.max_num_batched_tokens = args.max_num_batched_tokens;
-  config.scheduler.max_num_running_requests = args.max_num_running_requests;
-  auto policy = sched::parse_scheduling_policy(args.policy);
-  if (!policy.ok()) return fail_input("--policy: " + policy.status().message());
-  config.scheduler.policy = *policy;
-  auto attention_policy = attention::parse_policy(args.attention_policy);
-  if (!attention_policy.ok()) {
-    return fail_input("--attention-policy: " + attention_policy.status().message());
-  }
-  config.plan.policy = *attention_policy;
+  if (Status s = apply_engine_flags(args.engine, config); !s.ok()) return fail_input(s.message());
   config.max_waiting_requests =
       std::max<int32_t>(config.max_waiting_requests, static_cast<int32_t>(prompts->size()));
 
-  auto backend = make_engine_backend(args.backend, *weights, args.threads,
-                                     /*cpu_default_num_pages=*/2048, config);
+  auto backend = make_engine_backend(args.engine.backend, *weights, args.engine.threads,
+                                     args.engine.cpu_default_num_pages, config);
   if (!backend.ok()) return fail_input(backend.status().to_string());
   auto created = engine::Engine::create(config, std::move(backend->backend), *tok);
   if (!created.ok()) return fail_input(created.status().to_string());
@@ -308,23 +288,7 @@ void register_generate_command(CLI::App& app, int& exit_code) {
                 "add \"logprobs\": log-softmax of the raw logits at each sampled token");
   cmd->add_option("--logits-out", args->logits_out,
                   "write the logits after each prompt's last token: .npy, f32, (prompts, vocab)");
-  cmd->add_option("--num-pages", args->num_pages,
-                  "KV-cache pages; 0: 2048 on cpu, from --gpu-memory-utilization on cuda")
-      ->capture_default_str();
-  cmd->add_option("--page-size", args->page_size, "tokens per KV page")->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
-                  "token budget per engine step")
-      ->capture_default_str();
-  cmd->add_option("--max-num-running-requests", args->max_num_running_requests,
-                  "requests holding KV at once")
-      ->capture_default_str();
-  cmd->add_option("--policy", args->policy, "admission policy: fcfs | aimd")->capture_default_str();
-  cmd->add_option("--attention-policy", args->attention_policy,
-                  "attention planner: naive | balanced | prefix")
-      ->capture_default_str();
-  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable the prefix cache");
-  cmd->add_option("--threads", args->threads, "CPU attention threads")->capture_default_str();
-  add_backend_flags(*cmd, args->backend);
+  add_engine_flags(*cmd, args->engine);
   cmd->callback([args, &exit_code] { exit_code = run_generate(*args); });
 }
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <thread>
 
-#include "packserve/cli/backend_flags.h"
+#include "packserve/cli/engine_flags.h"
 #include "packserve/cli/commands.h"
 #include "packserve/common/log.h"
 #include "packserve/engine/engine.h"
@@ -45,18 +45,10 @@ struct ServeArgs {
   server::ServerConfig server;
   int32_t max_waiting_requests = 1024;
   int32_t max_model_len = 0;
-  int32_t num_pages = 0;  // 0: 2048 on cpu, sized from GPU memory on cuda
-  int32_t page_size = 16;
-  int32_t max_num_batched_tokens = 2048;
-  int32_t max_num_running_requests = 256;
-  std::string policy = "fcfs";
-  std::string attention_policy = "balanced";
-  bool no_prefix_caching = false;
-  int threads = 1;
+  EngineFlags engine;
   uint64_t seed = 0;
   std::string chat_template = "auto";
   double drain_grace_s = 10.0;
-  BackendFlags backend;
 };
 
 int fail_input(const std::string& message) {
@@ -91,19 +83,13 @@ Result<Loaded> load_engine(const ServeArgs& args) {
   }
 
   engine::EngineConfig config;
-  config.kv.num_pages = args.num_pages;
-  config.kv.page_size = args.page_size;
-  config.kv.enable_prefix_caching = !args.no_prefix_caching;
-  config.scheduler.max_num_batched_tokens = args.max_num_batched_tokens;
-  config.scheduler.max_num_running_requests = args.max_num_running_requests;
-  PS_ASSIGN_OR_RETURN(config.scheduler.policy, sched::parse_scheduling_policy(args.policy));
-  PS_ASSIGN_OR_RETURN(config.plan.policy, attention::parse_policy(args.attention_policy));
+  PS_RETURN_IF_ERROR(apply_engine_flags(args.engine, config));
   config.max_model_len = args.max_model_len;
   config.max_waiting_requests = args.max_waiting_requests;
   config.seed = args.seed;
 
-  PS_ASSIGN_OR_RETURN(auto backend, make_engine_backend(args.backend, weights, args.threads,
-                                                        /*cpu_default_num_pages=*/2048, config));
+  PS_ASSIGN_OR_RETURN(auto backend, make_engine_backend(args.engine.backend, weights, args.engine.threads,
+                                                        args.engine.cpu_default_num_pages, config));
   PS_ASSIGN_OR_RETURN(auto created,
                       engine::Engine::create(config, std::move(backend.backend), tok));
   Loaded loaded;
@@ -223,22 +209,7 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--drain-grace-s", args->drain_grace_s,
                   "on SIGINT/SIGTERM, time live requests get to finish before cancellation")
       ->capture_default_str();
-  cmd->add_option("--num-pages", args->num_pages,
-                  "KV-cache pages; 0: 2048 on cpu, from --gpu-memory-utilization on cuda")
-      ->capture_default_str();
-  cmd->add_option("--page-size", args->page_size, "tokens per KV page")->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
-                  "token budget per engine step")
-      ->capture_default_str();
-  cmd->add_option("--max-num-running-requests", args->max_num_running_requests,
-                  "requests holding KV at once")
-      ->capture_default_str();
-  cmd->add_option("--policy", args->policy, "admission policy: fcfs | aimd")->capture_default_str();
-  cmd->add_option("--attention-policy", args->attention_policy, "naive | balanced | prefix")
-      ->capture_default_str();
-  cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "disable the prefix cache");
-  cmd->add_option("--threads", args->threads, "CPU attention threads")->capture_default_str();
-  add_backend_flags(*cmd, args->backend);
+  add_engine_flags(*cmd, args->engine);
   cmd->add_option("--seed", args->seed, "engine RNG seed (requests without a seed)")
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run_serve(*args); });

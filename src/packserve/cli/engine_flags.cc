@@ -1,0 +1,47 @@
+#include "packserve/cli/engine_flags.h"
+
+#include "packserve/attention/plan.h"
+#include "packserve/sched/scheduler.h"
+
+namespace packserve::cli {
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
+  cmd.add_option("--num-pages", f.num_pages,
+                 p + "KV-cache pages; 0: " + std::to_string(f.cpu_default_num_pages) +
+                     " on cpu, from --gpu-memory-utilization on cuda")
+      ->capture_default_str();
+  cmd.add_option("--page-size", f.page_size, p + "tokens per KV page")->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
+                 p + "token budget per engine step")
+      ->capture_default_str();
+  cmd.add_option("--max-num-running-requests", f.max_num_running_requests,
+                 p + "requests holding KV at once")
+      ->capture_default_str();
+  cmd.add_option("--policy", f.policy, p + "admission policy: fcfs | aimd")->capture_default_str();
+  cmd.add_option("--attention-policy", f.attention_policy,
+                 p + "attention planner: naive | balanced | prefix")
+      ->capture_default_str();
+  cmd.add_flag("--no-prefix-caching", f.no_prefix_caching, p + "disable the prefix cache");
+  cmd.add_option("--threads", f.threads, p + "CPU attention executor threads")
+      ->capture_default_str();
+  add_backend_flags(cmd, f.backend, p);
+}
+
+Status apply_engine_flags(const EngineFlags& f, engine::EngineConfig& config) {
+  config.kv.num_pages = f.num_pages;
+  config.kv.page_size = f.page_size;
+  config.kv.enable_prefix_caching = !f.no_prefix_caching;
+  config.scheduler.max_num_batched_tokens = f.max_num_batched_tokens;
+  config.scheduler.max_num_running_requests = f.max_num_running_requests;
+  auto policy = sched::parse_scheduling_policy(f.policy);
+  if (!policy.ok()) return invalid_argument("--policy: " + policy.status().message());
+  config.scheduler.policy = *policy;
+  auto attention_policy = attention::parse_policy(f.attention_policy);
+  if (!attention_policy.ok()) {
+    return invalid_argument("--attention-policy: " + attention_policy.status().message());
+  }
+  config.plan.policy = *attention_policy;
+  return ok_status();
+}
+
+}  // namespace packserve::cli
