@@ -72,7 +72,8 @@ ForwardBatch make_batch(int num_requests, int q_len, int kv_len, int first_page,
   b.page_indptr.push_back(0);
   const int pages = (kv_len + kPageSize - 1) / kPageSize;
   for (int r = 0; r < num_requests; ++r) {
-    for (int i = 0; i < q_len; ++i) b.token_ids.push_back(static_cast<int32_t>(rng.uniform_int(0, 128255)));
+    for (int i = 0; i < q_len; ++i)
+      b.token_ids.push_back(static_cast<int32_t>(rng.uniform_int(0, 128255)));
     b.qo_indptr.push_back(static_cast<int32_t>(b.token_ids.size()));
     b.kv_len.push_back(kv_len);
     for (int p = 0; p < pages; ++p) b.page_ids.push_back(first_page + r * pages + p);
@@ -89,7 +90,8 @@ double wall_ms(CudaForwardBackend& m, const ForwardBatch& b, int warmup, int rep
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     die(m.forward(b, logits), "forward");
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    t.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return median(t);
 }
@@ -139,10 +141,10 @@ int main() {
       };
       const double ms = timer.eager_ms(run, 2, 5);
       const double bytes = total_n * 2.0;
-      std::printf("{\"case\":\"decode_gemms_b%d\",\"ms\":%.3f,\"weight_bytes\":%.0f,"
-                  "\"gbps\":%.1f,\"frac_copy_bw\":%.3f}\n",
-                  batch, ms, bytes, bytes / (ms * 1e-3) / 1e9,
-                  bytes / (ms * 1e-3) / 1e9 / ceil.copy_gbps);
+      std::printf(
+          "{\"case\":\"decode_gemms_b%d\",\"ms\":%.3f,\"weight_bytes\":%.0f,"
+          "\"gbps\":%.1f,\"frac_copy_bw\":%.3f}\n",
+          batch, ms, bytes, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / ceil.copy_gbps);
       std::fflush(stdout);
     }
     BENCH_CUDA(cudaFree(w));
@@ -164,9 +166,10 @@ int main() {
   const double H = 4096, I = 14336, V = 128256, Q = 4096, KV = 1024, L = 32;
   const double layer_params = H * (Q + 2 * KV) + Q * H + 2 * I * H + I * H;
   const double read_weight_bytes = 2.0 * (L * layer_params + V * H);  // matrices + LM head
-  std::printf("{\"model\":\"llama-3.1-8b shapes, random bf16 weights drawn on the device\","
-              "\"weight_bytes\":%zu,\"kv_pool_bytes\":%zu,\"read_weight_bytes_per_step\":%.0f}\n",
-              m.weight_bytes(), m.kv_pool_bytes(), read_weight_bytes);
+  std::printf(
+      "{\"model\":\"llama-3.1-8b shapes, random bf16 weights drawn on the device\","
+      "\"weight_bytes\":%zu,\"kv_pool_bytes\":%zu,\"read_weight_bytes_per_step\":%.0f}\n",
+      m.weight_bytes(), m.kv_pool_bytes(), read_weight_bytes);
   std::fflush(stdout);
 
   Rng rng(5);
@@ -175,10 +178,11 @@ int main() {
     const double ms = wall_ms(m, b, 2, 10);
     const double kv_bytes = batch * double(kDecodeCtx) * L * KV * 2 * 2;
     const double roof_ms = (read_weight_bytes + kv_bytes) / (ceil.copy_gbps * 1e9) * 1e3;
-    std::printf("{\"case\":\"decode_b%d\",\"ctx\":%d,\"step_ms\":%.3f,\"roofline_ms\":%.3f,"
-                "\"x_roofline\":%.2f,\"bytes\":%.0f,\"effective_gbps\":%.1f,\"tokens_per_s\":%.0f}\n",
-                batch, kDecodeCtx, ms, roof_ms, ms / roof_ms, read_weight_bytes + kv_bytes,
-                (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9, batch / (ms * 1e-3));
+    std::printf(
+        "{\"case\":\"decode_b%d\",\"ctx\":%d,\"step_ms\":%.3f,\"roofline_ms\":%.3f,"
+        "\"x_roofline\":%.2f,\"bytes\":%.0f,\"effective_gbps\":%.1f,\"tokens_per_s\":%.0f}\n",
+        batch, kDecodeCtx, ms, roof_ms, ms / roof_ms, read_weight_bytes + kv_bytes,
+        (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9, batch / (ms * 1e-3));
     std::fflush(stdout);
   }
 
@@ -187,11 +191,12 @@ int main() {
   const double T = kPrefill;
   const double gemm_flops = 2.0 * T * L * layer_params + 2.0 * H * V;
   const double attn_flops = L * 4.0 * 128 * 32 * (T * (T + 1) / 2);
-  std::printf("{\"case\":\"prefill_8k\",\"ms\":%.2f,\"tflops\":%.1f,\"gemm_tflop\":%.2f,"
-              "\"attn_tflop\":%.2f,\"frac_matmul\":%.3f,\"tokens_per_s\":%.0f}\n",
-              pf_ms, (gemm_flops + attn_flops) / (pf_ms * 1e-3) / 1e12, gemm_flops / 1e12,
-              attn_flops / 1e12, (gemm_flops + attn_flops) / (pf_ms * 1e-3) / 1e12 / ceil.bf16_tflops,
-              T / (pf_ms * 1e-3));
+  std::printf(
+      "{\"case\":\"prefill_8k\",\"ms\":%.2f,\"tflops\":%.1f,\"gemm_tflop\":%.2f,"
+      "\"attn_tflop\":%.2f,\"frac_matmul\":%.3f,\"tokens_per_s\":%.0f}\n",
+      pf_ms, (gemm_flops + attn_flops) / (pf_ms * 1e-3) / 1e12, gemm_flops / 1e12,
+      attn_flops / 1e12, (gemm_flops + attn_flops) / (pf_ms * 1e-3) / 1e12 / ceil.bf16_tflops,
+      T / (pf_ms * 1e-3));
   std::fflush(stdout);
 
   // The GEMMs alone, same shapes, through the backend's Gemm.
@@ -219,8 +224,9 @@ int main() {
     };
     const double ms = timer.eager_ms(run, 1, 5);
     const double flops = 2.0 * T * L * layer_params;
-    std::printf("{\"case\":\"prefill_8k_gemms\",\"ms\":%.2f,\"tflops\":%.1f,\"frac_matmul\":%.3f}\n",
-                ms, flops / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12 / ceil.bf16_tflops);
+    std::printf(
+        "{\"case\":\"prefill_8k_gemms\",\"ms\":%.2f,\"tflops\":%.1f,\"frac_matmul\":%.3f}\n", ms,
+        flops / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12 / ceil.bf16_tflops);
     BENCH_CUDA(cudaFree(x));
     BENCH_CUDA(cudaFree(w));
     BENCH_CUDA(cudaFree(yf));

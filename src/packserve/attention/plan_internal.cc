@@ -169,7 +169,8 @@ void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,
     for (int h = 1; h < num_heads; ++h) {
       std::copy_n(plan.merge_row.begin(), m0, plan.merge_row.begin() + static_cast<size_t>(h) * m0);
       std::fill_n(plan.merge_kv_head.begin() + static_cast<size_t>(h) * m0, m0, h);
-      for (int32_t e = 0; e < m0; ++e) plan.merge_indptr.push_back(plan.merge_indptr[e + 1] + h * ms0);
+      for (int32_t e = 0; e < m0; ++e)
+        plan.merge_indptr.push_back(plan.merge_indptr[e + 1] + h * ms0);
       for (int32_t k = 0; k < ms0; ++k) plan.merge_slots.push_back(plan.merge_slots[k] + h * s0);
     }
   }

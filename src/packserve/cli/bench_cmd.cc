@@ -295,7 +295,8 @@ void register_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--format", args->format,
                   "trace format: mooncake|azure|burstgpt (default: detected)");
   cmd->add_option("--url", args->url, "server base URL, e.g. http://127.0.0.1:8000");
-  cmd->add_flag("--in-process", args->in_process, "run the engine in this process (--backend cpu|cuda|auto)");
+  cmd->add_flag("--in-process", args->in_process,
+                "run the engine in this process (--backend cpu|cuda|auto)");
   cmd->add_option(
       "--model", args->model_dir,
       "model directory (its tokenizer.json synthesizes the prompts; served with --in-process)");

@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "packserve/cli/engine_flags.h"
 #include "packserve/cli/commands.h"
+#include "packserve/cli/engine_flags.h"
 #include "packserve/common/log.h"
 #include "packserve/engine/engine.h"
 #include "packserve/model/checkpoint.h"
@@ -255,7 +255,8 @@ int run_generate(const GenerateArgs& args) {
     }
   }
   std::cerr << "generate: prompts=" << prompts->size() << " output_tokens=" << total_tokens
-            << " wall_s=" << wall_s << " output_tokens_per_s=" << static_cast<double>(total_tokens) / wall_s << "\n";
+            << " wall_s=" << wall_s
+            << " output_tokens_per_s=" << static_cast<double>(total_tokens) / wall_s << "\n";
   return any_error ? 1 : 0;
 }
 
@@ -265,12 +266,14 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "generate", "Offline batch generation: one JSON line per prompt of a JSONL file");
-  auto* model_opt = cmd->add_option("--model", args->model_dir,
-                                    "Hugging Face checkpoint directory (config.json, *.safetensors, "
-                                    "tokenizer.json)");
-  auto* dummy_opt = cmd->add_option("--dummy-model", args->dummy_model,
-                                    "random weights of a known shape (tiny, tiny-llama, tiny-qwen2, "
-                                    "qwen3-0.6b, ...), made once in the dummy-model cache");
+  auto* model_opt =
+      cmd->add_option("--model", args->model_dir,
+                      "Hugging Face checkpoint directory (config.json, *.safetensors, "
+                      "tokenizer.json)");
+  auto* dummy_opt =
+      cmd->add_option("--dummy-model", args->dummy_model,
+                      "random weights of a known shape (tiny, tiny-llama, tiny-qwen2, "
+                      "qwen3-0.6b, ...), made once in the dummy-model cache");
   model_opt->excludes(dummy_opt);
   cmd->add_option("--prompts", args->prompts_path,
                   R"(JSONL file: {"prompt": "..."} or {"prompt_ids": [...]} per line)")

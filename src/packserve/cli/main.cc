@@ -1,13 +1,13 @@
 // main.cc: the packserve executable; subcommands live in their own files (commands.h).
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "packserve/cli/commands.h"
 #include "packserve/common/log.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"packserve: an LLM serving engine built around a packed, prefix-aware attention engine"};
+  CLI::App app{
+      "packserve: an LLM serving engine built around a packed, prefix-aware attention engine"};
   app.require_subcommand(1);
   packserve::init_logging();
   // Applied while parsing, so it is in force when the subcommand's callback runs.
