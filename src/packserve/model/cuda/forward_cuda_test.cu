@@ -20,7 +20,7 @@
 #include "packserve/common/rng.h"
 #include "packserve/model/cuda/forward_cuda.h"
 #include "packserve/model/forward_cpu.h"
-#include "packserve/model/random_weights.h"
+#include "packserve/model/forward_test_util.h"
 
 namespace packserve::model {
 namespace {
@@ -40,66 +40,39 @@ bool has_device() {
 #define SKIP_WITHOUT_DEVICE() \
   if (!has_device()) GTEST_SKIP() << "no CUDA device"
 
+namespace tu = testing_util;
+
+// The CPU forward tests' configs (forward_test_util.h) in bf16, with eps 1e-5 and qwen3 on
+// head_dim 128 (the hd128 kernel).
 ModelConfig base_config() {
-  ModelConfig c;
-  c.vocab_size = 300;
-  c.hidden_size = 128;
-  c.intermediate_size = 256;
-  c.num_layers = 2;
-  c.num_qo_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.max_position_embeddings = 4096;
+  ModelConfig c = tu::base_config();
   c.rms_norm_eps = 1e-5;
   c.dtype = DType::kBF16;
   return c;
 }
 ModelConfig llama_config() {
-  ModelConfig c = base_config();
-  c.rope_theta = 500000.0;
-  c.rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 64};
+  ModelConfig c = tu::llama_config();
+  c.dtype = DType::kBF16;
   return c;
 }
 ModelConfig qwen2_config() {
-  ModelConfig c = base_config();
-  c.arch = Architecture::kQwen2;
-  c.num_kv_heads = 4;
-  c.qkv_bias = true;
-  c.rope_theta = 1000000.0;
+  ModelConfig c = tu::qwen2_config();
+  c.rms_norm_eps = 1e-5;
+  c.dtype = DType::kBF16;
   return c;
 }
 ModelConfig qwen3_config() {  // q/k norm, tied embeddings, head_dim 128, q_size != hidden
-  ModelConfig c = base_config();
-  c.arch = Architecture::kQwen3;
-  c.num_kv_heads = 1;
+  ModelConfig c = tu::qwen3_config();
   c.head_dim = 128;
-  c.hidden_size = 96;
-  c.qk_norm = true;
-  c.tie_word_embeddings = true;
-  c.rope_theta = 1000000.0;
-  c.rms_norm_eps = 1e-6;
   return c;
 }
 
-struct Seq {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> pages;
-  int computed = 0;
-};
+using tu::Seq;
 constexpr KvPoolShape kPool{32, 16};
 
 void add(ForwardBatch& b, Seq& s, int q_len, bool samples) {
-  if (b.qo_indptr.empty()) b.qo_indptr.push_back(0);
-  if (b.page_indptr.empty()) b.page_indptr.push_back(0);
-  const int kv_len = s.computed + q_len;
-  b.token_ids.insert(b.token_ids.end(), s.tokens.begin() + s.computed, s.tokens.begin() + kv_len);
-  b.qo_indptr.push_back(static_cast<int32_t>(b.token_ids.size()));
-  b.kv_len.push_back(kv_len);
-  const int pages = (kv_len + kPool.page_size - 1) / kPool.page_size;
-  b.page_ids.insert(b.page_ids.end(), s.pages.begin(), s.pages.begin() + pages);
-  b.page_indptr.push_back(static_cast<int32_t>(b.page_ids.size()));
-  b.samples.push_back(samples ? 1 : 0);
-  s.computed = kv_len;
+  tu::add(b, s, q_len, samples, kPool.page_size);
+  s.computed += q_len;
 }
 
 // Three steps: (1) A prefill 40, B first chunk 20 of 50 (no sample), C prefill 5;
@@ -108,11 +81,7 @@ void add(ForwardBatch& b, Seq& s, int q_len, bool samples) {
 // (3) everyone decodes (B its last 10 as a chunk).
 std::vector<ForwardBatch> mixed_steps(int64_t vocab) {
   Rng rng(11);
-  auto tokens = [&](int n) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int32_t& x : t) x = static_cast<int32_t>(rng.uniform_int(0, vocab - 1));
-    return t;
-  };
+  auto tokens = [&](int n) { return tu::random_tokens(n, vocab, rng); };
   Seq a{tokens(60), {0, 1, 2, 3}}, b{tokens(60), {4, 5, 6, 7}}, c{tokens(20), {8}};
   Seq d{std::vector<int32_t>(a.tokens.begin(), a.tokens.begin() + 32), {0, 1, 10, 12}, 32};
   const auto d_tail = tokens(20);
@@ -135,14 +104,8 @@ std::vector<ForwardBatch> mixed_steps(int64_t vocab) {
   return steps;
 }
 
-ModelWeights weights_for(const ModelConfig& c) {
-  Result<ModelWeights> w = make_random_weights(c, RandomWeightsOptions{7, 0.1, 0.1});
-  EXPECT_TRUE(w.ok()) << w.status().to_string();
-  return std::move(w).value();
-}
-
 void check_against_cpu(const ModelConfig& c, attention::Policy policy) {
-  const ModelWeights w = weights_for(c);
+  const ModelWeights w = tu::make_weights(c);
   auto cpu = CpuForwardBackend::create(w, kPool, CpuForwardOptions{});
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
   CudaForwardOptions options;
@@ -174,8 +137,8 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy) {
       const auto r_arg = std::max_element(r0, r0 + V) - r0;
       agree += g_arg == r_arg;
       // A differing argmax must be a near-tie of the oracle (within the logits tolerance).
-      EXPECT_GE(r0[g_arg], r0[r_arg] - kLogitsRelTol * den) << "row " << r << ": gpu argmax "
-          << g_arg << ", cpu argmax " << r_arg;
+      EXPECT_GE(r0[g_arg], r0[r_arg] - kLogitsRelTol * den)
+          << "row " << r << ": gpu argmax " << g_arg << ", cpu argmax " << r_arg;
       ++rows;
     }
   }
@@ -232,7 +195,7 @@ TEST(CudaForward, Qwen3MatchesCpuOnMixedStepsPrefixPolicy) {
 
 TEST(CudaForward, InvalidBatchWritesNothing) {
   SKIP_WITHOUT_DEVICE();
-  const ModelWeights w = weights_for(llama_config());
+  const ModelWeights w = tu::make_weights(llama_config());
   CudaForwardOptions options;
   options.max_batch_rows = 64;
   auto gpu = CudaForwardBackend::create(w, kPool, options);
