@@ -3,6 +3,8 @@
 // test-side request (Seq) whose rows are appended to a ForwardBatch.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -95,6 +97,18 @@ inline void add(ForwardBatch& b, const Seq& s, int q_len, bool samples, int page
   b.page_ids.insert(b.page_ids.end(), s.pages.begin(), s.pages.begin() + pages);
   b.page_indptr.push_back(static_cast<int32_t>(b.page_ids.size()));
   b.samples.push_back(samples ? 1 : 0);
+}
+
+// Runs one 20-token prefill (pages 0, 1, page size 16) on `backend` and returns its logits.
+inline std::vector<float> run_prefill(ForwardBackend& backend, int64_t vocab) {
+  Rng rng(11);
+  Seq s{random_tokens(20, vocab, rng), {0, 1}, 0};
+  ForwardBatch b;
+  add(b, s, 20, true, 16);
+  std::vector<float> logits;
+  const Status st = backend.forward(b, logits);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return logits;
 }
 
 }  // namespace packserve::model::testing_util

@@ -13,19 +13,7 @@
 namespace packserve::model {
 namespace {
 
-using testing_util::add;
-using testing_util::Seq;
-
-std::vector<float> run_prefill(ForwardBackend& backend, int64_t vocab) {
-  Rng rng(11);
-  Seq s{testing_util::random_tokens(20, vocab, rng), {0, 1}, 0};
-  ForwardBatch b;
-  add(b, s, 20, true, 16);
-  std::vector<float> logits;
-  const Status st = backend.forward(b, logits);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  return logits;
-}
+using testing_util::run_prefill;
 
 TEST(BackendFactoryGpu, CudaAndAutoMatchCpu) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";

@@ -17,22 +17,9 @@
 namespace packserve::model {
 namespace {
 
-using testing_util::add;
-using testing_util::Seq;
+using testing_util::run_prefill;
 
 constexpr size_t kGiB = size_t{1} << 30;
-
-// Runs one 20-token prefill (pages 0, 1) and returns its logits.
-std::vector<float> run_prefill(ForwardBackend& backend, int64_t vocab) {
-  Rng rng(11);
-  Seq s{testing_util::random_tokens(20, vocab, rng), {0, 1}, 0};
-  ForwardBatch b;
-  add(b, s, 20, true, 16);
-  std::vector<float> logits;
-  const Status st = backend.forward(b, logits);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  return logits;
-}
 
 TEST(BackendFactory, ParsesKinds) {
   EXPECT_EQ(*parse_backend_kind("cpu"), BackendKind::kCpu);
