@@ -3,13 +3,13 @@
 // documented keys, errors on stderr naming the field. Runs the built binary on the bundled
 // batch files and trace slice (data/).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace {
@@ -31,12 +31,12 @@ std::string read_file(const std::filesystem::path& path) {
 CliRun run_packserve(const std::string& args) {
   static int counter = 0;
   const auto dir = std::filesystem::temp_directory_path();
-  const auto out = dir / ("packserve_cli_out_" + std::to_string(::getpid()) + "_" +
-                          std::to_string(counter));
-  const auto err = dir / ("packserve_cli_err_" + std::to_string(::getpid()) + "_" +
-                          std::to_string(counter++));
-  const std::string cmd = std::string(PACKSERVE_BIN) + " " + args + " >" + out.string() + " 2>" +
-                          err.string();
+  const auto out =
+      dir / ("packserve_cli_out_" + std::to_string(::getpid()) + "_" + std::to_string(counter));
+  const auto err =
+      dir / ("packserve_cli_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  const std::string cmd =
+      std::string(PACKSERVE_BIN) + " " + args + " >" + out.string() + " 2>" + err.string();
   const int status = std::system(cmd.c_str());
   CliRun run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -65,7 +65,7 @@ TEST(AttentionVerifyCli, EveryPolicyVerifiesTheBundledBatchesWithOneJsonLine) {
       for (const char* det : {"", " --deterministic"}) {
         SCOPED_TRACE(std::string(batch) + " " + policy + det);
         const CliRun r = run_packserve("attention verify --batch " + data(batch) + " --policy " +
-                                    policy + det + " --ctas 16");
+                                       policy + det + " --ctas 16");
         ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
         ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
         const json line = json::parse(r.out);
@@ -74,7 +74,8 @@ TEST(AttentionVerifyCli, EveryPolicyVerifiesTheBundledBatchesWithOneJsonLine) {
         EXPECT_LE(line.at("max_abs_err").get<double>(), 1e-3);
         EXPECT_GE(line.at("max_rel_err").get<double>(), 0.0);
         EXPECT_GT(line.at("work_items").get<int64_t>(), 0);
-        EXPECT_GE(line.at("kv_bytes_read").get<int64_t>(), line.at("kv_bytes_unique").get<int64_t>());
+        EXPECT_GE(line.at("kv_bytes_read").get<int64_t>(),
+                  line.at("kv_bytes_unique").get<int64_t>());
         EXPECT_GE(line.at("imbalance").get<double>(), 1.0);
       }
     }
@@ -83,8 +84,9 @@ TEST(AttentionVerifyCli, EveryPolicyVerifiesTheBundledBatchesWithOneJsonLine) {
 
 TEST(AttentionVerifyCli, PrefixPolicyReadsSharedPagesOnceWhereBalancedDoesNot) {
   auto stats = [](const char* policy) {
-    const CliRun r = run_packserve("attention plan --batch " + data("batches/decode_shared_prefix.json") +
-                                " --policy " + policy + " --json");
+    const CliRun r =
+        run_packserve("attention plan --batch " + data("batches/decode_shared_prefix.json") +
+                      " --policy " + policy + " --json");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return json::parse(r.out);
   };
@@ -95,14 +97,16 @@ TEST(AttentionVerifyCli, PrefixPolicyReadsSharedPagesOnceWhereBalancedDoesNot) {
   EXPECT_EQ(p.at("kv_bytes_read"), p.at("kv_bytes_unique")) << "prefix reads each page once";
   EXPECT_LT(p.at("kv_bytes_read").get<int64_t>(), b.at("kv_bytes_read").get<int64_t>());
   EXPECT_EQ(p.at("kv_bytes_unique"), b.at("kv_bytes_unique"));
-  EXPECT_EQ(prefix.at("items").size(), p.at("work_items").get<size_t>());
+  // Items are head-implicit: the grid runs each once per KV head.
+  EXPECT_EQ(prefix.at("items").size() * prefix.at("kv_heads").get<size_t>(),
+            p.at("work_items").get<size_t>());
 }
 
 TEST(AttentionVerifyCli, BadSpecExitsTwoNamingTheField) {
-  const auto spec = write_temp(
-      "bad_q_len.json",
-      R"({"num_qo_heads":4,"num_kv_heads":2,"head_dim":64,"page_size":16,"dtype":"f32",)"
-      R"("seed":1,"requests":[{"q_len":1,"kv_len":40},{"q_len":50,"kv_len":20}]})");
+  const auto spec =
+      write_temp("bad_q_len.json",
+                 R"({"num_qo_heads":4,"num_kv_heads":2,"head_dim":64,"page_size":16,"dtype":"f32",)"
+                 R"("seed":1,"requests":[{"q_len":1,"kv_len":40},{"q_len":50,"kv_len":20}]})");
   const CliRun r = run_packserve("attention verify --batch " + spec.string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(r.out.empty()) << r.out;
@@ -115,7 +119,7 @@ TEST(AttentionVerifyCli, BadSpecExitsTwoNamingTheField) {
   EXPECT_NE(missing.err.find("/nonexistent/batch.json"), std::string::npos) << missing.err;
 
   const CliRun policy = run_packserve("attention verify --batch " + data("batches/default.json") +
-                                   " --policy fastest");
+                                      " --policy fastest");
   EXPECT_EQ(policy.exit_code, 2);
   EXPECT_NE(policy.err.find("--policy"), std::string::npos) << policy.err;
 }
@@ -124,11 +128,12 @@ TEST(SimulateCli, JsonReportOnTheBundledSliceHasEveryKeyAndNoLeak) {
   for (const char* trace : {"traces/mooncake_slice.jsonl", "traces/azure_conv_slice.csv"}) {
     SCOPED_TRACE(trace);
     const CliRun r = run_packserve("--log-level info simulate --trace " + data(trace) +
-                                " --max-requests 60 --policy aimd --packing dp --json");
+                                   " --max-requests 60 --policy aimd --packing dp --json");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json report = json::parse(r.out);  // stdout is the JSON object alone
-    for (const char* key : {"requests", "completed", "output_tokens_per_s", "requests_per_s",
-                            "goodput_req_per_s", "preemptions", "prefix_hit_rate", "pages_leaked"}) {
+    for (const char* key :
+         {"requests", "completed", "output_tokens_per_s", "requests_per_s", "goodput_req_per_s",
+          "preemptions", "prefix_hit_rate", "pages_leaked"}) {
       EXPECT_TRUE(report.contains(key)) << key;
     }
     for (const char* key : {"ttft_ms", "tpot_ms", "tbt_ms", "ttlt_ms"}) {
@@ -150,7 +155,8 @@ TEST(SimulateCli, MalformedTraceNamesFileLineAndField) {
                                 "\"hash_ids\": [1]}\n"
                                 "{\"timestamp\": 5, \"input_length\": \"many\", "
                                 "\"output_length\": 5, \"hash_ids\": [2]}\n");
-  const CliRun r = run_packserve("simulate --format mooncake --trace " + trace.string() + " --json");
+  const CliRun r =
+      run_packserve("simulate --format mooncake --trace " + trace.string() + " --json");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_NE(r.err.find(trace.filename().string()), std::string::npos) << r.err;
@@ -163,8 +169,10 @@ TEST(EngineFlagsCli, BadPolicyNamesTheFlagInEveryEngineCommand) {
   const auto prompts = write_temp("prompts.jsonl", "{\"prompt_ids\": [1, 2, 3]}\n");
   const std::string trace = data("traces/mooncake_slice.jsonl");
   const std::string generate = "generate --dummy-model tiny --prompts " + prompts.string();
-  const std::string bench = "bench --in-process --dummy-model tiny --max-requests 1 --trace " + trace;
-  for (const std::string& cmd : {generate, bench, std::string("serve --dummy-model tiny --port 0")}) {
+  const std::string bench =
+      "bench --in-process --dummy-model tiny --max-requests 1 --trace " + trace;
+  for (const std::string& cmd :
+       {generate, bench, std::string("serve --dummy-model tiny --port 0")}) {
     for (const char* flag : {"--policy", "--attention-policy"}) {
       SCOPED_TRACE(cmd + " " + flag);
       const CliRun r = run_packserve(cmd + " " + flag + " fastest");

@@ -96,15 +96,14 @@ Result<Plan> make_plan(const BatchLayout& layout, const DeviceShape& device,
   return invalid_argument("options.policy: unknown value");
 }
 
-// Coverage is proved per (row, kv_head) with intervals: every item row contributes the keys
-// it sees, [kv_begin, min(kv_end, position + 1)); sorted by begin they must tile
-// [0, position + 1) exactly, which is "every visible key exactly once" for all qo heads of
-// the group (GQA folds them into the item).
+// Coverage is proved per row with intervals: every item row contributes the keys it sees,
+// [kv_begin, min(kv_end, position + 1)); sorted by begin they must tile [0, position + 1)
+// exactly, which is "every visible key exactly once" for all qo heads (items are run for
+// every KV head, and GQA folds the group's qo heads into the item).
 Status check_invariants(const Plan& plan, const BatchLayout& layout) {
-  const int num_heads = layout.num_kv_heads;
   const int total_rows = layout.total_rows();
   const int batch = layout.batch_size();
-  if (plan.group_size != layout.group_size() || plan.num_kv_heads != num_heads ||
+  if (plan.group_size != layout.group_size() || plan.num_kv_heads != layout.num_kv_heads ||
       plan.head_dim != layout.head_dim) {
     return internal_error("plan shape (group_size " + str(plan.group_size) + ", num_kv_heads " +
                           str(plan.num_kv_heads) + ", head_dim " + str(plan.head_dim) +
@@ -114,23 +113,25 @@ Status check_invariants(const Plan& plan, const BatchLayout& layout) {
     return internal_error("cta_indptr: length " + str(plan.cta_indptr.size()) +
                           ", expected num_ctas + 1 = " + str(plan.num_ctas + 1));
   }
+  if (plan.num_kv_heads < 1 || plan.num_partial_slots < 0 ||
+      static_cast<int64_t>(plan.num_partial_slots) * plan.num_kv_heads > INT32_MAX) {
+    return internal_error("num_partial_slots " + str(plan.num_partial_slots) + " x " +
+                          str(plan.num_kv_heads) + " heads does not fit int32");
+  }
   auto in_set = [](int v, const auto& set) {
     return std::find(std::begin(set), std::end(set), v) != std::end(set);
   };
   struct Interval {
-    int64_t key;
+    int32_t row;
     int32_t begin, end, item, slot;  // slot -1: final
   };
   std::vector<Interval> intervals;
   intervals.reserve(plan.item_rows.size());
-  std::vector<int32_t> slot_key(static_cast<size_t>(std::max(plan.num_partial_slots, 0)), -1);
-  std::vector<int32_t> slot_kv_begin(slot_key.size(), 0);
+  std::vector<int32_t> slot_row(static_cast<size_t>(std::max(plan.num_partial_slots, 0)), -1);
+  std::vector<int32_t> slot_kv_begin(slot_row.size(), 0);
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const WorkItem& it = plan.items[i];
     const std::string where = "item " + str(i) + ": ";
-    if (it.kv_head < 0 || it.kv_head >= num_heads) {
-      return internal_error(where + "kv_head " + str(it.kv_head) + " out of range");
-    }
     if (it.rows_begin < 0 || it.rows_end <= it.rows_begin ||
         it.rows_end > static_cast<int32_t>(plan.item_rows.size())) {
       return internal_error(where + "rows [" + str(it.rows_begin) + ", " + str(it.rows_end) +
@@ -181,78 +182,71 @@ Status check_invariants(const Plan& plan, const BatchLayout& layout) {
                                 ": KV not physically shared");
         }
       }
-      const int64_t key = static_cast<int64_t>(row) * num_heads + it.kv_head;
       int32_t slot = -1;
       if (!it.writes_final) {
         slot = it.partial_begin + (k - it.rows_begin);
-        if (slot_key[slot] != -1) {
+        if (slot_row[slot] != -1) {
           return internal_error("partial slot " + str(slot) + " written twice");
         }
-        slot_key[slot] = static_cast<int32_t>(key);
+        slot_row[slot] = row;
         slot_kv_begin[slot] = it.kv_begin;
       }
-      intervals.push_back({key, it.kv_begin, seen_end, static_cast<int32_t>(i), slot});
+      intervals.push_back({row, it.kv_begin, seen_end, static_cast<int32_t>(i), slot});
     }
   }
-  for (size_t s = 0; s < slot_key.size(); ++s) {
-    if (slot_key[s] == -1) return internal_error("partial slot " + str(s) + " never written");
+  for (size_t s = 0; s < slot_row.size(); ++s) {
+    if (slot_row[s] == -1) return internal_error("partial slot " + str(s) + " never written");
   }
   std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) {
-    return a.key != b.key ? a.key < b.key : a.begin < b.begin;
+    return a.row != b.row ? a.row < b.row : a.begin < b.begin;
   });
-  // Walk all keys in order against the sorted intervals.
-  std::vector<char> key_needs_merge(static_cast<size_t>(total_rows) * num_heads, 0);
+  // Walk all rows in order against the sorted intervals.
+  std::vector<char> row_needs_merge(static_cast<size_t>(total_rows), 0);
   size_t at = 0;
   for (int row = 0; row < total_rows; ++row) {
     const int r = request_of_row(layout, row);
     const int64_t visible_end = layout.row_position(r, row - layout.qo_indptr[r]) + 1;
-    for (int h = 0; h < num_heads; ++h) {
-      const int64_t key = static_cast<int64_t>(row) * num_heads + h;
-      int64_t covered = 0;
-      int count = 0;
-      bool any_final = false;
-      for (; at < intervals.size() && intervals[at].key == key; ++at, ++count) {
-        if (intervals[at].begin != covered) {
-          return internal_error("row " + str(row) + " head " + str(h) + ": keys [" +
-                                str(std::min<int64_t>(covered, intervals[at].begin)) + ", " +
-                                str(std::max<int64_t>(covered, intervals[at].begin)) + ") " +
-                                (intervals[at].begin > covered ? "not covered" : "covered twice") +
-                                " (item " + str(intervals[at].item) + ")");
-        }
-        covered = intervals[at].end;
-        any_final = any_final || intervals[at].slot == -1;
+    int64_t covered = 0;
+    int count = 0;
+    bool any_final = false;
+    for (; at < intervals.size() && intervals[at].row == row; ++at, ++count) {
+      if (intervals[at].begin != covered) {
+        return internal_error("row " + str(row) + ": keys [" +
+                              str(std::min<int64_t>(covered, intervals[at].begin)) + ", " +
+                              str(std::max<int64_t>(covered, intervals[at].begin)) + ") " +
+                              (intervals[at].begin > covered ? "not covered" : "covered twice") +
+                              " (item " + str(intervals[at].item) + ")");
       }
-      if (covered != visible_end) {
-        return internal_error("row " + str(row) + " head " + str(h) + ": keys [" + str(covered) +
-                              ", " + str(visible_end) + ") not covered");
-      }
-      if (any_final && count != 1) {
-        return internal_error("row " + str(row) + " head " + str(h) +
-                              ": a writes_final item shares the row with other items");
-      }
-      key_needs_merge[key] = any_final ? 0 : 1;
+      covered = intervals[at].end;
+      any_final = any_final || intervals[at].slot == -1;
     }
+    if (covered != visible_end) {
+      return internal_error("row " + str(row) + ": keys [" + str(covered) + ", " +
+                            str(visible_end) + ") not covered");
+    }
+    if (any_final && count != 1) {
+      return internal_error("row " + str(row) +
+                            ": a writes_final item shares the row with other items");
+    }
+    row_needs_merge[row] = any_final ? 0 : 1;
   }
   // Merge map.
   const size_t num_merges = plan.merge_row.size();
-  if (plan.merge_kv_head.size() != num_merges || plan.merge_indptr.size() != num_merges + 1 ||
-      plan.merge_indptr[0] != 0 ||
+  if (plan.merge_indptr.size() != num_merges + 1 || plan.merge_indptr[0] != 0 ||
       plan.merge_indptr.back() != static_cast<int32_t>(plan.merge_slots.size())) {
     return internal_error("merge map arrays have inconsistent lengths");
   }
-  std::vector<char> slot_merged(slot_key.size(), 0);
+  std::vector<char> slot_merged(slot_row.size(), 0);
   for (size_t e = 0; e < num_merges; ++e) {
     const int32_t row = plan.merge_row[e];
-    const int32_t h = plan.merge_kv_head[e];
-    if (row < 0 || row >= total_rows || h < 0 || h >= num_heads) {
-      return internal_error("merge " + str(e) + ": (row, head) out of range");
+    if (row < 0 || row >= total_rows) {
+      return internal_error("merge " + str(e) + ": row " + str(row) + " out of range");
     }
-    const int64_t key = static_cast<int64_t>(row) * num_heads + h;
-    if (key_needs_merge[key] != 1) {
-      return internal_error("merge " + str(e) + ": row " + str(row) + " head " + str(h) +
+    if (row_needs_merge[row] != 1) {
+      return internal_error("merge " + str(e) + ": row " + str(row) +
                             " merged twice or has a final item");
     }
-    key_needs_merge[key] = 2;
+    row_needs_merge[row] = 2;
     if (plan.merge_indptr[e + 1] <= plan.merge_indptr[e]) {
       return internal_error("merge " + str(e) + ": no slots");
     }
@@ -263,19 +257,18 @@ Status check_invariants(const Plan& plan, const BatchLayout& layout) {
                               " out of range or merged twice");
       }
       slot_merged[s] = 1;
-      if (slot_key[s] != key) {
+      if (slot_row[s] != row) {
         return internal_error("merge " + str(e) + ": slot " + str(s) +
-                              " was written for another (row, head)");
+                              " was written for another row");
       }
       if (k > plan.merge_indptr[e] && slot_kv_begin[s] <= slot_kv_begin[plan.merge_slots[k - 1]]) {
         return internal_error("merge " + str(e) + ": slots not in ascending kv_begin order");
       }
     }
   }
-  for (size_t key = 0; key < key_needs_merge.size(); ++key) {
-    if (key_needs_merge[key] == 1) {
-      return internal_error("row " + str(key / num_heads) + " head " + str(key % num_heads) +
-                            " has partial states but no merge entry");
+  for (size_t row = 0; row < row_needs_merge.size(); ++row) {
+    if (row_needs_merge[row] == 1) {
+      return internal_error("row " + str(row) + " has partial states but no merge entry");
     }
   }
   // CTA queues.
@@ -308,7 +301,7 @@ Status check_invariants(const Plan& plan, const BatchLayout& layout) {
 std::string to_text(const Plan& plan) {
   std::ostringstream out;
   out << "plan policy=" << policy_name(plan.policy) << " deterministic=" << plan.deterministic
-      << " ctas=" << plan.num_ctas << " group=" << plan.group_size
+      << " queues=" << plan.num_ctas << " group=" << plan.group_size
       << " kv_heads=" << plan.num_kv_heads << " head_dim=" << plan.head_dim
       << " partial_slots=" << plan.num_partial_slots << "\n";
   auto list = [&out](const std::vector<int32_t>& v, int32_t b, int32_t e) {
@@ -318,7 +311,7 @@ std::string to_text(const Plan& plan) {
   };
   for (size_t i = 0; i < plan.items.size(); ++i) {
     const WorkItem& it = plan.items[i];
-    out << "item " << i << ": cta=" << it.cta << " head=" << it.kv_head << " rows=";
+    out << "item " << i << ": cta=" << it.cta << " rows=";
     list(plan.item_rows, it.rows_begin, it.rows_end);
     out << " kv=r" << it.kv_request << "[" << it.kv_begin << "," << it.kv_end << ")"
         << " tile=" << it.tile.tile_q << "x" << it.tile.tile_kv;
@@ -329,8 +322,7 @@ std::string to_text(const Plan& plan) {
     }
   }
   for (int e = 0; e < plan.num_merges(); ++e) {
-    out << "merge " << e << ": row=" << plan.merge_row[e] << " head=" << plan.merge_kv_head[e]
-        << " slots=";
+    out << "merge " << e << ": row=" << plan.merge_row[e] << " slots=";
     list(plan.merge_slots, plan.merge_indptr[e], plan.merge_indptr[e + 1]);
     out << "\n";
   }

@@ -5,9 +5,12 @@
 // once per step on the CPU (make_plan) and reused by every layer; the CPU executor
 // (run_cpu.h) and the CUDA kernels execute the same plan in the same merge order.
 //
-// Work item = (a set of query rows, possibly from several requests) x (one KV head, i.e. one
-// GQA head group: its group_size qo heads are folded into the query tile) x (a contiguous
-// token range [kv_begin, kv_end) of one KV segment) + a tile configuration.
+// Work item = (a set of query rows, possibly from several requests) x (a contiguous token
+// range [kv_begin, kv_end) of one KV segment) + a tile configuration, run once per KV head
+// (one GQA head group: its group_size qo heads are folded into the query tile). Items are
+// head-implicit: every head has identical work, so the plan holds one head's items and
+// queues, and the grid runs each CTA queue once per KV head (FlashInfer's 2-D grid: CTA
+// (c, h) runs queue c for KV head h; on a device, block c + h * num_ctas).
 //   * The KV range is located through a *reference request*: tokens kv_begin..kv_end-1 of
 //     request `kv_request`'s page table. Every row of the item belongs to a request whose
 //     pages for that range are physically identical (a shared prefix), so key positions are
@@ -19,20 +22,22 @@
 //   * Every row of an item sees at least one key of the item's range (never an empty row).
 //   * Output: when writes_final, the item covers all keys of each of its rows for this head
 //     group and writes the normalised output directly; otherwise row k of the item writes
-//     a partial state (o normalised, lse in base 2) to partial slot partial_begin + k.
+//     a partial state (o normalised, lse in base 2) to partial slot partial_begin + k of
+//     each head: slot s of KV head h is storage slot h * num_partial_slots + s.
 //     A partial slot holds [group_size][head_dim] f32 o plus [group_size] f32 lse.
 //
-// Merge map (CSR): entry e merges, for query row merge_row[e] and KV head merge_kv_head[e],
-// the partial slots merge_slots[merge_indptr[e] .. merge_indptr[e+1]) in that order (ascending
-// kv_begin of the items that wrote them), with the LSE composition of merge.h, and writes the
-// final output. Every (row, kv head) is either covered by exactly one writes_final item or is
-// exactly one merge entry. The policies emit entries ordered by (kv_head, row).
+// Merge map (CSR): entry e merges, for query row merge_row[e] and every KV head h, the
+// partial slots merge_slots[merge_indptr[e] .. merge_indptr[e+1]) of head h in that order
+// (ascending kv_begin of the items that wrote them), with the LSE composition of merge.h,
+// and writes the final output. Every row is either covered by exactly one writes_final item
+// or is exactly one merge entry. The policies emit entries ordered by row.
 //
-// CTA queues: cta_indptr[c] .. cta_indptr[c+1] indexes cta_items, the work items CTA c
-// executes in order. Determinism: with PlanOptions::deterministic, every split boundary,
-// tile_kv and merge order of a request depends only on that request (its lengths and its
-// page ids), never on the rest of the batch.
-// Thread-safety: a value.
+// CTA queues: cta_indptr[c] .. cta_indptr[c+1] indexes cta_items, the work items queue c
+// executes in order (for each head). num_ctas counts the queues: ctas_per_head() of the
+// device's CTAs, so the grid has num_ctas * num_kv_heads CTAs (when the device has fewer
+// CTAs than heads, one queue and num_kv_heads CTAs). Determinism: with PlanOptions::deterministic,
+// every split boundary, tile_kv and merge order of a request depends only on that request (its
+// lengths and its page ids), never on the rest of the batch. Thread-safety: a value.
 #pragma once
 
 #include <cstdint>
@@ -79,14 +84,13 @@ struct PlanOptions {
 };
 
 struct WorkItem {
-  int32_t kv_head = 0;     // head group: qo heads [kv_head * group_size, +group_size)
   int32_t rows_begin = 0;  // range into Plan::item_rows
   int32_t rows_end = 0;
   int32_t kv_request = 0;  // reference request whose page table locates the KV range
   int32_t kv_begin = 0;    // first key position (token index in the context)
   int32_t kv_end = 0;      // one past the last key position
   TileConfig tile;
-  int32_t cta = 0;            // persistent CTA that runs this item
+  int32_t cta = 0;            // CTA queue that runs this item (for every KV head)
   bool writes_final = false;  // true: writes the output; false: writes partial slots
   int32_t partial_begin = 0;  // first partial slot of row 0 (only when !writes_final)
   int num_rows() const { return rows_end - rows_begin; }
@@ -97,7 +101,7 @@ struct WorkItem {
 struct Plan {
   Policy policy = Policy::kBalanced;
   bool deterministic = false;
-  int num_ctas = 0;
+  int num_ctas = 0;  // CTA queues, each run once per KV head (grid_ctas() CTAs in all)
   int group_size = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
@@ -106,28 +110,36 @@ struct Plan {
   double cost_alpha = 1.0;
   double cost_beta = 1.0;
   std::vector<WorkItem> items;
-  std::vector<int32_t> item_rows;   // global query rows, grouped per item
-  std::vector<int32_t> cta_indptr;  // [num_ctas + 1] into cta_items
-  std::vector<int32_t> cta_items;   // item indices, per CTA in execution order
-  int32_t num_partial_slots = 0;
-  std::vector<int32_t> merge_indptr;   // [num_merges + 1] into merge_slots
-  std::vector<int32_t> merge_row;      // [num_merges]
-  std::vector<int32_t> merge_kv_head;  // [num_merges]
+  std::vector<int32_t> item_rows;     // global query rows, grouped per item
+  std::vector<int32_t> cta_indptr;    // [num_ctas + 1] into cta_items
+  std::vector<int32_t> cta_items;     // item indices, per CTA in execution order
+  int32_t num_partial_slots = 0;      // per KV head
+  std::vector<int32_t> merge_indptr;  // [num_merges + 1] into merge_slots
+  std::vector<int32_t> merge_row;     // [num_merges]
   std::vector<int32_t> merge_slots;
   int num_merges() const { return static_cast<int>(merge_row.size()); }
+  int grid_ctas() const { return num_ctas * num_kv_heads; }
 };
+
+// CTA queues of a plan for a device of num_ctas CTAs and num_kv_heads heads: the CTAs one
+// head gets, num_ctas / num_kv_heads (the num_ctas % num_kv_heads leftover CTAs stay idle),
+// at least 1.
+inline int ctas_per_head(int num_ctas, int num_kv_heads) {
+  return num_ctas >= num_kv_heads ? num_ctas / num_kv_heads : 1;
+}
 
 // Makes the plan of `options.policy` for a layout that passed validate(). Never queries a
 // device; identical inputs give identical plans. Every plan it returns fits the plan
-// buffer bounds of plan_buffer.h (per KV head: item rows <= total_rows + total page refs).
+// buffer bounds of plan_buffer.h (item rows <= total_rows + total page refs).
 // Errors: kInvalidArgument when device.num_ctas < 1, cost_alpha/cost_beta are negative, not
 // finite or both 0, deterministic_kv_chunk_tokens < 1, or the plan's sizes would not fit
-// int32 (num_kv_heads * (total_rows + total page refs) >= 2^31).
+// int32 (num_kv_heads * (total_rows + total page refs) >= 2^31: partial storage is per head).
 Result<Plan> make_plan(const BatchLayout& layout, const DeviceShape& device,
                        const PlanOptions& options);
 
-// Proves the plan is complete and consistent for `layout`: every (row, qo head, visible key)
-// is covered by exactly one item, no item holds a row that sees none of its keys, every
+// Proves the plan is complete and consistent for `layout`: every (row, visible key) is
+// covered by exactly one item (so every (row, qo head, visible key), items being run for
+// every head), no item holds a row that sees none of its keys, every
 // item's rows share the item's KV pages physically, CTA queues list every item once, partial
 // slots are written once and merged once, merge order is ascending kv_begin. Returns
 // kInternal describing the first violation (this is the planner's bug, reported as a value
@@ -135,7 +147,8 @@ Result<Plan> make_plan(const BatchLayout& layout, const DeviceShape& device,
 Status check_invariants(const Plan& plan, const BatchLayout& layout);
 
 // Human-readable, stable text of a plan, for golden tests:
-//   "item 0: cta=0 head=0 rows=[0,1] kv=r0[0,128) tile=16x64 final\n" ...
+//   "plan policy=naive deterministic=0 queues=2 group=2 kv_heads=1 ...\n"
+//   "item 0: cta=0 rows=[0,1] kv=r0[0,128) tile=16x64 final\n" ... (cta = the queue)
 std::string to_text(const Plan& plan);
 
 }  // namespace packserve::attention

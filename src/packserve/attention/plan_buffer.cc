@@ -1,10 +1,10 @@
 // plan_buffer.cc: the flat int32 plan buffer of plan_buffer.h.
 //
-// Capacity bounds. Let H = num_kv_heads, R = max_rows, P = max_pages (page references). Every
-// policy keeps the budget of plan_internal.h: per KV head, the rows of request r appear in at
-// most q_len(r) + num_pages_of(r) items in total. Summed over requests and heads:
-//   item rows   <= H * (R + P)
-//     naive: every row once per head (H * R).
+// Capacity bounds. Let R = max_rows, P = max_pages (page references). Items are head-implicit
+// (plan.h), and every policy keeps the budget of plan_internal.h: the rows of request r
+// appear in at most q_len(r) + num_pages_of(r) items in total. Summed over requests:
+//   item rows   <= R + P
+//     naive: every row once (R).
 //     balanced: a row at position p sees ceil((p + 1) / L_r) chunks with L_r >=
 //       q_len * page_size and chunks page-aligned from key 0, so a request's rows see at most
 //       q_len + q_len * kv_len / L_r <= q_len + pages chunks (policy_balanced.cc).
@@ -15,7 +15,7 @@
 //       q_len * page_size: again <= q_len + pages (policy_prefix.cc).
 //   items       <= item rows           (every item has at least one row)
 //   merge slots <= item rows           (one slot per row of a partial item)
-//   merges      <= H * R               (at most one entry per (row, head))
+//   merges      <= R                   (at most one entry per row)
 // These hold for every plan make_plan emits for a batch within the capacity; the tests check
 // them on random batches.
 #include "packserve/attention/plan_buffer.h"
@@ -49,9 +49,9 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
                               str(f.value));
     }
   }
-  const int64_t heads = capacity.num_kv_heads;
-  const int64_t item_rows = heads * (static_cast<int64_t>(capacity.max_rows) + capacity.max_pages);
-  const int64_t merges = heads * capacity.max_rows;
+  const int64_t item_rows = static_cast<int64_t>(capacity.max_rows) + capacity.max_pages;
+  const int64_t merges = capacity.max_rows;
+  const int num_ctas = ctas_per_head(capacity.num_ctas, capacity.num_kv_heads);
   int64_t at = align(kHeaderFields);
   PlanBufferLayout out;
   auto region = [&at](int64_t size) {
@@ -59,18 +59,20 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
     at = align(at + size);
     return offset;
   };
-  const int64_t off_cta_indptr = region(capacity.num_ctas + 1);
+  const int64_t off_cta_indptr = region(num_ctas + 1);
   const int64_t off_cta_items = region(item_rows);
   const int64_t off_items = region(item_rows * kItemFields);
   const int64_t off_item_rows = region(item_rows);
   const int64_t off_merge_indptr = region(merges + 1);
   const int64_t off_merge_row = region(merges);
-  const int64_t off_merge_kv_head = region(merges);
   const int64_t off_merge_slots = region(item_rows);
-  if (at > INT32_MAX) {
+  // Partial storage holds max_merge_slots slots per head (workspace.h).
+  if (at > INT32_MAX || item_rows * capacity.num_kv_heads > INT32_MAX) {
     return invalid_argument("capacity: the plan buffer would need " + str(at) +
-                            " int32 elements (> 2^31 - 1); lower max_rows or max_pages");
+                            " int32 elements and " + str(item_rows * capacity.num_kv_heads) +
+                            " partial slots (> 2^31 - 1); lower max_rows or max_pages");
   }
+  out.num_ctas = num_ctas;
   out.max_items = static_cast<int>(item_rows);
   out.max_item_rows = static_cast<int>(item_rows);
   out.max_merges = static_cast<int>(merges);
@@ -81,7 +83,6 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
   out.off_item_rows = static_cast<int>(off_item_rows);
   out.off_merge_indptr = static_cast<int>(off_merge_indptr);
   out.off_merge_row = static_cast<int>(off_merge_row);
-  out.off_merge_kv_head = static_cast<int>(off_merge_kv_head);
   out.off_merge_slots = static_cast<int>(off_merge_slots);
   out.total_int32 = static_cast<int>(at);
   return out;
@@ -89,13 +90,15 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
 
 Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<int32_t> buffer) {
   PS_ASSIGN_OR_RETURN(const PlanBufferLayout layout, plan_buffer_layout(capacity));
-  if (plan.num_ctas != capacity.num_ctas) {
-    return invalid_argument("plan.num_ctas = " + str(plan.num_ctas) +
-                            " differs from capacity.num_ctas = " + str(capacity.num_ctas));
-  }
-  if (plan.num_kv_heads > capacity.num_kv_heads) {
+  if (plan.num_kv_heads != capacity.num_kv_heads) {
     return invalid_argument("plan.num_kv_heads = " + str(plan.num_kv_heads) +
-                            " exceeds capacity.num_kv_heads = " + str(capacity.num_kv_heads));
+                            " differs from capacity.num_kv_heads = " + str(capacity.num_kv_heads));
+  }
+  if (plan.num_ctas != layout.num_ctas) {
+    return invalid_argument("plan.num_ctas = " + str(plan.num_ctas) + " CTA queues, capacity (" +
+                            str(capacity.num_ctas) + " CTAs, " + str(capacity.num_kv_heads) +
+                            " heads) has " + str(layout.num_ctas) +
+                            "; plan for DeviceShape{capacity.num_ctas}");
   }
   if (static_cast<int64_t>(buffer.size()) < layout.total_int32) {
     return invalid_argument("buffer: " + str(static_cast<int64_t>(buffer.size())) +
@@ -117,7 +120,6 @@ Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<
   }
   if (plan.cta_indptr.size() != static_cast<size_t>(plan.num_ctas) + 1 ||
       plan.merge_indptr.size() != plan.merge_row.size() + 1 ||
-      plan.merge_kv_head.size() != plan.merge_row.size() ||
       plan.cta_items.size() != plan.items.size()) {
     return invalid_argument("plan: CSR arrays have inconsistent lengths");
   }
@@ -139,22 +141,20 @@ Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<
   std::copy(plan.cta_items.begin(), plan.cta_items.end(), b + layout.off_cta_items);
   int32_t* items = b + layout.off_items;
   for (const WorkItem& it : plan.items) {
-    items[0] = it.kv_head;
-    items[1] = it.rows_begin;
-    items[2] = it.rows_end;
-    items[3] = it.kv_request;
-    items[4] = it.kv_begin;
-    items[5] = it.kv_end;
-    items[6] = it.tile.tile_q;
-    items[7] = it.tile.tile_kv;
-    items[8] = it.writes_final ? 1 : 0;
-    items[9] = it.partial_begin;
+    items[0] = it.rows_begin;
+    items[1] = it.rows_end;
+    items[2] = it.kv_request;
+    items[3] = it.kv_begin;
+    items[4] = it.kv_end;
+    items[5] = it.tile.tile_q;
+    items[6] = it.tile.tile_kv;
+    items[7] = it.writes_final ? 1 : 0;
+    items[8] = it.partial_begin;
     items += kItemFields;
   }
   std::copy(plan.item_rows.begin(), plan.item_rows.end(), b + layout.off_item_rows);
   std::copy(plan.merge_indptr.begin(), plan.merge_indptr.end(), b + layout.off_merge_indptr);
   std::copy(plan.merge_row.begin(), plan.merge_row.end(), b + layout.off_merge_row);
-  std::copy(plan.merge_kv_head.begin(), plan.merge_kv_head.end(), b + layout.off_merge_kv_head);
   std::copy(plan.merge_slots.begin(), plan.merge_slots.end(), b + layout.off_merge_slots);
   return ok_status();
 }
@@ -171,9 +171,10 @@ Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int3
                             str(b[kHdrVersion]) + ", expected " + str(kPlanBufferMagic) + "/" +
                             str(kPlanBufferVersion));
   }
-  if (b[kHdrNumCtas] != capacity.num_ctas) {
-    return invalid_argument("buffer: num_ctas " + str(b[kHdrNumCtas]) + ", capacity has " +
-                            str(capacity.num_ctas));
+  if (b[kHdrNumCtas] != layout.num_ctas || b[kHdrNumKvHeads] != capacity.num_kv_heads) {
+    return invalid_argument("buffer: num_ctas/num_kv_heads " + str(b[kHdrNumCtas]) + "/" +
+                            str(b[kHdrNumKvHeads]) + ", capacity has " + str(layout.num_ctas) +
+                            "/" + str(capacity.num_kv_heads));
   }
   const struct {
     const char* name;
@@ -203,21 +204,20 @@ Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int3
   const int32_t num_items = b[kHdrNumItems];
   const int32_t num_merges = b[kHdrNumMerges];
   plan.cta_indptr.assign(b + layout.off_cta_indptr,
-                         b + layout.off_cta_indptr + capacity.num_ctas + 1);
+                         b + layout.off_cta_indptr + layout.num_ctas + 1);
   plan.cta_items.assign(b + layout.off_cta_items, b + layout.off_cta_items + num_items);
   plan.items.resize(static_cast<size_t>(num_items));
   const int32_t* items = b + layout.off_items;
   for (WorkItem& it : plan.items) {
-    it.kv_head = items[0];
-    it.rows_begin = items[1];
-    it.rows_end = items[2];
-    it.kv_request = items[3];
-    it.kv_begin = items[4];
-    it.kv_end = items[5];
-    it.tile.tile_q = static_cast<int16_t>(items[6]);
-    it.tile.tile_kv = static_cast<int16_t>(items[7]);
-    it.writes_final = items[8] != 0;
-    it.partial_begin = items[9];
+    it.rows_begin = items[0];
+    it.rows_end = items[1];
+    it.kv_request = items[2];
+    it.kv_begin = items[3];
+    it.kv_end = items[4];
+    it.tile.tile_q = static_cast<int16_t>(items[5]);
+    it.tile.tile_kv = static_cast<int16_t>(items[6]);
+    it.writes_final = items[7] != 0;
+    it.partial_begin = items[8];
     items += kItemFields;
   }
   // The CTA of an item is implied by the queue that lists it.
@@ -233,8 +233,6 @@ Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int3
   plan.merge_indptr.assign(b + layout.off_merge_indptr,
                            b + layout.off_merge_indptr + num_merges + 1);
   plan.merge_row.assign(b + layout.off_merge_row, b + layout.off_merge_row + num_merges);
-  plan.merge_kv_head.assign(b + layout.off_merge_kv_head,
-                            b + layout.off_merge_kv_head + num_merges);
   plan.merge_slots.assign(b + layout.off_merge_slots,
                           b + layout.off_merge_slots + b[kHdrNumMergeSlots]);
   return plan;

@@ -4,16 +4,18 @@
 //
 // Layout (every region at a fixed offset that depends only on PlanCapacity; all int32):
 //   header      [kHeaderFields]                     PlanBufferHeader fields, in order
-//   cta_indptr  [num_ctas + 1]                      into cta_items
-//   cta_items   [max_items]                         item ids per CTA, in execution order
+//   cta_indptr  [num_ctas + 1]                      into cta_items (num_ctas = the queues,
+//                                                   ctas_per_head(capacity) of plan.h)
+//   cta_items   [max_items]                         item ids per queue, in execution order
 //   items       [max_items * kItemFields]           WorkItem fields, item-major, in the order
-//               kv_head, rows_begin, rows_end, kv_request, kv_begin, kv_end, tile_q, tile_kv,
+//               rows_begin, rows_end, kv_request, kv_begin, kv_end, tile_q, tile_kv,
 //               writes_final (0/1), partial_begin
 //   item_rows   [max_item_rows]                     global query rows per item
 //   merge_indptr[max_merges + 1]                    into merge_slots
 //   merge_row   [max_merges]
-//   merge_kv_head[max_merges]
 //   merge_slots [max_merge_slots]
+// Items are head-implicit (plan.h): a kernel runs queue c for KV head h on CTA
+// c + h * num_ctas, and partial slot s of head h is storage slot h * num_partial_slots + s.
 // Every region starts at a multiple of kPlanBufferAlignInt32 elements (64 bytes), so a kernel
 // can vector-load any region. Unused tails of each region are left as they were (a kernel
 // reads only the counts the header gives). The cost model (Plan::cost_alpha/beta) is a
@@ -31,8 +33,8 @@
 namespace packserve::attention {
 
 inline constexpr int32_t kPlanBufferMagic = 0x50534e50;  // "PNSP"
-inline constexpr int32_t kPlanBufferVersion = 1;
-inline constexpr int kItemFields = 10;
+inline constexpr int32_t kPlanBufferVersion = 2;
+inline constexpr int kItemFields = 9;
 inline constexpr int kPlanBufferAlignInt32 = 16;
 
 // Header field indices.
@@ -55,8 +57,9 @@ enum PlanBufferHeader : int {
 
 // What a buffer must hold. The derived maxima are upper bounds for every plan that
 // make_plan can emit for a batch of at most max_rows query rows and max_pages KV page
-// references (sum of all requests' page-list lengths) on num_ctas CTAs with num_kv_heads
-// KV heads; how each bound follows from the policies is written in plan_buffer.cc.
+// references (sum of all requests' page-list lengths) for a device of num_ctas CTAs
+// (DeviceShape::num_ctas) and num_kv_heads KV heads; how each bound follows from the
+// policies is written in plan_buffer.cc.
 struct PlanCapacity {
   int max_rows = 0;
   int max_pages = 0;
@@ -65,9 +68,10 @@ struct PlanCapacity {
 };
 
 struct PlanBufferLayout {  // offsets and sizes in int32 elements
+  int num_ctas = 0;        // CTA queues of every plan for this capacity: ctas_per_head() (plan.h)
   int max_items = 0, max_item_rows = 0, max_merges = 0, max_merge_slots = 0;
   int off_cta_indptr = 0, off_cta_items = 0, off_items = 0, off_item_rows = 0;
-  int off_merge_indptr = 0, off_merge_row = 0, off_merge_kv_head = 0, off_merge_slots = 0;
+  int off_merge_indptr = 0, off_merge_row = 0, off_merge_slots = 0;
   int total_int32 = 0;
 };
 
@@ -76,7 +80,8 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity);
 
 // Writes `plan` into `buffer` (size >= layout.total_int32). kResourceExhausted naming the
 // region ("items: plan has 5000, capacity 4096") when the plan does not fit; kInvalidArgument
-// when plan.num_ctas differs from capacity.num_ctas. The buffer is unchanged on error.
+// when plan.num_kv_heads differs from capacity.num_kv_heads or plan.num_ctas from the
+// layout's queues (the grid is fixed by the capacity). The buffer is unchanged on error.
 Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<int32_t> buffer);
 
 // Reads a plan back (for tests and the CPU executor's round-trip check).

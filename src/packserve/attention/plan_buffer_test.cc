@@ -25,19 +25,22 @@ TEST(PlanBuffer, LayoutRegionsAreOrderedAlignedAndSized) {
   const PlanCapacity cap{100, 50, 7, 4};
   const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
   ASSERT_TRUE(l.ok()) << l.status().to_string();
-  // Bounds of plan_buffer.cc: item rows, items, merge slots <= H (R + P); merges <= H R.
-  EXPECT_EQ(l->max_item_rows, 4 * 150);
-  EXPECT_EQ(l->max_items, 4 * 150);
-  EXPECT_EQ(l->max_merge_slots, 4 * 150);
-  EXPECT_EQ(l->max_merges, 4 * 100);
-  const int starts[] = {l->off_cta_indptr,    l->off_cta_items,    l->off_items,
-                        l->off_item_rows,     l->off_merge_indptr, l->off_merge_row,
-                        l->off_merge_kv_head, l->off_merge_slots};
-  const int sizes[] = {cap.num_ctas + 1, l->max_items,      l->max_items * kItemFields,
-                       l->max_item_rows, l->max_merges + 1, l->max_merges,
-                       l->max_merges,    l->max_merge_slots};
+  // Bounds of plan_buffer.cc (items are head-implicit): item rows, items, merge slots <= R + P;
+  // merges <= R. 7 CTAs over 4 heads: 1 queue per head.
+  EXPECT_EQ(l->num_ctas, 1);
+  EXPECT_EQ(l->max_item_rows, 150);
+  EXPECT_EQ(l->max_items, 150);
+  EXPECT_EQ(l->max_merge_slots, 150);
+  EXPECT_EQ(l->max_merges, 100);
+  EXPECT_EQ(plan_buffer_layout({100, 50, 132, 8})->num_ctas, 16);
+  EXPECT_EQ(plan_buffer_layout({100, 50, 3, 8})->num_ctas, 1);
+  const int starts[] = {l->off_cta_indptr,   l->off_cta_items, l->off_items,      l->off_item_rows,
+                        l->off_merge_indptr, l->off_merge_row, l->off_merge_slots};
+  const int sizes[] = {l->num_ctas + 1,   l->max_items,      l->max_items * kItemFields,
+                       l->max_item_rows,  l->max_merges + 1, l->max_merges,
+                       l->max_merge_slots};
   int end = kHeaderFields;
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < 7; ++i) {
     EXPECT_EQ(starts[i] % kPlanBufferAlignInt32, 0) << "region " << i;
     EXPECT_GE(starts[i], end) << "region " << i << " overlaps the previous one";
     end = starts[i] + sizes[i];
@@ -89,7 +92,6 @@ TEST(PlanBuffer, RoundTripAndBoundsOnRandomBatches) {
         EXPECT_EQ(back->cta_items, plan->cta_items);
         EXPECT_EQ(back->merge_indptr, plan->merge_indptr);
         EXPECT_EQ(back->merge_row, plan->merge_row);
-        EXPECT_EQ(back->merge_kv_head, plan->merge_kv_head);
         EXPECT_EQ(back->merge_slots, plan->merge_slots);
         EXPECT_EQ(to_text(*back), to_text(*plan));
       }
@@ -104,20 +106,27 @@ TEST(PlanBuffer, CapacityExceededLeavesBufferUnchanged) {
   options.policy = Policy::kNaive;
   const Result<Plan> plan = make_plan(b.layout(), DeviceShape{4}, options);
   ASSERT_TRUE(plan.ok());
-  // Capacity for one row and one page: 2 * (1 + 1) = 4 items; the plan has 5 * 2 = 10.
+  // Capacity for one row and one page: 1 + 1 = 2 items; the plan has 5 (one per request,
+  // head-implicit).
   const PlanCapacity small{1, 1, 4, 2};
   const Result<PlanBufferLayout> l = plan_buffer_layout(small);
   ASSERT_TRUE(l.ok());
   std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32), 3);
   const Status s = serialize_plan(*plan, small, buffer);
   EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(s.message().find("items: plan has 10, capacity 4"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("items: plan has 5, capacity 2"), std::string::npos) << s.message();
   EXPECT_EQ(buffer, std::vector<int32_t>(buffer.size(), 3));
-  // A CTA count other than the capacity's is a caller error.
-  const PlanCapacity other = {5, 10, 8, 2};
-  const Result<PlanBufferLayout> lo = plan_buffer_layout(other);
-  std::vector<int32_t> buffer2(static_cast<size_t>(lo->total_int32));
-  EXPECT_EQ(serialize_plan(*plan, other, buffer2).code(), StatusCode::kInvalidArgument);
+  // A CTA queue count (8 CTAs / 2 heads = 4, the plan has 4 / 2 = 2) or a head count other
+  // than the capacity's is a caller error.
+  for (const PlanCapacity other : {PlanCapacity{5, 10, 8, 2}, PlanCapacity{5, 10, 4, 4}}) {
+    const Result<PlanBufferLayout> lo = plan_buffer_layout(other);
+    std::vector<int32_t> buffer2(static_cast<size_t>(lo->total_int32));
+    const Status bad = serialize_plan(*plan, other, buffer2);
+    EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(bad.message().find(other.num_ctas == 8 ? "num_ctas" : "num_kv_heads"),
+              std::string::npos)
+        << bad.message();
+  }
   // A buffer shorter than the layout.
   const PlanCapacity fit = capacity_of(b.layout(), 4);
   std::vector<int32_t> short_buffer(10);
@@ -132,6 +141,7 @@ TEST(PlanBuffer, DeserializeRejectsForeignBuffers) {
   buffer[kHdrMagic] = kPlanBufferMagic;
   buffer[kHdrVersion] = kPlanBufferVersion;
   buffer[kHdrNumCtas] = 2;
+  buffer[kHdrNumKvHeads] = 1;
   buffer[kHdrNumItems] = l->max_items + 1;  // more items than the region holds
   EXPECT_EQ(deserialize_plan(cap, buffer).status().code(), StatusCode::kInvalidArgument);
 }

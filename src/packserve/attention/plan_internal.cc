@@ -2,7 +2,10 @@
 #include "packserve/attention/plan_internal.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -32,7 +35,7 @@ void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, 
     u.kv_begin = b;
     u.kv_end = e;
     u.rows_begin = static_cast<int32_t>(out.rows.size());
-    out.rows.insert(out.rows.end(), first, last);
+    for (const int32_t* row = first; row != last; ++row) out.rows.push_back(*row);  // 1 for decode
     u.rows_end = static_cast<int32_t>(out.rows.size());
     out.units.push_back(u);
   };
@@ -51,160 +54,111 @@ void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, 
   }
 }
 
+namespace {
+
+// Unit indices sorted by KV length descending, ties by ascending index: a stable LSD radix
+// sort of (max length - length) in 8-bit digits, as many passes as the longest needs.
+void sort_longest_first(const UnitList& list, std::vector<int32_t>& order) {
+  const size_t n = list.units.size();
+  int32_t max_len = 0;
+  for (const Unit& u : list.units) max_len = std::max(max_len, u.kv_tokens());
+  std::vector<uint32_t> key(n);
+  for (size_t i = 0; i < n; ++i) {
+    key[i] = static_cast<uint32_t>(max_len - list.units[i].kv_tokens());
+  }
+  order.resize(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+  std::vector<int32_t> next(n);
+  constexpr int kBits = 8;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  for (int shift = 0; shift < 32 && (static_cast<uint32_t>(max_len) >> shift) != 0;
+       shift += kBits) {
+    std::array<int32_t, (1u << kBits) + 1> count{};
+    for (size_t i = 0; i < n; ++i) ++count[((key[i] >> shift) & kMask) + 1];
+    for (size_t d = 1; d < count.size(); ++d) count[d] += count[d - 1];
+    for (size_t k = 0; k < n; ++k) {
+      const int32_t i = order[k];
+      next[count[(key[i] >> shift) & kMask]++] = i;
+    }
+    order.swap(next);
+  }
+}
+
+}  // namespace
+
 void assign_lpt(const UnitList& list, int group_size, int num_local_ctas, double alpha, double beta,
                 std::vector<int32_t>& order, std::vector<int32_t>& local_cta) {
   const size_t n = list.units.size();
-  // Sort key: (longest KV first, then lower unit index) packed into one integer.
-  std::vector<uint64_t> keys(n);
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t inv_len = static_cast<uint64_t>(INT32_MAX - list.units[i].kv_tokens());
-    keys[i] = (inv_len << 32) | static_cast<uint64_t>(i);
-  }
-  std::sort(keys.begin(), keys.end());
-  order.resize(n);
+  sort_longest_first(list, order);
   local_cta.resize(n);
-  // Min-heap of (cost, cta) ordered by cost, then CTA index: a strict total order, so the CTA
-  // on top is "the least-loaded, lowest index" whatever the heap's shape. Only the top's cost
-  // grows, so one sift-down per unit keeps the heap.
-  struct Load {
-    double cost;
-    int32_t cta;
-  };
-  auto lighter = [](const Load& a, const Load& b) {
-    return a.cost < b.cost || (a.cost == b.cost && a.cta < b.cta);
-  };
-  std::vector<Load> heap(static_cast<size_t>(num_local_ctas));
-  for (int c = 0; c < num_local_ctas; ++c) heap[c] = {0.0, c};  // ascending: a valid heap
-  const size_t heap_size = heap.size();
-  for (size_t k = 0; k < n; ++k) {
-    const auto i = static_cast<int32_t>(keys[k] & 0xffffffffu);
-    const Unit& u = list.units[i];
-    order[k] = i;
-    local_cta[k] = heap[0].cta;
-    Load moved = {heap[0].cost + alpha * static_cast<double>(u.num_rows()) * group_size +
-                      beta * static_cast<double>(u.kv_tokens()),
-                  heap[0].cta};
-    size_t at = 0;
-    for (;;) {
-      size_t child = 2 * at + 1;
-      if (child >= heap_size) break;
-      if (child + 1 < heap_size && lighter(heap[child + 1], heap[child])) ++child;
-      if (!lighter(heap[child], moved)) break;
-      heap[at] = heap[child];
-      at = child;
-    }
-    heap[at] = moved;
+  // Tournament tree over the CTAs' loads (leaves padded to a power of two with +inf): node v
+  // holds the CTA of least load below it, the left one on ties, so the root is "the least
+  // loaded, lowest index". Adding a unit updates one leaf-to-root path with branch-free
+  // selects: log2(CTAs) steps, no unpredictable branches.
+  int leaves = 1;
+  while (leaves < num_local_ctas) leaves *= 2;
+  std::vector<double> load_storage(static_cast<size_t>(leaves),
+                                   std::numeric_limits<double>::infinity());
+  std::vector<int32_t> winner_storage(static_cast<size_t>(2 * leaves));
+  double* const load = load_storage.data();
+  int32_t* const winner = winner_storage.data();
+  std::fill_n(load, num_local_ctas, 0.0);
+  for (int c = 0; c < leaves; ++c) winner[leaves + c] = c;
+  for (int v = leaves - 1; v >= 1; --v) {
+    winner[v] = load[winner[2 * v + 1]] < load[winner[2 * v]] ? winner[2 * v + 1] : winner[2 * v];
   }
-}
-
-int local_ctas_per_head(int num_ctas, int num_kv_heads) {
-  return num_ctas >= num_kv_heads ? num_ctas / num_kv_heads : 1;
+  const Unit* const units = list.units.data();
+  const auto row_cost = alpha * group_size;
+  for (size_t k = 0; k < n; ++k) {
+    const int32_t best = winner[1];  // the root (a lone leaf is its own root)
+    const Unit& u = units[order[k]];
+    local_cta[k] = best;
+    double best_load = load[best] + row_cost * static_cast<double>(u.num_rows()) +
+                       beta * static_cast<double>(u.kv_tokens());
+    load[best] = best_load;
+    // Replay the path: at each level the winner is the lighter of this side's winner (with
+    // its load carried in a register) and the sibling's.
+    int32_t w = best;
+    for (int v = leaves + best; v > 1; v /= 2) {
+      const int32_t other = winner[v ^ 1];
+      const double other_load = load[other];
+      // Ties go to the lower CTA: the left child's.
+      const bool take_other = (v & 1) ? !(best_load < other_load) : other_load < best_load;
+      w = take_other ? other : w;
+      best_load = take_other ? other_load : best_load;
+      winner[v / 2] = w;
+    }
+  }
 }
 
 void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,
-                       const std::vector<int32_t>& local_cta, int local_ctas, int total_rows,
-                       Plan& plan) {
-  const int num_heads = plan.num_kv_heads;
-  const int num_ctas = plan.num_ctas;
+                       const std::vector<int32_t>& cta, int total_rows, Plan& plan) {
   const size_t n = order.size();
-  // Head 0 alone, on CTAs [0, local_ctas).
-  size_t rows0 = 0;
-  for (size_t k = 0; k < n; ++k) rows0 += static_cast<size_t>(list.units[order[k]].num_rows());
-  plan.items.reserve(n * num_heads);
-  plan.item_rows.reserve(rows0 * num_heads);
-  plan.items.resize(n);
-  plan.item_rows.resize(rows0);
+  plan.items.reserve(n);
+  plan.item_rows.resize(list.rows.size());  // every row of the list belongs to one unit
   int32_t at = 0;
   for (size_t k = 0; k < n; ++k) {
     const Unit& u = list.units[order[k]];
-    WorkItem& item = plan.items[k];
-    item.kv_head = 0;
+    WorkItem& item = plan.items.emplace_back();
     item.rows_begin = at;
-    std::copy(list.rows.begin() + u.rows_begin, list.rows.begin() + u.rows_end,
-              plan.item_rows.begin() + at);
-    at += u.num_rows();
+    for (int32_t r = u.rows_begin; r < u.rows_end; ++r) plan.item_rows[at++] = list.rows[r];
     item.rows_end = at;
     item.kv_request = u.kv_request;
     item.kv_begin = u.kv_begin;
     item.kv_end = u.kv_end;
     item.tile.tile_q = select_tile_q(static_cast<int64_t>(u.num_rows()) * plan.group_size);
     item.tile.tile_kv = select_tile_kv(u.kv_tokens());
-    item.cta = local_cta[k];
+    item.cta = cta[k];
   }
-  plan.num_kv_heads = 1;
-  plan.num_ctas = local_ctas;
   finalize_plan(plan, total_rows);
-  plan.num_kv_heads = num_heads;
-  plan.num_ctas = num_ctas;
-  if (num_heads == 1 && local_ctas == num_ctas) return;
-
-  // Replicate over heads: head h's items, rows, slots, merges and queues are head 0's shifted.
-  const bool spread = num_ctas >= num_heads;
-  const auto n0 = static_cast<int32_t>(n);
-  const auto r0 = static_cast<int32_t>(rows0);
-  const int32_t s0 = plan.num_partial_slots;
-  const int32_t m0 = plan.num_merges();
-  const auto ms0 = static_cast<int32_t>(plan.merge_slots.size());
-  // Items are appended head by head (no value-initialised storage written twice).
-  for (int h = 1; h < num_heads; ++h) {
-    const int32_t cta_shift = h * local_ctas;
-    for (int32_t i = 0; i < n0; ++i) {
-      WorkItem item = plan.items[i];
-      item.kv_head = h;
-      item.rows_begin += h * r0;
-      item.rows_end += h * r0;
-      if (!item.writes_final) item.partial_begin += h * s0;
-      item.cta = spread ? item.cta + cta_shift : h % num_ctas;
-      plan.items.push_back(item);
-    }
-    const size_t rows_at = plan.item_rows.size();
-    plan.item_rows.resize(rows_at + static_cast<size_t>(r0));
-    std::copy_n(plan.item_rows.begin(), r0, plan.item_rows.begin() + rows_at);
-  }
-  if (m0 > 0) {
-    plan.merge_row.resize(static_cast<size_t>(m0) * num_heads);
-    plan.merge_kv_head.assign(static_cast<size_t>(m0) * num_heads, 0);
-    plan.merge_indptr.reserve(static_cast<size_t>(m0) * num_heads + 1);
-    plan.merge_slots.reserve(static_cast<size_t>(ms0) * num_heads);
-    for (int h = 1; h < num_heads; ++h) {
-      std::copy_n(plan.merge_row.begin(), m0, plan.merge_row.begin() + static_cast<size_t>(h) * m0);
-      std::fill_n(plan.merge_kv_head.begin() + static_cast<size_t>(h) * m0, m0, h);
-      for (int32_t e = 0; e < m0; ++e)
-        plan.merge_indptr.push_back(plan.merge_indptr[e + 1] + h * ms0);
-      for (int32_t k = 0; k < ms0; ++k) plan.merge_slots.push_back(plan.merge_slots[k] + h * s0);
-    }
-  }
-  plan.num_partial_slots = s0 * num_heads;
-  if (spread) {
-    std::vector<int32_t> indptr0(plan.cta_indptr.begin(), plan.cta_indptr.end());
-    plan.cta_indptr.assign(static_cast<size_t>(num_ctas) + 1, n0 * num_heads);
-    plan.cta_items.resize(n * num_heads);
-    for (int h = 0; h < num_heads; ++h) {
-      for (int c = 0; c <= local_ctas; ++c) {
-        plan.cta_indptr[static_cast<size_t>(h) * local_ctas + c] = indptr0[c] + h * n0;
-      }
-      if (h > 0) {
-        for (int32_t k = 0; k < n0; ++k) {
-          plan.cta_items[static_cast<size_t>(h) * n0 + k] = plan.cta_items[k] + h * n0;
-        }
-      }
-    }
-  } else {
-    build_cta_queues(plan);
-  }
 }
 
 void finalize_plan(Plan& plan, int total_rows) {
-  const int num_heads = plan.num_kv_heads;
-  const size_t num_keys = static_cast<size_t>(total_rows) * num_heads;
-  auto key_of = [total_rows](int32_t row, int32_t head) {
-    return static_cast<size_t>(head) * total_rows + row;
-  };
-  // 1. Items per (row, head).
-  std::vector<int32_t> count(num_keys, 0);
+  // 1. Items per row.
+  std::vector<int32_t> count(static_cast<size_t>(total_rows), 0);
   for (const WorkItem& item : plan.items) {
     for (int32_t k = item.rows_begin; k < item.rows_end; ++k) {
-      ++count[key_of(plan.item_rows[k], item.kv_head)];
+      ++count[plan.item_rows[k]];
     }
   }
   // 2. Final items and partial slots.
@@ -212,7 +166,7 @@ void finalize_plan(Plan& plan, int total_rows) {
   for (WorkItem& item : plan.items) {
     bool alone = true;
     for (int32_t k = item.rows_begin; k < item.rows_end && alone; ++k) {
-      alone = count[key_of(plan.item_rows[k], item.kv_head)] == 1;
+      alone = count[plan.item_rows[k]] == 1;
     }
     item.writes_final = alone;
     item.partial_begin = 0;
@@ -222,35 +176,33 @@ void finalize_plan(Plan& plan, int total_rows) {
     }
   }
   plan.num_partial_slots = slots;
-  // 3. Merge map: keys covered by a partial item, in key order. A key with count > 1 has only
-  // partial items; a key with count 1 whose item is partial gets a one-slot entry.
-  std::vector<int32_t>& cursor = count;  // reused: partial slots per key, then fill cursor
+  // 3. Merge map: rows covered by a partial item, in row order. A row with count > 1 has
+  // only partial items; a row with count 1 whose item is partial gets a one-slot entry.
+  std::vector<int32_t>& cursor = count;  // reused: partial slots per row, then fill cursor
   std::fill(cursor.begin(), cursor.end(), 0);
   for (const WorkItem& item : plan.items) {
     if (item.writes_final) continue;
     for (int32_t k = item.rows_begin; k < item.rows_end; ++k) {
-      ++cursor[key_of(plan.item_rows[k], item.kv_head)];
+      ++cursor[plan.item_rows[k]];
     }
   }
   plan.merge_indptr.assign(1, 0);
   plan.merge_row.clear();
-  plan.merge_kv_head.clear();
   int32_t offset = 0;
-  for (size_t key = 0; key < num_keys; ++key) {
-    const int32_t n = cursor[key];
+  for (int32_t row = 0; row < total_rows; ++row) {
+    const int32_t n = cursor[row];
     if (n == 0) continue;
-    cursor[key] = offset;
+    cursor[row] = offset;
     offset += n;
     plan.merge_indptr.push_back(offset);
-    plan.merge_row.push_back(static_cast<int32_t>(key % total_rows));
-    plan.merge_kv_head.push_back(static_cast<int32_t>(key / total_rows));
+    plan.merge_row.push_back(row);
   }
   plan.merge_slots.assign(static_cast<size_t>(offset), 0);
   std::vector<int32_t> slot_kv_begin(static_cast<size_t>(offset), 0);
   for (const WorkItem& item : plan.items) {
     if (item.writes_final) continue;
     for (int32_t k = item.rows_begin; k < item.rows_end; ++k) {
-      const int32_t at = cursor[key_of(plan.item_rows[k], item.kv_head)]++;
+      const int32_t at = cursor[plan.item_rows[k]]++;
       plan.merge_slots[at] = item.partial_begin + (k - item.rows_begin);
       slot_kv_begin[at] = item.kv_begin;
     }
@@ -291,7 +243,7 @@ Plan empty_plan(const BatchLayout& layout, const DeviceShape& device, const Plan
   Plan plan;
   plan.policy = options.policy;
   plan.deterministic = options.deterministic;
-  plan.num_ctas = device.num_ctas;
+  plan.num_ctas = ctas_per_head(device.num_ctas, layout.num_kv_heads);
   plan.group_size = layout.group_size();
   plan.num_kv_heads = layout.num_kv_heads;
   plan.head_dim = layout.head_dim;

@@ -7,7 +7,7 @@
 // map in ascending kv_begin order, CTA queues).
 //
 // Budget invariant every policy keeps (it is what bounds the plan buffer, plan_buffer.cc):
-// for every request r and every KV head, the number of (item, row of r) incidences is at most
+// for every request r, the number of (item, row of r) incidences is at most
 // q_len(r) + num_pages_of(r). The helpers below document which part of that proof they carry.
 // Thread-safety: pure functions.
 #pragma once
@@ -53,7 +53,7 @@ inline int32_t first_row_seeing(const BatchLayout& layout, int r, int64_t kv_beg
   return static_cast<int32_t>(layout.qo_indptr[r] + local);
 }
 
-// A unit of work before it is replicated over KV heads: rows [row_begin, row_end) (global,
+// A unit of work before it becomes a work item: rows [row_begin, row_end) (global,
 // contiguous) or an explicit row list, a KV range located through kv_request.
 struct Unit {
   int32_t kv_request = 0;
@@ -88,26 +88,22 @@ void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, 
 void assign_lpt(const UnitList& list, int group_size, int num_local_ctas, double alpha, double beta,
                 std::vector<int32_t>& order, std::vector<int32_t>& local_cta);
 
-// Turns one head's units, in execution order with their local CTA, into the whole plan:
-// head 0's items are built and finalized alone, then replicated over the KV heads. Head h
-// runs on the CTA set [h * C, (h + 1) * C) where C = local_ctas_per_head() (FlashInfer's 2-D
-// grid: every head has identical work, so planning one head is enough; the num_ctas % H
-// leftover CTAs stay idle); when num_ctas < num_kv_heads, C = 1 and head h runs on CTA
-// h % num_ctas. Tiles come from the selectors.
-int local_ctas_per_head(int num_ctas, int num_kv_heads);
+// Turns the units, in execution order with their CTA queue, into the plan's items (tiles
+// from the selectors) and finalizes it. The plan is head-implicit (plan.h): these items are
+// every head's. Precondition: the units' row ranges partition list.rows (as
+// append_causal_pieces builds them).
 void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,
-                       const std::vector<int32_t>& local_cta, int local_ctas, int total_rows,
-                       Plan& plan);
+                       const std::vector<int32_t>& cta, int total_rows, Plan& plan);
 
 // Completes a plan whose items have rows, KV range, tile and cta set: an item writes_final
-// when every one of its (row, head) pairs is covered by it alone; other items get
-// consecutive partial slots in item order; merge entries are ordered by (kv_head, row) and
-// list their slots by ascending kv_begin; CTA c executes its items in ascending item index.
+// when every one of its rows is covered by it alone; other items get consecutive partial
+// slots in item order; merge entries are ordered by row and list their slots by ascending
+// kv_begin; CTA queue c executes its items in ascending item index.
 void finalize_plan(Plan& plan, int total_rows);
 // CTA queues from each item's cta: CTA c runs its items in ascending item index.
 void build_cta_queues(Plan& plan);
 
-// Plan fields copied from layout and options.
+// Plan fields copied from layout and options; num_ctas = ctas_per_head(device, heads).
 Plan empty_plan(const BatchLayout& layout, const DeviceShape& device, const PlanOptions& options);
 
 Result<Plan> make_plan_naive(const BatchLayout& layout, const DeviceShape& device,

@@ -13,14 +13,15 @@ PlanStats compute_plan_stats(const Plan& plan, const BatchLayout& layout) {
   const int64_t d = layout.head_dim;
   const auto e = static_cast<int64_t>(dtype_size_bytes(layout.dtype));
   constexpr int64_t kF32Bytes = 4;
-  stats.num_work_items = static_cast<int64_t>(plan.items.size());
-  stats.num_merges = plan.num_merges();
+  const int64_t heads = plan.num_kv_heads;
+  stats.num_work_items = static_cast<int64_t>(plan.items.size()) * heads;
+  stats.num_merges = static_cast<int64_t>(plan.num_merges()) * heads;
   stats.cta_cost.assign(static_cast<size_t>(std::max(plan.num_ctas, 0)), 0.0);
   for (const WorkItem& it : plan.items) {
     const int64_t folded = static_cast<int64_t>(it.num_rows()) * g;
     const int64_t tiles = (folded + it.tile.tile_q - 1) / it.tile.tile_q;
-    stats.kv_bytes_read += tiles * it.kv_tokens() * 2 * d * e;
-    stats.q_bytes_read += folded * d * e;
+    stats.kv_bytes_read += heads * tiles * it.kv_tokens() * 2 * d * e;
+    stats.q_bytes_read += heads * folded * d * e;
     if (it.cta >= 0 && it.cta < plan.num_ctas) {
       stats.cta_cost[it.cta] += plan.cost_alpha * static_cast<double>(folded) +
                                 plan.cost_beta * static_cast<double>(it.kv_tokens());
@@ -44,10 +45,9 @@ PlanStats compute_plan_stats(const Plan& plan, const BatchLayout& layout) {
   stats.kv_bytes_unique = unique_tokens * layout.num_kv_heads * 2 * d * e;
   stats.output_bytes_written =
       static_cast<int64_t>(layout.total_rows()) * layout.num_qo_heads * d * e;
-  stats.partial_bytes_written =
-      static_cast<int64_t>(plan.num_partial_slots) * g * (d + 1) * kF32Bytes;
+  stats.partial_bytes_written = heads * plan.num_partial_slots * g * (d + 1) * kF32Bytes;
   stats.partial_bytes_read =
-      static_cast<int64_t>(plan.merge_slots.size()) * g * (d + 1) * kF32Bytes;
+      heads * static_cast<int64_t>(plan.merge_slots.size()) * g * (d + 1) * kF32Bytes;
   stats.predicted_traffic_bytes = stats.q_bytes_read + stats.kv_bytes_read +
                                   stats.output_bytes_written + stats.partial_bytes_written +
                                   stats.partial_bytes_read;

@@ -4,24 +4,28 @@
 // Every byte count is for ONE attention layer and counts all KV heads. Element sizes:
 // Q, K, V and the output are layout.dtype (2 bytes for bf16/f16, 4 for f32); partial states
 // are f32 (seed 002 §5.1 footnote: intermediates in FP32). Formulas (g = group_size,
-// d = head_dim, e = dtype bytes, tiles(i) = ceil(num_rows(i) * g / tile_q(i))):
-//   kv_bytes_read        = sum over items of tiles(i) * kv_tokens(i) * 2 * d * e
+// d = head_dim, e = dtype bytes, H = num_kv_heads, tiles(i) = ceil(num_rows(i) * g /
+// tile_q(i)); every item is run once per KV head, plan.h):
+//   num_work_items       = items * H (the (item, head) pairs the grid runs)
+//   num_merges           = merge entries * H (the (row, head) outputs merged)
+//   kv_bytes_read        = H * sum over items of tiles(i) * kv_tokens(i) * 2 * d * e
 //                          (K and V of one head, re-read once per query tile)
 //   kv_bytes_unique      = sum over distinct physical pages of used_tokens(page) *
 //                          num_kv_heads * 2 * d * e, where used_tokens(page) is the most tokens
 //                          any request uses in that page (page_size, or last_page_len for a
 //                          request's last page)
-//   q_bytes_read         = sum over items of num_rows(i) * g * d * e
+//   q_bytes_read         = H * sum over items of num_rows(i) * g * d * e
 //   output_bytes_written = total_rows * num_qo_heads * d * e (each output element once, by a
 //                          final item or by a merge)
-//   partial_bytes_written = num_partial_slots * g * (d + 1) * 4   (o and lse per qo head)
-//   partial_bytes_read    = merge_slots.size() * g * (d + 1) * 4
+//   partial_bytes_written = H * num_partial_slots * g * (d + 1) * 4   (o and lse per qo head)
+//   partial_bytes_read    = H * merge_slots.size() * g * (d + 1) * 4
 //   predicted_traffic_bytes = q_bytes_read + kv_bytes_read + output_bytes_written +
 //                             partial_bytes_written + partial_bytes_read
-//   cta_cost[c]  = sum over items of CTA c of cost_alpha * num_rows * g + cost_beta * kv_tokens
-//                  (the planner's own cost model, seed 004 Algorithm 1)
-//   imbalance    = max(cta_cost) / mean(cta_cost) over all num_ctas CTAs (idle ones count as
-//                  0); 1 is perfect; 0 for an empty plan.
+//   cta_cost[c]  = sum over items of queue c of cost_alpha * num_rows * g + cost_beta *
+//                  kv_tokens (the planner's own cost model, seed 004 Algorithm 1); every head's
+//                  CTA running queue c has this cost
+//   imbalance    = max(cta_cost) / mean(cta_cost) over the plan's num_ctas queues (idle ones
+//                  count as 0); 1 is perfect; 0 for an empty plan.
 // Thread-safety: pure function.
 #pragma once
 
@@ -43,7 +47,7 @@ struct PlanStats {
   int64_t partial_bytes_written = 0;
   int64_t partial_bytes_read = 0;
   int64_t predicted_traffic_bytes = 0;
-  std::vector<double> cta_cost;  // [num_ctas]
+  std::vector<double> cta_cost;  // [num_ctas]: per CTA queue
   double imbalance = 0.0;
 };
 

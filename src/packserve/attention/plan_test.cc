@@ -41,10 +41,10 @@ TEST(MakePlan, NaiveGolden) {
   // tile_q: r0 folds 1 * 2 = 2 rows -> 16; r1 folds 3 * 2 = 6 -> 16.
   // tile_kv (largest n with 2n <= kv): kv 20 -> none fits -> 32; kv 40 -> 2*32 = 64 > 40 -> 32.
   const std::string expected =
-      "plan policy=naive deterministic=0 ctas=2 group=2 kv_heads=1 head_dim=64 "
+      "plan policy=naive deterministic=0 queues=2 group=2 kv_heads=1 head_dim=64 "
       "partial_slots=0\n"
-      "item 0: cta=0 head=0 rows=[0] kv=r0[0,20) tile=16x32 final\n"
-      "item 1: cta=1 head=0 rows=[1,2,3] kv=r1[0,40) tile=16x32 final\n"
+      "item 0: cta=0 rows=[0] kv=r0[0,20) tile=16x32 final\n"
+      "item 1: cta=1 rows=[1,2,3] kv=r1[0,40) tile=16x32 final\n"
       "cta 0: [0]\n"
       "cta 1: [1]\n";
   const Plan plan = must_plan(two_requests(), 2, Policy::kNaive);
@@ -152,7 +152,6 @@ TEST(CheckInvariants, RejectsBrokenPlans) {
   expect_bad(p, "item in the wrong queue");
   p = good;
   p.merge_row.pop_back();
-  p.merge_kv_head.pop_back();
   p.merge_indptr.pop_back();
   p.merge_slots.resize(static_cast<size_t>(p.merge_indptr.back()));
   expect_bad(p, "merge entry missing");

@@ -158,12 +158,13 @@ inline BatchLayout random_layout(uint64_t seed, const RandomLayoutOptions& opt =
   return b.layout();
 }
 
-// What determinism promises for request r (plan.h): per (local row, kv head), the KV ranges
+// What determinism promises for request r (plan.h): per local row (items and merges are
+// head-implicit: the same for every KV head), the KV ranges
 // of its items with their tile_kv, and the merge order (kv_begin of each merged slot), or
 // "final" when one item writes the output. Independent of global row numbering and of
 // which other rows share the items.
 inline std::string request_signature(const Plan& plan, const BatchLayout& layout, int r) {
-  std::map<std::pair<int, int>, std::vector<std::string>> per_key;  // (local row, head)
+  std::map<int, std::vector<std::string>> per_row;  // local row
   std::vector<int32_t> slot_kv_begin(static_cast<size_t>(plan.num_partial_slots), -1);
   for (const WorkItem& it : plan.items) {
     for (int32_t k = it.rows_begin; k < it.rows_end; ++k) {
@@ -173,7 +174,7 @@ inline std::string request_signature(const Plan& plan, const BatchLayout& layout
       std::ostringstream s;
       s << "[" << it.kv_begin << "," << it.kv_end << ")n" << it.tile.tile_kv
         << (it.writes_final ? " final" : "");
-      per_key[{row - layout.qo_indptr[r], it.kv_head}].push_back(s.str());
+      per_row[row - layout.qo_indptr[r]].push_back(s.str());
     }
   }
   for (int e = 0; e < plan.num_merges(); ++e) {
@@ -184,12 +185,12 @@ inline std::string request_signature(const Plan& plan, const BatchLayout& layout
     for (int32_t k = plan.merge_indptr[e]; k < plan.merge_indptr[e + 1]; ++k) {
       s << " " << slot_kv_begin[plan.merge_slots[k]];
     }
-    per_key[{row - layout.qo_indptr[r], plan.merge_kv_head[e]}].push_back(s.str());
+    per_row[row - layout.qo_indptr[r]].push_back(s.str());
   }
   std::ostringstream out;
-  for (auto& [key, parts] : per_key) {
+  for (auto& [row, parts] : per_row) {
     std::sort(parts.begin(), parts.end());
-    out << "row " << key.first << " head " << key.second << ":";
+    out << "row " << row << ":";
     for (const std::string& p : parts) out << " " << p;
     out << "\n";
   }

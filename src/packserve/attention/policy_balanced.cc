@@ -1,11 +1,11 @@
 // policy_balanced.cc: the `balanced` policy, seed 004 §3.3.1 Algorithm 1 (FlashInfer's
-// load-balanced scheduling), planned once for one KV head and replicated over the heads.
+// load-balanced scheduling), planned once: the plan is head-implicit (plan.h).
 //
 // 1. Query tiles: the rows of each request are cut into tiles of rows_per_tile(group_size)
 //    consecutive rows (GQA folds the group into the tile: rows * group_size <= 128 folded
 //    vectors). A tile's KV length is causal: position of its last row + 1, from key 0.
 // 2. Maximum chunk size (Algorithm 1 line 3): L_kv = ceil(sum of tile KV lengths / C), where
-//    C = the CTAs one head gets (plan_internal.h local_ctas_per_head), floored at
+//    C = the CTAs one head gets (plan.h ctas_per_head, the plan's queues), floored at
 //    kMinChunkTokens (one largest KV tile) and rounded up to a page, so chunk boundaries never
 //    cut a page. With `deterministic`, L_kv = deterministic_kv_chunk_tokens rounded up to a
 //    page, independent of the batch. Per request, L_r = max(L_kv, q_len * page_size): a long
@@ -17,8 +17,8 @@
 // 4. Chunks sorted longest first (ties: request order, then tile, then chunk), each assigned
 //    to the least-loaded CTA (min-heap, ties to the lower CTA) with cost
 //    cost_alpha * folded rows + cost_beta * keys; a CTA runs its chunks in assignment order.
-// 5. Heads: every head has the same chunks, so head h gets its own CTA set (FlashInfer's 2-D
-//    grid); merge entries list slots in ascending kv_begin (finalize_plan).
+// 5. Heads: every head has the same chunks, so each queue runs once per head (FlashInfer's
+//    2-D grid); merge entries list slots in ascending kv_begin (finalize_plan).
 #include <algorithm>
 #include <numeric>
 
@@ -33,7 +33,7 @@ Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& de
   const int group = layout.group_size();
   const int page = layout.page_size;
   const int tile_rows = rows_per_tile(group);
-  const int local_ctas = local_ctas_per_head(device.num_ctas, layout.num_kv_heads);
+  const int ctas = plan.num_ctas;
 
   int64_t total_kv = 0;  // sum over query tiles of their causal KV length
   for (int r = 0; r < batch; ++r) {
@@ -45,13 +45,13 @@ Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& de
   const int64_t chunk_tokens =
       options.deterministic
           ? round_up(options.deterministic_kv_chunk_tokens, page)
-          : round_up(std::max<int64_t>(ceil_div(total_kv, local_ctas), kMinChunkTokens), page);
+          : round_up(std::max<int64_t>(ceil_div(total_kv, ctas), kMinChunkTokens), page);
 
   std::vector<int32_t> all_rows(static_cast<size_t>(layout.total_rows()));
   std::iota(all_rows.begin(), all_rows.end(), 0);
   UnitList list;
-  list.units.reserve(static_cast<size_t>(batch) + static_cast<size_t>(local_ctas));
-  list.rows.reserve(all_rows.size() + static_cast<size_t>(local_ctas));
+  list.units.reserve(static_cast<size_t>(batch) + static_cast<size_t>(ctas));
+  list.rows.reserve(all_rows.size() + static_cast<size_t>(ctas));
   for (int r = 0; r < batch; ++r) {
     const int q_len = layout.q_len(r);
     const int first_pos = layout.kv_len(r) - q_len;
@@ -63,9 +63,9 @@ Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& de
     }
   }
   std::vector<int32_t> order;
-  std::vector<int32_t> local_cta;
-  assign_lpt(list, group, local_ctas, options.cost_alpha, options.cost_beta, order, local_cta);
-  emit_and_finalize(list, order, local_cta, local_ctas, layout.total_rows(), plan);
+  std::vector<int32_t> cta;
+  assign_lpt(list, group, ctas, options.cost_alpha, options.cost_beta, order, cta);
+  emit_and_finalize(list, order, cta, layout.total_rows(), plan);
   return plan;
 }
 

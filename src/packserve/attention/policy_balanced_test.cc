@@ -34,31 +34,25 @@ TEST(BalancedPolicy, GoldenDecodeSplitAndLpt) {
   // Chunks: u0 r0[0,224), u1 r0[224,300), u2 r1[0,100), u3 r2[0,40).
   // Longest first: u0 (224), u2 (100), u1 (76), u3 (40). Cost = 1 * 1 row + keys:
   //   u0 225 -> cta 0 (tie -> lower cta); u2 101 -> cta 1; u1 77 -> cta 1 (101 < 225) = 178;
-  //   u3 41 -> cta 1 (178 < 225) = 219. Head 1 repeats on ctas 2, 3.
+  //   u3 41 -> cta 1 (178 < 225) = 219. 4 CTAs / 2 heads = 2 queues; head 1 runs the same
+  //   queues (head-implicit items, plan.h).
   // tile_kv (largest n with 2n <= keys): 224 -> 64, 100 -> 32, 76 -> 32, 40 -> 32; tile_q 16.
-  // r0 has two items per head -> partial slots in item order (0, 1 head 0; 2, 3 head 1);
-  // merges in (row, head) order with slots by ascending kv_begin.
+  // r0 has two items -> partial slots in item order (0, 1); merges in row order with slots
+  // by ascending kv_begin.
   LayoutBuilder b(2, 2, 64, 16);
   b.add({}, 300, 1);
   b.add({}, 100, 1);
   b.add({}, 40, 1);
   const std::string expected =
-      "plan policy=balanced deterministic=0 ctas=4 group=1 kv_heads=2 head_dim=64 "
-      "partial_slots=4\n"
-      "item 0: cta=0 head=0 rows=[0] kv=r0[0,224) tile=16x64 partial@0\n"
-      "item 1: cta=1 head=0 rows=[1] kv=r1[0,100) tile=16x32 final\n"
-      "item 2: cta=1 head=0 rows=[0] kv=r0[224,300) tile=16x32 partial@1\n"
-      "item 3: cta=1 head=0 rows=[2] kv=r2[0,40) tile=16x32 final\n"
-      "item 4: cta=2 head=1 rows=[0] kv=r0[0,224) tile=16x64 partial@2\n"
-      "item 5: cta=3 head=1 rows=[1] kv=r1[0,100) tile=16x32 final\n"
-      "item 6: cta=3 head=1 rows=[0] kv=r0[224,300) tile=16x32 partial@3\n"
-      "item 7: cta=3 head=1 rows=[2] kv=r2[0,40) tile=16x32 final\n"
-      "merge 0: row=0 head=0 slots=[0,1]\n"
-      "merge 1: row=0 head=1 slots=[2,3]\n"
+      "plan policy=balanced deterministic=0 queues=2 group=1 kv_heads=2 head_dim=64 "
+      "partial_slots=2\n"
+      "item 0: cta=0 rows=[0] kv=r0[0,224) tile=16x64 partial@0\n"
+      "item 1: cta=1 rows=[1] kv=r1[0,100) tile=16x32 final\n"
+      "item 2: cta=1 rows=[0] kv=r0[224,300) tile=16x32 partial@1\n"
+      "item 3: cta=1 rows=[2] kv=r2[0,40) tile=16x32 final\n"
+      "merge 0: row=0 slots=[0,1]\n"
       "cta 0: [0]\n"
-      "cta 1: [1,2,3]\n"
-      "cta 2: [4]\n"
-      "cta 3: [5,6,7]\n";
+      "cta 1: [1,2,3]\n";
   const Plan plan = balanced(b.layout(), 4);
   EXPECT_EQ(to_text(plan), expected);
   EXPECT_TRUE(check_invariants(plan, b.layout()).ok());
@@ -76,16 +70,16 @@ TEST(BalancedPolicy, GoldenCausalPrefillChunks) {
   LayoutBuilder b(1, 1, 64, 1);
   b.add({}, 131, 6);
   const std::string expected =
-      "plan policy=balanced deterministic=0 ctas=2 group=1 kv_heads=1 head_dim=64 "
+      "plan policy=balanced deterministic=0 queues=2 group=1 kv_heads=1 head_dim=64 "
       "partial_slots=9\n"
-      "item 0: cta=0 head=0 rows=[0,1,2,3,4,5] kv=r0[0,128) tile=16x64 partial@0\n"
-      "item 1: cta=1 head=0 rows=[3,4,5] kv=r0[128,131) tile=16x32 partial@6\n"
-      "merge 0: row=0 head=0 slots=[0]\n"
-      "merge 1: row=1 head=0 slots=[1]\n"
-      "merge 2: row=2 head=0 slots=[2]\n"
-      "merge 3: row=3 head=0 slots=[3,6]\n"
-      "merge 4: row=4 head=0 slots=[4,7]\n"
-      "merge 5: row=5 head=0 slots=[5,8]\n"
+      "item 0: cta=0 rows=[0,1,2,3,4,5] kv=r0[0,128) tile=16x64 partial@0\n"
+      "item 1: cta=1 rows=[3,4,5] kv=r0[128,131) tile=16x32 partial@6\n"
+      "merge 0: row=0 slots=[0]\n"
+      "merge 1: row=1 slots=[1]\n"
+      "merge 2: row=2 slots=[2]\n"
+      "merge 3: row=3 slots=[3,6]\n"
+      "merge 4: row=4 slots=[4,7]\n"
+      "merge 5: row=5 slots=[5,8]\n"
       "cta 0: [0]\n"
       "cta 1: [1]\n";
   const Plan plan = balanced(b.layout(), 2);
@@ -93,8 +87,8 @@ TEST(BalancedPolicy, GoldenCausalPrefillChunks) {
   EXPECT_TRUE(check_invariants(plan, b.layout()).ok());
 }
 
-// Greedy list scheduling (Graham): the busiest CTA of a head's set finishes by
-// total / C + the largest item cost; chunks start at page multiples.
+// Greedy list scheduling (Graham): the busiest queue finishes by total / C + the largest item
+// cost (every head runs the same queues); chunks start at page multiples.
 TEST(BalancedPolicy, ListSchedulingBoundAndPageAlignedChunks) {
   for (uint64_t seed = 200; seed < 260; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -103,36 +97,36 @@ TEST(BalancedPolicy, ListSchedulingBoundAndPageAlignedChunks) {
     const Plan plan = balanced(layout, num_ctas);
     ASSERT_TRUE(check_invariants(plan, layout).ok());
     const int per_head = num_ctas / layout.num_kv_heads;
+    ASSERT_EQ(plan.num_ctas, per_head);
+    EXPECT_EQ(plan.grid_ctas(), per_head * layout.num_kv_heads);
     const PlanStats stats = compute_plan_stats(plan, layout);
-    for (int h = 0; h < layout.num_kv_heads; ++h) {
-      double total = 0.0;
-      double max_cta = 0.0;
-      double max_item = 0.0;
-      for (int c = h * per_head; c < (h + 1) * per_head; ++c) {
-        total += stats.cta_cost[c];
-        max_cta = std::max(max_cta, stats.cta_cost[c]);
-      }
-      for (const WorkItem& it : plan.items) {
-        if (it.kv_head != h) continue;
-        EXPECT_GE(it.cta, h * per_head);
-        EXPECT_LT(it.cta, (h + 1) * per_head);
-        max_item = std::max(max_item,
-                            static_cast<double>(it.num_rows()) * plan.group_size + it.kv_tokens());
-      }
-      EXPECT_LE(max_cta, total / per_head + max_item + 1e-9);
+    ASSERT_EQ(stats.cta_cost.size(), static_cast<size_t>(per_head));
+    double total = 0.0;
+    double max_cta = 0.0;
+    double max_item = 0.0;
+    for (int c = 0; c < per_head; ++c) {
+      total += stats.cta_cost[c];
+      max_cta = std::max(max_cta, stats.cta_cost[c]);
     }
+    for (const WorkItem& it : plan.items) {
+      max_item =
+          std::max(max_item, static_cast<double>(it.num_rows()) * plan.group_size + it.kv_tokens());
+    }
+    EXPECT_LE(max_cta, total / per_head + max_item + 1e-9);
     for (const WorkItem& it : plan.items) EXPECT_EQ(it.kv_begin % layout.page_size, 0);
   }
 }
 
 TEST(BalancedPolicy, FewerCtasThanKvHeads) {
-  // 4 kv heads on 3 CTAs: one CTA per head, head h on CTA h % 3.
+  // 4 kv heads on 3 CTAs: one queue, run by one CTA per head (a grid of 4).
   LayoutBuilder b(8, 4, 64, 16);
   b.add({}, 500, 1);
   b.add({}, 70, 2);
   const Plan plan = balanced(b.layout(), 3);
   ASSERT_TRUE(check_invariants(plan, b.layout()).ok());
-  for (const WorkItem& it : plan.items) EXPECT_EQ(it.cta, it.kv_head % 3);
+  EXPECT_EQ(plan.num_ctas, 1);
+  EXPECT_EQ(plan.grid_ctas(), 4);
+  for (const WorkItem& it : plan.items) EXPECT_EQ(it.cta, 0);
 }
 
 TEST(BalancedPolicy, SkewedBatchIsBalancedBetterThanNaive) {

@@ -1,12 +1,13 @@
 // policy_naive.cc: the `naive` policy, the padding-free but unbalanced baseline (issue 2).
 //
-// One work item per (request, KV head): all rows of the request, the whole KV [0, kv_len),
+// One work item per request (run for every KV head, plan.h): all rows of the request, the
+// whole KV [0, kv_len),
 // tile_q = the smallest compiled tile covering min(rows * group_size, 128) folded rows (an
 // item with more folded rows re-reads its KV once per query tile), tile_kv from the KV
-// length (plan_internal.h). Items are ordered request-major, head-minor, and dealt to CTAs
-// round-robin (item i -> CTA i % num_ctas): no balancing at all, which is the point of the
-// baseline. Every item writes the final output (one item per (row, head)), so the plan has
-// no partial slots and no merges. Budget: each row appears once per head.
+// length (plan_internal.h). Items are in request order and dealt to the CTA queues
+// round-robin (item i -> queue i % num_ctas): no balancing at all, which is the point of the
+// baseline. Every item writes the final output (one item per row), so the plan has no
+// partial slots and no merges. Budget: each row appears once.
 #include "packserve/attention/plan_internal.h"
 
 namespace packserve::attention::internal {
@@ -15,30 +16,22 @@ Result<Plan> make_plan_naive(const BatchLayout& layout, const DeviceShape& devic
                              const PlanOptions& options) {
   Plan plan = empty_plan(layout, device, options);
   const int batch = layout.batch_size();
-  const int num_heads = layout.num_kv_heads;
-  plan.items.reserve(static_cast<size_t>(batch) * num_heads);
-  plan.item_rows.reserve(static_cast<size_t>(layout.total_rows()) * num_heads);
-  int32_t next = 0;
+  plan.items.reserve(static_cast<size_t>(batch));
+  plan.item_rows.reserve(static_cast<size_t>(layout.total_rows()));
   for (int r = 0; r < batch; ++r) {
-    const int32_t rows = layout.q_len(r);
-    TileConfig tile;
-    tile.tile_q = select_tile_q(static_cast<int64_t>(rows) * layout.group_size());
-    tile.tile_kv = select_tile_kv(layout.kv_len(r));
-    for (int h = 0; h < num_heads; ++h) {
-      WorkItem item;
-      item.kv_head = h;
-      item.rows_begin = static_cast<int32_t>(plan.item_rows.size());
-      for (int32_t x = layout.qo_indptr[r]; x < layout.qo_indptr[r + 1]; ++x) {
-        plan.item_rows.push_back(x);
-      }
-      item.rows_end = static_cast<int32_t>(plan.item_rows.size());
-      item.kv_request = r;
-      item.kv_begin = 0;
-      item.kv_end = layout.kv_len(r);
-      item.tile = tile;
-      item.cta = next++ % plan.num_ctas;
-      plan.items.push_back(item);
+    WorkItem item;
+    item.rows_begin = static_cast<int32_t>(plan.item_rows.size());
+    for (int32_t x = layout.qo_indptr[r]; x < layout.qo_indptr[r + 1]; ++x) {
+      plan.item_rows.push_back(x);
     }
+    item.rows_end = static_cast<int32_t>(plan.item_rows.size());
+    item.kv_request = r;
+    item.kv_begin = 0;
+    item.kv_end = layout.kv_len(r);
+    item.tile.tile_q = select_tile_q(static_cast<int64_t>(layout.q_len(r)) * layout.group_size());
+    item.tile.tile_kv = select_tile_kv(layout.kv_len(r));
+    item.cta = r % plan.num_ctas;
+    plan.items.push_back(item);
   }
   finalize_plan(plan, layout.total_rows());
   return plan;

@@ -14,7 +14,7 @@
 // 2. Prefill rows (q_len > 1) stay under the shared nodes only when every internal node on
 //    their path has >= q_len pages; otherwise the request is packed *solo* (its leaf reads
 //    [0, kv_len)). That rule, with the split caps of step 5, keeps every request's (item, row)
-//    incidences <= q_len + pages per head, which bounds the plan buffer (plan_buffer.cc).
+//    incidences <= q_len + pages, which bounds the plan buffer (plan_buffer.cc).
 // 3. TreeHeuristic (Algorithm 1), with the profit model of §5.1. Our reading: c.size = the
 //    folded query vectors under child c (rows * group_size: each writes its own partial state,
 //    while one KV load serves the group) and root.len = the tokens of the KV the parent's pack
@@ -30,8 +30,8 @@
 //    than the mean is cut into n = ceil(len / mean) page-aligned parts of at least
 //    kMinChunkTokens. Caps: a shared pack holding prefill rows (max q_len q) is cut into at
 //    most max(1, pages / q) parts; a leaf tile of request r uses parts >= q_len * page_size.
-// 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h), per
-//    KV head on its own CTA set.
+// 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h) onto
+//    the plan's CTA queues, each run once per KV head (plan.h).
 //
 // Deterministic mode (PlanOptions::deterministic): request r's KV is cut at fixed multiples
 // of D_r = max(round_up(deterministic_kv_chunk_tokens, page_size), q_len * page_size) from
@@ -379,12 +379,11 @@ Result<Plan> make_plan_prefix(const BatchLayout& layout, const DeviceShape& devi
     tree_packs(layout, packs, pack_rows);
     split_to_mean(layout, packs, pack_rows, list);
   }
-  const int local_ctas = local_ctas_per_head(device.num_ctas, layout.num_kv_heads);
   std::vector<int32_t> order;
-  std::vector<int32_t> local_cta;
-  assign_lpt(list, layout.group_size(), local_ctas, options.cost_alpha, options.cost_beta, order,
-             local_cta);
-  emit_and_finalize(list, order, local_cta, local_ctas, layout.total_rows(), plan);
+  std::vector<int32_t> cta;
+  assign_lpt(list, layout.group_size(), plan.num_ctas, options.cost_alpha, options.cost_beta, order,
+             cta);
+  emit_and_finalize(list, order, cta, layout.total_rows(), plan);
   return plan;
 }
 

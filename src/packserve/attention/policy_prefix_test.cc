@@ -57,15 +57,15 @@ TEST(PrefixPolicy, GoldenSmallTree) {
   b.add(prefix, 104, 1);
   b.add(prefix, 80, 1);
   const std::string expected =
-      "plan policy=prefix deterministic=0 ctas=2 group=1 kv_heads=1 head_dim=64 "
+      "plan policy=prefix deterministic=0 queues=2 group=1 kv_heads=1 head_dim=64 "
       "partial_slots=6\n"
-      "item 0: cta=0 head=0 rows=[0,1,2] kv=r0[0,64) tile=16x32 partial@0\n"
-      "item 1: cta=1 head=0 rows=[1] kv=r1[64,104) tile=16x32 partial@3\n"
-      "item 2: cta=1 head=0 rows=[0] kv=r0[64,84) tile=16x32 partial@4\n"
-      "item 3: cta=1 head=0 rows=[2] kv=r2[64,80) tile=16x32 partial@5\n"
-      "merge 0: row=0 head=0 slots=[0,4]\n"
-      "merge 1: row=1 head=0 slots=[1,3]\n"
-      "merge 2: row=2 head=0 slots=[2,5]\n"
+      "item 0: cta=0 rows=[0,1,2] kv=r0[0,64) tile=16x32 partial@0\n"
+      "item 1: cta=1 rows=[1] kv=r1[64,104) tile=16x32 partial@3\n"
+      "item 2: cta=1 rows=[0] kv=r0[64,84) tile=16x32 partial@4\n"
+      "item 3: cta=1 rows=[2] kv=r2[64,80) tile=16x32 partial@5\n"
+      "merge 0: row=0 slots=[0,4]\n"
+      "merge 1: row=1 slots=[1,3]\n"
+      "merge 2: row=2 slots=[2,5]\n"
       "cta 0: [0]\n"
       "cta 1: [1,2,3]\n";
   const Plan plan = plan_of(b.layout(), Policy::kPrefix, 2);

@@ -35,17 +35,13 @@ Status check_plan_bounds(const Plan& plan, const BatchLayout& layout) {
                             ": expected >= 0");
   }
   const int total_rows = layout.total_rows();
-  const size_t num_outputs = static_cast<size_t>(total_rows) * layout.num_kv_heads;
-  std::vector<char> output_written(num_outputs, 0);
+  // Items and merges are head-implicit (plan.h): written-once is checked per row.
+  std::vector<char> output_written(static_cast<size_t>(total_rows), 0);
   std::vector<char> slot_written(plan.num_partial_slots, 0);
   const int64_t num_item_rows = static_cast<int64_t>(plan.item_rows.size());
   for (int i = 0; i < static_cast<int>(plan.items.size()); ++i) {
     const WorkItem& item = plan.items[i];
     const std::string name = item_name(i);
-    if (item.kv_head < 0 || item.kv_head >= layout.num_kv_heads) {
-      return invalid_argument(name + ".kv_head = " + std::to_string(item.kv_head) +
-                              ": expected in [0, " + std::to_string(layout.num_kv_heads) + ")");
-    }
     if (item.rows_begin < 0 || item.rows_end <= item.rows_begin || item.rows_end > num_item_rows) {
       return invalid_argument(name + ".rows = [" + std::to_string(item.rows_begin) + ", " +
                               std::to_string(item.rows_end) +
@@ -79,13 +75,11 @@ Status check_plan_bounds(const Plan& plan, const BatchLayout& layout) {
                                 ")");
       }
       char& written =
-          item.writes_final
-              ? output_written[static_cast<size_t>(row) * layout.num_kv_heads + item.kv_head]
-              : slot_written[item.partial_begin + k];
+          item.writes_final ? output_written[row] : slot_written[item.partial_begin + k];
       if (written) {
         return invalid_argument(name + " row " + std::to_string(row) + ": its " +
                                 (item.writes_final
-                                     ? "output (kv head " + std::to_string(item.kv_head) + ")"
+                                     ? std::string("output")
                                      : "partial slot " + std::to_string(item.partial_begin + k)) +
                                 " is written twice");
       }
@@ -97,11 +91,11 @@ Status check_plan_bounds(const Plan& plan, const BatchLayout& layout) {
     return ok_status();  // no merge map at all
   }
   if (plan.merge_indptr.size() != static_cast<size_t>(num_merges) + 1 ||
-      plan.merge_kv_head.size() != static_cast<size_t>(num_merges) || plan.merge_indptr[0] != 0 ||
+      plan.merge_indptr[0] != 0 ||
       plan.merge_indptr.back() != static_cast<int32_t>(plan.merge_slots.size())) {
     return invalid_argument("plan merge map: merge_indptr must have num_merges + 1 = " +
                             std::to_string(num_merges + 1) + " entries from 0 to " +
-                            "merge_slots.size(), and merge_kv_head num_merges entries");
+                            "merge_slots.size()");
   }
   for (int e = 0; e < num_merges; ++e) {
     if (plan.merge_indptr[e + 1] < plan.merge_indptr[e]) {
@@ -114,15 +108,14 @@ Status check_plan_bounds(const Plan& plan, const BatchLayout& layout) {
   for (int e = 0; e < num_merges; ++e) {
     const std::string name = "plan merge entry " + std::to_string(e);
     const int32_t row = plan.merge_row[e];
-    const int32_t kv_head = plan.merge_kv_head[e];
-    if (row < 0 || row >= total_rows || kv_head < 0 || kv_head >= layout.num_kv_heads) {
-      return invalid_argument(name + ": (row, kv_head) = (" + std::to_string(row) + ", " +
-                              std::to_string(kv_head) + ") out of range");
+    if (row < 0 || row >= total_rows) {
+      return invalid_argument(name + ": row " + std::to_string(row) + " outside [0, " +
+                              std::to_string(total_rows) + ")");
     }
-    char& written = output_written[static_cast<size_t>(row) * layout.num_kv_heads + kv_head];
+    char& written = output_written[row];
     if (written) {
-      return invalid_argument(name + ": output of row " + std::to_string(row) + " kv head " +
-                              std::to_string(kv_head) + " is written twice");
+      return invalid_argument(name + ": output of row " + std::to_string(row) +
+                              " is written twice");
     }
     written = 1;
     for (int32_t s = plan.merge_indptr[e]; s < plan.merge_indptr[e + 1]; ++s) {
@@ -192,10 +185,15 @@ struct Executor {
   const BatchLayout& layout;
   const AttentionTensors& tensors;
   std::span<float> out;
-  std::vector<float> partial_o;    // [num_partial_slots, group_size, head_dim]
-  std::vector<float> partial_lse;  // [num_partial_slots, group_size]
+  std::vector<float> partial_o;    // [num_kv_heads, num_partial_slots, group_size, head_dim]
+  std::vector<float> partial_lse;  // [num_kv_heads, num_partial_slots, group_size]
 
-  void run_item(int index, Scratch& s) {
+  // Storage index of partial slot `slot`, qo head g of the group, for KV head kv_head.
+  size_t slot_index(int kv_head, int32_t slot, int g) const {
+    return (static_cast<size_t>(kv_head) * plan.num_partial_slots + slot) * plan.group_size + g;
+  }
+
+  void run_item(int index, int kv_head, Scratch& s) {
     const WorkItem& item = plan.items[index];
     const int d_head = layout.head_dim;
     const int group = layout.group_size();
@@ -208,7 +206,7 @@ struct Executor {
       const size_t base =
           ((static_cast<size_t>(layout.page_of(item.kv_request, position)) * ps + position % ps) *
                layout.num_kv_heads +
-           item.kv_head) *
+           kv_head) *
           d_head;
       load_f32(tensors.k_pages, base, d_head, layout.dtype, s.k.data() + t * d_head);
       load_f32(tensors.v_pages, base, d_head, layout.dtype, s.v.data() + t * d_head);
@@ -223,7 +221,7 @@ struct Executor {
       const int position = layout.row_position(r, row - layout.qo_indptr[r]);
       const int visible = std::clamp(position + 1 - item.kv_begin, 0, n_keys);
       for (int g = 0; g < group; ++g) {
-        const int h = item.kv_head * group + g;
+        const int h = kv_head * group + g;
         const size_t q_base = (static_cast<size_t>(row) * layout.num_qo_heads + h) * d_head;
         load_f32(tensors.q, q_base, d_head, layout.dtype, s.q.data());
         // Pass 1: scores (base 2) and their max.
@@ -245,7 +243,7 @@ struct Executor {
         if (item.writes_final) {
           o = out.data() + q_base;
         } else {
-          const size_t slot = static_cast<size_t>(item.partial_begin + k) * group + g;
+          const size_t slot = slot_index(kv_head, item.partial_begin + k, g);
           o = partial_o.data() + slot * d_head;
           partial_lse[slot] = visible > 0 ? m + std::log2(l) : kNegInf;
         }
@@ -254,7 +252,7 @@ struct Executor {
     }
   }
 
-  void run_merge(int e) {
+  void run_merge(int e, int kv_head) {
     const int d_head = layout.head_dim;
     const int group = layout.group_size();
     const int begin = plan.merge_indptr[e];
@@ -263,11 +261,11 @@ struct Executor {
     std::vector<float> lse_parts(num_parts);
     for (int g = 0; g < group; ++g) {
       for (int p = 0; p < num_parts; ++p) {
-        const size_t slot = static_cast<size_t>(plan.merge_slots[begin + p]) * group + g;
+        const size_t slot = slot_index(kv_head, plan.merge_slots[begin + p], g);
         o_parts[p] = std::span<const float>(partial_o.data() + slot * d_head, d_head);
         lse_parts[p] = partial_lse[slot];
       }
-      const int h = plan.merge_kv_head[e] * group + g;
+      const int h = kv_head * group + g;
       const size_t o_base =
           (static_cast<size_t>(plan.merge_row[e]) * layout.num_qo_heads + h) * d_head;
       float lse = 0.0f;
@@ -291,7 +289,9 @@ Status run_cpu(const Plan& plan, const BatchLayout& layout, const AttentionTenso
                             ": expected >= 1");
   }
   PS_RETURN_IF_ERROR(check_plan_bounds(plan, layout));
-  const size_t slot_floats = static_cast<size_t>(plan.num_partial_slots) * layout.group_size();
+  const int heads = layout.num_kv_heads;
+  const size_t slot_floats =
+      static_cast<size_t>(heads) * plan.num_partial_slots * layout.group_size();
   // NaN-filled, so a slot merged without being written poisons the output visibly.
   Executor exec{
       plan,
@@ -302,17 +302,17 @@ Status run_cpu(const Plan& plan, const BatchLayout& layout, const AttentionTenso
       std::vector<float>(slot_floats, std::numeric_limits<float>::quiet_NaN())};
   const int workers = options.num_threads;
   std::vector<Scratch> scratch(workers);
-  parallel_for(static_cast<int>(plan.items.size()), workers,
-               [&](int i, int worker) { exec.run_item(i, scratch[worker]); });
-  parallel_for(plan.num_merges(), workers, [&](int e, int) { exec.run_merge(e); });
+  // Every item and merge entry once per KV head (plan.h: head-implicit).
+  parallel_for(static_cast<int>(plan.items.size()) * heads, workers,
+               [&](int i, int worker) { exec.run_item(i / heads, i % heads, scratch[worker]); });
+  parallel_for(plan.num_merges() * heads, workers,
+               [&](int e, int) { exec.run_merge(e / heads, e % heads); });
   return ok_status();
 }
 
 Status count_coverage(const Plan& plan, const BatchLayout& layout) {
   PS_RETURN_IF_ERROR(check_plan_bounds(plan, layout));
   const int total_rows = layout.total_rows();
-  const int num_kv_heads = layout.num_kv_heads;
-  const int group = layout.group_size();
   // Items of each row (CSR), in item order.
   std::vector<int32_t> row_indptr(total_rows + 1, 0);
   for (const WorkItem& item : plan.items) {
@@ -325,81 +325,74 @@ Status count_coverage(const Plan& plan, const BatchLayout& layout) {
     const WorkItem& item = plan.items[i];
     for (int k = item.rows_begin; k < item.rows_end; ++k) row_items[fill[plan.item_rows[k]]++] = i;
   }
+  // An item covers its rows for every qo head (it runs once per KV head, plan.h), so the
+  // count of (row, key) is the count of (row, qo head, key) for every qo head.
   std::vector<uint16_t> counts;
   for (int row = 0; row < total_rows; ++row) {
     const int r = request_of_row(layout, row);
     const int position = layout.row_position(r, row - layout.qo_indptr[r]);
     const std::string where = "row " + std::to_string(row) + " (request " + std::to_string(r) +
                               ", position " + std::to_string(position) + ")";
-    for (int kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
-      counts.assign(position + 1, 0);
-      for (int32_t x = row_indptr[row]; x < row_indptr[row + 1]; ++x) {
-        const WorkItem& item = plan.items[row_items[x]];
-        if (item.kv_head != kv_head) continue;
-        const int end = std::min(item.kv_end, position + 1);
-        if (end <= item.kv_begin) {
-          return internal_error(item_name(row_items[x]) + " holds " + where +
-                                ", which sees none of its keys [" + std::to_string(item.kv_begin) +
-                                ", " + std::to_string(item.kv_end) + ")");
-        }
-        for (int p = item.kv_begin; p < end; ++p) {
-          if (p % layout.page_size == 0 || p == item.kv_begin) {
-            if (layout.page_of(r, p) != layout.page_of(item.kv_request, p)) {
-              return internal_error(
-                  item_name(row_items[x]) + " holds " + where + ", whose page at key " +
-                  std::to_string(p) + " is " + std::to_string(layout.page_of(r, p)) +
-                  ", not the item's page " + std::to_string(layout.page_of(item.kv_request, p)));
-            }
-          }
-          if (counts[p] < UINT16_MAX) ++counts[p];
-        }
+    counts.assign(position + 1, 0);
+    for (int32_t x = row_indptr[row]; x < row_indptr[row + 1]; ++x) {
+      const WorkItem& item = plan.items[row_items[x]];
+      const int end = std::min(item.kv_end, position + 1);
+      if (end <= item.kv_begin) {
+        return internal_error(item_name(row_items[x]) + " holds " + where +
+                              ", which sees none of its keys [" + std::to_string(item.kv_begin) +
+                              ", " + std::to_string(item.kv_end) + ")");
       }
-      for (int p = 0; p <= position; ++p) {
-        if (counts[p] == 1) continue;
-        std::string by;
-        for (int32_t x = row_indptr[row]; x < row_indptr[row + 1]; ++x) {
-          const WorkItem& item = plan.items[row_items[x]];
-          if (item.kv_head == kv_head && item.kv_begin <= p && p < item.kv_end) {
-            by += (by.empty() ? " by items " : ", ") + std::to_string(row_items[x]);
+      for (int p = item.kv_begin; p < end; ++p) {
+        if (p % layout.page_size == 0 || p == item.kv_begin) {
+          if (layout.page_of(r, p) != layout.page_of(item.kv_request, p)) {
+            return internal_error(item_name(row_items[x]) + " holds " + where +
+                                  ", whose page at key " + std::to_string(p) + " is " +
+                                  std::to_string(layout.page_of(r, p)) + ", not the item's page " +
+                                  std::to_string(layout.page_of(item.kv_request, p)));
           }
         }
-        return internal_error(where + ", qo heads [" + std::to_string(kv_head * group) + ", " +
-                              std::to_string((kv_head + 1) * group) + "), key " +
-                              std::to_string(p) + ": covered " + std::to_string(counts[p]) +
-                              " times" + by);
+        if (counts[p] < UINT16_MAX) ++counts[p];
       }
     }
+    for (int p = 0; p <= position; ++p) {
+      if (counts[p] == 1) continue;
+      std::string by;
+      for (int32_t x = row_indptr[row]; x < row_indptr[row + 1]; ++x) {
+        const WorkItem& item = plan.items[row_items[x]];
+        if (item.kv_begin <= p && p < item.kv_end) {
+          by += (by.empty() ? " by items " : ", ") + std::to_string(row_items[x]);
+        }
+      }
+      return internal_error(where + ", every qo head, key " + std::to_string(p) + ": covered " +
+                            std::to_string(counts[p]) + " times" + by);
+    }
   }
-  // Output side: exactly one producer per (row, kv head); each slot merged once, by its owner.
+  // Output side: exactly one producer per row; each slot merged once, by its owner.
   // (check_plan_bounds already rejected outputs and slots written twice.)
-  std::vector<char> produced(static_cast<size_t>(total_rows) * num_kv_heads, 0);
-  std::vector<int64_t> slot_owner(plan.num_partial_slots, -1);  // row * num_kv_heads + head
+  std::vector<char> produced(static_cast<size_t>(total_rows), 0);
+  std::vector<int32_t> slot_owner(plan.num_partial_slots, -1);  // row
   for (const WorkItem& item : plan.items) {
     for (int k = 0; k < item.num_rows(); ++k) {
-      const int64_t key =
-          static_cast<int64_t>(plan.item_rows[item.rows_begin + k]) * num_kv_heads + item.kv_head;
+      const int32_t row = plan.item_rows[item.rows_begin + k];
       if (item.writes_final) {
-        produced[key] = 1;
+        produced[row] = 1;
       } else {
-        slot_owner[item.partial_begin + k] = key;
+        slot_owner[item.partial_begin + k] = row;
       }
     }
   }
   std::vector<char> slot_merged(plan.num_partial_slots, 0);
   for (int e = 0; e < plan.num_merges(); ++e) {
-    const int64_t key =
-        static_cast<int64_t>(plan.merge_row[e]) * num_kv_heads + plan.merge_kv_head[e];
-    produced[key] = 1;
+    const int32_t row = plan.merge_row[e];
+    produced[row] = 1;
     for (int32_t s = plan.merge_indptr[e]; s < plan.merge_indptr[e + 1]; ++s) {
       const int32_t slot = plan.merge_slots[s];
-      if (slot_owner[slot] != key) {
-        return internal_error(
-            "merge entry " + std::to_string(e) + " (row " + std::to_string(plan.merge_row[e]) +
-            ", kv head " + std::to_string(plan.merge_kv_head[e]) + ") reads slot " +
-            std::to_string(slot) + ", which " +
-            (slot_owner[slot] < 0
-                 ? std::string("no item writes")
-                 : "belongs to row " + std::to_string(slot_owner[slot] / num_kv_heads)));
+      if (slot_owner[slot] != row) {
+        return internal_error("merge entry " + std::to_string(e) + " (row " + std::to_string(row) +
+                              ") reads slot " + std::to_string(slot) + ", which " +
+                              (slot_owner[slot] < 0
+                                   ? std::string("no item writes")
+                                   : "belongs to row " + std::to_string(slot_owner[slot])));
       }
       if (slot_merged[slot]++) {
         return internal_error("partial slot " + std::to_string(slot) + " is merged twice");
@@ -409,15 +402,12 @@ Status count_coverage(const Plan& plan, const BatchLayout& layout) {
   for (int32_t slot = 0; slot < plan.num_partial_slots; ++slot) {
     if (slot_owner[slot] >= 0 && !slot_merged[slot]) {
       return internal_error("partial slot " + std::to_string(slot) + " of row " +
-                            std::to_string(slot_owner[slot] / num_kv_heads) + " kv head " +
-                            std::to_string(slot_owner[slot] % num_kv_heads) +
-                            " is written but never merged");
+                            std::to_string(slot_owner[slot]) + " is written but never merged");
     }
   }
-  for (size_t key = 0; key < produced.size(); ++key) {
-    if (!produced[key]) {
-      return internal_error("row " + std::to_string(key / num_kv_heads) + " kv head " +
-                            std::to_string(key % num_kv_heads) +
+  for (int row = 0; row < total_rows; ++row) {
+    if (!produced[row]) {
+      return internal_error("row " + std::to_string(row) +
                             ": no writes_final item and no merge entry produces its output");
     }
   }

@@ -1,8 +1,9 @@
 // run_cpu.h: the CPU executor of any Plan (DESIGN.md "Plan / run", seed 004 §3.3) and the
 // plan coverage counter.
 //
-// run_cpu executes the plan's work items, then its merge map, exactly as plan.h defines them:
-//   phase 1, per work item, per row of the item and per qo head of its head group, over the
+// run_cpu executes the plan's work items, then its merge map, exactly as plan.h defines them
+// (each item and merge entry once per KV head):
+//   phase 1, per (work item, KV head), per row of the item and per qo head of the group, over the
 //     keys of [kv_begin, kv_end) located through kv_request's page table that the row may see
 //     (position <= row position):
 //       s_j = dot(q, k_j) * sm_scale * log2(e)        f32, dot in a fixed 8-lane order
@@ -44,13 +45,14 @@ Status run_cpu(const Plan& plan, const BatchLayout& layout, const AttentionTenso
                std::span<float> out, const RunCpuOptions& options = {});
 
 // Counting mode: counts, for every (row, qo head, key position <= row position), how many
-// work items cover it (an item covers its rows x its head group's qo heads x the keys of its
-// range that the row sees, when the row's own page list holds the same physical pages there),
-// and checks the output side: each (row, head group) is produced by exactly one writes_final
-// item or one merge entry, and each partial slot is merged exactly once, by the entry of its
-// own (row, head group). Returns kInternal naming the first pair covered 0 or >= 2 times
-// ("row 7 (request 2, position 40), qo heads [4, 8), key 17: covered 2 times by items 3, 9")
-// or the first output-side violation; kInvalidArgument when the plan fails the bounds checks.
+// work items cover it (an item covers its rows x every qo head, being run once per KV head,
+// x the keys of its range that the row sees, when the row's own page list holds the same
+// physical pages there; so one count per (row, key) stands for all qo heads), and checks the
+// output side: each row is produced by exactly one writes_final item or one merge entry, and
+// each partial slot is merged exactly once, by the entry of its own row. Returns kInternal
+// naming the first pair covered 0 or >= 2 times ("row 7 (request 2, position 40), every qo
+// head, key 17: covered 2 times by items 3, 9") or the first output-side violation;
+// kInvalidArgument when the plan fails the bounds checks.
 Status count_coverage(const Plan& plan, const BatchLayout& layout);
 
 }  // namespace packserve::attention

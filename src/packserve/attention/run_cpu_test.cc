@@ -45,10 +45,9 @@ Plan empty_plan_for(const BatchLayout& layout) {
 }
 
 // Adds an item over rows (global, ascending) and kv range via request kv_request.
-void add_item(Plan& plan, int kv_head, const std::vector<int32_t>& rows, int kv_request,
-              int kv_begin, int kv_end) {
+void add_item(Plan& plan, const std::vector<int32_t>& rows, int kv_request, int kv_begin,
+              int kv_end) {
   WorkItem item;
-  item.kv_head = kv_head;
   item.rows_begin = static_cast<int32_t>(plan.item_rows.size());
   plan.item_rows.insert(plan.item_rows.end(), rows.begin(), rows.end());
   item.rows_end = static_cast<int32_t>(plan.item_rows.size());
@@ -58,17 +57,16 @@ void add_item(Plan& plan, int kv_head, const std::vector<int32_t>& rows, int kv_
   plan.items.push_back(item);
 }
 
-// Completes a plan whose items have rows and KV ranges: an item writes_final when each of its
-// (row, head) pairs has no other item; the others get partial slots (item order), and every
-// (row, head) they touch gets a merge entry (by row, head) listing its slots in ascending
-// kv_begin, possibly a single slot; all items on CTA 0.
+// Completes a plan whose items have rows and KV ranges (head-implicit, plan.h): an item
+// writes_final when each of its rows has no other item; the others get partial slots (item
+// order), and every row they touch gets a merge entry (by row) listing its slots in
+// ascending kv_begin, possibly a single slot; all items on CTA 0.
 void finish(Plan& plan, const BatchLayout& layout) {
-  const int heads = layout.num_kv_heads;
-  std::vector<std::vector<int>> items_of(static_cast<size_t>(layout.total_rows()) * heads);
+  std::vector<std::vector<int>> items_of(static_cast<size_t>(layout.total_rows()));
   for (int i = 0; i < static_cast<int>(plan.items.size()); ++i) {
     const WorkItem& item = plan.items[i];
     for (int k = item.rows_begin; k < item.rows_end; ++k) {
-      items_of[static_cast<size_t>(plan.item_rows[k]) * heads + item.kv_head].push_back(i);
+      items_of[plan.item_rows[k]].push_back(i);
     }
   }
   std::vector<std::vector<int>> slot_of(plan.items.size());  // per item, per row
@@ -76,26 +74,23 @@ void finish(Plan& plan, const BatchLayout& layout) {
     WorkItem& item = plan.items[i];
     item.writes_final = true;
     for (int k = item.rows_begin; k < item.rows_end; ++k) {
-      item.writes_final =
-          item.writes_final &&
-          items_of[static_cast<size_t>(plan.item_rows[k]) * heads + item.kv_head].size() == 1;
+      item.writes_final = item.writes_final && items_of[plan.item_rows[k]].size() == 1;
     }
     if (!item.writes_final) {
       item.partial_begin = plan.num_partial_slots;
       plan.num_partial_slots += item.num_rows();
     }
   }
-  for (size_t key = 0; key < items_of.size(); ++key) {
-    std::vector<int> its = items_of[key];
+  for (size_t row = 0; row < items_of.size(); ++row) {
+    std::vector<int> its = items_of[row];
     if (its.empty() || (its.size() == 1 && plan.items[its[0]].writes_final)) continue;
     std::sort(its.begin(), its.end(),
               [&](int a, int b) { return plan.items[a].kv_begin < plan.items[b].kv_begin; });
-    plan.merge_row.push_back(static_cast<int32_t>(key / heads));
-    plan.merge_kv_head.push_back(static_cast<int32_t>(key % heads));
+    plan.merge_row.push_back(static_cast<int32_t>(row));
     for (int i : its) {
       const WorkItem& item = plan.items[i];
       const auto row_it = std::find(plan.item_rows.begin() + item.rows_begin,
-                                    plan.item_rows.begin() + item.rows_end, key / heads);
+                                    plan.item_rows.begin() + item.rows_end, row);
       plan.merge_slots.push_back(item.partial_begin +
                                  static_cast<int32_t>(row_it - plan.item_rows.begin()) -
                                  item.rows_begin);
@@ -130,11 +125,9 @@ Plan split_plan(const BatchLayout& layout, int max_parts) {
       if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
     }
     std::sort(cuts.begin(), cuts.end());
-    for (int h = 0; h < layout.num_kv_heads; ++h) {
-      for (size_t p = 0; p + 1 < cuts.size(); ++p) {
-        const std::vector<int32_t> rows = rows_seeing(layout, r, cuts[p]);
-        if (!rows.empty()) add_item(plan, h, rows, r, cuts[p], cuts[p + 1]);
-      }
+    for (size_t p = 0; p + 1 < cuts.size(); ++p) {
+      const std::vector<int32_t> rows = rows_seeing(layout, r, cuts[p]);
+      if (!rows.empty()) add_item(plan, rows, r, cuts[p], cuts[p + 1]);
     }
   }
   finish(plan, layout);
@@ -169,20 +162,18 @@ Plan shared_prefix_plan(const BatchLayout& layout) {
       shared_pages = std::min(k, (layout.kv_len(s) - layout.q_len(s) + 1) / layout.page_size);
     }
     const int shared = group.size() >= 2 ? shared_pages * layout.page_size : 0;
-    for (int h = 0; h < layout.num_kv_heads; ++h) {
-      if (shared > 0) {
-        std::vector<int32_t> rows;
-        for (int s : group) {
-          for (int i = 0; i < layout.q_len(s); ++i) rows.push_back(layout.qo_indptr[s] + i);
-        }
-        std::sort(rows.begin(), rows.end());
-        add_item(plan, h, rows, group[0], 0, shared);
-      }
+    if (shared > 0) {
+      std::vector<int32_t> rows;
       for (int s : group) {
-        const std::vector<int32_t> rows = rows_seeing(layout, s, shared);
-        if (!rows.empty() && shared < layout.kv_len(s)) {
-          add_item(plan, h, rows, s, shared, layout.kv_len(s));
-        }
+        for (int i = 0; i < layout.q_len(s); ++i) rows.push_back(layout.qo_indptr[s] + i);
+      }
+      std::sort(rows.begin(), rows.end());
+      add_item(plan, rows, group[0], 0, shared);
+    }
+    for (int s : group) {
+      const std::vector<int32_t> rows = rows_seeing(layout, s, shared);
+      if (!rows.empty() && shared < layout.kv_len(s)) {
+        add_item(plan, rows, s, shared, layout.kv_len(s));
       }
     }
   }
@@ -358,9 +349,6 @@ TEST(RunCpuRejects, MalformedInputsAndPlans) {
   p.group_size = 1;
   expect_run_rejected(p, data, "plan: group_size");
   p = good;
-  p.items[0].kv_head = 1;
-  expect_run_rejected(p, data, "plan.items[0].kv_head = 1");
-  p = good;
   p.items[0].kv_end = data.layout.kv_len(p.items[0].kv_request) + 1;
   expect_run_rejected(p, data, "plan.items[0].kv = [");
   p = good;
@@ -399,26 +387,26 @@ TEST(CountCoverage, FindsEveryKindOfViolation) {
   const std::vector<int32_t> r0 = {0, 1}, r1 = {2, 3, 4};
   {  // keys [10, 20) of request 0 covered twice
     Plan p = empty_plan_for(l);
-    add_item(p, 0, r0, 0, 0, 40);
-    add_item(p, 0, r0, 0, 10, 20);
-    add_item(p, 0, r1, 1, 0, 24);
+    add_item(p, r0, 0, 0, 40);
+    add_item(p, r0, 0, 10, 20);
+    add_item(p, r1, 1, 0, 24);
     finish(p, l);
     expect_coverage_error(p, l,
-                          "row 0 (request 0, position 38), qo heads [0, 2), key 10: "
+                          "row 0 (request 0, position 38), every qo head, key 10: "
                           "covered 2 times by items 0, 1");
   }
   {  // request 1's rows read request 0's pages
     Plan p = empty_plan_for(l);
-    add_item(p, 0, r0, 0, 0, 40);
-    add_item(p, 0, r1, 0, 0, 24);
+    add_item(p, r0, 0, 0, 40);
+    add_item(p, r1, 0, 0, 24);
     finish(p, l);
     expect_coverage_error(p, l, "whose page at key 0");
   }
   {  // row 0 (position 38) sees none of [39, 40)
     Plan p = empty_plan_for(l);
-    add_item(p, 0, r0, 0, 0, 39);
-    add_item(p, 0, r0, 0, 39, 40);
-    add_item(p, 0, r1, 1, 0, 24);
+    add_item(p, r0, 0, 0, 39);
+    add_item(p, r0, 0, 39, 40);
+    add_item(p, r1, 1, 0, 24);
     finish(p, l);
     expect_coverage_error(p, l, "sees none of its keys [39, 40)");
   }
@@ -427,7 +415,6 @@ TEST(CountCoverage, FindsEveryKindOfViolation) {
   {  // the last merge entry dropped: its slots are never merged
     Plan p = split;
     p.merge_row.pop_back();
-    p.merge_kv_head.pop_back();
     p.merge_indptr.pop_back();
     p.merge_slots.resize(p.merge_indptr.back());
     expect_coverage_error(p, l, "is written but never merged");

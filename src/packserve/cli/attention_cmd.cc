@@ -253,13 +253,17 @@ int run_plan(const AttentionCmdArgs& args) {
     }
     return 0;
   }
-  json doc = {{"policy", args.policy},      {"deterministic", args.deterministic},
-              {"ctas", args.ctas},          {"plan_us", p.plan_us},
-              {"stats", stats_json(stats)}, {"cta_cost", stats.cta_cost}};
+  json doc = {{"policy", args.policy},
+              {"deterministic", args.deterministic},
+              {"ctas", args.ctas},
+              {"cta_queues", p.plan.num_ctas},
+              {"kv_heads", p.plan.num_kv_heads},
+              {"plan_us", p.plan_us},
+              {"stats", stats_json(stats)},
+              {"cta_cost", stats.cta_cost}};
   json items = json::array();
   for (const WorkItem& item : p.plan.items) {
     items.push_back({{"cta", item.cta},
-                     {"kv_head", item.kv_head},
                      {"rows", std::vector<int32_t>(p.plan.item_rows.begin() + item.rows_begin,
                                                    p.plan.item_rows.begin() + item.rows_end)},
                      {"kv_request", item.kv_request},
@@ -275,7 +279,6 @@ int run_plan(const AttentionCmdArgs& args) {
   for (int e = 0; e < p.plan.num_merges(); ++e) {
     merges.push_back(
         {{"row", p.plan.merge_row[e]},
-         {"kv_head", p.plan.merge_kv_head[e]},
          {"slots", std::vector<int32_t>(p.plan.merge_slots.begin() + p.plan.merge_indptr[e],
                                         p.plan.merge_slots.begin() + p.plan.merge_indptr[e + 1])}});
   }

@@ -59,8 +59,8 @@ struct Prepared {
 Result<std::unique_ptr<Prepared>> prepare(const Plan& plan, const BatchData& data,
                                           cudaStream_t stream) {
   const BatchLayout& l = data.layout;
-  const PlanCapacity cap{l.total_rows(), static_cast<int>(l.kv_page_indices.size()), plan.num_ctas,
-                         l.num_kv_heads};
+  const PlanCapacity cap{l.total_rows(), static_cast<int>(l.kv_page_indices.size()),
+                         plan.grid_ctas(), l.num_kv_heads};
   PS_ASSIGN_OR_RETURN(
       Workspace ws, Workspace::create(cap, {l.num_qo_heads, l.num_kv_heads, l.head_dim, l.dtype}));
   auto p = std::unique_ptr<Prepared>(new Prepared{std::move(ws), {}});

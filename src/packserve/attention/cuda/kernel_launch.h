@@ -1,7 +1,8 @@
 // kernel_launch.h: host-side entry points of the compiled kernels (one translation unit per
 // head_dim keeps the CUDA build parallel). Only for files under attention/cuda/.
 //
-//   launch_persistent  persistent_kernel.cuh on grid = num_ctas, 128 threads, dynamic smem
+//   launch_persistent  persistent_kernel.cuh on grid = num_ctas (queues x KV heads), 128
+//                      threads, dynamic smem
 //   prepare_persistent raises the kernel's dynamic shared-memory limit (call once, before any
 //                      launch or graph capture)
 //   persistent_smem_bytes / persistent_occupancy  resources of one (head_dim, dtype) kernel
@@ -33,8 +34,8 @@ Status prepare_persistent_hd128(bool bf16, int* ctas_per_sm);
 Status prepare_persistent_hd256(bool bf16, int* ctas_per_sm);
 
 struct MergeParams {
-  const int32_t* plan = nullptr;  // header gives num_merges
-  int off_merge_indptr = 0, off_merge_row = 0, off_merge_kv_head = 0, off_merge_slots = 0;
+  const int32_t* plan = nullptr;  // header gives num_merges, num_kv_heads, num_partial_slots
+  int off_merge_indptr = 0, off_merge_row = 0, off_merge_slots = 0;
   const float* partial_o = nullptr;
   const float* partial_lse = nullptr;
   void* out = nullptr;

@@ -2,9 +2,10 @@
 // LSE composition) in the plan's merge order and writes the final output.
 // Must match: merge.h / run_cpu.cc (same order, same operator), within f32 rounding.
 //
-// Mapping: one warp per (merge entry e, head h of the group); lane l owns dims
-// [l * HeadDim / 32, +HeadDim / 32). Fixed grid, grid-stride over num_merges * group_size
-// read from the plan buffer header, so a captured graph replays any plan of the capacity.
+// Mapping: one warp per (merge entry e, KV head, qo head h of the group); lane l owns dims
+// [l * HeadDim / 32, +HeadDim / 32). Fixed grid, grid-stride over num_merges * num_kv_heads *
+// group_size read from the plan buffer header, so a captured graph replays any plan of the
+// capacity. Slot s of KV head kv is storage slot kv * num_partial_slots + s (plan.h).
 // Numerics (base 2, f32): folding slot s into the running state (o, lse):
 //   mx = max(lse, lse_s); w = 2^(lse - mx); w_s = 2^(lse_s - mx);
 //   o = (o w + o_s w_s) / (w + w_s); lse = mx + log2(w + w_s).
@@ -38,20 +39,22 @@ __global__ void merge_states_kernel(const MergeParams p) {
   const int group = p.group_size;
   const int lane = threadIdx.x % 32;
   const int warps_per_block = blockDim.x / 32;
-  const int total = num_merges * group;
+  const int num_kv_heads = p.plan[kHdrNumKvHeads];
+  const int num_partial_slots = p.plan[kHdrNumPartialSlots];
+  const int total = num_merges * num_kv_heads * group;  // warps: (entry, kv head, qo head)
   for (int w = blockIdx.x * warps_per_block + threadIdx.x / 32; w < total;
        w += gridDim.x * warps_per_block) {
-    const int e = w / group, h = w % group;
+    const int e = w / (num_kv_heads * group);
+    const int kv_head = w / group % num_kv_heads, h = w % group;
     const int32_t* indptr = p.plan + p.off_merge_indptr;
     const int32_t* slots = p.plan + p.off_merge_slots;
     const int row = p.plan[p.off_merge_row + e];
-    const int kv_head = p.plan[p.off_merge_kv_head + e];
     float o[kDims];
     float lse = -INFINITY;
 #pragma unroll
     for (int i = 0; i < kDims; ++i) o[i] = 0.0f;
     for (int s = indptr[e]; s < indptr[e + 1]; ++s) {
-      const size_t slot = static_cast<size_t>(slots[s]) * group + h;
+      const size_t slot = (static_cast<size_t>(kv_head) * num_partial_slots + slots[s]) * group + h;
       const float lse_s = p.partial_lse[slot];
       const float* o_s = p.partial_o + slot * HeadDim + lane * kDims;
       if (s == indptr[e]) {

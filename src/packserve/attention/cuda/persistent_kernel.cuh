@@ -1,5 +1,6 @@
-// persistent_kernel.cuh: executes one Plan's work items (plan.h) on a fixed grid; CTA c walks
-// its queue cta_items[cta_indptr[c] .. cta_indptr[c+1]) read from the plan buffer.
+// persistent_kernel.cuh: executes one Plan's work items (plan.h) on a fixed grid of
+// num_ctas (queues) x num_kv_heads CTAs; CTA c + h * num_ctas walks queue c,
+// cta_items[cta_indptr[c] .. cta_indptr[c+1]) read from the plan buffer, for KV head h.
 // Must match: run_cpu.cc (same work items, same outputs), reference.cc (dtype tolerance).
 //
 // Mapping. 128 threads = 4 warps. A work item's rows x its GQA group are folded into
@@ -91,7 +92,7 @@ struct KernelTraits {
 struct ItemDesc {
   int kv_head, rows_begin, num_rows, kv_request, kv_begin, kv_end;
   bool writes_final;
-  int partial_begin;
+  int partial_begin;  // storage slot of row 0: kv_head * num_partial_slots + the plan's slot
 };
 
 // Position of global query row `row`; its request is `hint` when the row lies in it (the
@@ -417,21 +418,25 @@ __global__ void __launch_bounds__(kThreads) persistent_attention_kernel(const Ke
   extern __shared__ __align__(128) unsigned char smem[];
   const int32_t* cta_indptr = p.plan + p.off_cta_indptr;
   const int32_t* cta_items = p.plan + p.off_cta_items;
-  const int c = blockIdx.x;
+  const int num_queues = p.plan[kHdrNumCtas];
+  const int c = static_cast<int>(blockIdx.x) % num_queues;
+  const int kv_head = static_cast<int>(blockIdx.x) / num_queues;
+  if (kv_head >= p.plan[kHdrNumKvHeads]) return;
+  const int slot_base = kv_head * p.plan[kHdrNumPartialSlots];
   const int begin = cta_indptr[c], end = cta_indptr[c + 1];
   const bool deterministic = p.plan[kHdrDeterministic] != 0;
   for (int idx = begin; idx < end; ++idx) {
     const int32_t* f = p.plan + p.off_items + cta_items[idx] * kItemFields;
     ItemDesc it;
-    it.kv_head = f[0];
-    it.rows_begin = f[1];
-    it.num_rows = f[2] - f[1];
-    it.kv_request = f[3];
-    it.kv_begin = f[4];
-    it.kv_end = f[5];
-    const int tile_q = f[6];
-    it.writes_final = f[8] != 0;
-    it.partial_begin = f[9];
+    it.kv_head = kv_head;
+    it.rows_begin = f[0];
+    it.num_rows = f[1] - f[0];
+    it.kv_request = f[2];
+    it.kv_begin = f[3];
+    it.kv_end = f[4];
+    const int tile_q = f[5];
+    it.writes_final = f[7] != 0;
+    it.partial_begin = slot_base + f[8];
     const int n_folded = it.num_rows * p.group_size;
     // Deterministic plans: the pass size (and so the warps' key split, which fixes the
     // summation order) depends on the group size alone, never on the item's other rows.

@@ -85,13 +85,13 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.num_kv_heads = h.num_kv_heads;
   p.group_size = h.group_size();
   p.sm_scale_log2 = b.sm_scale * 1.4426950408889634f;
-  PS_RETURN_IF_ERROR(launch_persistent(h.head_dim, h.dtype, p, ws.capacity().num_ctas, stream));
+  PS_RETURN_IF_ERROR(
+      launch_persistent(h.head_dim, h.dtype, p, l.num_ctas * h.num_kv_heads, stream));
 
   MergeParams m;
   m.plan = ws.plan_buffer();
   m.off_merge_indptr = l.off_merge_indptr;
   m.off_merge_row = l.off_merge_row;
-  m.off_merge_kv_head = l.off_merge_kv_head;
   m.off_merge_slots = l.off_merge_slots;
   m.partial_o = ws.partial_o();
   m.partial_lse = ws.partial_lse();

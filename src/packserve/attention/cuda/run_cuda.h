@@ -8,11 +8,11 @@
 // (o normalised, lse base 2) in f32, output rounded once to the input dtype.
 //
 // CUDA graphs: run_cuda never allocates and never synchronises; it launches a fixed grid
-// (the workspace's num_ctas) whose kernels read the plan from the workspace's fixed address.
-// Uploading a different plan of the same capacity into the same workspace (outside the
-// graph) and replaying a captured run_cuda executes the new plan. The captured launch bakes
-// the DeviceBatch pointers and batch_size: a replayed batch must reuse those device arrays and
-// the same batch_size (row counts, lengths and pages may change within the capacity).
+// (the workspace's CTA queues x KV heads, plan.h) whose kernels read the plan from the workspace's
+// fixed address. Uploading a different plan of the same capacity into the same workspace (outside
+// the graph) and replaying a captured run_cuda executes the new plan. The captured launch bakes the
+// DeviceBatch pointers and batch_size: a replayed batch must reuse those device arrays and the same
+// batch_size (row counts, lengths and pages may change within the capacity).
 //
 // No CUDA header is included here (STYLE.md §1): streams are passed as StreamHandle, which is
 // the same type as cudaStream_t. Thread-safety: run_cuda may be called concurrently on

@@ -293,14 +293,14 @@ TEST(RunCuda, ErrorsNameTheCause) {
   GpuBatch gpu;
   ASSERT_TRUE(gpu.assign(data).ok());
   EXPECT_EQ(run_cuda(*tiny, gpu.view, nullptr).code(), StatusCode::kFailedPrecondition);
-  // num_ctas mismatch.
-  Result<Workspace> ws = Workspace::create(capacity_for(data.layout, 8), heads);
+  // num_ctas mismatch: 32 CTAs over 8 KV heads are 4 queues, the plan (4 CTAs) has 1.
+  Result<Workspace> ws = Workspace::create(capacity_for(data.layout, 32), heads);
   ASSERT_TRUE(ws.ok());
   const Status ctas = ws->upload(*plan, nullptr);
   EXPECT_EQ(ctas.code(), StatusCode::kInvalidArgument) << ctas.to_string();
   EXPECT_NE(ctas.message().find("num_ctas"), std::string::npos) << ctas.to_string();
   // Unsupported tile and dtype.
-  Plan bad = make_plan(data.layout, DeviceShape{8}, {}).value();
+  Plan bad = make_plan(data.layout, DeviceShape{32}, {}).value();
   bad.items[0].tile.tile_q = 48;
   const Status tile = ws->upload(bad, nullptr);
   EXPECT_EQ(tile.code(), StatusCode::kUnimplemented) << tile.to_string();
@@ -312,7 +312,7 @@ TEST(RunCuda, ErrorsNameTheCause) {
   // Bad batch fields.
   DeviceBatch bad_batch = gpu.view;
   bad_batch.page_size = 0;
-  ASSERT_TRUE(ws->upload(make_plan(data.layout, DeviceShape{8}, {}).value(), nullptr).ok());
+  ASSERT_TRUE(ws->upload(make_plan(data.layout, DeviceShape{32}, {}).value(), nullptr).ok());
   const Status page = run_cuda(*ws, bad_batch, nullptr);
   EXPECT_EQ(page.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(page.message().find("page_size"), std::string::npos) << page.to_string();

@@ -41,7 +41,9 @@ Result<Workspace> Workspace::create(const PlanCapacity& capacity, const HeadConf
   ws.capacity_ = capacity;
   ws.layout_ = layout;
   ws.heads_ = heads;
-  const size_t slots = static_cast<size_t>(layout.max_merge_slots) * heads.group_size();
+  // Partial slots per head (the plan's) times the heads: slot s of head h at h * plan slots + s.
+  const size_t slots =
+      static_cast<size_t>(layout.max_merge_slots) * heads.num_kv_heads * heads.group_size();
   size_t offset = 0;
   auto add = [&](std::string name, size_t bytes) {
     ws.regions_.push_back({std::move(name), offset, bytes});
@@ -108,10 +110,10 @@ Status Workspace::upload(const Plan& plan, StreamHandle stream) {
         ") differ from the workspace's (" + std::to_string(heads_.num_kv_heads) + ", " +
         std::to_string(heads_.group_size()) + ", " + std::to_string(heads_.head_dim) + ")");
   }
-  if (plan.num_ctas != capacity_.num_ctas) {
+  if (plan.num_ctas != layout_.num_ctas) {
     return invalid_argument(
         "plan.num_ctas = " + std::to_string(plan.num_ctas) +
-        " differs from the workspace capacity's num_ctas = " + std::to_string(capacity_.num_ctas) +
+        " CTA queues differ from the workspace's " + std::to_string(layout_.num_ctas) +
         ": make the plan with DeviceShape{num_ctas = " + std::to_string(capacity_.num_ctas) + "}");
   }
   PS_RETURN_IF_ERROR(supports_plan(plan, heads_.dtype));

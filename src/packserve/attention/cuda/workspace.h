@@ -3,9 +3,10 @@
 // PlanCapacity (plan_buffer.h) and the head configuration.
 //
 //   plan_buffer  [plan_buffer_layout(capacity).total_int32] int32  the serialized plan
-//   partial_o    [max_partial_slots, group_size, head_dim]  f32     o of split rows (normalised)
-//   partial_lse  [max_partial_slots, group_size]            f32     base-2 lse of split rows
-// max_partial_slots = the layout's max_merge_slots (each partial slot is merged exactly once).
+//   partial_o    [num_kv_heads, max_partial_slots, group_size, head_dim]  f32  o of split rows
+//   partial_lse  [num_kv_heads, max_partial_slots, group_size]            f32  base-2 lse
+// max_partial_slots = the layout's max_merge_slots (each partial slot is merged exactly once),
+// per KV head: a plan's slot s of head h is stored at h * plan.num_partial_slots + s.
 //
 // Two-phase use, so a decode step can be captured in a CUDA graph: create() allocates (once),
 // upload() copies a plan into the fixed plan_buffer (outside any graph), run_cuda() reads it.
@@ -64,7 +65,7 @@ class Workspace {
   const PlanCapacity& capacity() const { return capacity_; }
   const PlanBufferLayout& layout() const { return layout_; }
   const HeadConfig& heads() const { return heads_; }
-  int max_partial_slots() const { return layout_.max_merge_slots; }
+  int max_partial_slots() const { return layout_.max_merge_slots; }  // per KV head
   size_t total_bytes() const { return total_bytes_; }
   const std::vector<WorkspaceRegion>& regions() const { return regions_; }
 
