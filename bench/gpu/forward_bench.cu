@@ -19,11 +19,21 @@
 //   prefill_8k_gemms: the same 32 x 4 GEMM shapes ([8192, 4096] x Wqkv^T, x Wo^T, x Wgu^T,
 //     x Wd^T) through the backend's Gemm alone, CUDA events, median of 5; TFLOP/s vs the
 //     measured cuBLAS bf16 rate.
-// Usage: forward_bench   (needs ~55 GB of GPU memory)
+//   Each decode case runs three ways on the same backend: "eager" (graphs off), "graph" (the
+//     step replayed from a CUDA graph, CudaStepOptions::max_graph_rows) and, with --profile,
+//     "ops" (eager with a CUDA event after every op: per-op GPU ms summed over layers). The
+//     JSON line of each carries the host phases of its last step (CudaStepProfile).
+//   --cost-alpha A,B: the decode graph (and ops) runs once per attention PlanOptions::cost_alpha
+//     (the planner's cost per folded query row of a work item; default 1).
+// Usage: forward_bench [--cases decode,prefill,gemms] [--batches 1,32,128] [--cost-alpha 1]
+//                      [--profile]
+//   (default: every case, batches 1,32,128, no per-op profile; needs ~55 GB of GPU memory)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -96,12 +106,102 @@ double wall_ms(CudaForwardBackend& m, const ForwardBatch& b, int warmup, int rep
   return median(t);
 }
 
+std::string profile_json(const model::CudaStepProfile& p) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "\"host\":{\"validate_ms\":%.3f,\"plan_ms\":%.3f,\"upload_ms\":%.3f,"
+                "\"metadata_ms\":%.3f,\"enqueue_ms\":%.3f,\"sync_ms\":%.3f,"
+                "\"logits_copy_ms\":%.3f,\"total_ms\":%.3f},\"gpu_ms\":%.3f,"
+                "\"graph_replayed\":%s",
+                p.validate_ms, p.plan_ms, p.upload_ms, p.metadata_ms, p.enqueue_ms, p.sync_ms,
+                p.logits_copy_ms, p.total_ms, p.gpu_ms, p.graph_replayed ? "true" : "false");
+  std::string s = buf;
+  bool any = false;
+  for (double v : p.op_gpu_ms) any = any || v > 0;
+  if (any) {
+    s += ",\"op_gpu_ms\":{";
+    for (int i = 0; i < model::kNumStepOps; ++i) {
+      std::snprintf(buf, sizeof buf, "%s\"%s\":%.3f", i ? "," : "",
+                    model::step_op_name(static_cast<model::StepOp>(i)), p.op_gpu_ms[i]);
+      s += buf;
+    }
+    s += "}";
+  }
+  return s;
+}
+
+struct Args {
+  bool decode = true, prefill = true, gemms = true, profile = false;
+  std::vector<int> batches{1, 32, 128};
+  std::vector<double> cost_alphas{1.0};
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  auto usage = [](const std::string& why) {
+    std::fprintf(stderr,
+                 "forward_bench: %s\nusage: forward_bench [--cases decode,prefill,gemms] "
+                 "[--batches 1,32,128] [--cost-alpha 1,64] [--profile]\n",
+                 why.c_str());
+    std::exit(2);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--profile") {
+      a.profile = true;
+    } else if (arg == "--cost-alpha" && i + 1 < argc) {
+      std::stringstream list(argv[++i]);
+      std::string item;
+      a.cost_alphas.clear();
+      while (std::getline(list, item, ',')) {
+        char* end = nullptr;
+        const double v = std::strtod(item.c_str(), &end);
+        if (end == item.c_str() || *end != '\0' || !(v >= 0)) {
+          usage("--cost-alpha: '" + item + "' is not a number >= 0");
+        }
+        a.cost_alphas.push_back(v);
+      }
+      if (a.cost_alphas.empty()) usage("--cost-alpha: expected a list of numbers");
+    } else if ((arg == "--cases" || arg == "--batches") && i + 1 < argc) {
+      std::stringstream list(argv[++i]);
+      std::string item;
+      if (arg == "--cases") {
+        a.decode = a.prefill = a.gemms = false;
+        while (std::getline(list, item, ',')) {
+          if (item == "decode")
+            a.decode = true;
+          else if (item == "prefill")
+            a.prefill = true;
+          else if (item == "gemms")
+            a.gemms = true;
+          else
+            usage("--cases: unknown case '" + item + "', expected decode, prefill or gemms");
+        }
+      } else {
+        a.batches.clear();
+        while (std::getline(list, item, ',')) {
+          const int b = std::atoi(item.c_str());
+          if (b < 1 || b > kMaxDecode) {
+            usage("--batches: '" + item + "' is not an integer in [1, " +
+                  std::to_string(kMaxDecode) + "]");
+          }
+          a.batches.push_back(b);
+        }
+      }
+    } else {
+      usage("unknown or incomplete argument '" + arg + "'");
+    }
+  }
+  return a;
+}
+
 }  // namespace
 }  // namespace packserve::bench
 
-int main() {
+int main(int argc, char** argv) {
   using namespace packserve;
   using namespace packserve::bench;
+  const Args args = parse_args(argc, argv);
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   Timer timer;
@@ -112,7 +212,7 @@ int main() {
 
   // Decode GEMMs alone (the step's 32 x 4 GEMMs + LM head, distinct weights for every layer so
   // nothing is served from L2), before the model is created: tells GEMM time from the rest.
-  {
+  if (args.gemms) {
     const size_t Hs = 4096, Is = 14336, Vs = 128256, Qs = 4096, KVs = 1024;
     const size_t qkv_n = (Qs + 2 * KVs) * Hs, o_n = Hs * Qs, gu_n = 2 * Is * Hs, d_n = Hs * Is;
     const size_t layer_n = qkv_n + o_n + gu_n + d_n, total_n = 32 * layer_n + Vs * Hs;
@@ -127,7 +227,7 @@ int main() {
     fill_random(w, total_n, 7);
     fill_random(x, size_t{128} * Is, 8);
     BENCH_CUDA(cudaDeviceSynchronize());
-    for (int batch : {1, 32, 128}) {
+    for (int batch : args.batches) {
       auto run = [&](cudaStream_t) {
         for (size_t l = 0; l < 32; ++l) {
           const uint16_t* wl = w + l * layer_n;
@@ -173,18 +273,40 @@ int main() {
   std::fflush(stdout);
 
   Rng rng(5);
-  for (int batch : {1, 32, 128}) {
+  for (int batch : args.decode ? args.batches : std::vector<int>{}) {
     const ForwardBatch b = make_batch(batch, 1, kDecodeCtx, 0, rng);
-    const double ms = wall_ms(m, b, 2, 10);
     const double kv_bytes = batch * double(kDecodeCtx) * L * KV * 2 * 2;
     const double roof_ms = (read_weight_bytes + kv_bytes) / (ceil.copy_gbps * 1e9) * 1e3;
-    std::printf(
-        "{\"case\":\"decode_b%d\",\"ctx\":%d,\"step_ms\":%.3f,\"roofline_ms\":%.3f,"
-        "\"x_roofline\":%.2f,\"bytes\":%.0f,\"effective_gbps\":%.1f,\"tokens_per_s\":%.0f}\n",
-        batch, kDecodeCtx, ms, roof_ms, ms / roof_ms, read_weight_bytes + kv_bytes,
-        (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9, batch / (ms * 1e-3));
-    std::fflush(stdout);
+    struct Mode {
+      const char* name;
+      model::CudaStepOptions step;
+      double cost_alpha;
+    };
+    std::vector<Mode> modes;
+    modes.push_back({"eager", {0, 128, false}, args.cost_alphas[0]});
+    for (double alpha : args.cost_alphas) {
+      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha});
+      if (args.profile) modes.push_back({"ops", {0, 128, true}, alpha});
+    }
+    for (const Mode& mode : modes) {
+      die(m.set_step_options(mode.step), "set_step_options");
+      attention::PlanOptions plan;
+      plan.cost_alpha = mode.cost_alpha;
+      die(m.set_plan_options(plan), "set_plan_options");
+      const double ms = wall_ms(m, b, 2, mode.step.profile_ops ? 3 : 10);
+      std::printf(
+          "{\"case\":\"decode_b%d\",\"mode\":\"%s\",\"cost_alpha\":%g,\"ctx\":%d,"
+          "\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"x_roofline\":%.2f,\"bytes\":%.0f,"
+          "\"effective_gbps\":%.1f,\"tokens_per_s\":%.0f,\"plan_items\":%zu,%s}\n",
+          batch, mode.name, mode.cost_alpha, kDecodeCtx, ms, roof_ms, ms / roof_ms,
+          read_weight_bytes + kv_bytes, (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9,
+          batch / (ms * 1e-3), m.last_plan().items.size(),
+          profile_json(m.last_step_profile()).c_str());
+      std::fflush(stdout);
+    }
   }
+  if (!args.prefill) return 0;
+  die(m.set_step_options(model::CudaStepOptions{}), "set_step_options");  // prefill: eager
 
   const ForwardBatch pf = make_batch(1, kPrefill, kPrefill, decode_pages, rng);
   const double pf_ms = wall_ms(m, pf, 1, 3);
@@ -200,7 +322,7 @@ int main() {
   std::fflush(stdout);
 
   // The GEMMs alone, same shapes, through the backend's Gemm.
-  {
+  if (args.gemms) {
     auto g = model::cuda::Gemm::create(timer.stream());
     die(g.status(), "gemm");
     uint16_t *x, *w;

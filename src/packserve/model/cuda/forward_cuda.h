@@ -35,11 +35,69 @@
 
 namespace packserve::model {
 
+struct CudaStepOptions {
+  // CUDA graphs: a step of at most max_graph_rows rows runs as one replay of a graph captured
+  // for its shape (rows, requests, sampling rows) the first time that shape is seen; the plan,
+  // the metadata and the page copies are uploaded before the replay. 0 turns graphs off.
+  int max_graph_rows = 512;
+  int max_cuda_graphs = 128;  // captured shapes kept (>= 1); the least recently used is dropped
+  // Records a CUDA event after every op for last_step_profile().op_gpu_ms (eager steps only:
+  // graphs are not used while it is on); costs ~1 us of host time per op.
+  bool profile_ops = false;
+};
+
 struct CudaForwardOptions {
-  int device = 0;                // CUDA device ordinal
-  int max_batch_rows = 8192;     // query rows (tokens) per step: scratch and plan capacity
-  int max_batch_page_ids = 0;    // page_ids.size() per step; 0: the pool's num_pages
-  attention::PlanOptions plan;   // policy, deterministic, cost model
+  int device = 0;               // CUDA device ordinal
+  int max_batch_rows = 8192;    // query rows (tokens) per step: scratch and plan capacity
+  int max_batch_page_ids = 0;   // page_ids.size() per step; 0: the pool's num_pages
+  attention::PlanOptions plan;  // policy, deterministic, cost model
+  // Time the best cuBLASLt algorithm of each decode-sized GEMM shape at its first use (gemm.h);
+  // false: the heuristic's first pick (bit-reproducible across processes).
+  bool gemm_autotune = true;
+  // Host threads that copy the logits from pinned staging into the caller's vector (the
+  // caller's thread included); 0: half the hardware threads, at most 8.
+  int logits_copy_threads = 0;
+  CudaStepOptions step;  // graphs and profiling; also settable later (set_step_options)
+};
+
+// The ops of one step, in order, for CudaStepProfile::op_gpu_ms.
+enum class StepOp : int {
+  kUpload,  // page copies + metadata host -> device (GPU side)
+  kEmbed,
+  kRopeTable,  // cos/sin of every row's position, once per step
+  kInputNorm,
+  kQkvGemm,
+  kQkvEpilogue,  // bias, q/k norm, RoPE, KV append
+  kAttention,
+  kOGemm,
+  kPostNorm,
+  kGateUpGemm,
+  kSiluMul,
+  kDownGemm,
+  kFinalNorm,
+  kLmHead,
+  kLogitsCopy,  // logits device -> pinned host
+  kCount,
+};
+inline constexpr int kNumStepOps = static_cast<int>(StepOp::kCount);
+const char* step_op_name(StepOp op);
+
+// Where the last forward() spent its time, milliseconds. Host phases by the steady clock.
+struct CudaStepProfile {
+  double validate_ms = 0;       // validate_forward_batch + capacity checks + buffer reserves
+  double plan_ms = 0;           // attention layout + validate + make_plan
+  double upload_ms = 0;         // Workspace::upload (serialise + copy of the plan)
+  double metadata_ms = 0;       // page copies + metadata staging + its copy (host side)
+  double enqueue_ms = 0;        // launching the step's kernels, or the graph (+ capture if new)
+  double sync_ms = 0;           // waiting for the device at the end
+  double logits_copy_ms = 0;    // pinned staging -> the caller's vector
+  double total_ms = 0;          // all of forward()
+  double gpu_ms = 0;            // CUDA events around the step's device work (upload to logits)
+  bool graph_replayed = false;  // the step ran as a graph replay
+  bool graph_captured = false;  // ... and the graph was captured in this step
+  // Per op, summed over layers (CUDA events; only with CudaForwardOptions::profile_ops and
+  // an eager step; zero otherwise). Includes launch gaps where the GPU waited for the host.
+  double op_gpu_ms[kNumStepOps] = {};
 };
 
 class CudaForwardBackend final : public ForwardBackend {
@@ -68,6 +126,16 @@ class CudaForwardBackend final : public ForwardBackend {
   const KvPoolShape& pool_shape() const;
   // The attention plan of the last successful forward with >= 1 request.
   const attention::Plan& last_plan() const;
+  // Replaces options.step (kInvalidArgument naming the field, nothing changed); drops the
+  // captured graphs when max_graph_rows or max_cuda_graphs change.
+  Status set_step_options(const CudaStepOptions& step);
+  // Replaces options.plan for the following steps. kInvalidArgument naming the field for a
+  // negative or non-finite cost_alpha/cost_beta, both 0, or deterministic_kv_chunk_tokens < 1.
+  Status set_plan_options(const attention::PlanOptions& plan);
+  // Timings of the last forward() (see CudaStepProfile).
+  const CudaStepProfile& last_step_profile() const;
+  // Graphs captured and held now.
+  int num_cuda_graphs() const;
   // Device bytes of the weights (bf16 matrices, f32 norms/biases) and of the KV pool.
   size_t weight_bytes() const;
   size_t kv_pool_bytes() const;

@@ -1,39 +1,185 @@
-// gemm.cu: Gemm (gemm.h) on cublasGemmEx. Row-major y[rows, out] = x w^T is, in cuBLAS's
+// gemm.cu: Gemm (gemm.h) on cublasLtMatmul. Row-major y[rows, out] = x w^T is, in cuBLAS's
 // column-major view, Y' [out, rows] = W'^T [out, in] X' [in, rows] with W' = w viewed as
-// [in, out] (ld in) and X' = x viewed as [in, rows] (ld in): op(A) = T, op(B) = N.
-#include <cublas_v2.h>
+// [in, out] (ld in) and X' = x viewed as [in, rows] (ld in): op(A) = T, op(B) = N; C = D = Y'.
+#include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "packserve/model/cuda/device_util.cuh"
 #include "packserve/model/cuda/gemm.h"
 
 namespace packserve::model::cuda {
+namespace {
 
-Result<Gemm> Gemm::create(attention::cuda::StreamHandle stream) {
-  Gemm g;
-  cublasHandle_t h = nullptr;
-  cublasStatus_t s = cublasCreate(&h);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    return internal_error(std::string("cublasCreate failed: ") + cublasGetStatusName(s));
+std::string lt_error(const char* call, cublasStatus_t s) {
+  return std::string(call) + " failed: " + cublasGetStatusName(s);
+}
+#define PS_LT_RETURN_IF_ERROR(call)                                              \
+  do {                                                                           \
+    const cublasStatus_t s_ = (call);                                            \
+    if (s_ != CUBLAS_STATUS_SUCCESS) return internal_error(lt_error(#call, s_)); \
+  } while (0)
+
+cublasLtHandle_t lt_handle(void* p) { return static_cast<cublasLtHandle_t>(p); }
+
+}  // namespace
+
+struct Gemm::Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool tuned = false;
+  ~Plan() {
+    if (a != nullptr) (void)cublasLtMatrixLayoutDestroy(a);
+    if (b != nullptr) (void)cublasLtMatrixLayoutDestroy(b);
+    if (c != nullptr) (void)cublasLtMatrixLayoutDestroy(c);
+    if (op != nullptr) (void)cublasLtMatmulDescDestroy(op);
   }
-  g.handle_ = h;
-  s = cublasSetStream(h, stream);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    return internal_error(std::string("cublasSetStream failed: ") + cublasGetStatusName(s));
+};
+
+Result<Gemm> Gemm::create(attention::cuda::StreamHandle stream, bool autotune) {
+  Gemm g;
+  g.stream_ = stream;
+  g.autotune_ = autotune;
+  cublasLtHandle_t h = nullptr;
+  const cublasStatus_t s = cublasLtCreate(&h);
+  if (s != CUBLAS_STATUS_SUCCESS) return internal_error(lt_error("cublasLtCreate", s));
+  g.lt_ = h;
+  if (cudaMalloc(&g.workspace_, kWorkspaceBytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    g.workspace_ = nullptr;
+    return resource_exhausted("gemm: cannot allocate the " + std::to_string(kWorkspaceBytes) +
+                              "-byte cuBLASLt workspace");
   }
   return Result<Gemm>(std::move(g));
 }
 
-Gemm::Gemm(Gemm&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+Gemm::Gemm(Gemm&& other) noexcept { *this = std::move(other); }
 Gemm& Gemm::operator=(Gemm&& other) noexcept {
-  std::swap(handle_, other.handle_);
+  std::swap(lt_, other.lt_);
+  std::swap(stream_, other.stream_);
+  std::swap(workspace_, other.workspace_);
+  std::swap(scratch_, other.scratch_);
+  std::swap(scratch_bytes_, other.scratch_bytes_);
+  std::swap(autotune_, other.autotune_);
+  std::swap(plans_, other.plans_);
+  std::swap(uncached_, other.uncached_);
   return *this;
 }
-Gemm::~Gemm() {
-  if (handle_ != nullptr) (void)cublasDestroy(handle_);
+Gemm::~Gemm() { release(); }
+
+void Gemm::release() {
+  plans_.clear();
+  uncached_.reset();
+  if (lt_ != nullptr) (void)cublasLtDestroy(lt_handle(lt_));
+  if (workspace_ != nullptr) (void)cudaFree(workspace_);
+  if (scratch_ != nullptr) (void)cudaFree(scratch_);
+  lt_ = workspace_ = scratch_ = nullptr;
+}
+
+int Gemm::num_cached_shapes() const { return static_cast<int>(plans_.size()); }
+int Gemm::num_tuned_shapes() const {
+  return static_cast<int>(
+      std::count_if(plans_.begin(), plans_.end(), [](const auto& p) { return p.second->tuned; }));
+}
+
+Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, const uint16_t* w,
+                                         void* y, bool accumulate) {
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+  const auto [rows, in, out, y_dtype] = key;
+  const cudaDataType_t y_type =
+      static_cast<DType>(y_dtype) == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+  auto plan = std::make_unique<Plan>();
+  PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  PS_LT_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  PS_LT_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, in, out, in));
+  PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, in, rows, in));
+  PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, y_type, out, rows, out));
+  cublasLtMatmulPreference_t pref = nullptr;
+  PS_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  size_t ws = kWorkspaceBytes;
+  cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t found[kTuneCandidates] = {};
+  int num_found = 0;
+  if (s == CUBLAS_STATUS_SUCCESS) {
+    s = cublasLtMatmulAlgoGetHeuristic(lt_handle(lt_), plan->op, plan->a, plan->b, plan->c, plan->c,
+                                       pref, kTuneCandidates, found, &num_found);
+  }
+  (void)cublasLtMatmulPreferenceDestroy(pref);
+  if (s != CUBLAS_STATUS_SUCCESS || num_found < 1) {
+    return internal_error("cublasLtMatmulAlgoGetHeuristic [" + std::to_string(rows) + " x " +
+                          std::to_string(in) + "] x [" + std::to_string(out) + " x " +
+                          std::to_string(in) + "]^T found no algorithm: " + cublasGetStatusName(s));
+  }
+  plan->algo = found[0].algo;
+
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capture));
+  if (capture != cudaStreamCaptureStatusNone) {
+    // No timing (and no caching) inside a capture: the heuristic's pick for this call only.
+    uncached_ = std::move(plan);
+    return uncached_.get();
+  }
+  if (autotune_ && rows <= kMaxTunedRows && num_found > 1) {
+    void* out_ptr = y;
+    const size_t out_bytes =
+        static_cast<size_t>(rows) * static_cast<size_t>(out) * (y_type == CUDA_R_32F ? 4 : 2);
+    if (accumulate) {  // time into scratch so that y keeps its value
+      if (scratch_bytes_ < out_bytes) {
+        if (scratch_ != nullptr) (void)cudaFree(scratch_);
+        scratch_ = nullptr;
+        scratch_bytes_ = 0;
+        PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch_, out_bytes));
+        scratch_bytes_ = out_bytes;
+      }
+      out_ptr = scratch_;
+    }
+    cudaEvent_t start = nullptr, stop = nullptr;
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+    const float alpha = 1.0f, beta = 0.0f;
+    float best_ms = std::numeric_limits<float>::infinity();
+    Status failed = ok_status();
+    for (int i = 0; i < num_found && failed.ok(); ++i) {
+      bool ran = true;
+      for (int rep = 0; rep <= kTuneReps && ran; ++rep) {
+        if (rep == 1) (void)cudaEventRecord(start, stream_);
+        ran = cublasLtMatmul(lt_handle(lt_), plan->op, &alpha, w, plan->a, x, plan->b, &beta,
+                             out_ptr, plan->c, out_ptr, plan->c, &found[i].algo, workspace_,
+                             kWorkspaceBytes, stream_) == CUBLAS_STATUS_SUCCESS;
+      }
+      if (!ran) continue;  // a candidate that refuses the problem is skipped
+      (void)cudaEventRecord(stop, stream_);
+      float ms = 0.0f;
+      const cudaError_t e = cudaEventSynchronize(stop);
+      if (e != cudaSuccess) {
+        failed = cuda_status(e, "cudaEventSynchronize(gemm tuning)", __FILE__, __LINE__);
+        break;
+      }
+      (void)cudaEventElapsedTime(&ms, start, stop);
+      if (ms < best_ms) {
+        best_ms = ms;
+        plan->algo = found[i].algo;
+      }
+    }
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(stop);
+    PS_RETURN_IF_ERROR(failed);
+    plan->tuned = true;
+  }
+  const Plan* p = plan.get();
+  plans_.emplace(key, std::move(plan));
+  return p;
 }
 
 Status Gemm::linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w, int64_t out,
@@ -41,8 +187,8 @@ Status Gemm::linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t*
   if (rows == 0) return ok_status();
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   if (rows < 0 || rows > kMax || in < 1 || in > kMax || out < 1 || out > kMax) {
-    return invalid_argument("gemm: rows = " + std::to_string(rows) + ", in = " +
-                            std::to_string(in) + ", out = " + std::to_string(out) +
+    return invalid_argument("gemm: rows = " + std::to_string(rows) +
+                            ", in = " + std::to_string(in) + ", out = " + std::to_string(out) +
                             ": expected rows >= 0 and in, out in [1, 2^31)");
   }
   if (x == nullptr || w == nullptr || y == nullptr) {
@@ -54,17 +200,16 @@ Status Gemm::linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t*
   if (accumulate && y_dtype != DType::kF32) {
     return invalid_argument("gemm: accumulate needs an f32 y");
   }
-  if (handle_ == nullptr) return failed_precondition("gemm: used after move");
+  if (lt_ == nullptr) return failed_precondition("gemm: used after move");
+  PS_ASSIGN_OR_RETURN(const Plan* plan,
+                      plan_for(Key{rows, in, out, static_cast<int>(y_dtype)}, x, w, y, accumulate));
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
-  const cudaDataType_t y_type = y_dtype == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
-  const cublasStatus_t s = cublasGemmEx(
-      handle_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
-      static_cast<int>(in), &alpha, w, CUDA_R_16BF, static_cast<int>(in), x, CUDA_R_16BF,
-      static_cast<int>(in), &beta, y, y_type, static_cast<int>(out), CUBLAS_COMPUTE_32F,
-      CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t s =
+      cublasLtMatmul(lt_handle(lt_), plan->op, &alpha, w, plan->a, x, plan->b, &beta, y, plan->c, y,
+                     plan->c, &plan->algo, workspace_, kWorkspaceBytes, stream_);
   if (s != CUBLAS_STATUS_SUCCESS) {
-    return internal_error("cublasGemmEx [" + std::to_string(rows) + " x " + std::to_string(in) +
+    return internal_error("cublasLtMatmul [" + std::to_string(rows) + " x " + std::to_string(in) +
                           "] x [" + std::to_string(out) + " x " + std::to_string(in) +
                           "]^T failed: " + cublasGetStatusName(s));
   }

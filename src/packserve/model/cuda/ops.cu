@@ -47,8 +47,8 @@ __global__ void embed_gather_kernel(const uint16_t* embed, const int32_t* token_
   for (int j = threadIdx.x; j < hidden; j += blockDim.x) x[r * hidden + j] = load_bf16(e, j);
 }
 
-__global__ void rmsnorm_kernel(const float* x, const int32_t* row_index, int hidden,
-                               const float* w, float eps, uint16_t* y) {
+__global__ void rmsnorm_kernel(const float* x, const int32_t* row_index, int hidden, const float* w,
+                               float eps, uint16_t* y) {
   const size_t i = blockIdx.x;
   const size_t s = row_index != nullptr ? static_cast<size_t>(row_index[i]) : i;
   const float* xr = x + s * hidden;
@@ -60,54 +60,131 @@ __global__ void rmsnorm_kernel(const float* x, const int32_t* row_index, int hid
   }
 }
 
-// Dynamic shared memory: the row's Q + 2 KV floats, then head_dim/2 (cos, sin) pairs.
-__global__ void qkv_epilogue_kernel(QkvEpilogueArgs a) {
-  extern __shared__ float smem[];
-  const int q_size = a.num_qo_heads * a.head_dim;
-  const int kv_size = a.num_kv_heads * a.head_dim;
-  const int stride = q_size + 2 * kv_size;
-  const int half = a.head_dim / 2;
-  float* row = smem;
-  float* cos_sin = smem + stride;
-  const size_t r = blockIdx.x;
-  for (int i = threadIdx.x; i < stride; i += blockDim.x) {
-    row[i] = a.qkv[r * stride + i] + (a.bias != nullptr ? a.bias[i] : 0.0f);
+// One pass: each thread keeps its up to kMaxVec float4 of the row in registers (hidden % 4 == 0,
+// hidden <= 4 * kMaxVec * kRowThreads), so x is read once. Same sums as rmsnorm_kernel up to
+// the order of the f32 partial sums.
+constexpr int kMaxVec = 8;
+__global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int hidden,
+                                   const float* w, float eps, uint16_t* y) {
+  const size_t i = blockIdx.x;
+  const size_t s = row_index != nullptr ? static_cast<size_t>(row_index[i]) : i;
+  const int n4 = hidden / 4;
+  const float4* xr = reinterpret_cast<const float4*>(x + s * hidden);
+  float4 v[kMaxVec];
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxVec; ++k) {
+    const int j = threadIdx.x + k * kRowThreads;
+    v[k] = j < n4 ? xr[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+    ss += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
   }
-  const double pos = static_cast<double>(a.positions[r]);
+  const float inv = rsqrtf(block_sum(ss) / static_cast<float>(hidden) + eps);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  __nv_bfloat162* yr = reinterpret_cast<__nv_bfloat162*>(y + i * hidden);
+#pragma unroll
+  for (int k = 0; k < kMaxVec; ++k) {
+    const int j = threadIdx.x + k * kRowThreads;
+    if (j < n4) {
+      const float4 g = w4[j];
+      yr[2 * j] = __floats2bfloat162_rn(v[k].x * inv * g.x, v[k].y * inv * g.y);
+      yr[2 * j + 1] = __floats2bfloat162_rn(v[k].z * inv * g.z, v[k].w * inv * g.w);
+    }
+  }
+}
+
+__global__ void rope_cos_sin_kernel(const int32_t* positions, const double* inv_freq, int half,
+                                    float* cos_sin) {
+  const size_t r = blockIdx.x;
+  const double pos = static_cast<double>(positions[r]);
   for (int p = threadIdx.x; p < half; p += blockDim.x) {
     double s, c;
-    sincos(pos * a.inv_freq[p], &s, &c);
-    cos_sin[2 * p] = static_cast<float>(c);
-    cos_sin[2 * p + 1] = static_cast<float>(s);
+    sincos(pos * inv_freq[p], &s, &c);
+    cos_sin[(r * half + p) * 2] = static_cast<float>(c);
+    cos_sin[(r * half + p) * 2 + 1] = static_cast<float>(s);
   }
-  __syncthreads();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, num_warps = blockDim.x / 32;
-  for (int head = warp; head < a.num_qo_heads + a.num_kv_heads; head += num_warps) {
-    float* h = row + head * a.head_dim;  // k heads follow q heads in the fused row
+}
+
+// One warp per (row, head); lane l holds elements j * 32 + l (j < kPerLane) of the head, so
+// the RoPE pair (p, p + head_dim / 2) sits in one lane at slots j and j + kPerLane / 2. The
+// norm sums in the same order as a loop over i = lane, lane + 32, ... followed by warp_sum.
+constexpr int kEpilogueWarps = 8;
+template <int kPerLane>
+__global__ void qkv_epilogue_kernel(QkvEpilogueArgs a) {
+  constexpr int kDim = kPerLane * 32, kHalf = kDim / 2, kHalfSlots = kPerLane / 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int head = blockIdx.y * kEpilogueWarps + warp;
+  const int num_heads = a.num_qo_heads + 2 * a.num_kv_heads;
+  if (head >= num_heads) return;
+  const size_t r = blockIdx.x;
+  const float* src = a.qkv + r * num_heads * kDim + head * kDim;
+  float v[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    v[j] = src[j * 32 + lane] + (a.bias != nullptr ? a.bias[head * kDim + j * 32 + lane] : 0.0f);
+  }
+  const int first_v = a.num_qo_heads + a.num_kv_heads;
+  if (head < first_v) {
     if (a.q_norm != nullptr) {
       const float* w = head < a.num_qo_heads ? a.q_norm : a.k_norm;
       float ss = 0.0f;
-      for (int i = lane; i < a.head_dim; i += 32) ss += h[i] * h[i];
-      const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(a.head_dim) + a.eps);
-      for (int i = lane; i < a.head_dim; i += 32) h[i] = h[i] * inv * w[i];
-      __syncwarp();
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) ss += v[j] * v[j];
+      const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(kDim) + a.eps);
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) v[j] = v[j] * inv * w[j * 32 + lane];
     }
-    for (int p = lane; p < half; p += 32) {
-      const float x0 = h[p], x1 = h[p + half];
-      const float c = cos_sin[2 * p], s = cos_sin[2 * p + 1];
-      h[p] = x0 * c - x1 * s;
-      h[p + half] = x1 * c + x0 * s;
+#pragma unroll
+    for (int j = 0; j < kHalfSlots; ++j) {
+      const int p = j * 32 + lane;
+      float c, s;
+      if (a.cos_sin != nullptr) {
+        c = a.cos_sin[(r * kHalf + p) * 2];
+        s = a.cos_sin[(r * kHalf + p) * 2 + 1];
+      } else {
+        double sd, cd;
+        sincos(static_cast<double>(a.positions[r]) * a.inv_freq[p], &sd, &cd);
+        c = static_cast<float>(cd);
+        s = static_cast<float>(sd);
+      }
+      const float x0 = v[j], x1 = v[j + kHalfSlots];
+      v[j] = x0 * c - x1 * s;
+      v[j + kHalfSlots] = x1 * c + x0 * s;
     }
-    __syncwarp();
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < q_size; i += blockDim.x) store_bf16(a.q_out, r * q_size + i, row[i]);
-  const size_t dst =
-      (static_cast<size_t>(a.kv_page[r]) * a.page_size + static_cast<size_t>(a.kv_slot[r])) *
-      kv_size;
-  for (int i = threadIdx.x; i < kv_size; i += blockDim.x) {
-    store_bf16(a.k_pages, dst + i, row[q_size + i]);
-    store_bf16(a.v_pages, dst + i, row[q_size + kv_size + i]);
+  uint16_t* dst;
+  if (head < a.num_qo_heads) {
+    dst = a.q_out + r * a.num_qo_heads * kDim + head * kDim;
+  } else {
+    const size_t slot =
+        (static_cast<size_t>(a.kv_page[r]) * a.page_size + static_cast<size_t>(a.kv_slot[r])) *
+        a.num_kv_heads * kDim;
+    dst = head < first_v ? a.k_pages + slot + (head - a.num_qo_heads) * kDim
+                         : a.v_pages + slot + (head - first_v) * kDim;
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) store_bf16(dst, j * 32 + lane, v[j]);
+}
+
+// 8 elements (16 bytes of gate, of up and of y) per thread; inner % 8 == 0.
+__global__ void silu_mul_vec_kernel(const uint16_t* gate_up, size_t rows, int inner, uint16_t* y) {
+  const size_t n8 = rows * inner / 8;
+  const int inner8 = inner / 8;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n8;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t r = i / inner8, c = i % inner8;
+    const uint4 g4 = reinterpret_cast<const uint4*>(gate_up)[r * 2 * inner8 + c];
+    const uint4 u4 = reinterpret_cast<const uint4*>(gate_up)[r * 2 * inner8 + inner8 + c];
+    const __nv_bfloat162* g2 = reinterpret_cast<const __nv_bfloat162*>(&g4);
+    const __nv_bfloat162* u2 = reinterpret_cast<const __nv_bfloat162*>(&u4);
+    uint4 o4;
+    __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&o4);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 g = __bfloat1622float2(g2[k]), u = __bfloat1622float2(u2[k]);
+      o2[k] = __floats2bfloat162_rn(g.x / (1.0f + __expf(-g.x)) * u.x,
+                                    g.y / (1.0f + __expf(-g.y)) * u.y);
+    }
+    reinterpret_cast<uint4*>(y)[i] = o4;
   }
 }
 
@@ -135,8 +212,8 @@ __global__ void fill_random_kernel(void* out, size_t n, bool bf16, uint64_t seed
                                    float std) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    uint32_t h = mix32(static_cast<uint32_t>(i) ^ mix32(static_cast<uint32_t>(i >> 32) ^
-                                                        static_cast<uint32_t>(seed)) ^
+    uint32_t h = mix32(static_cast<uint32_t>(i) ^
+                       mix32(static_cast<uint32_t>(i >> 32) ^ static_cast<uint32_t>(seed)) ^
                        static_cast<uint32_t>(seed >> 32) * 0x9e3779b9u);
     float acc = 0.0f;
     for (int k = 0; k < 4; ++k) {
@@ -171,8 +248,8 @@ int grid_for(size_t n) {
 
 }  // namespace
 
-Status embed_gather(const uint16_t* embed, const int32_t* token_ids, int rows, int hidden,
-                    float* x, StreamHandle stream) {
+Status embed_gather(const uint16_t* embed, const int32_t* token_ids, int rows, int hidden, float* x,
+                    StreamHandle stream) {
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(hidden, "hidden"));
@@ -185,8 +262,21 @@ Status rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden, c
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(hidden, "hidden"));
-  rmsnorm_kernel<<<rows, kRowThreads, 0, stream>>>(x, row_index, hidden, w, eps, y);
+  if (hidden % 4 == 0 && hidden <= 4 * kMaxVec * kRowThreads) {
+    rmsnorm_vec_kernel<<<rows, kRowThreads, 0, stream>>>(x, row_index, hidden, w, eps, y);
+  } else {
+    rmsnorm_kernel<<<rows, kRowThreads, 0, stream>>>(x, row_index, hidden, w, eps, y);
+  }
   return launched("rmsnorm");
+}
+
+Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, int head_dim,
+                    float* cos_sin, StreamHandle stream) {
+  if (rows == 0) return ok_status();
+  PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
+  PS_RETURN_IF_ERROR(check_positive(head_dim, "head_dim"));
+  rope_cos_sin_kernel<<<rows, 64, 0, stream>>>(positions, inv_freq, head_dim / 2, cos_sin);
+  return launched("rope_cos_sin");
 }
 
 Status qkv_epilogue(const QkvEpilogueArgs& a, StreamHandle stream) {
@@ -194,23 +284,21 @@ Status qkv_epilogue(const QkvEpilogueArgs& a, StreamHandle stream) {
   PS_RETURN_IF_ERROR(check_positive(a.rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(a.num_qo_heads, "num_qo_heads"));
   PS_RETURN_IF_ERROR(check_positive(a.num_kv_heads, "num_kv_heads"));
-  PS_RETURN_IF_ERROR(check_positive(a.head_dim, "head_dim"));
   PS_RETURN_IF_ERROR(check_positive(a.page_size, "page_size"));
-  if (a.head_dim % 2 != 0) {
-    return invalid_argument("head_dim = " + std::to_string(a.head_dim) + ": expected even");
+  if (a.head_dim != 64 && a.head_dim != 128 && a.head_dim != 256) {
+    return invalid_argument("head_dim = " + std::to_string(a.head_dim) +
+                            ": expected 64, 128 or 256");
   }
   if ((a.q_norm == nullptr) != (a.k_norm == nullptr)) {
     return invalid_argument("q_norm, k_norm: expected both or neither");
   }
-  const size_t smem_bytes =
-      (static_cast<size_t>(a.num_qo_heads + 2 * a.num_kv_heads) * a.head_dim + a.head_dim) *
-      sizeof(float);
-  if (smem_bytes > 48 * 1024) {
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
-        qkv_epilogue_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-        static_cast<int>(smem_bytes)));
-  }
-  qkv_epilogue_kernel<<<a.rows, kRowThreads, smem_bytes, stream>>>(a);
+  const dim3 grid(static_cast<unsigned>(a.rows),
+                  static_cast<unsigned>((a.num_qo_heads + 2 * a.num_kv_heads + kEpilogueWarps - 1) /
+                                        kEpilogueWarps));
+  const int threads = 32 * kEpilogueWarps;
+  if (a.head_dim == 64) qkv_epilogue_kernel<2><<<grid, threads, 0, stream>>>(a);
+  if (a.head_dim == 128) qkv_epilogue_kernel<4><<<grid, threads, 0, stream>>>(a);
+  if (a.head_dim == 256) qkv_epilogue_kernel<8><<<grid, threads, 0, stream>>>(a);
   return launched("qkv_epilogue");
 }
 
@@ -219,7 +307,11 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(inner, "inner"));
   const size_t n = static_cast<size_t>(rows) * inner;
-  silu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate_up, rows, inner, y);
+  if (inner % 8 == 0) {
+    silu_mul_vec_kernel<<<grid_for(n / 8), 256, 0, stream>>>(gate_up, rows, inner, y);
+  } else {
+    silu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate_up, rows, inner, y);
+  }
   return launched("silu_mul");
 }
 
@@ -230,7 +322,7 @@ Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, 
   }
   if (n == 0) return ok_status();
   fill_random_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, dtype == DType::kBF16, seed, mean,
-                                                       std);
+                                                      std);
   return launched("fill_random");
 }
 

@@ -9,8 +9,10 @@
 //   qkv_epilogue:  per row r of a fused f32 [rows, Q + 2 KV] buffer:
 //                    v += bias (Qwen2); q, k heads: RMSNorm over head_dim with q_norm/k_norm
 //                    (Qwen3); RoPE rotate-half at positions[r] with angle = pos * inv_freq[p]
-//                    and cos/sin in double; then q -> q_out[r] (bf16) and k, v -> the pages at
-//                    (kv_page[r], kv_slot[r]) of [num_pages, page_size, num_kv_heads, head_dim]
+//                    and cos/sin in double (from the cos_sin table when given, else per
+//                    call); then q -> q_out[r] (bf16) and k, v -> the pages at
+//                    (kv_page[r], kv_slot[r]) of [num_pages, page_size, num_kv_heads, head_dim];
+//                    one warp per (row, head), head_dim 64/128/256
 //   silu_mul:      y[r, i] = bf16(g / (1 + exp(-g)) * u), g = gate_up[r, i], u = gate_up[r, I+i]
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
@@ -30,25 +32,26 @@ namespace packserve::model::cuda {
 
 using StreamHandle = attention::cuda::StreamHandle;
 
-Status embed_gather(const uint16_t* embed, const int32_t* token_ids, int rows, int hidden,
-                    float* x, StreamHandle stream);
+Status embed_gather(const uint16_t* embed, const int32_t* token_ids, int rows, int hidden, float* x,
+                    StreamHandle stream);
 
 Status rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden, const float* w,
                float eps, uint16_t* y, StreamHandle stream);
 
 struct QkvEpilogueArgs {
-  const float* qkv = nullptr;       // [rows, Q + 2 KV] f32, read only
-  const float* bias = nullptr;      // [Q + 2 KV] or nullptr
-  const float* q_norm = nullptr;    // [head_dim] or nullptr (then k_norm must be too)
-  const float* k_norm = nullptr;    // [head_dim] or nullptr
-  const double* inv_freq = nullptr;  // [head_dim / 2]
+  const float* qkv = nullptr;          // [rows, Q + 2 KV] f32, read only
+  const float* bias = nullptr;         // [Q + 2 KV] or nullptr
+  const float* q_norm = nullptr;       // [head_dim] or nullptr (then k_norm must be too)
+  const float* k_norm = nullptr;       // [head_dim] or nullptr
+  const double* inv_freq = nullptr;    // [head_dim / 2]; used when cos_sin is null
+  const float* cos_sin = nullptr;      // [rows, head_dim / 2, 2] from rope_cos_sin, or null
   const int32_t* positions = nullptr;  // [rows]
   const int32_t* kv_page = nullptr;    // [rows]
   const int32_t* kv_slot = nullptr;    // [rows], < page_size
   int rows = 0;
   int num_qo_heads = 0;
   int num_kv_heads = 0;
-  int head_dim = 0;  // even
+  int head_dim = 0;  // 64, 128 or 256
   int page_size = 0;
   float eps = 1e-6f;
   uint16_t* q_out = nullptr;    // [rows, Q] bf16
@@ -56,6 +59,11 @@ struct QkvEpilogueArgs {
   uint16_t* v_pages = nullptr;
 };
 Status qkv_epilogue(const QkvEpilogueArgs& args, StreamHandle stream);
+
+// cos_sin[r, p] = (cos, sin)(positions[r] * inv_freq[p]) for p < head_dim / 2, computed in
+// double and rounded to f32: the RoPE table of one step, shared by every layer's epilogue.
+Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, int head_dim,
+                    float* cos_sin, StreamHandle stream);
 
 Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, StreamHandle stream);
 

@@ -89,7 +89,10 @@ TEST(ModelCudaOps, EmbedGatherIsExact) {
 TEST(ModelCudaOps, RmsNormWithAndWithoutRowIndex) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(2);
-  for (int hidden : {64, 300, 4096}) {
+  // 64, 300, 4096: the one-pass float4 kernel; 301 (not a multiple of 4) and 10000 (> 8192,
+  // more than the registers hold): the two-pass scalar kernel.
+  for (int hidden : {64, 300, 301, 4096, 10000}) {
+    SCOPED_TRACE(hidden);
     const int rows = 7;
     auto x = random_f32(static_cast<size_t>(rows) * hidden, rng, 0.3, 2.0);
     auto w = random_f32(hidden, rng, 1.0, 0.2);
@@ -116,12 +119,16 @@ TEST(ModelCudaOps, RmsNormWithAndWithoutRowIndex) {
   }
 }
 
-// Bias + q/k norm + RoPE (Llama-3 scaled frequencies) + KV write into pages, vs float64.
+// Bias + q/k norm + RoPE (Llama-3 scaled frequencies) + KV write into pages, vs float64;
+// cos/sin from the step's rope_cos_sin table or computed in the epilogue; head_dim 64/128/256.
 TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(3);
-  for (bool qwen3 : {false, true}) {
-    const int hq = 4, hkv = 2, d = qwen3 ? 128 : 64, rows = 5, ps = 4, pages = 6;
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool qwen3 = variant % 2 == 1, table = variant >= 2;
+    SCOPED_TRACE(::testing::Message() << "qwen3 " << qwen3 << " table " << table);
+    const int hq = 4, hkv = 2, d = variant == 3 ? 256 : (qwen3 ? 128 : 64), rows = 5, ps = 4,
+              pages = 6;
     const int qs = hq * d, kvs = hkv * d, stride = qs + 2 * kvs;
     auto qkv = random_f32(static_cast<size_t>(rows) * stride, rng, 0.0, 1.5);
     auto bias = random_f32(stride, rng, 0.0, 0.5);
@@ -147,7 +154,14 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
     ASSERT_EQ(cudaMalloc(&a.v_pages, pool * 2), cudaSuccess);
     ASSERT_EQ(cudaMemset(a.k_pages, 0, pool * 2), cudaSuccess);
     ASSERT_EQ(cudaMemset(a.v_pages, 0, pool * 2), cudaSuccess);
+    float* cos_sin = nullptr;
+    if (table) {
+      ASSERT_EQ(cudaMalloc(&cos_sin, static_cast<size_t>(rows) * d * 4), cudaSuccess);
+      ASSERT_TRUE(rope_cos_sin(a.positions, rows, a.inv_freq, d, cos_sin, nullptr).ok());
+      a.cos_sin = cos_sin;
+    }
     ASSERT_TRUE(qkv_epilogue(a, nullptr).ok());
+    cudaFree(cos_sin);
     std::vector<double> q_ref(static_cast<size_t>(rows) * qs), k_ref(pool, 0.0), v_ref(pool, 0.0);
     for (int r = 0; r < rows; ++r) {
       std::vector<double> v(stride);
@@ -192,67 +206,89 @@ TEST(ModelCudaOps, QkvEpilogueRejectsOneSidedNorm) {
   a.rows = 1, a.num_qo_heads = 1, a.num_kv_heads = 1, a.head_dim = 64, a.page_size = 1;
   a.q_norm = reinterpret_cast<const float*>(16);
   EXPECT_EQ(qkv_epilogue(a, nullptr).code(), StatusCode::kInvalidArgument);
+  a.q_norm = nullptr;
+  a.head_dim = 96;
+  const Status s = qkv_epilogue(a, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("head_dim = 96"), std::string::npos) << s.to_string();
 }
 
+// inner 333: the scalar kernel; 336 (a multiple of 8): the 16-byte vector kernel.
 TEST(ModelCudaOps, SiluMulMatchesFloat64) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(4);
-  const int rows = 9, inner = 333;
-  auto gu = random_bf16(static_cast<size_t>(rows) * 2 * inner, rng, 3.0);
-  auto* dg = to_device(gu);
-  uint16_t* dy = nullptr;
-  ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(rows) * inner * 2), cudaSuccess);
-  ASSERT_TRUE(silu_mul(dg, rows, inner, dy, nullptr).ok());
-  std::vector<double> ref;
-  for (int r = 0; r < rows; ++r) {
-    for (int i = 0; i < inner; ++i) {
-      const double g = bf16_to_float(gu[r * 2 * inner + i]);
-      const double u = bf16_to_float(gu[r * 2 * inner + inner + i]);
-      ref.push_back(g / (1.0 + std::exp(-g)) * u);
-    }
-  }
-  expect_bf16_near(to_host(dy, ref.size()), ref, "silu_mul");
-  cudaFree(dg), cudaFree(dy);
-}
-
-TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
-  SKIP_WITHOUT_DEVICE();
-  Rng rng(5);
-  auto g = Gemm::create(nullptr);
-  ASSERT_TRUE(g.ok()) << g.status().to_string();
-  for (int rows : {1, 3, 64}) {
-    const int in = 512, out = 200;
-    auto x = random_bf16(static_cast<size_t>(rows) * in, rng);
-    auto w = random_bf16(static_cast<size_t>(out) * in, rng, 0.05);
-    auto y0 = random_f32(static_cast<size_t>(rows) * out, rng, 0.0, 1.0);
-    auto* dx = to_device(x);
-    auto* dw = to_device(w);
-    auto* dyf = to_device(y0);
-    uint16_t* dyb = nullptr;
-    ASSERT_EQ(cudaMalloc(&dyb, static_cast<size_t>(rows) * out * 2), cudaSuccess);
-    ASSERT_TRUE(g.value().linear(dx, rows, in, dw, out, dyb, DType::kBF16).ok());
-    ASSERT_TRUE(g.value().linear(dx, rows, in, dw, out, dyf, DType::kF32, true).ok());
-    std::vector<double> ref(static_cast<size_t>(rows) * out);
-    double max_ref = 0;
+  for (int inner : {333, 336}) {
+    SCOPED_TRACE(inner);
+    const int rows = 9;
+    auto gu = random_bf16(static_cast<size_t>(rows) * 2 * inner, rng, 3.0);
+    auto* dg = to_device(gu);
+    uint16_t* dy = nullptr;
+    ASSERT_EQ(cudaMalloc(&dy, static_cast<size_t>(rows) * inner * 2), cudaSuccess);
+    ASSERT_TRUE(silu_mul(dg, rows, inner, dy, nullptr).ok());
+    std::vector<double> ref;
     for (int r = 0; r < rows; ++r) {
-      for (int o = 0; o < out; ++o) {
-        double s = 0;
-        for (int i = 0; i < in; ++i) {
-          s += double(bf16_to_float(x[r * in + i])) * bf16_to_float(w[o * in + i]);
-        }
-        ref[r * out + o] = s;
-        max_ref = std::max(max_ref, std::abs(s + y0[r * out + o]));
+      for (int i = 0; i < inner; ++i) {
+        const double g = bf16_to_float(gu[r * 2 * inner + i]);
+        const double u = bf16_to_float(gu[r * 2 * inner + inner + i]);
+        ref.push_back(g / (1.0 + std::exp(-g)) * u);
       }
     }
-    expect_bf16_near(to_host(dyb, ref.size()), ref, "gemm bf16");
-    auto yf = to_host(dyf, ref.size());
-    for (size_t i = 0; i < ref.size(); ++i) {
-      ASSERT_NEAR(yf[i], ref[i] + y0[i], 1e-4 * max_ref) << "gemm f32 accumulate " << i;
-    }
-    cudaFree(dx), cudaFree(dw), cudaFree(dyf), cudaFree(dyb);
+    expect_bf16_near(to_host(dy, ref.size()), ref, "silu_mul");
+    cudaFree(dg), cudaFree(dy);
   }
-  EXPECT_EQ(g.value().linear(nullptr, 1, 1, nullptr, 1, nullptr, DType::kF32).code(),
-            StatusCode::kInvalidArgument);
+}
+
+// With autotune the first call of a shape times several algorithms, writing into y (bf16) or
+// into a scratch buffer (accumulate): the accumulate result must still be y0 + x w^T once.
+// 600 rows > kMaxTunedRows takes the heuristic's pick.
+TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
+  SKIP_WITHOUT_DEVICE();
+  for (bool autotune : {true, false}) {
+    SCOPED_TRACE(autotune ? "autotune" : "heuristic");
+    Rng rng(5);
+    auto g = Gemm::create(nullptr, autotune);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    for (int rows : {1, 3, 64, 600}) {
+      const int in = 512, out = 200;
+      auto x = random_bf16(static_cast<size_t>(rows) * in, rng);
+      auto w = random_bf16(static_cast<size_t>(out) * in, rng, 0.05);
+      auto y0 = random_f32(static_cast<size_t>(rows) * out, rng, 0.0, 1.0);
+      auto* dx = to_device(x);
+      auto* dw = to_device(w);
+      auto* dyf = to_device(y0);
+      uint16_t* dyb = nullptr;
+      ASSERT_EQ(cudaMalloc(&dyb, static_cast<size_t>(rows) * out * 2), cudaSuccess);
+      ASSERT_TRUE(g.value().linear(dx, rows, in, dw, out, dyb, DType::kBF16).ok());
+      ASSERT_TRUE(g.value().linear(dx, rows, in, dw, out, dyf, DType::kF32, true).ok());
+      std::vector<double> ref(static_cast<size_t>(rows) * out);
+      double max_ref = 0;
+      for (int r = 0; r < rows; ++r) {
+        for (int o = 0; o < out; ++o) {
+          double s = 0;
+          for (int i = 0; i < in; ++i) {
+            s += double(bf16_to_float(x[r * in + i])) * bf16_to_float(w[o * in + i]);
+          }
+          ref[r * out + o] = s;
+          max_ref = std::max(max_ref, std::abs(s + y0[r * out + o]));
+        }
+      }
+      expect_bf16_near(to_host(dyb, ref.size()), ref, "gemm bf16");
+      auto yf = to_host(dyf, ref.size());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(yf[i], ref[i] + y0[i], 1e-4 * max_ref) << "gemm f32 accumulate " << i;
+      }
+      cudaFree(dx), cudaFree(dw), cudaFree(dyf), cudaFree(dyb);
+    }
+    EXPECT_EQ(g.value().num_cached_shapes(), 8);  // 4 row counts x {bf16, f32}
+    if (autotune) {
+      EXPECT_GE(g.value().num_tuned_shapes(), 1);
+      EXPECT_LE(g.value().num_tuned_shapes(), 6);  // never the 600-row shapes
+    } else {
+      EXPECT_EQ(g.value().num_tuned_shapes(), 0);
+    }
+    EXPECT_EQ(g.value().linear(nullptr, 1, 1, nullptr, 1, nullptr, DType::kF32).code(),
+              StatusCode::kInvalidArgument);
+  }
 }
 
 TEST(ModelCudaOps, FillRandomHasTheAskedMoments) {

@@ -1,0 +1,201 @@
+// forward_cuda_impl.cuh: CudaForwardBackend::Impl, shared by forward_cuda.cu (creation,
+// weights, accessors) and forward_step.cu (one step: host preparation, the eager or graphed
+// device work, logits). Internal to model/cuda.
+//
+// Device memory owned, all allocated by setup() except the logits (grown on demand):
+//   mat   bf16 matrices: embed, lm_head unless tied, per layer Wqkv [Q + 2 KV, H], Wo [H, Q],
+//         Wgu [2 I, H], Wd [H, I]; each 256-byte aligned
+//   vec   f32 vectors: norms, Qwen2 biases
+//   kv    the pool: layer l's k at 2 l, v at 2 l + 1 (units of [num_pages, page_size, KV] bf16)
+//   scratch  activations for max_batch_rows
+//   meta  the step's int32 metadata (MetaLayout), capacity for max_batch_rows and
+//         max_batch_page_ids; fixed address (graphs read it)
+// Graph invariant: every pointer and size a captured graph bakes in is fixed for a GraphKey
+// (rows, requests, sampling rows): the scratch, meta and workspace addresses never change, the
+// MetaLayout offsets depend only on the key, and the logits buffer only changes when it grows,
+// which drops every graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "packserve/attention/cuda/run_cuda.h"
+#include "packserve/attention/cuda/workspace.h"
+#include "packserve/model/cuda/device_util.cuh"
+#include "packserve/model/cuda/forward_cuda.h"
+#include "packserve/model/cuda/gemm.h"
+#include "packserve/model/cuda/parallel_copy.h"
+#include "packserve/model/cuda/step_profile.cuh"
+
+namespace packserve::model {
+
+namespace cuda {
+
+// Owning pinned host bytes (grow-only).
+class PinnedMemory {
+ public:
+  PinnedMemory() = default;
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+  ~PinnedMemory() {
+    if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
+  }
+  Status reserve(size_t bytes) {
+    if (ptr_ != nullptr && bytes <= bytes_) return ok_status();
+    if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    bytes_ = 0;
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMallocHost(&ptr_, std::max<size_t>(bytes, 4096)));
+    bytes_ = std::max<size_t>(bytes, 4096);
+    return ok_status();
+  }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Owning cudaGraphExec_t (move-only).
+class GraphExec {
+ public:
+  GraphExec() = default;
+  explicit GraphExec(cudaGraphExec_t e) : exec_(e) {}
+  GraphExec(GraphExec&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)) {}
+  GraphExec& operator=(GraphExec&& o) noexcept {
+    std::swap(exec_, o.exec_);
+    return *this;
+  }
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  ~GraphExec() {
+    if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
+  }
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// Owning cudaEvent_t pair around a step's device work.
+class EventPair {
+ public:
+  EventPair() = default;
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  ~EventPair() {
+    if (start_ != nullptr) (void)cudaEventDestroy(start_);
+    if (stop_ != nullptr) (void)cudaEventDestroy(stop_);
+  }
+  Status create() {
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start_));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop_));
+    return ok_status();
+  }
+  cudaEvent_t start() const { return start_; }
+  cudaEvent_t stop() const { return stop_; }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+struct LayerDev {
+  uint16_t *qkv_w = nullptr, *o_w = nullptr, *gate_up_w = nullptr, *down_w = nullptr;
+  float *input_norm = nullptr, *post_norm = nullptr, *qkv_b = nullptr, *q_norm = nullptr,
+        *k_norm = nullptr;
+};
+
+// int32 offsets of the step's metadata regions; every offset but the end depends only on
+// (rows R, requests n, sampling rows S), page_ids last (P varies between steps of one shape):
+//   token_ids [R] | positions [R] | kv_page [R] | kv_slot [R] | qo_indptr [n + 1] |
+//   page_indptr [n + 1] | last_page_len [n] | sample_rows [S] | page_ids [P]
+struct MetaLayout {
+  size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, qo = 0, pind = 0, last = 0, samp = 0, pids = 0,
+         end = 0;
+};
+inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t P) {
+  MetaLayout m;
+  m.pos = m.tok + R;
+  m.kv_page = m.pos + R;
+  m.kv_slot = m.kv_page + R;
+  m.qo = m.kv_slot + R;
+  m.pind = m.qo + n + 1;
+  m.last = m.pind + n + 1;
+  m.samp = m.last + n;
+  m.pids = m.samp + S;
+  m.end = m.pids + P;
+  return m;
+}
+
+struct GraphKey {
+  int rows = 0, requests = 0, sample_rows = 0;
+  auto operator<=>(const GraphKey&) const = default;
+};
+struct CachedGraph {
+  GraphExec exec;
+  uint64_t last_used = 0;
+};
+
+}  // namespace cuda
+
+struct CudaForwardBackend::Impl {
+  ModelConfig config;
+  KvPoolShape pool;
+  CudaForwardOptions options;
+  int num_ctas = 0;
+  cudaStream_t stream = nullptr;
+  std::optional<cuda::Gemm> gemm;
+  std::optional<cuda::ParallelCopier> copier;  // logits: pinned staging -> caller
+  std::optional<attention::cuda::Workspace> workspace;
+  cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev;
+  cuda::PinnedMemory meta_pinned, logits_pinned;
+  uint16_t *embed = nullptr, *lm_head = nullptr;
+  float* final_norm = nullptr;
+  std::vector<cuda::LayerDev> layers;
+  size_t layer_kv_elems = 0;  // one layer's k (or v) pool, elements
+  size_t meta_capacity = 0;   // int32 elements of meta / meta_pinned
+  float* x = nullptr;
+  float* qkv = nullptr;
+  float* rope = nullptr;  // the step's RoPE table [R, head_dim / 2, 2]
+  uint16_t *h = nullptr, *q = nullptr, *attn = nullptr, *gate_up = nullptr, *act = nullptr;
+  attention::BatchLayout layout;
+  attention::Plan plan;
+  std::map<cuda::GraphKey, cuda::CachedGraph> graphs;
+  uint64_t graph_clock = 0;
+  CudaStepProfile profile;
+  cuda::EventPair step_events;
+  cuda::OpTimeline timeline;
+
+  ~Impl() {
+    graphs.clear();
+    workspace.reset();
+    gemm.reset();
+    if (stream != nullptr) (void)cudaStreamDestroy(stream);
+  }
+  uint16_t* k_pages(size_t l) const { return kv.as<uint16_t>() + 2 * l * layer_kv_elems; }
+  uint16_t* v_pages(size_t l) const { return kv.as<uint16_t>() + (2 * l + 1) * layer_kv_elems; }
+
+  Status setup(const ModelConfig& c, const KvPoolShape& p, const CudaForwardOptions& o);
+  // forward_step.cu
+  Status run(const ForwardBatch& batch, std::vector<float>& logits);
+  // Launches embedding -> layers -> final norm -> LM head for a step of key's shape whose
+  // metadata sits at `m` in meta; `timeline` (may be null) gets an event after every op.
+  Status enqueue_device_step(const cuda::GraphKey& key, const cuda::MetaLayout& m,
+                             cuda::OpTimeline* timeline);
+  // Replays the graph of `key`; for a new key the step runs eagerly and is then captured
+  // (not launched) for the following steps of that shape.
+  Status launch_graph(const cuda::GraphKey& key, const cuda::MetaLayout& m);
+};
+
+}  // namespace packserve::model

@@ -1,0 +1,220 @@
+// forward_graph_test.cu [label gpu]: the CUDA-graph path of CudaForwardBackend (forward_step.cu)
+// against the eager path of a second backend with the same weights (the oracle: eager is
+// itself checked against the f32 CPU backend in forward_cuda_test.cu). Both run the same
+// steps; a graph is captured for a shape's first step and replayed for later steps of that
+// shape with other requests, positions, pages and a page copy (a shape's first step runs
+// eagerly, then is captured without being launched). Expected: the replayed step
+// launches the same kernels with the same arguments on the same data, so the KV pools are
+// bit-identical and the logits agree to 1e-3 of max |logit| (a bf16 rounding is 2^-9 = 2e-3;
+// cuBLAS may pick another algorithm inside a capture); observed differences are printed.
+// Every test skips without a CUDA device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "packserve/common/dtype.h"
+#include "packserve/common/rng.h"
+#include "packserve/model/cuda/forward_cuda.h"
+#include "packserve/model/forward_test_util.h"
+
+namespace packserve::model {
+namespace {
+
+namespace tu = testing_util;
+constexpr KvPoolShape kPool{32, 16};
+constexpr double kLogitsRelTol = 1e-3;
+
+bool has_device() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+}
+#define SKIP_WITHOUT_DEVICE() \
+  if (!has_device()) GTEST_SKIP() << "no CUDA device"
+
+ModelConfig llama_bf16() {
+  ModelConfig c = tu::llama_config();
+  c.dtype = DType::kBF16;
+  return c;
+}
+
+void add(ForwardBatch& b, tu::Seq& s, int q_len, bool samples) {
+  tu::add(b, s, q_len, samples, kPool.page_size);
+  s.computed += q_len;
+}
+
+struct Backends {
+  std::unique_ptr<CudaForwardBackend> eager, graph;
+};
+
+// GEMM autotune off: both backends then use the heuristic's algorithm for every shape, so
+// graph and eager run the very same kernels (with autotune each backend times its own).
+Backends make_backends(const ModelWeights& w, int max_graph_rows) {
+  CudaForwardOptions options;
+  options.max_batch_rows = 128;
+  options.max_batch_page_ids = 64;
+  options.gemm_autotune = false;
+  options.step.max_graph_rows = 0;
+  auto eager = CudaForwardBackend::create(w, kPool, options);
+  EXPECT_TRUE(eager.ok()) << eager.status().to_string();
+  options.step.max_graph_rows = max_graph_rows;
+  auto graph = CudaForwardBackend::create(w, kPool, options);
+  EXPECT_TRUE(graph.ok()) << graph.status().to_string();
+  if (!eager.ok() || !graph.ok()) return {};
+  return {std::move(eager).value(), std::move(graph).value()};
+}
+
+// Runs `step` on both; expects the logits to agree and every layer's KV pool to be identical.
+void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, const char* what) {
+  SCOPED_TRACE(what);
+  std::vector<float> want, got;
+  const Status se = be.eager->forward(step, want);
+  ASSERT_TRUE(se.ok()) << se.to_string();
+  const Status sg = be.graph->forward(step, got);
+  ASSERT_TRUE(sg.ok()) << sg.to_string();
+  ASSERT_EQ(got.size(), want.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << "logit " << i;
+    num = std::max(num, std::abs(double(got[i]) - want[i]));
+    den = std::max(den, std::abs(double(want[i])));
+  }
+  std::printf("%s: graph vs eager logits max-norm relative difference %.3g\n", what,
+              den > 0 ? num / den : num);
+  EXPECT_LE(num, kLogitsRelTol * den);
+  for (int l = 0; l < num_layers; ++l) {
+    std::vector<uint16_t> ke, ve, kg, vg;
+    ASSERT_TRUE(be.eager->read_kv_pages(l, ke, ve).ok());
+    ASSERT_TRUE(be.graph->read_kv_pages(l, kg, vg).ok());
+    EXPECT_TRUE(ke == kg) << "layer " << l << ": k pages differ";
+    EXPECT_TRUE(ve == vg) << "layer " << l << ": v pages differ";
+  }
+}
+
+TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
+  SKIP_WITHOUT_DEVICE();
+  const ModelConfig c = llama_bf16();
+  const ModelWeights w = tu::make_weights(c);
+  Backends be = make_backends(w, 16);
+  ASSERT_TRUE(be.eager && be.graph);
+  Rng rng(23);
+  auto tokens = [&](int n) { return tu::random_tokens(n, c.vocab_size, rng); };
+  tu::Seq a{tokens(60), {0, 1, 2, 3}}, b{tokens(60), {4, 5, 6, 7}}, cc{tokens(60), {8, 9, 10, 11}},
+      d{tokens(60), {12, 13, 14, 15}};
+  const int L = static_cast<int>(c.num_layers);
+  const CudaStepProfile& prof = be.graph->last_step_profile();
+
+  ForwardBatch s0;  // 99 rows > max_graph_rows: eager on both
+  add(s0, a, 40, true);
+  add(s0, b, 33, true);
+  add(s0, cc, 17, false);
+  add(s0, d, 9, true);
+  expect_same_step(be, s0, L, "prefill (eager)");
+  EXPECT_FALSE(prof.graph_replayed);
+
+  ForwardBatch s1;  // shape (3 rows, 3 requests, 3 samples): captured
+  add(s1, a, 1, true);
+  add(s1, b, 1, true);
+  add(s1, cc, 1, true);
+  expect_same_step(be, s1, L, "decode a b c (eager, then captured)");
+  EXPECT_TRUE(prof.graph_captured);
+  EXPECT_FALSE(prof.graph_replayed);
+
+  // Same shape, other requests and positions, plus a fork of a at 40 tokens whose partial
+  // page 2 (8 tokens) is copied to page 16 before the replay.
+  tu::Seq e{std::vector<int32_t>(a.tokens.begin(), a.tokens.begin() + 40), {0, 1, 16, 17}, 40};
+  const auto e_tail = tokens(12);
+  e.tokens.insert(e.tokens.end(), e_tail.begin(), e_tail.end());
+  ForwardBatch s2;
+  s2.page_copies.push_back(kv::PageCopy{2, 16, 8});
+  add(s2, d, 1, true);
+  add(s2, e, 1, true);
+  add(s2, b, 1, true);
+  expect_same_step(be, s2, L, "decode d e b + page copy (replay)");
+  EXPECT_FALSE(prof.graph_captured);
+  EXPECT_TRUE(prof.graph_replayed);
+
+  ForwardBatch s3;  // a new shape: (5, 5, 4)
+  add(s3, a, 1, true);
+  add(s3, b, 1, false);
+  add(s3, cc, 1, true);
+  add(s3, d, 1, true);
+  add(s3, e, 1, true);
+  expect_same_step(be, s3, L, "decode 5 rows, 4 samples (capture)");
+  EXPECT_TRUE(prof.graph_captured);
+
+  ForwardBatch s4;  // back to (3, 3, 3): replay, requests in another order, a 2-row chunk
+  add(s4, e, 1, true);
+  add(s4, cc, 1, true);
+  add(s4, a, 1, true);
+  expect_same_step(be, s4, L, "decode e c a (replay)");
+  EXPECT_FALSE(prof.graph_captured);
+  EXPECT_TRUE(prof.graph_replayed);
+
+  ForwardBatch s5;  // (4 rows, 3 requests, 3 samples): a chunk of 2 rows in a graphed step
+  add(s5, d, 2, true);
+  add(s5, b, 1, true);
+  add(s5, a, 1, true);
+  expect_same_step(be, s5, L, "chunk of 2 + 2 decodes (capture)");
+  EXPECT_TRUE(prof.graph_captured);
+  EXPECT_EQ(be.graph->num_cuda_graphs(), 3);
+  EXPECT_EQ(be.eager->num_cuda_graphs(), 0);
+}
+
+TEST(CudaForwardGraph, LeastRecentlyUsedGraphIsDropped) {
+  SKIP_WITHOUT_DEVICE();
+  const ModelConfig c = llama_bf16();
+  const ModelWeights w = tu::make_weights(c);
+  Backends be = make_backends(w, 16);
+  ASSERT_TRUE(be.eager && be.graph);
+  CudaStepOptions step;
+  step.max_graph_rows = 16;
+  step.max_cuda_graphs = 2;
+  ASSERT_TRUE(be.graph->set_step_options(step).ok());
+  Rng rng(29);
+  std::vector<tu::Seq> seqs;
+  for (int i = 0; i < 4; ++i) {
+    seqs.push_back(tu::Seq{tu::random_tokens(40, c.vocab_size, rng),
+                           {4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3}});
+  }
+  // Batches of 1, 2, 3, then 1 again: the third capture drops shape 1 (least recently used),
+  // so the fourth step captures again; results stay equal to eager throughout.
+  const CudaStepProfile& prof = be.graph->last_step_profile();
+  for (int num : {1, 2, 3, 1}) {
+    ForwardBatch s;
+    for (int i = 0; i < num; ++i) add(s, seqs[static_cast<size_t>(i)], 1, true);
+    expect_same_step(be, s, static_cast<int>(c.num_layers), "lru step");
+    EXPECT_TRUE(prof.graph_captured) << num << " rows";
+    EXPECT_LE(be.graph->num_cuda_graphs(), 2);
+  }
+}
+
+TEST(CudaForwardGraph, StepOptionsAreValidated) {
+  SKIP_WITHOUT_DEVICE();
+  const ModelWeights w = tu::make_weights(llama_bf16());
+  CudaForwardOptions options;
+  options.max_batch_rows = 64;
+  options.step.max_graph_rows = -1;
+  auto bad = CudaForwardBackend::create(w, kPool, options);
+  ASSERT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("step.max_graph_rows = -1"), std::string::npos)
+      << bad.status().to_string();
+  options.step = CudaStepOptions{};
+  auto good = CudaForwardBackend::create(w, kPool, options);
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  CudaStepOptions step;
+  step.max_cuda_graphs = 0;
+  const Status s = good.value()->set_step_options(step);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("step.max_cuda_graphs = 0"), std::string::npos) << s.to_string();
+}
+
+}  // namespace
+}  // namespace packserve::model

@@ -1,0 +1,319 @@
+// forward_step.cu: one CudaForwardBackend step (forward_cuda.h "forward"):
+//   host:   validate -> capacity checks -> attention layout + make_plan -> Workspace::upload
+//   stream: page copies -> metadata (one pinned copy) -> the device step -> logits -> host
+// The device step (embedding, every layer, final norm of the sampling rows, LM head) is
+// launched eagerly, or, for steps of at most max_graph_rows rows, replayed from a CUDA graph
+// captured for the step's GraphKey (forward_cuda_impl.cuh states why that is sound: every
+// argument a launch bakes in is fixed per key; what varies between steps of one shape, the
+// plan, token ids, positions, page table and page copies, is device data written before the
+// replay). The timings of every phase go to last_step_profile().
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "packserve/model/cuda/forward_cuda_impl.cuh"
+#include "packserve/model/cuda/ops.h"
+#include "packserve/model/forward_batch.h"
+
+namespace packserve::model {
+
+namespace acuda = attention::cuda;
+using cuda::GraphKey;
+using cuda::MetaLayout;
+
+namespace {
+std::string str(int64_t v) { return std::to_string(v); }
+}  // namespace
+
+const char* step_op_name(StepOp op) {
+  switch (op) {
+    case StepOp::kUpload:
+      return "upload";
+    case StepOp::kEmbed:
+      return "embed";
+    case StepOp::kRopeTable:
+      return "rope_table";
+    case StepOp::kInputNorm:
+      return "input_norm";
+    case StepOp::kQkvGemm:
+      return "qkv_gemm";
+    case StepOp::kQkvEpilogue:
+      return "qkv_epilogue";
+    case StepOp::kAttention:
+      return "attention";
+    case StepOp::kOGemm:
+      return "o_gemm";
+    case StepOp::kPostNorm:
+      return "post_norm";
+    case StepOp::kGateUpGemm:
+      return "gate_up_gemm";
+    case StepOp::kSiluMul:
+      return "silu_mul";
+    case StepOp::kDownGemm:
+      return "down_gemm";
+    case StepOp::kFinalNorm:
+      return "final_norm";
+    case StepOp::kLmHead:
+      return "lm_head";
+    case StepOp::kLogitsCopy:
+      return "logits_copy";
+    case StepOp::kCount:
+      break;
+  }
+  return "?";
+}
+
+Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const MetaLayout& m,
+                                                     cuda::OpTimeline* timeline) {
+  const ModelConfig& c = config;
+  const int R = key.rows, n = key.requests, S = key.sample_rows;
+  const size_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, Q = c.q_size(),
+               KV = c.kv_size();
+  const int32_t* dm = meta.as<int32_t>();
+  const auto mark = [&](StepOp op) {
+    return timeline != nullptr ? timeline->mark(op, stream) : ok_status();
+  };
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  PS_RETURN_IF_ERROR(cuda::embed_gather(embed, dm + m.tok, R, static_cast<int>(H), x, stream));
+  PS_RETURN_IF_ERROR(mark(StepOp::kEmbed));
+  acuda::DeviceBatch db;
+  db.q = q;
+  db.qo_indptr = dm + m.qo;
+  db.kv_page_indptr = dm + m.pind;
+  db.kv_page_indices = dm + m.pids;
+  db.kv_last_page_len = dm + m.last;
+  db.batch_size = n;
+  db.page_size = pool.page_size;
+  db.sm_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  db.out = attn;
+  cuda::QkvEpilogueArgs ep;
+  ep.qkv = qkv;
+  ep.inv_freq = inv_freq.as<double>();
+  ep.cos_sin = rope;
+  PS_RETURN_IF_ERROR(cuda::rope_cos_sin(dm + m.pos, R, inv_freq.as<double>(),
+                                        static_cast<int>(c.head_dim), rope, stream));
+  PS_RETURN_IF_ERROR(mark(StepOp::kRopeTable));
+  ep.positions = dm + m.pos;
+  ep.kv_page = dm + m.kv_page;
+  ep.kv_slot = dm + m.kv_slot;
+  ep.rows = R;
+  ep.num_qo_heads = static_cast<int>(c.num_qo_heads);
+  ep.num_kv_heads = static_cast<int>(c.num_kv_heads);
+  ep.head_dim = static_cast<int>(c.head_dim);
+  ep.page_size = pool.page_size;
+  ep.eps = eps;
+  ep.q_out = q;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const cuda::LayerDev& w = layers[l];
+    PS_RETURN_IF_ERROR(
+        cuda::rmsnorm(x, nullptr, R, static_cast<int>(H), w.input_norm, eps, h, stream));
+    PS_RETURN_IF_ERROR(mark(StepOp::kInputNorm));
+    PS_RETURN_IF_ERROR(gemm->linear(h, R, H, w.qkv_w, Q + 2 * KV, qkv, DType::kF32));
+    PS_RETURN_IF_ERROR(mark(StepOp::kQkvGemm));
+    ep.bias = w.qkv_b;
+    ep.q_norm = w.q_norm;
+    ep.k_norm = w.k_norm;
+    ep.k_pages = k_pages(l);
+    ep.v_pages = v_pages(l);
+    PS_RETURN_IF_ERROR(cuda::qkv_epilogue(ep, stream));
+    PS_RETURN_IF_ERROR(mark(StepOp::kQkvEpilogue));
+    db.k_pages = ep.k_pages;
+    db.v_pages = ep.v_pages;
+    PS_RETURN_IF_ERROR(acuda::run_cuda(*workspace, db, stream));
+    PS_RETURN_IF_ERROR(mark(StepOp::kAttention));
+    PS_RETURN_IF_ERROR(gemm->linear(attn, R, Q, w.o_w, H, x, DType::kF32, /*accumulate=*/true));
+    PS_RETURN_IF_ERROR(mark(StepOp::kOGemm));
+    PS_RETURN_IF_ERROR(
+        cuda::rmsnorm(x, nullptr, R, static_cast<int>(H), w.post_norm, eps, h, stream));
+    PS_RETURN_IF_ERROR(mark(StepOp::kPostNorm));
+    PS_RETURN_IF_ERROR(gemm->linear(h, R, H, w.gate_up_w, 2 * I, gate_up, DType::kBF16));
+    PS_RETURN_IF_ERROR(mark(StepOp::kGateUpGemm));
+    PS_RETURN_IF_ERROR(cuda::silu_mul(gate_up, R, static_cast<int>(I), act, stream));
+    PS_RETURN_IF_ERROR(mark(StepOp::kSiluMul));
+    PS_RETURN_IF_ERROR(gemm->linear(act, R, I, w.down_w, H, x, DType::kF32, /*accumulate=*/true));
+    PS_RETURN_IF_ERROR(mark(StepOp::kDownGemm));
+  }
+  if (S > 0) {
+    PS_RETURN_IF_ERROR(
+        cuda::rmsnorm(x, dm + m.samp, S, static_cast<int>(H), final_norm, eps, h, stream));
+    PS_RETURN_IF_ERROR(mark(StepOp::kFinalNorm));
+    PS_RETURN_IF_ERROR(gemm->linear(h, S, H, lm_head, V, logits_dev.as<void>(), DType::kF32));
+    PS_RETURN_IF_ERROR(mark(StepOp::kLmHead));
+  }
+  return ok_status();
+}
+
+Status CudaForwardBackend::Impl::launch_graph(const GraphKey& key, const MetaLayout& m) {
+  auto it = graphs.find(key);
+  if (it == graphs.end()) {
+    if (static_cast<int>(graphs.size()) >= options.step.max_cuda_graphs) {
+      auto lru = std::min_element(graphs.begin(), graphs.end(), [](const auto& a, const auto& b) {
+        return a.second.last_used < b.second.last_used;
+      });
+      graphs.erase(lru);
+    }
+    // This step runs eagerly (so every GEMM shape is prepared, and tuned, outside the
+    // capture); the capture only records the launches for the next steps of this shape.
+    PS_RETURN_IF_ERROR(enqueue_device_step(key, m, nullptr));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    const Status enqueued = enqueue_device_step(key, m, nullptr);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    if (!enqueued.ok() || ended != cudaSuccess) {
+      if (graph != nullptr) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      PS_RETURN_IF_ERROR(enqueued);
+      PS_MODEL_CUDA_RETURN_IF_ERROR(ended);
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    PS_MODEL_CUDA_RETURN_IF_ERROR(instantiated);
+    graphs.emplace(key, cuda::CachedGraph{cuda::GraphExec(exec), ++graph_clock});
+    profile.graph_captured = true;
+    return ok_status();
+  }
+  it->second.last_used = ++graph_clock;
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second.exec.get(), stream));
+  profile.graph_replayed = true;
+  return ok_status();
+}
+
+Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, std::vector<float>& logits) {
+  profile = CudaStepProfile{};
+  cuda::Stopwatch clock;
+  cuda::Stopwatch total;
+  const ModelConfig& c = config;
+  PS_RETURN_IF_ERROR(validate_forward_batch(batch, c, pool));
+  const int n = batch.num_requests();
+  const int R = batch.total_rows();
+  const int P = static_cast<int>(batch.page_ids.size());
+  if (R > options.max_batch_rows) {
+    return resource_exhausted("token_ids: " + str(R) +
+                              " rows, the backend was created for "
+                              "max_batch_rows = " +
+                              str(options.max_batch_rows));
+  }
+  if (P > options.max_batch_page_ids) {
+    return resource_exhausted("page_ids: " + str(P) +
+                              " entries, the backend was created for "
+                              "max_batch_page_ids = " +
+                              str(options.max_batch_page_ids));
+  }
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  int S = 0;
+  for (int r = 0; r < n; ++r) S += batch.samples[r] != 0;
+  const size_t V = c.vocab_size, KV = c.kv_size();
+  const MetaLayout m = cuda::meta_layout(R, n, S, P);
+  // Allocations (which synchronise) and the plan upload before anything is written.
+  const size_t logits_bytes = static_cast<size_t>(S) * V * 4;
+  const bool use_graph = options.step.max_graph_rows > 0 && R <= options.step.max_graph_rows &&
+                         !options.step.profile_ops;
+  // Graphs bake the logits address, so growing the buffer drops them; a graphed step
+  // therefore reserves at once the most sampling rows any graphed step can have.
+  const size_t graph_rows =
+      static_cast<size_t>(std::min(options.step.max_graph_rows, options.max_batch_rows));
+  const size_t logits_need = use_graph ? std::max(logits_bytes, graph_rows * V * 4) : logits_bytes;
+  if (logits_need > logits_dev.bytes()) {
+    graphs.clear();
+    PS_RETURN_IF_ERROR(logits_dev.reserve(logits_need, "logits"));
+  }
+  PS_RETURN_IF_ERROR(logits_pinned.reserve(logits_bytes));
+  profile.validate_ms = clock.lap();
+  if (n > 0) {
+    layout = make_attention_layout(batch, c, pool, DType::kBF16);
+    PS_RETURN_IF_ERROR(attention::validate(layout));
+    PS_ASSIGN_OR_RETURN(
+        attention::Plan p,
+        attention::make_plan(layout, attention::DeviceShape{num_ctas}, options.plan));
+    profile.plan_ms = clock.lap();
+    PS_RETURN_IF_ERROR(workspace->upload(p, stream));
+    plan = std::move(p);
+    profile.upload_ms = clock.lap();
+  }
+  // From here on the pool is written.
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_events.start(), stream));
+  if (options.step.profile_ops) {
+    timeline.begin();
+    PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
+  }
+  const size_t token_bytes = KV * 2;
+  const size_t page_bytes = token_bytes * static_cast<size_t>(pool.page_size);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    for (const kv::PageCopy& pc : batch.page_copies) {
+      for (uint16_t* base : {k_pages(l), v_pages(l)}) {
+        auto* b = reinterpret_cast<std::byte*>(base);
+        PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+            b + static_cast<size_t>(pc.dst_page) * page_bytes,
+            b + static_cast<size_t>(pc.src_page) * page_bytes,
+            token_bytes * static_cast<size_t>(pc.num_tokens), cudaMemcpyDeviceToDevice, stream));
+      }
+    }
+  }
+  if (n == 0) {
+    logits.clear();
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    profile.total_ms = total.lap();
+    return ok_status();
+  }
+
+  // Metadata: one pinned staging array in MetaLayout order, one copy.
+  int32_t* hm = meta_pinned.as<int32_t>();
+  std::copy(batch.token_ids.begin(), batch.token_ids.end(), hm + m.tok);
+  const int32_t ps = pool.page_size;
+  for (int r = 0; r < n; ++r) {
+    const int32_t q_len = batch.qo_indptr[r + 1] - batch.qo_indptr[r];
+    for (int32_t i = 0; i < q_len; ++i) {
+      const int32_t row = batch.qo_indptr[r] + i;
+      const int32_t p = batch.kv_len[r] - q_len + i;
+      hm[m.pos + row] = p;
+      hm[m.kv_page + row] = batch.page_ids[static_cast<size_t>(batch.page_indptr[r] + p / ps)];
+      hm[m.kv_slot + row] = p % ps;
+    }
+  }
+  std::copy(batch.qo_indptr.begin(), batch.qo_indptr.end(), hm + m.qo);
+  std::copy(batch.page_indptr.begin(), batch.page_indptr.end(), hm + m.pind);
+  std::copy(layout.kv_last_page_len.begin(), layout.kv_last_page_len.end(), hm + m.last);
+  for (int r = 0, s = 0; r < n; ++r) {
+    if (batch.samples[r]) hm[m.samp + s++] = batch.qo_indptr[r + 1] - 1;
+  }
+  std::copy(batch.page_ids.begin(), batch.page_ids.end(), hm + m.pids);
+  PS_MODEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(meta.as<void>(), hm, m.end * 4, cudaMemcpyHostToDevice, stream));
+  profile.metadata_ms = clock.lap();
+
+  const GraphKey key{R, n, S};
+  if (use_graph) {
+    PS_RETURN_IF_ERROR(launch_graph(key, m));
+  } else {
+    if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
+    PS_RETURN_IF_ERROR(enqueue_device_step(key, m, options.step.profile_ops ? &timeline : nullptr));
+  }
+  if (S > 0) {
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_pinned.as<void>(), logits_dev.as<void>(),
+                                                  logits_bytes, cudaMemcpyDeviceToHost, stream));
+  }
+  if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kLogitsCopy, stream));
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_events.stop(), stream));
+  profile.enqueue_ms = clock.lap();
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  profile.sync_ms = clock.lap();
+  // resize() fills only elements beyond the old size: a caller that reuses its vector for
+  // steps of one shape pays no fill. Then one copy split over the copier's threads.
+  logits.resize(static_cast<size_t>(S) * V);
+  copier->copy(logits.data(), logits_pinned.as<void>(), logits_bytes);
+  profile.logits_copy_ms = clock.lap();
+  float gpu_ms = 0.0f;
+  PS_MODEL_CUDA_RETURN_IF_ERROR(
+      cudaEventElapsedTime(&gpu_ms, step_events.start(), step_events.stop()));
+  profile.gpu_ms = gpu_ms;
+  if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.accumulate(profile.op_gpu_ms));
+  profile.total_ms = total.lap();
+  return ok_status();
+}
+
+}  // namespace packserve::model
