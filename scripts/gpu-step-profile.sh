@@ -7,6 +7,7 @@
 #      host phases and per-op GPU times (CudaStepProfile, docs/forward-cuda.md "Benchmark")
 #   3. with FULL=1, the whole forward_bench (ceilings, GEMMs alone, decode, prefill)
 #   4. nsys (when installed) on a batch-32 decode run: kernel vs API time summary
+#   with SANITIZER=1, compute-sanitizer memcheck on the graph, ops and one forward test first
 # Logs and JSON under $OUT (default ./out); a short table last.
 #
 # Here:   cmake -S . -B build-gpustep -G Ninja -DPACKSERVE_CUDA=ON -DPACKSERVE_WERROR=ON
@@ -52,6 +53,13 @@ for t in forward_cuda_test backend_factory_gpu_test; do
   echo "$t: $(grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/$t.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED  \]|graph vs eager" "$OUT/$t.log" | head -20
 done
+
+if [[ "${SANITIZER:-0}" == 1 ]]; then
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/forward_cuda_test" \
+    --gtest_filter='CudaForwardGraph.*:ModelCudaOps.*:CudaForward.LlamaMatchesCpuOnMixedSteps' \
+    >"$OUT/sanitizer.log" 2>&1
+  echo "compute-sanitizer memcheck rc=$? ($(grep -E 'ERROR SUMMARY' "$OUT/sanitizer.log"))"
+fi
 
 BENCH_ARGS=${BENCH_ARGS:---cases decode --batches 1,32,128 --profile}
 [[ "${FULL:-0}" == 1 ]] && BENCH_ARGS="--profile --cost-alpha 1,64"

@@ -161,6 +161,7 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   PS_RETURN_IF_ERROR(meta.alloc(meta_capacity * 4, "step metadata"));
   PS_RETURN_IF_ERROR(meta_pinned.reserve(meta_capacity * 4));
   PS_RETURN_IF_ERROR(step_events.create());
+  PS_RETURN_IF_ERROR(logits_events.create(kLogitsChunks));
   const int hw_threads = static_cast<int>(std::thread::hardware_concurrency());
   copier.emplace(o.logits_copy_threads > 0 ? o.logits_copy_threads
                                            : std::clamp(hw_threads / 2, 1, 8));

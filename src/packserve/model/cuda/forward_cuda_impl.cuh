@@ -110,6 +110,29 @@ class EventPair {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
+// Owning timing-free events, created once.
+class EventList {
+ public:
+  EventList() = default;
+  EventList(const EventList&) = delete;
+  EventList& operator=(const EventList&) = delete;
+  ~EventList() {
+    for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+  }
+  Status create(int n) {
+    for (int i = 0; i < n; ++i) {
+      cudaEvent_t e = nullptr;
+      PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+    }
+    return ok_status();
+  }
+  cudaEvent_t get(int i) const { return events_[static_cast<size_t>(i)]; }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
 struct LayerDev {
   uint16_t *qkv_w = nullptr, *o_w = nullptr, *gate_up_w = nullptr, *down_w = nullptr;
   float *input_norm = nullptr, *post_norm = nullptr, *qkv_b = nullptr, *q_norm = nullptr,
@@ -175,6 +198,8 @@ struct CudaForwardBackend::Impl {
   uint64_t graph_clock = 0;
   CudaStepProfile profile;
   cuda::EventPair step_events;
+  static constexpr int kLogitsChunks = 4;
+  cuda::EventList logits_events;  // [kLogitsChunks]
   cuda::OpTimeline timeline;
 
   ~Impl() {

@@ -293,20 +293,37 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, std::vector<floa
     if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
     PS_RETURN_IF_ERROR(enqueue_device_step(key, m, options.step.profile_ops ? &timeline : nullptr));
   }
-  if (S > 0) {
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_pinned.as<void>(), logits_dev.as<void>(),
-                                                  logits_bytes, cudaMemcpyDeviceToHost, stream));
+  // Logits in up to kLogitsChunks pieces of whole rows, an event after each: the host copies
+  // piece i into the caller's vector while piece i + 1 is still on its way.
+  const int rows_per_chunk = S > 0 ? (S + kLogitsChunks - 1) / kLogitsChunks : 1;
+  const int chunks = (S + rows_per_chunk - 1) / rows_per_chunk;  // <= kLogitsChunks, each >= 1 row
+  const size_t row_bytes = V * 4;
+  for (int i = 0; i < chunks; ++i) {
+    const size_t first = static_cast<size_t>(i) * rows_per_chunk;
+    const size_t rows = std::min<size_t>(rows_per_chunk, S - first);
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_pinned.as<std::byte>() + first * row_bytes,
+                                                  logits_dev.as<std::byte>() + first * row_bytes,
+                                                  rows * row_bytes, cudaMemcpyDeviceToHost,
+                                                  stream));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(logits_events.get(i), stream));
   }
   if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kLogitsCopy, stream));
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_events.stop(), stream));
   profile.enqueue_ms = clock.lap();
-  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  profile.sync_ms = clock.lap();
-  // resize() fills only elements beyond the old size: a caller that reuses its vector for
-  // steps of one shape pays no fill. Then one copy split over the copier's threads.
+  // resize() fills only elements beyond the old size (a caller that reuses its vector for
+  // steps of one shape pays no fill), and runs while the device works.
   logits.resize(static_cast<size_t>(S) * V);
-  copier->copy(logits.data(), logits_pinned.as<void>(), logits_bytes);
-  profile.logits_copy_ms = clock.lap();
+  for (int i = 0; i < chunks; ++i) {
+    const size_t first = static_cast<size_t>(i) * rows_per_chunk;
+    const size_t rows = std::min<size_t>(rows_per_chunk, S - first);
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(logits_events.get(i)));
+    profile.sync_ms += clock.lap();
+    copier->copy(reinterpret_cast<std::byte*>(logits.data()) + first * row_bytes,
+                 logits_pinned.as<std::byte>() + first * row_bytes, rows * row_bytes);
+    profile.logits_copy_ms += clock.lap();
+  }
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  profile.sync_ms += clock.lap();
   float gpu_ms = 0.0f;
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaEventElapsedTime(&gpu_ms, step_events.start(), step_events.stop()));

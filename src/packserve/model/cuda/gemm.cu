@@ -130,7 +130,45 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
     uncached_ = std::move(plan);
     return uncached_.get();
   }
-  if (autotune_ && rows <= kMaxTunedRows && num_found > 1) {
+  // Candidates: the heuristic's picks, plus split-K variants of those that support it (the
+  // small-row GEMMs with few output tiles leave SMs idle; cuBLASLt checks each variant, and the
+  // reduction goes through the workspace in f32, without atomics).
+  cublasLtMatmulAlgo_t candidates[kMaxCandidates];
+  int num_candidates = 0;
+  for (int i = 0; i < num_found; ++i) candidates[num_candidates++] = found[i].algo;
+  if (autotune_ && rows <= kMaxTunedRows) {
+    for (int i = 0; i < num_found; ++i) {
+      int32_t splitk = 0;
+      uint32_t schemes = 0;
+      size_t written = 0;
+      if (cublasLtMatmulAlgoCapGetAttribute(&found[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT,
+                                            &splitk, sizeof splitk,
+                                            &written) != CUBLAS_STATUS_SUCCESS ||
+          splitk == 0 ||
+          cublasLtMatmulAlgoCapGetAttribute(&found[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK,
+                                            &schemes, sizeof schemes,
+                                            &written) != CUBLAS_STATUS_SUCCESS ||
+          (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) == 0) {
+        continue;
+      }
+      const int32_t splits[] = {2, 4, 8};
+      for (const int32_t k : splits) {
+        cublasLtMatmulAlgo_t algo = found[i].algo;
+        const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        cublasLtMatmulHeuristicResult_t check{};
+        if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k,
+                                                 sizeof k) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                 &scheme, sizeof scheme) == CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulAlgoCheck(lt_handle(lt_), plan->op, plan->a, plan->b, plan->c, plan->c,
+                                    &algo, &check) == CUBLAS_STATUS_SUCCESS &&
+            check.workspaceSize <= kWorkspaceBytes && num_candidates < kMaxCandidates) {
+          candidates[num_candidates++] = algo;
+        }
+      }
+    }
+  }
+  if (autotune_ && rows <= kMaxTunedRows && num_candidates > 1) {
     void* out_ptr = y;
     const size_t out_bytes =
         static_cast<size_t>(rows) * static_cast<size_t>(out) * (y_type == CUDA_R_32F ? 4 : 2);
@@ -150,12 +188,12 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
     const float alpha = 1.0f, beta = 0.0f;
     float best_ms = std::numeric_limits<float>::infinity();
     Status failed = ok_status();
-    for (int i = 0; i < num_found && failed.ok(); ++i) {
+    for (int i = 0; i < num_candidates && failed.ok(); ++i) {
       bool ran = true;
       for (int rep = 0; rep <= kTuneReps && ran; ++rep) {
         if (rep == 1) (void)cudaEventRecord(start, stream_);
         ran = cublasLtMatmul(lt_handle(lt_), plan->op, &alpha, w, plan->a, x, plan->b, &beta,
-                             out_ptr, plan->c, out_ptr, plan->c, &found[i].algo, workspace_,
+                             out_ptr, plan->c, out_ptr, plan->c, &candidates[i], workspace_,
                              kWorkspaceBytes, stream_) == CUBLAS_STATUS_SUCCESS;
       }
       if (!ran) continue;  // a candidate that refuses the problem is skipped
@@ -169,7 +207,7 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
       (void)cudaEventElapsedTime(&ms, start, stop);
       if (ms < best_ms) {
         best_ms = ms;
-        plan->algo = found[i].algo;
+        plan->algo = candidates[i];
       }
     }
     (void)cudaEventDestroy(start);

@@ -6,11 +6,13 @@
 //
 // Algorithm per shape (rows, in, out, y dtype), chosen once and cached:
 //   * autotune on and rows <= kMaxTunedRows (decode-sized): the first eager call times the
-//     cuBLASLt heuristic's best kTuneCandidates algorithms (1 warm-up + kTuneReps runs each,
+//     cuBLASLt heuristic's best kTuneCandidates algorithms and the split-K variants (2, 4, 8
+//     splits, f32 reduction in the workspace) of those that support it, at most
+//     kMaxCandidates (1 warm-up + kTuneReps runs each,
 //     CUDA events, beta = 0 into y, or into a scratch buffer when accumulating so that y is not
 //     disturbed) and keeps the fastest; small-row GEMMs are memory-bound and the heuristic's
 //     first pick reached only 0.6-0.87 of copy bandwidth on an H100 (docs/forward-cuda.md).
-//     One-time cost: about (kTuneCandidates x (kTuneReps + 1)) GEMMs per new shape.
+//     One-time cost: at most kMaxCandidates x (kTuneReps + 1) GEMMs per new shape.
 //   * otherwise the heuristic's first algorithm.
 // Inside a stream capture a shape that is not cached yet gets the heuristic's first algorithm
 // without caching it (nothing may synchronise during a capture); the CUDA forward runs every
@@ -41,7 +43,8 @@ class Gemm {
  public:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's own Hopper default
   static constexpr int64_t kMaxTunedRows = 512;
-  static constexpr int kTuneCandidates = 10;
+  static constexpr int kTuneCandidates = 8;  // heuristic picks asked for
+  static constexpr int kMaxCandidates = 24;  // with their split-K variants (2, 4, 8 splits)
   static constexpr int kTuneReps = 3;
 
   // Creates the cuBLASLt handle bound to `stream` with its workspace. kInternal when
