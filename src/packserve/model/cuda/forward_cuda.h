@@ -1,16 +1,18 @@
 // forward_cuda.h: the CUDA forward backend (issue 4 "Forward and sampling"): bf16 weights
-// uploaded once, cuBLAS bf16 GEMMs with f32 accumulation, the attention engine's persistent
-// kernels (attention/cuda/run_cuda.h) with ONE plan per step, and the kernels of ops.h.
-// Computes what CpuForwardBackend (forward_cpu.h) computes, in bf16:
+// uploaded once, cuBLASLt bf16 GEMMs with f32 accumulation (gemm.h), the attention engine's
+// persistent kernels (attention/cuda/run_cuda.h) with ONE plan per step, and the kernels of
+// ops.h. Computes what CpuForwardBackend (forward_cpu.h) computes, in bf16:
 //   validate (forward_batch.h) -> make_plan -> upload the plan into the Workspace -> page_copies
 //   (device copies) -> upload the step's int32 metadata (one copy) -> embedding gather (f32 x)
-//   -> per layer:
+//   and the step's RoPE cos/sin table -> per layer:
 //        h = RMSNorm(x) (bf16) -> qkv = h Wqkv^T (f32) -> qkv_epilogue: + bias (Qwen2),
 //        per-head q/k RMSNorm (Qwen3), RoPE at each row's position, q -> bf16, k/v -> their
 //        page slots (bf16) -> run_cuda(plan) -> x += attn Wo^T (f32, in the GEMM)
 //        -> h = RMSNorm(x) -> gate_up = h Wgu^T (bf16) -> act = silu(g) * u (bf16)
 //        -> x += act Wd^T (f32, in the GEMM)
-//   -> final RMSNorm of the sampling rows only -> logits = h Wlm^T (f32) -> host, synchronise.
+//   -> final RMSNorm of the sampling rows only -> logits = h Wlm^T (f32) -> host.
+// The device part (embedding to LM head) of a step of <= CudaStepOptions::max_graph_rows rows
+// replays a CUDA graph captured for the step's shape (forward_step.cu, docs/forward-cuda.md).
 // Precision: weights, K/V pages and GEMM inputs bf16; the residual stream x and every GEMM
 // accumulation f32; norms sum in f32; RoPE angles and cos/sin in double (as the CPU backend).
 // KV pool: per layer k and v of [num_pages, page_size, num_kv_heads, head_dim] bf16, zeroed at
@@ -18,7 +20,8 @@
 // Failure contract: every check (batch, pool, capacity, plan upload) runs before anything is
 // written, so kInvalidArgument / kResourceExhausted leave the KV pool unchanged; a kInternal
 // (a device fault) may leave the pages of this batch's rows partly written.
-// Thread-safety: one thread drives a backend; it owns its CUDA stream and cuBLAS handle.
+// Thread-safety: one thread drives a backend; it owns its CUDA stream, cuBLASLt handle and the
+// logits copier's worker threads (used only inside forward()).
 // The header includes no CUDA header (STYLE.md §1).
 #pragma once
 
