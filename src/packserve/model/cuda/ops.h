@@ -6,6 +6,7 @@
 //   embed_gather:  x[r, :] = f32(embed[token_ids[r], :])
 //   rmsnorm:       y[i, j] = bf16(x[s, j] / sqrt(mean_k(x[s, k]^2) + eps) * w[j]),
 //                  s = row_index ? row_index[i] : i                 (sum of squares in f32)
+//   rope_cos_sin:  cos_sin[r, p] = (f32(cos), f32(sin))(positions[r] * inv_freq[p]) in double
 //   qkv_epilogue:  per row r of a fused f32 [rows, Q + 2 KV] buffer:
 //                    v += bias (Qwen2); q, k heads: RMSNorm over head_dim with q_norm/k_norm
 //                    (Qwen3); RoPE rotate-half at positions[r] with angle = pos * inv_freq[p]
@@ -13,7 +14,10 @@
 //                    call); then q -> q_out[r] (bf16) and k, v -> the pages at
 //                    (kv_page[r], kv_slot[r]) of [num_pages, page_size, num_kv_heads, head_dim];
 //                    one warp per (row, head), head_dim 64/128/256
+//   rmsnorm:       one pass (row in registers, float4) when hidden % 4 == 0 and <= 8192,
+//                  else two passes
 //   silu_mul:      y[r, i] = bf16(g / (1 + exp(-g)) * u), g = gate_up[r, i], u = gate_up[r, I+i]
+//                  (16-byte vectors when I % 8 == 0)
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
