@@ -2,7 +2,8 @@
 # gpu-check.sh: the one GPU check of issue 6, run ON the GPU machine from the repository root:
 #   1. the gpu-labelled tests (run_cuda_test: GPU vs CPU executor vs float64 reference)
 #   2. compute-sanitizer memcheck and racecheck on small mixed batches
-#   3. bench/gpu/attention_bench (ceilings + our kernels), 4. scripts/gpu_peers.py (PyTorch)
+#   3. bench/gpu/attention_bench (ceilings + our kernels), forward_bench, plan_bench (the
+#      planner on this machine's host CPU), 4. scripts/gpu_peers.py (PyTorch)
 # and writes a markdown table to $OUT/summary.md (printed last), logs beside it.
 #
 # Binaries: the device machine has no gtest/spdlog/fmt dev packages, so build HERE (same
@@ -20,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry
 export TESTS="run_cuda_test forward_cuda_test backend_factory_gpu_test"
-TARGETS="$TESTS attention_bench forward_bench packserve"
+TARGETS="$TESTS attention_bench forward_bench packserve plan_bench"
 if [[ "${1:-}" == "--targets" ]]; then echo "$TARGETS"; exit 0; fi
 if [[ "${1:-}" == "--pack" ]]; then
   set -e
@@ -89,6 +90,10 @@ if ! skip bench; then
   timeout 300 "$BIN/attention_bench" >"$OUT/bench.jsonl" 2>"$OUT/bench.err"; echo "bench rc=$?"
   timeout 200 "$BIN/forward_bench" >"$OUT/forward_bench.jsonl" 2>"$OUT/forward_bench.err"
   echo "forward_bench rc=$?"
+  # The planner runs on this machine's host CPU when serving: time it here too.
+  timeout 120 "$BIN/plan_bench" --benchmark_min_time=0.3 --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true >"$OUT/plan_bench.txt" 2>&1
+  echo "plan_bench rc=$?"; grep -E "_median" "$OUT/plan_bench.txt"
 fi
 if ! skip peers; then
   PYTHONUNBUFFERED=1 timeout 300 python3 scripts/gpu_peers.py ${PEERS_ARGS:-} >"$OUT/peers.jsonl" 2>"$OUT/peers.err"

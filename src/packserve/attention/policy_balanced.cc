@@ -7,11 +7,13 @@
 // 2. Maximum chunk size (Algorithm 1 line 3): L_kv = ceil(sum of tile KV lengths / C), where
 //    C = the CTAs one head gets (plan.h ctas_per_head, the plan's queues), floored at
 //    kMinChunkTokens (one largest KV tile) and rounded up to a page, so chunk boundaries never
-//    cut a page. With `deterministic`, L_kv = deterministic_kv_chunk_tokens rounded up to a
-//    page, independent of the batch. Per request, L_r = max(L_kv, q_len * page_size): a long
-//    prefill (many tiles, plenty of parallelism) is split less, which keeps every request
-//    within the plan-buffer budget q_len + pages (see append_causal_pieces). L_r depends on
-//    the request only, so determinism holds.
+//    cut a page. When there are at most C query tiles and the smallest page multiple whose
+//    pieces number at most C (one per queue: no queue of short tails) exceeds L_kv by at most
+//    kMinChunkTokens, L_kv is raised to it. With
+//    `deterministic`, L_kv = deterministic_kv_chunk_tokens rounded up to a page, independent of the
+//    batch. Per request, L_r = max(L_kv, q_len * page_size): a long prefill (many tiles, plenty of
+//    parallelism) is split less, which keeps every request within the plan-buffer budget q_len +
+//    pages (see append_causal_pieces). L_r depends on the request only, so determinism holds.
 // 3. Each tile's KV [0, l) is cut at multiples of L_r (absolute key positions); a chunk keeps
 //    the tile rows whose position is >= its start.
 // 4. Chunks sorted longest first (ties: request order, then tile, then chunk), each assigned
@@ -36,16 +38,50 @@ Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& de
   const int ctas = plan.num_ctas;
 
   int64_t total_kv = 0;  // sum over query tiles of their causal KV length
+  int64_t num_tiles = 0;
   for (int r = 0; r < batch; ++r) {
     const int first_pos = layout.kv_len(r) - layout.q_len(r);
     for (int a = 0; a < layout.q_len(r); a += tile_rows) {
       total_kv += first_pos + std::min(a + tile_rows, layout.q_len(r));
+      ++num_tiles;
     }
   }
-  const int64_t chunk_tokens =
+  int64_t chunk_tokens =
       options.deterministic
           ? round_up(options.deterministic_kv_chunk_tokens, page)
           : round_up(std::max<int64_t>(ceil_div(total_kv, ctas), kMinChunkTokens), page);
+  if (!options.deterministic && num_tiles <= ctas) {
+    // Fewer tiles than queues: the smallest page-multiple chunk >= L_kv whose pieces fit one
+    // per queue (FlashInfer's chunk search), so no queue runs a row of short tail pieces
+    // (32 tiles of 2048 keys on 33 queues: L_kv 1992 would leave 32 pieces of 56 keys on one
+    // queue; the search keeps the 32 tiles whole). Bounded: at most `ctas` tiles.
+    auto pieces = [&](int64_t chunk) {
+      int64_t n = 0;
+      for (int r = 0; r < batch; ++r) {
+        const int q_len = layout.q_len(r);
+        const int first_pos = layout.kv_len(r) - q_len;
+        const int64_t part = std::max<int64_t>(chunk, static_cast<int64_t>(q_len) * page);
+        for (int a = 0; a < q_len; a += tile_rows) {
+          n += ceil_div(first_pos + std::min(a + tile_rows, q_len), part);
+        }
+      }
+      return n;
+    };
+    int64_t lo = chunk_tokens / page, hi = lo;
+    while (pieces(hi * page) > ctas) hi *= 2;  // terminates: one piece per tile at most
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (pieces(mid * page) <= ctas) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    // Only when that costs at most one largest KV tile more per piece: with skewed lengths
+    // the search would leave the longest request whole on one queue (a makespan of its
+    // length instead of about L_kv).
+    if (hi * page <= chunk_tokens + kMinChunkTokens) chunk_tokens = hi * page;
+  }
 
   std::vector<int32_t> all_rows(static_cast<size_t>(layout.total_rows()));
   std::iota(all_rows.begin(), all_rows.end(), 0);

@@ -117,6 +117,36 @@ TEST(BalancedPolicy, ListSchedulingBoundAndPageAlignedChunks) {
   }
 }
 
+TEST(BalancedPolicy, FewTilesGetOnePiecePerQueueNotShortTails) {
+  // 32 decode rows of 2048 keys on 33 queues: L_kv = ceil(65536 / 33) -> 1992 would cut every
+  // request into 1992 + 56 keys and LPT would stack the 32 tails on the idle queue. The chunk
+  // search keeps the 32 tiles whole: one item per request, no merges.
+  LayoutBuilder b(1, 1, 64, 16);
+  for (int i = 0; i < 32; ++i) b.add({}, 2048, 1);
+  const Plan plan = balanced(b.layout(), 33);
+  ASSERT_TRUE(check_invariants(plan, b.layout()).ok());
+  EXPECT_EQ(plan.items.size(), 32u);
+  EXPECT_EQ(plan.num_merges(), 0);
+  // 8 such rows on 33 queues: pieces of 512 keys (4 per request, 32 <= 33), equal sizes.
+  LayoutBuilder few(1, 1, 64, 16);
+  for (int i = 0; i < 8; ++i) few.add({}, 2048, 1);
+  const Plan split = balanced(few.layout(), 33);
+  ASSERT_TRUE(check_invariants(split, few.layout()).ok());
+  EXPECT_EQ(split.items.size(), 32u);
+  for (const WorkItem& it : split.items) EXPECT_EQ(it.kv_tokens(), 512);
+  // Skewed lengths: keeping the 8000-key request whole (the only chunk with <= 5 pieces)
+  // would cost far more than L_kv = ceil(8900 / 5) = 1780 -> 1792, so the search result is
+  // not taken and the long request is cut into pieces of 1792.
+  LayoutBuilder skew(1, 1, 64, 16);
+  skew.add({}, 8000, 1);
+  for (int i = 0; i < 3; ++i) skew.add({}, 300, 1);
+  const Plan skewed = balanced(skew.layout(), 5);
+  ASSERT_TRUE(check_invariants(skewed, skew.layout()).ok());
+  int32_t longest = 0;
+  for (const WorkItem& it : skewed.items) longest = std::max(longest, it.kv_tokens());
+  EXPECT_EQ(longest, 1792);
+}
+
 TEST(BalancedPolicy, FewerCtasThanKvHeads) {
   // 4 kv heads on 3 CTAs: one queue, run by one CTA per head (a grid of 4).
   LayoutBuilder b(8, 4, 64, 16);

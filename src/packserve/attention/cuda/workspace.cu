@@ -128,10 +128,28 @@ Status Workspace::upload(const Plan& plan, StreamHandle stream) {
     return Status(s.code(), "workspace region plan_buffer: " + s.message() +
                                 "; create the Workspace with a larger PlanCapacity");
   }
-  // From pageable memory: returns once the source is staged, so staging_ may be reused.
-  PS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base_ + regions_[0].offset_bytes, staging_.data(),
-                                          staging_.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                          stream));
+  // Only the used head of each region travels (kernels read only the counts the header
+  // gives), not the whole capacity-sized buffer. From pageable memory: each copy returns once
+  // its source is staged, so staging_ may be reused.
+  const int32_t* b = staging_.data();
+  const struct {
+    int offset;
+    int64_t count;
+  } used[] = {{0, kHeaderFields},
+              {layout_.off_cta_indptr, b[kHdrNumCtas] + 1},
+              {layout_.off_cta_items, b[kHdrNumItems]},
+              {layout_.off_items, static_cast<int64_t>(b[kHdrNumItems]) * kItemFields},
+              {layout_.off_item_rows, b[kHdrNumItemRows]},
+              {layout_.off_merge_indptr, b[kHdrNumMerges] + 1},
+              {layout_.off_merge_row, b[kHdrNumMerges]},
+              {layout_.off_merge_slots, b[kHdrNumMergeSlots]}};
+  auto* device_plan = reinterpret_cast<int32_t*>(base_ + regions_[0].offset_bytes);
+  for (const auto& r : used) {
+    if (r.count == 0) continue;
+    PS_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device_plan + r.offset, b + r.offset,
+                                            static_cast<size_t>(r.count) * sizeof(int32_t),
+                                            cudaMemcpyHostToDevice, stream));
+  }
   has_plan_ = true;
   return ok_status();
 }
