@@ -98,16 +98,19 @@ std::vector<Node> build_forest(const BatchLayout& layout, const std::vector<int3
       members.push_back(r);
     }
   }
-  // Sort key of member m at page index k: (page id, request).
+  // Sort key of member m at page index k: (members ending at k first, page id, request),
+  // packed into one integer (page ids are >= 0, validate()) so the sort compares plain keys.
+  std::vector<uint64_t> keys;
   auto sort_at = [&](size_t b, size_t e, int32_t k) {
-    std::sort(members.begin() + b, members.begin() + e, [&](int32_t x, int32_t y) {
-      const bool x_more = shareable[x] > k;
-      const bool y_more = shareable[y] > k;
-      if (x_more != y_more) return !x_more;  // members ending at k first
-      const int32_t px = x_more ? pages_of(layout, x)[k] : 0;
-      const int32_t py = y_more ? pages_of(layout, y)[k] : 0;
-      return px != py ? px < py : x < y;
-    });
+    keys.resize(e - b);
+    for (size_t i = b; i < e; ++i) {
+      const int32_t m = members[i];
+      const uint64_t page =
+          shareable[m] > k ? static_cast<uint64_t>(pages_of(layout, m)[k]) + 1 : 0;
+      keys[i - b] = page << 32 | static_cast<uint32_t>(m);
+    }
+    std::sort(keys.begin(), keys.end());
+    for (size_t i = b; i < e; ++i) members[i] = static_cast<int32_t>(keys[i - b] & 0xffffffffu);
   };
   struct Group {
     size_t begin, end;
