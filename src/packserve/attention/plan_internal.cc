@@ -86,23 +86,23 @@ void sort_longest_first(const UnitList& list, std::vector<int32_t>& order) {
 
 }  // namespace
 
-void assign_lpt(const UnitList& list, int group_size, int num_local_ctas, double alpha, double beta,
-                std::vector<int32_t>& order, std::vector<int32_t>& local_cta) {
+void assign_lpt(const UnitList& list, int group_size, int num_queues, double alpha, double beta,
+                std::vector<int32_t>& order, std::vector<int32_t>& queue) {
   const size_t n = list.units.size();
   sort_longest_first(list, order);
-  local_cta.resize(n);
+  queue.resize(n);
   // Tournament tree over the CTAs' loads (leaves padded to a power of two with +inf): node v
   // holds the CTA of least load below it, the left one on ties, so the root is "the least
   // loaded, lowest index". Adding a unit updates one leaf-to-root path with branch-free
   // selects: log2(CTAs) steps, no unpredictable branches.
   int leaves = 1;
-  while (leaves < num_local_ctas) leaves *= 2;
+  while (leaves < num_queues) leaves *= 2;
   std::vector<double> load_storage(static_cast<size_t>(leaves),
                                    std::numeric_limits<double>::infinity());
   std::vector<int32_t> winner_storage(static_cast<size_t>(2 * leaves));
   double* const load = load_storage.data();
   int32_t* const winner = winner_storage.data();
-  std::fill_n(load, num_local_ctas, 0.0);
+  std::fill_n(load, num_queues, 0.0);
   for (int c = 0; c < leaves; ++c) winner[leaves + c] = c;
   for (int v = leaves - 1; v >= 1; --v) {
     winner[v] = load[winner[2 * v + 1]] < load[winner[2 * v]] ? winner[2 * v + 1] : winner[2 * v];
@@ -112,7 +112,7 @@ void assign_lpt(const UnitList& list, int group_size, int num_local_ctas, double
   for (size_t k = 0; k < n; ++k) {
     const int32_t best = winner[1];  // the root (a lone leaf is its own root)
     const Unit& u = units[order[k]];
-    local_cta[k] = best;
+    queue[k] = best;
     double best_load = load[best] + row_cost * static_cast<double>(u.num_rows()) +
                        beta * static_cast<double>(u.kv_tokens());
     load[best] = best_load;

@@ -81,12 +81,12 @@ void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, 
                           int32_t kv_end, int64_t part_tokens, const int32_t* rows,
                           int32_t num_rows, UnitList& out);
 
-// Assigns units to `num_local_ctas` CTAs by seed 004 Algorithm 1: units sorted by KV length
+// Assigns units to `num_queues` CTA queues by seed 004 Algorithm 1: units sorted by KV length
 // descending (ties: lower unit index first), each popped onto the least-loaded CTA of a
-// min-heap (ties: lower CTA index) with cost alpha * folded rows + beta * kv tokens.
-// Returns, in execution order, the unit indices and their local CTA.
-void assign_lpt(const UnitList& list, int group_size, int num_local_ctas, double alpha, double beta,
-                std::vector<int32_t>& order, std::vector<int32_t>& local_cta);
+// tournament tree (ties: lower queue index) with cost alpha * folded rows + beta * kv tokens.
+// Returns, in execution order, the unit indices and their queue.
+void assign_lpt(const UnitList& list, int group_size, int num_queues, double alpha, double beta,
+                std::vector<int32_t>& order, std::vector<int32_t>& queue);
 
 // Turns the units, in execution order with their CTA queue, into the plan's items (tiles
 // from the selectors) and finalizes it. The plan is head-implicit (plan.h): these items are

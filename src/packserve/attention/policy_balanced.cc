@@ -17,7 +17,7 @@
 // 3. Each tile's KV [0, l) is cut at multiples of L_r (absolute key positions); a chunk keeps
 //    the tile rows whose position is >= its start.
 // 4. Chunks sorted longest first (ties: request order, then tile, then chunk), each assigned
-//    to the least-loaded CTA (min-heap, ties to the lower CTA) with cost
+//    to the least-loaded CTA (tournament tree, ties to the lower CTA) with cost
 //    cost_alpha * folded rows + cost_beta * keys; a CTA runs its chunks in assignment order.
 // 5. Heads: every head has the same chunks, so each queue runs once per head (FlashInfer's
 //    2-D grid); merge entries list slots in ascending kv_begin (finalize_plan).
