@@ -15,7 +15,8 @@
 // Determinism: each request owns its RNG (seeded from SamplingParams::seed) and draws exactly
 // one uniform per non-greedy token, so a seed gives the same tokens whatever else is batched.
 // Logprob: log_softmax of the raw, unmodified logits (no temperature, no filtering) at the
-// sampled token, float64 internally -- what vLLM reports by default ("raw_logprobs").
+// sampled token, float64 internally -- what vLLM reports by default ("raw_logprobs"); computed
+// only when SamplingParams::logprobs (it costs a pass over the vocabulary).
 // Thread-safety: one RequestSampler per request, used by one thread.
 #pragma once
 
@@ -30,7 +31,7 @@ namespace packserve::engine {
 
 struct SampledToken {
   int32_t token_id = 0;
-  float logprob = 0.0f;  // log_softmax(raw logits)[token_id]
+  float logprob = 0.0f;  // log_softmax(raw logits)[token_id]; 0 unless params.logprobs
 };
 
 class RequestSampler {
@@ -49,9 +50,13 @@ class RequestSampler {
   std::vector<Candidate> candidates(std::span<const float> logits) const;
 
  private:
+  // One uniform from the RNG, walked over `kept` (renormalized probabilities).
+  int32_t draw(const std::vector<Candidate>& kept);
+
   SamplingParams params_;
   Rng rng_;
   mutable std::vector<Candidate> scratch_;
+  std::vector<double> weights_;  // temperature-only sampling: weights per token, reused
 };
 
 // log_softmax(logits)[token] in float64.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -66,7 +67,9 @@ TEST(SamplerTest, TemperatureTwoIsSquareRootRenormalized) {
   double z = 0;
   for (double p : kProbs) z += std::sqrt(p);
   expect_candidates(params(2.0), logits_of(kProbs),
-                    {{0, std::sqrt(0.1) / z}, {1, std::sqrt(0.4) / z}, {2, std::sqrt(0.2) / z},
+                    {{0, std::sqrt(0.1) / z},
+                     {1, std::sqrt(0.4) / z},
+                     {2, std::sqrt(0.2) / z},
                      {3, std::sqrt(0.3) / z}});
 }
 
@@ -98,8 +101,7 @@ TEST(SamplerTest, MinPIsAppliedBeforeTopP) {
   // min_p 0.4 (threshold 0.16) drops token 0, leaving 0.4/0.9, 0.3/0.9, 0.2/0.9; top_p 0.75
   // on those: 0.444, 0.778 >= 0.75 -> {1, 3}. (top-p first on the full distribution would
   // keep {1, 3, 2}: 0.4, 0.7 < 0.75, 0.9.)
-  expect_candidates(params(1.0, 0, 0.75, 0.4), logits_of(kProbs),
-                    {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_candidates(params(1.0, 0, 0.75, 0.4), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
 }
 
 TEST(SamplerTest, TiesAtTheTopKCutGoToTheLowerId) {
@@ -129,14 +131,24 @@ TEST(SamplerTest, DrawFrequenciesMatchTheKeptDistribution) {
   expect_frequencies(params(1.0, 0, 0.65), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
   expect_frequencies(params(1.0, 3), logits_of(kProbs),
                      {{1, 0.4 / 0.9}, {3, 0.3 / 0.9}, {2, 0.2 / 0.9}});
-  expect_frequencies(params(1.0, 0, 1.0, 0.6), logits_of(kProbs),
-                     {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_frequencies(params(1.0, 0, 1.0, 0.6), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  // Temperature-only sampling takes a path without a candidate list: same distribution.
+  double z = 0;
+  for (double p : kProbs) z += std::sqrt(p);
+  expect_frequencies(params(2.0), logits_of(kProbs),
+                     {{0, std::sqrt(0.1) / z},
+                      {1, std::sqrt(0.4) / z},
+                      {2, std::sqrt(0.2) / z},
+                      {3, std::sqrt(0.3) / z}});
+  const float inf = std::numeric_limits<float>::infinity();
+  expect_frequencies(params(1.0), {inf, 0.0f, inf, -inf}, {{0, 0.5}, {2, 0.5}});
 }
 
 TEST(SamplerTest, SameSeedSameTokens) {
   std::vector<float> logits(50);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) * 0.3f;
-  RequestSampler a(params(1.0, 0, 0.9), 99), b(params(1.0, 0, 0.9), 99), c(params(1.0, 0, 0.9), 100);
+  RequestSampler a(params(1.0, 0, 0.9), 99), b(params(1.0, 0, 0.9), 99),
+      c(params(1.0, 0, 0.9), 100);
   std::vector<int32_t> ta, tb, tc;
   for (int i = 0; i < 100; ++i) {
     ta.push_back(a.sample(logits).token_id);
@@ -151,7 +163,9 @@ TEST(SamplerTest, LogprobIsRawLogSoftmax) {
   // Independent of temperature and filtering: log p of the unmodified distribution.
   const auto logits = logits_of(kProbs);
   for (double t : {0.0, 0.5, 2.0}) {
-    RequestSampler s(params(t, 2), 5);
+    SamplingParams p = params(t, 2);
+    p.logprobs = true;
+    RequestSampler s(p, 5);
     for (int i = 0; i < 20; ++i) {
       const SampledToken tok = s.sample(logits);
       EXPECT_NEAR(tok.logprob, std::log(kProbs[static_cast<size_t>(tok.token_id)]), 1e-6);
