@@ -70,8 +70,8 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   for (std::size_t i = 0; i < r.stop_token_ids.size(); ++i) {
     if (r.stop_token_ids[i] >= engine.vocab_size()) {
       const std::string f = "stop_token_ids[" + std::to_string(i) + "]";
-      return bad_request(f + ": not below the vocabulary size " +
-                             std::to_string(engine.vocab_size()), f);
+      return bad_request(
+          f + ": not below the vocabulary size " + std::to_string(engine.vocab_size()), f);
     }
   }
   ApiResult<std::vector<int32_t>> ids = tokenize_prompt(engine, r);
@@ -133,14 +133,15 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
   std::optional<engine::RequestOutput> out = s.stream->next(kPollInterval);
   if (!out) {
     if (s.stopping && s.stopping->load()) return false;
-    const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
-                                                                            s.last_write);
+    const auto idle =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - s.last_write);
     if (idle.count() >= s.heartbeat_ms) return write(sink, s, sse_comment("keep-alive"));
     return true;
   }
   const auto lp = logprobs_of(*s.engine, *out, s.ctx.logprobs);
   if (!out->text_delta.empty() || !lp.empty() || (s.first && !out->finished)) {
-    if (!write(sink, s, sse_data(stream_chunk(s.ctx, out->text_delta, std::nullopt, lp, s.first)))) {
+    if (!write(sink, s,
+               sse_data(stream_chunk(s.ctx, out->text_delta, std::nullopt, lp, s.first)))) {
       return false;
     }
     s.first = false;
@@ -171,6 +172,8 @@ void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateO
   state->ctx = ctx;
   state->heartbeat_ms = options.heartbeat_ms;
   state->stopping = options.stopping;
+  OpenStreams* open_streams = options.open_streams;
+  if (open_streams) open_streams->opened();
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -183,12 +186,13 @@ void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateO
           return false;
         }
       },
-      [state](bool /*success*/) {
+      [state, open_streams](bool /*success*/) {
         if (!state->finished) {
           PS_LOG_INFO("server", "req={} client gone or stream abandoned: cancelling",
                       state->stream->id());
           state->engine->cancel(state->stream->id());
         }
+        if (open_streams) open_streams->closed();
       });
 }
 
@@ -223,6 +227,21 @@ void respond_whole(EngineApi& engine, const GenerateOptions& options, OutputStre
 
 }  // namespace
 
+void OpenStreams::opened() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++open_;
+}
+
+void OpenStreams::closed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (--open_ == 0) cv_.notify_all();
+}
+
+bool OpenStreams::wait_all_closed(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return cv_.wait_for(lock, timeout, [&] { return open_ == 0; });
+}
+
 void set_error(httplib::Response& res, const ApiError& error) {
   res.status = error.status;
   res.set_content(error_body(error), "application/json");
@@ -233,8 +252,8 @@ ApiError engine_error(const Status& status) {
     case StatusCode::kInvalidArgument: {
       std::optional<std::string> param;
       const std::string& m = status.message();
-      if (auto colon = m.find(':'); colon != std::string::npos && colon < 40 &&
-                                    m.find(' ') > colon) {
+      if (auto colon = m.find(':');
+          colon != std::string::npos && colon < 40 && m.find(' ') > colon) {
         param = m.substr(0, colon);
       }
       return bad_request(m, param);

@@ -9,8 +9,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "packserve/server/api_error.h"
@@ -24,10 +27,26 @@ struct Response;
 
 namespace packserve::server {
 
+// Counts streaming responses not yet released, so that shutdown can let streams whose engine
+// requests already finished write their last events before the sockets close.
+class OpenStreams {
+ public:
+  void opened();
+  void closed();
+  // true when none is open (now or before `timeout` passes).
+  bool wait_all_closed(std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int64_t open_ = 0;  // guarded by mutex_
+};
+
 struct GenerateOptions {
   std::string served_model_name;
   int64_t heartbeat_ms = 2000;
   const std::atomic<bool>* stopping = nullptr;  // the server is shutting down
+  OpenStreams* open_streams = nullptr;          // optional: told of each streaming response
 };
 
 // Writes `error` as the response.

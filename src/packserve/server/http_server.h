@@ -8,7 +8,8 @@
 // noticed when a write fails (a comment line is written after `heartbeat_ms` of silence so
 // a queued request notices too) and its request is cancelled: its pages return to the pool.
 // Lifecycle: kLoading (generation routes answer 503) -> set_engine() -> kReady ->
-// begin_drain() -> kDraining (503 again; live requests go on) -> stop().
+// begin_drain() -> kDraining (503 again; live requests go on) -> wait_streams_flushed() ->
+// stop().
 // Failure contract: every answer to a bad request is an OpenAI error object (api_error.h);
 // an exception inside a handler becomes a 500 error object, never a crash.
 // Thread-safety: all public methods are thread-safe.
@@ -61,6 +62,10 @@ class HttpServer {
   // -> kDraining: new generation requests get 503; requests already running go on.
   void begin_drain();
   ServerState state() const;
+  // Waits until every streaming response has written its last event (or its client left):
+  // call after the engine drained, before stop(), so finished streams are not cut. false
+  // when some were still open after `timeout`.
+  bool wait_streams_flushed(std::chrono::milliseconds timeout);
   // Stops accepting, ends the worker threads (open streams end) and joins. Idempotent.
   void stop();
 
