@@ -2,6 +2,7 @@
 #include "packserve/engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -9,6 +10,8 @@ namespace packserve::engine {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
+constexpr size_t kWeightBlock = 1024;
 
 double finite_or_neg_inf(float x) { return std::isnan(x) ? kNegInf : static_cast<double>(x); }
 
@@ -16,21 +19,94 @@ bool is_greedy(const SamplingParams& params) {
   return params.temperature == 0.0 || params.top_k == 1;
 }
 
+// max(logits) with NaN ignored (-inf when every entry is NaN or -inf). `x > m ? x : m` is
+// NaN-safe; eight independent lanes let it vectorize (maxps).
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+float max_logit(std::span<const float> logits) {
+  float lanes[8];
+  std::fill(lanes, lanes + 8, kNegInfF);
+  const float* x = logits.data();
+  const size_t n = logits.size();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (size_t l = 0; l < 8; ++l) lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
+  }
+  float m = kNegInfF;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (float lane : lanes) m = lane > m ? lane : m;
+  return m;
+}
+
+// exp(y) for y <= 0 in float32; 0 for y < -87 (where the result would be subnormal) and for
+// NaN. y = n ln2 + f with |f| <= ln2 / 2 (ln2 split in two so f is exact), e^f by its Taylor
+// polynomial of degree 7 (truncation < 4e-9), 2^n from the exponent bits. Branch-free, so
+// the weight loop vectorizes; no libm, so every machine gets the same bits.
+inline float exp_nonpositive(float y) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693145751953125f;  // 11 significant bits: n * kLn2Hi is exact
+  constexpr float kLn2Lo = 1.42860682030941723e-6f;
+  constexpr float kRound = 12582912.0f;      // 1.5 * 2^23: t + kRound rounds t to an integer
+  const float yc = y > -87.0f ? y : -87.0f;  // also maps NaN to -87 (the result is fixed below)
+  const float shifted = yc * kLog2e + kRound;
+  const float n = shifted - kRound;  // round(y log2 e), in [-126, 0]
+  const float f = (yc - n * kLn2Hi) - n * kLn2Lo;
+  float p = 1.0f / 5040.0f;
+  p = p * f + 1.0f / 720.0f;
+  p = p * f + 1.0f / 120.0f;
+  p = p * f + 1.0f / 24.0f;
+  p = p * f + 1.0f / 6.0f;
+  p = p * f + 0.5f;
+  p = p * f + 1.0f;
+  p = p * f + 1.0f;
+  const int32_t e = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
+  const float two_n = std::bit_cast<float>((e + 127) << 23);
+  return y >= -87.0f ? p * two_n : 0.0f;
+}
+
+// Weights w[i] = exp((x[i] - max_logit) inv_t), 0 where below min_p (relative to the most
+// likely token, whose weight is 1); block_sums[b] = sum of block b of kWeightBlock weights.
+// Returns the total. An AVX2 clone is picked at load time where the CPU has it: no FMA and a
+// fixed summation order, so both clones give the same bits.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+double
+compute_weights(const float* x, size_t n, float max_logit, float inv_t, float min_p, float* w,
+                double* block_sums) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = exp_nonpositive((x[i] - max_logit) * inv_t);
+    w[i] = v >= min_p ? v : 0.0f;
+  }
+  double total = 0.0;
+  for (size_t begin = 0, b = 0; begin < n; begin += kWeightBlock, ++b) {
+    const size_t end = std::min(n, begin + kWeightBlock);
+    // Eight independent partial sums (a fixed order, so the same bits everywhere).
+    float lanes[8] = {};
+    size_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      for (size_t l = 0; l < 8; ++l) lanes[l] += w[i + l];
+    }
+    float sum = 0.0f;
+    for (; i < end; ++i) sum += w[i];
+    for (float lane : lanes) sum += lane;
+    block_sums[b] = sum;
+    total += sum;
+  }
+  return total;
+}
+
 }  // namespace
 
 int32_t argmax_lowest(std::span<const float> logits) {
-  int32_t best = 0;
-  double best_value = kNegInf;
-  bool found = false;
+  // Two vectorizable passes: the maximum, then its first index.
+  const float m = max_logit(logits);
+  if (m == kNegInfF) return 0;  // nothing above -inf: the first token, as ties go
   for (size_t i = 0; i < logits.size(); ++i) {
-    const double v = finite_or_neg_inf(logits[i]);
-    if (!found || v > best_value) {  // strict: ties keep the lower index
-      best = static_cast<int32_t>(i);
-      best_value = v;
-      found = true;
-    }
+    if (logits[i] == m) return static_cast<int32_t>(i);
   }
-  return best;
+  return 0;  // unreachable: m is one of the logits
 }
 
 double log_softmax_at(std::span<const float> logits, int32_t token) {
@@ -48,57 +124,101 @@ double log_softmax_at(std::span<const float> logits, int32_t token) {
   return x_token - m - std::log(z);
 }
 
-std::vector<RequestSampler::Candidate> RequestSampler::candidates(
-    std::span<const float> logits) const {
+double RequestSampler::fill_weights(std::span<const float> logits, float max_logit) {
+  weights_.resize(logits.size());
+  block_sums_.resize((logits.size() + kWeightBlock - 1) / kWeightBlock);
+  return compute_weights(logits.data(), logits.size(), max_logit,
+                         static_cast<float>(1.0 / params_.temperature),
+                         static_cast<float>(params_.min_p), weights_.data(), block_sums_.data());
+}
+
+int32_t RequestSampler::walk_weights(double total) {
+  const double target = rng_.uniform() * total;
+  double cum = 0.0;
+  size_t b = 0;
+  for (; b + 1 < block_sums_.size(); ++b) {
+    if (cum + block_sums_[b] > target) break;
+    cum += block_sums_[b];
+  }
+  // Block b holds the target (or is the last block, when rounding left it unreached).
+  const size_t begin = b * kWeightBlock;
+  const size_t end = std::min(weights_.size(), begin + kWeightBlock);
+  int32_t last_kept = -1;
+  for (size_t i = begin; i < end; ++i) {
+    if (weights_[i] == 0.0f) continue;
+    last_kept = static_cast<int32_t>(i);
+    cum += weights_[i];
+    if (cum > target) return last_kept;
+  }
+  if (last_kept >= 0) return last_kept;  // rounding fallback: the last kept token of the block
+  for (size_t i = begin; i-- > 0;) {
+    if (weights_[i] != 0.0f) return static_cast<int32_t>(i);
+  }
+  return 0;  // unreachable: the most likely token always has weight 1
+}
+
+void RequestSampler::order_and_cut(std::vector<Candidate>& kept) const {
+  if (params_.top_k <= 0 && params_.top_p >= 1.0) return;  // token-id order is kept
+  // Weight order equals scaled-logit order (exp is monotone); ties by the lower id. A strict
+  // total order, so "the k most likely" is one set whatever the selection algorithm.
+  auto more_likely = [](const Candidate& a, const Candidate& b) {
+    return a.prob != b.prob ? a.prob > b.prob : a.token_id < b.token_id;
+  };
+  const auto at = [&](size_t i) { return kept.begin() + static_cast<std::ptrdiff_t>(i); };
+  size_t k = kept.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < k) {
+    k = static_cast<size_t>(params_.top_k);
+    std::nth_element(kept.begin(), at(k - 1), kept.end(), more_likely);
+    kept.resize(k);
+  }
+  if (params_.top_p >= 1.0) {
+    std::sort(kept.begin(), kept.end(), more_likely);
+    return;
+  }
+  double total = 0.0;
+  for (const Candidate& c : kept) total += c.prob;
+  // Relative slack so a cut exactly on a cumulative sum is not lost to rounding.
+  const double target = params_.top_p * total * (1.0 - 1e-12);
+  // Sort a growing most-likely prefix until it holds the target mass: the top-p set of a
+  // real next-token distribution is usually a few tokens of a vocabulary of 150k.
+  size_t sorted = 0;
+  size_t prefix = std::min(k, size_t{64});
+  double cum = 0.0;
+  for (;;) {
+    if (prefix < k) std::nth_element(at(sorted), at(prefix - 1), kept.end(), more_likely);
+    std::sort(at(sorted), at(prefix), more_likely);
+    for (; sorted < prefix; ++sorted) {
+      cum += kept[sorted].prob;
+      if (cum >= target) {
+        kept.resize(sorted + 1);
+        return;
+      }
+    }
+    if (prefix == k) return;  // rounding: every token kept
+    prefix = std::min(k, prefix * 8);
+  }
+}
+
+std::vector<RequestSampler::Candidate> RequestSampler::candidates(std::span<const float> logits) {
   std::vector<Candidate> out;
   if (logits.empty()) return out;
   if (is_greedy(params_)) {
     out.push_back({argmax_lowest(logits), 1.0});
     return out;
   }
-  const double inv_t = 1.0 / params_.temperature;
-  double m = kNegInf;
-  for (float x : logits) m = std::max(m, finite_or_neg_inf(x));
-  if (m == kNegInf || m == std::numeric_limits<double>::infinity()) {
+  const float m = max_logit(logits);
+  if (m == kNegInfF || m == std::numeric_limits<float>::infinity()) {
     // Degenerate rows: every token at the maximum is equally likely.
     for (size_t i = 0; i < logits.size(); ++i) {
-      if (finite_or_neg_inf(logits[i]) == m) out.push_back({static_cast<int32_t>(i), 1.0});
+      if (logits[i] == m) out.push_back({static_cast<int32_t>(i), 1.0});
     }
   } else {
-    // Weights relative to the most likely token (its weight is 1), so min-p compares directly.
-    for (size_t i = 0; i < logits.size(); ++i) {
-      const double w = std::exp((finite_or_neg_inf(logits[i]) - m) * inv_t);
-      if (w > 0.0 && w >= params_.min_p) out.push_back({static_cast<int32_t>(i), w});
+    fill_weights(logits, m);
+    for (size_t i = 0; i < weights_.size(); ++i) {
+      if (weights_[i] != 0.0f) out.push_back({static_cast<int32_t>(i), weights_[i]});
     }
   }
-  const bool need_order = params_.top_k > 0 || params_.top_p < 1.0;
-  if (need_order) {
-    // Weight order equals scaled-logit order (exp is monotone); ties by the lower id.
-    auto more_likely = [](const Candidate& a, const Candidate& b) {
-      return a.prob != b.prob ? a.prob > b.prob : a.token_id < b.token_id;
-    };
-    const size_t k =
-        params_.top_k > 0 ? std::min(out.size(), static_cast<size_t>(params_.top_k)) : out.size();
-    std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(k), out.end(),
-                      more_likely);
-    out.resize(k);
-    if (params_.top_p < 1.0) {
-      double total = 0.0;
-      for (const Candidate& c : out) total += c.prob;
-      // Relative slack so a cut exactly on a cumulative sum is not lost to rounding.
-      const double target = params_.top_p * total * (1.0 - 1e-12);
-      double cum = 0.0;
-      size_t keep = out.size();
-      for (size_t i = 0; i < out.size(); ++i) {
-        cum += out[i].prob;
-        if (cum >= target) {
-          keep = i + 1;
-          break;
-        }
-      }
-      out.resize(std::max<size_t>(keep, 1));
-    }
-  }
+  order_and_cut(out);
   double total = 0.0;
   for (const Candidate& c : out) total += c.prob;
   for (Candidate& c : out) c.prob /= total;
@@ -109,38 +229,15 @@ SampledToken RequestSampler::sample(std::span<const float> logits) {
   SampledToken result;
   if (is_greedy(params_)) {
     result.token_id = argmax_lowest(logits);
-  } else if (params_.top_k <= 0 && params_.top_p >= 1.0) {
-    // No ordering needed (the common temperature-only case): the same walk in token-id order
-    // as candidates() gives, over unnormalized weights in a reused buffer, with no candidate
-    // list built per token (151,936 entries for Qwen3).
-    const double inv_t = 1.0 / params_.temperature;
-    double m = kNegInf;
-    for (float x : logits) m = std::max(m, finite_or_neg_inf(x));
-    if (m == kNegInf || m == std::numeric_limits<double>::infinity()) {
-      scratch_ = candidates(logits);  // degenerate rows: the rare path
-      result.token_id = draw(scratch_);
-    } else {
-      weights_.resize(logits.size());
-      double total = 0.0;
-      for (size_t i = 0; i < logits.size(); ++i) {
-        double w = std::exp((finite_or_neg_inf(logits[i]) - m) * inv_t);
-        if (!(w > 0.0 && w >= params_.min_p)) w = 0.0;
-        weights_[i] = w;
-        total += w;
-      }
-      const double target = rng_.uniform() * total;
-      double cum = 0.0;
-      result.token_id = -1;
-      for (size_t i = 0; i < weights_.size(); ++i) {
-        if (weights_[i] == 0.0) continue;
-        result.token_id = static_cast<int32_t>(i);  // rounding fallback: the last kept token
-        cum += weights_[i];
-        if (cum > target) break;
-      }
-    }
   } else {
-    scratch_ = candidates(logits);
-    result.token_id = draw(scratch_);
+    const float m = max_logit(logits);
+    const bool degenerate = m == kNegInfF || m == std::numeric_limits<float>::infinity();
+    if (params_.top_k <= 0 && params_.top_p >= 1.0 && !degenerate) {
+      result.token_id = walk_weights(fill_weights(logits, m));
+    } else {
+      scratch_ = candidates(logits);
+      result.token_id = draw(scratch_);
+    }
   }
   // A full pass over the vocabulary: only when the request asked for logprobs.
   if (params_.logprobs) {

@@ -2,16 +2,19 @@
 //
 // Pipeline, applied in this order (vLLM v1's order):
 //   1. temperature == 0 (or top_k == 1): greedy, the argmax; ties go to the lowest token id.
-//   2. scale logits by 1 / temperature; p = softmax over the whole vocabulary (float64).
-//   3. min-p: drop tokens with p < min_p * max(p).
+//   2. scale logits by 1 / temperature; weights w = exp(scaled - max) (float32, our own
+//      polynomial exp: relative error < 1e-6, the same bits on every machine), p = w / sum(w).
+//   3. min-p: drop tokens with p < min_p * max(p), i.e. w < min_p.
 //   4. top-k: keep the k most likely survivors.
 //   5. top-p: of the survivors renormalized, keep the smallest most-likely-first prefix whose
 //      mass is >= top_p (always at least one token).
 //   6. draw u ~ U[0, 1) from the request's own RNG and walk the kept tokens until their
 //      cumulative (renormalized) mass exceeds u: most likely first when top-k or top-p is on
-//      (they sort anyway), in token-id order otherwise (no O(V log V) sort per token).
+//      (only the kept prefix is sorted), in token-id order otherwise (no sort and no candidate
+//      list: per-block sums of the weights find the block, then one block is walked).
 // "Most likely first" orders by (scaled logit desc, token id asc), so equal logits are broken
 // by the lower id and the result is a pure function of (logits, params, RNG state).
+// Cost per row of 151,936 logits: bench/cpu/sampler_bench.cc (docs/benchmarks.md).
 // Determinism: each request owns its RNG (seeded from SamplingParams::seed) and draws exactly
 // one uniform per non-greedy token, so a seed gives the same tokens whatever else is batched.
 // Logprob: log_softmax of the raw, unmodified logits (no temperature, no filtering) at the
@@ -47,16 +50,24 @@ class RequestSampler {
     int32_t token_id;
     double prob;
   };
-  std::vector<Candidate> candidates(std::span<const float> logits) const;
+  std::vector<Candidate> candidates(std::span<const float> logits);
 
  private:
+  // Steps 2-3 into weights_ (0 = dropped) and block_sums_; returns the sum of the weights.
+  // `max_logit`: the finite maximum of the logits (NaN counting as -inf).
+  double fill_weights(std::span<const float> logits, float max_logit);
+  // Step 6 in token-id order over weights_ (total: fill_weights' result).
+  int32_t walk_weights(double total);
+  // Steps 4-5 on `kept` (all weights > 0, any order) -> most likely first, renormalized.
+  void order_and_cut(std::vector<Candidate>& kept) const;
   // One uniform from the RNG, walked over `kept` (renormalized probabilities).
   int32_t draw(const std::vector<Candidate>& kept);
 
   SamplingParams params_;
   Rng rng_;
-  mutable std::vector<Candidate> scratch_;
-  std::vector<double> weights_;  // temperature-only sampling: weights per token, reused
+  std::vector<Candidate> scratch_;  // reused per token
+  std::vector<float> weights_;      // [vocab], reused per token
+  std::vector<double> block_sums_;  // sum of weights_ per block of kWeightBlock tokens
 };
 
 // log_softmax(logits)[token] in float64.

@@ -1,0 +1,58 @@
+// sampler_bench.cc: host time to sample one token from one row of Qwen3-sized logits
+// (151,936 entries) with RequestSampler, per sampling mode. The engine samples every
+// sampling row of a step on its thread, so this times the per-row host cost of a decode step
+// (issue 5: serving latency). Logits: N(0, 3) from a fixed seed, like a flat LM head.
+//   sampler_bench [benchmark flags]
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "packserve/engine/sampler.h"
+
+namespace {
+
+using packserve::engine::RequestSampler;
+using packserve::engine::SamplingParams;
+
+constexpr size_t kVocab = 151936;
+
+std::vector<float> random_logits() {
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(kVocab);
+  for (float& x : logits) x = normal(gen);
+  return logits;
+}
+
+void run(benchmark::State& state, SamplingParams params) {
+  const std::vector<float> logits = random_logits();
+  RequestSampler sampler(params, 1);
+  for (auto _ : state) benchmark::DoNotOptimize(sampler.sample(logits));
+  state.SetItemsProcessed(state.iterations());
+}
+
+SamplingParams with(double temperature, int32_t top_k, double top_p, bool logprobs) {
+  SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.logprobs = logprobs;
+  return p;
+}
+
+void BM_Greedy(benchmark::State& s) { run(s, with(0.0, 0, 1.0, false)); }
+void BM_Temperature(benchmark::State& s) { run(s, with(1.0, 0, 1.0, false)); }
+void BM_TemperatureLogprobs(benchmark::State& s) { run(s, with(1.0, 0, 1.0, true)); }
+void BM_TopK50(benchmark::State& s) { run(s, with(1.0, 50, 1.0, false)); }
+void BM_TopP09(benchmark::State& s) { run(s, with(1.0, 0, 0.9, false)); }
+
+BENCHMARK(BM_Greedy);
+BENCHMARK(BM_Temperature);
+BENCHMARK(BM_TemperatureLogprobs);
+BENCHMARK(BM_TopK50);
+BENCHMARK(BM_TopP09);
+
+}  // namespace
+
+BENCHMARK_MAIN();
