@@ -24,6 +24,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
   cmd.add_flag("--no-prefix-caching", f.no_prefix_caching, p + "disable the prefix cache");
   cmd.add_option("--threads", f.threads, p + "CPU attention executor threads")
       ->capture_default_str();
+  cmd.add_option("--sampler-threads", f.sampler_threads,
+                 p + "host threads sampling a step's rows; 0: min(8, hardware threads)")
+      ->capture_default_str();
   add_backend_flags(cmd, f.backend, p);
 }
 
@@ -41,6 +44,11 @@ Status apply_engine_flags(const EngineFlags& f, engine::EngineConfig& config) {
     return invalid_argument("--attention-policy: " + attention_policy.status().message());
   }
   config.plan.policy = *attention_policy;
+  if (f.sampler_threads < 0 || f.sampler_threads > 64) {
+    return invalid_argument("--sampler-threads: expected 0 (auto) to 64, got " +
+                            std::to_string(f.sampler_threads));
+  }
+  config.num_sampler_threads = f.sampler_threads;
   return ok_status();
 }
 

@@ -4,7 +4,8 @@
 //   --num-pages N (0: cpu_default_num_pages on cpu, from --gpu-memory-utilization on cuda)
 //   --page-size N  --max-num-batched-tokens N  --max-num-running-requests N
 //   --policy fcfs|aimd  --attention-policy naive|balanced|prefix  --no-prefix-caching
-//   --threads N (CPU attention executor)  and the backend flags of backend_flags.h.
+//   --threads N (CPU attention executor)  --sampler-threads N  and the backend flags of
+//   backend_flags.h.
 // Thread-safety: call from one thread at start-up.
 #pragma once
 
@@ -27,6 +28,7 @@ struct EngineFlags {
   std::string attention_policy = "balanced";
   bool no_prefix_caching = false;
   int threads = 1;
+  int32_t sampler_threads = 0;  // 0: auto
   BackendFlags backend;
   int32_t cpu_default_num_pages = 2048;  // what --num-pages 0 means on the CPU backend
 };
@@ -35,7 +37,8 @@ struct EngineFlags {
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& help_prefix = "");
 
 // Sets config.kv (pages, page size, prefix caching), config.scheduler (budget, running limit,
-// policy) and config.plan.policy. Errors: kInvalidArgument naming the flag.
+// policy), config.plan.policy and config.num_sampler_threads. Errors: kInvalidArgument naming the
+// flag.
 Status apply_engine_flags(const EngineFlags& flags, engine::EngineConfig& config);
 
 }  // namespace packserve::cli

@@ -81,6 +81,10 @@ Status EngineConfig::validate() const {
     return invalid_argument("max_waiting_requests: expected >= 1, got " +
                             std::to_string(max_waiting_requests));
   }
+  if (num_sampler_threads < 0 || num_sampler_threads > 64) {
+    return invalid_argument("num_sampler_threads: expected 0 (auto) to 64, got " +
+                            std::to_string(num_sampler_threads));
+  }
   return ok_status();
 }
 
@@ -122,14 +126,15 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   Impl& impl = *engine->impl_;
   impl.config = config;
   impl.vocab_size = mc.vocab_size;
-  int64_t model_len = config.max_model_len > 0 ? config.max_model_len
-                                               : mc.max_position_embeddings;
+  int64_t model_len = config.max_model_len > 0 ? config.max_model_len : mc.max_position_embeddings;
   if (model_len <= 0) model_len = std::numeric_limits<int32_t>::max();
   impl.max_model_len =
       static_cast<int32_t>(std::min<int64_t>(model_len, std::numeric_limits<int32_t>::max()));
   for (int64_t id : mc.eos_token_ids) impl.eos_token_ids.push_back(static_cast<int32_t>(id));
   impl.backend = std::move(backend);
   impl.scheduler = std::move(scheduler);
+  impl.sampler_pool = std::make_unique<WorkerPool>(
+      config.num_sampler_threads > 0 ? config.num_sampler_threads : default_worker_threads());
   impl.seed_rng = Rng(config.seed);
   impl.start_time = std::chrono::steady_clock::now();
   impl.metrics.ttft_ms = make_latency_histogram();
@@ -140,10 +145,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   impl.metrics.pages_free = kv_stats.pages_free;
   PS_LOG_INFO("engine",
               "started backend={} vocab_size={} max_model_len={} num_pages={} page_size={} "
-              "max_num_batched_tokens={} policy={}",
+              "max_num_batched_tokens={} policy={} sampler_threads={}",
               impl.backend->name(), impl.vocab_size, impl.max_model_len, config.kv.num_pages,
               config.kv.page_size, config.scheduler.max_num_batched_tokens,
-              sched::scheduling_policy_name(config.scheduler.policy));
+              sched::scheduling_policy_name(config.scheduler.policy),
+              impl.sampler_pool->num_threads());
   impl.thread = std::thread([&impl] { impl.run(); });
   return engine;
 }
@@ -162,22 +168,21 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(GenerateRequest request) {
   Status valid = request.sampling.validate();
   if (!valid.ok()) return reject(valid);
   const auto& prompt = request.prompt_token_ids;
-  if (prompt.empty()) return reject(invalid_argument("prompt_token_ids: expected >= 1 token, got 0"));
+  if (prompt.empty())
+    return reject(invalid_argument("prompt_token_ids: expected >= 1 token, got 0"));
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= impl.vocab_size) {
-      return reject(invalid_argument("prompt_token_ids[" + std::to_string(i) +
-                                     "]: expected a token id in [0, " +
-                                     std::to_string(impl.vocab_size) + "), got " +
-                                     std::to_string(prompt[i])));
+      return reject(invalid_argument(
+          "prompt_token_ids[" + std::to_string(i) + "]: expected a token id in [0, " +
+          std::to_string(impl.vocab_size) + "), got " + std::to_string(prompt[i])));
     }
   }
   for (size_t i = 0; i < request.sampling.stop_token_ids.size(); ++i) {
     const int32_t id = request.sampling.stop_token_ids[i];
     if (id >= impl.vocab_size) {
-      return reject(invalid_argument("stop_token_ids[" + std::to_string(i) +
-                                     "]: expected a token id in [0, " +
-                                     std::to_string(impl.vocab_size) + "), got " +
-                                     std::to_string(id)));
+      return reject(invalid_argument(
+          "stop_token_ids[" + std::to_string(i) + "]: expected a token id in [0, " +
+          std::to_string(impl.vocab_size) + "), got " + std::to_string(id)));
     }
   }
   const int64_t total = static_cast<int64_t>(prompt.size()) + request.sampling.max_tokens;
@@ -242,8 +247,8 @@ void Engine::drain(std::chrono::milliseconds grace) {
   std::unique_lock lock(impl.mutex);
   impl.draining = true;
   if (!impl.idle_cv.wait_for(lock, grace, [&] { return impl.num_live == 0; })) {
-    PS_LOG_WARN("engine", "drain grace of {} ms over: cancelling {} live requests",
-                grace.count(), impl.num_live);
+    PS_LOG_WARN("engine", "drain grace of {} ms over: cancelling {} live requests", grace.count(),
+                impl.num_live);
     impl.cancel_all = true;
     impl.wake_cv.notify_all();
     impl.idle_cv.wait(lock, [&] { return impl.num_live == 0; });

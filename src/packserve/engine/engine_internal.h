@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "packserve/common/rng.h"
+#include "packserve/common/worker_pool.h"
 #include "packserve/engine/engine.h"
 #include "packserve/engine/sampler.h"
 #include "packserve/engine/stop_strings.h"
@@ -92,10 +93,10 @@ struct Engine::Impl {
   std::condition_variable idle_cv;  // drain() waits here for num_live == 0
   std::vector<Pending> inbox;
   std::vector<RequestId> cancels;
-  bool cancel_all = false;  // drain() past its grace, or stop()
-  bool draining = false;    // submit() refused
-  bool stopping = false;    // the thread exits once nothing is live
-  int64_t num_live = 0;     // submitted and not yet finished
+  bool cancel_all = false;       // drain() past its grace, or stop()
+  bool draining = false;         // submit() refused
+  bool stopping = false;         // the thread exits once nothing is live
+  int64_t num_live = 0;          // submitted and not yet finished
   int64_t waiting_snapshot = 0;  // scheduler waiting + staged after the last step
   RequestId next_id = 1;
   Rng seed_rng{0};
@@ -108,11 +109,11 @@ struct Engine::Impl {
   // ---- engine thread only ----
   std::unique_ptr<sched::Scheduler> scheduler;
   std::unordered_map<RequestId, std::unique_ptr<LiveRequest>> live;
+  std::unique_ptr<WorkerPool> sampler_pool;  // a step's rows are sampled in parallel
   std::thread thread;
 
   double now_ms() const {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                     start_time)
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_time)
         .count();
   }
   // ---- the engine thread (engine_loop.cc) ----

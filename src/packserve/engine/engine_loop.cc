@@ -50,22 +50,27 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     }
     sched::StepOutput out;
     out.sampled_token_ids.assign(batch.sequences.size(), 0);
-    int64_t row = 0;
+    rows.clear();
     for (size_t i = 0; i < batch.sequences.size(); ++i) {
       const sched::ScheduledSequence& seq = batch.sequences[i];
       if (!seq.samples_token) continue;
-      std::span<const float> row_logits(logits.data() + row * vocab, static_cast<size_t>(vocab));
-      ++row;
       auto it = impl.live.find(seq.id);
       PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
-      LiveRequest& r = *it->second;
+      rows.push_back({i, it->second.get()});
+    }
+    // Each row touches only its own request (its sampler and RNG): the rows run in parallel
+    // and the tokens do not depend on the number of threads.
+    impl.sampler_pool->run(static_cast<int64_t>(rows.size()), [&](int64_t row) {
+      const SampleRow& job = rows[static_cast<size_t>(row)];
+      std::span<const float> row_logits(logits.data() + row * vocab, static_cast<size_t>(vocab));
+      LiveRequest& r = *job.request;
       const SampledToken sampled = r.sampler.sample(row_logits);
-      out.sampled_token_ids[i] = sampled.token_id;
+      out.sampled_token_ids[job.sequence] = sampled.token_id;
       r.step_logprob = sampled.logprob;
       if (r.return_last_prompt_logits && r.num_output_tokens == 0 && r.captured_logits.empty()) {
         r.captured_logits.assign(row_logits.begin(), row_logits.end());
       }
-    }
+    });
     out.step_duration_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return out;
@@ -76,6 +81,11 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   std::vector<RequestId> batch_ids;  // of the last execute()
   model::ForwardBatch fb;
   std::vector<float> logits;
+  struct SampleRow {
+    size_t sequence;  // index in the batch
+    LiveRequest* request;
+  };
+  std::vector<SampleRow> rows;  // this step's sampling rows, in logits order
 };
 
 namespace {
@@ -98,8 +108,8 @@ RequestOutput& update_of(LiveRequest& r) {
 }  // namespace
 
 void Engine::Impl::admit(Pending& pending, double now_ms) {
-  auto r = std::make_unique<LiveRequest>(pending.id, pending.request, pending.stream, tok,
-                                         pending.seed);
+  auto r =
+      std::make_unique<LiveRequest>(pending.id, pending.request, pending.stream, tok, pending.seed);
   const double arrival = pending.request.arrival_time_ms;
   r->arrival_time_ms = arrival < 0.0 ? now_ms : std::min(arrival, now_ms);
   if (!r->params.ignore_eos) r->stop_token_ids.insert(eos_token_ids.begin(), eos_token_ids.end());
@@ -121,8 +131,7 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
   if (!s.ok()) finish(ref, "error", now_ms, s.to_string());
 }
 
-void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms,
-                          std::string error) {
+void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms, std::string error) {
   RequestOutput& u = update_of(r);
   if (reason != "error" && !r.matcher.stopped()) {
     u.text_delta += r.matcher.push(r.decoder.finish());
@@ -137,11 +146,16 @@ void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms,
   const double e2e_ms = time_ms - r.arrival_time_ms;
   {
     std::lock_guard lock(metrics_mutex);
-    if (reason == "stop") ++metrics.requests_finished_stop;
-    else if (reason == "length") ++metrics.requests_finished_length;
-    else if (reason == "cancelled") ++metrics.requests_cancelled;
-    else if (reason == "kv_exhausted") ++metrics.requests_kv_exhausted;
-    else ++metrics.requests_error;
+    if (reason == "stop")
+      ++metrics.requests_finished_stop;
+    else if (reason == "length")
+      ++metrics.requests_finished_length;
+    else if (reason == "cancelled")
+      ++metrics.requests_cancelled;
+    else if (reason == "kv_exhausted")
+      ++metrics.requests_kv_exhausted;
+    else
+      ++metrics.requests_error;
     if (reason == "stop" || reason == "length") {
       observe(metrics.e2e_ms, e2e_ms);
       if (r.num_output_tokens >= 2 && r.first_token_time_ms.has_value()) {
@@ -150,8 +164,9 @@ void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms,
       }
     }
   }
-  PS_LOG_DEBUG("engine", "req={} finished reason={} prompt_tokens={} output_tokens={} e2e_ms={:.1f}",
-               r.id, reason, r.num_prompt_tokens, r.num_output_tokens, e2e_ms);
+  PS_LOG_DEBUG("engine",
+               "req={} finished reason={} prompt_tokens={} output_tokens={} e2e_ms={:.1f}", r.id,
+               reason, r.num_prompt_tokens, r.num_output_tokens, e2e_ms);
   r.stream->push(std::move(u));
   const RequestId id = r.id;
   live.erase(id);  // r is gone from here on
@@ -265,9 +280,8 @@ void Engine::Impl::run() {
     bool cancel_everything = false;
     {
       std::unique_lock lock(mutex);
-      wake_cv.wait(lock, [&] {
-        return !inbox.empty() || !cancels.empty() || stopping || !live.empty();
-      });
+      wake_cv.wait(lock,
+                   [&] { return !inbox.empty() || !cancels.empty() || stopping || !live.empty(); });
       new_requests.swap(inbox);
       new_cancels.swap(cancels);
       cancel_everything = cancel_all;

@@ -30,6 +30,7 @@ struct EngineSetup {
   int32_t max_waiting_requests = 1024;
   bool prefix_caching = true;
   sched::SchedulingPolicy policy = sched::SchedulingPolicy::kFcfs;
+  int32_t num_sampler_threads = 0;
 };
 
 struct TestEngine {
@@ -46,6 +47,7 @@ TestEngine make_engine(NextTokenFn next, const EngineSetup& s = {}) {
   config.scheduler.check_invariants_every_step = true;
   config.max_waiting_requests = s.max_waiting_requests;
   config.scheduler.policy = s.policy;
+  config.num_sampler_threads = s.num_sampler_threads;
   auto backend = std::make_unique<FakeBackend>(kVocab, s.num_pages, s.page_size, std::move(next));
   TestEngine t;
   t.backend = backend.get();
@@ -156,8 +158,8 @@ TEST(EngineTest, ConcurrentSubmitsFromSeveralThreads) {
       }
       for (auto& [prompt, stream] : mine) {
         const Collected c = collect(*stream);
-        const auto expected = testing::reference_greedy(
-            testing::hash_next_token, prompt, c.last.num_output_tokens, {});
+        const auto expected = testing::reference_greedy(testing::hash_next_token, prompt,
+                                                        c.last.num_output_tokens, {});
         if (!c.finished || c.token_ids != expected || c.last.finish_reason != "length") {
           ++mismatches;
         }
@@ -189,13 +191,13 @@ TEST(EngineTest, CancelMidStreamReturnsPages) {
   EXPECT_EQ(c.last.finish_reason, "cancelled");
   EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
   EXPECT_EQ(t.engine->metrics().requests_cancelled, 1);
-  t.engine->cancel(12345);  // unknown: ignored
+  t.engine->cancel(12345);       // unknown: ignored
   t.engine->cancel((*s)->id());  // finished: ignored
 }
 
 TEST(EngineTest, StopStringAcrossTokenBoundariesIsExcluded) {
-  auto t = make_engine(script_model({{'A', ids_of("hi ENX then END world")},
-                                     {'B', ids_of("no stop here")}}));
+  auto t = make_engine(
+      script_model({{'A', ids_of("hi ENX then END world")}, {'B', ids_of("no stop here")}}));
   GenerateRequest r = greedy_request({'A'}, 40);
   r.sampling.stop = {"END", "zzz"};
   auto a = t.engine->submit(r);
@@ -207,7 +209,8 @@ TEST(EngineTest, StopStringAcrossTokenBoundariesIsExcluded) {
   EXPECT_EQ(ca.last.finish_reason, "stop");
   // The tokens up to the one completing the stop string were produced.
   EXPECT_EQ(ca.token_ids, ids_of("hi ENX then END"));
-  for (const std::string& d : ca.deltas) EXPECT_EQ(d.find('E', d.find("EN") + 3), std::string::npos);
+  for (const std::string& d : ca.deltas)
+    EXPECT_EQ(d.find('E', d.find("EN") + 3), std::string::npos);
   const Collected cb = collect(**b);
   EXPECT_EQ(cb.text, "no stop here");  // EOS ends it; EOS adds no text
   EXPECT_EQ(cb.last.finish_reason, "stop");
@@ -337,14 +340,33 @@ TEST(EngineTest, BackendErrorFailsOnlyThatStepsRequests) {
   ASSERT_TRUE(good.ok());
   const Collected cg = collect(**good);
   EXPECT_EQ(cg.last.finish_reason, "length");
-  EXPECT_EQ(cg.token_ids, testing::reference_greedy(testing::hash_next_token, ids_of("good"), 6, {}));
+  EXPECT_EQ(cg.token_ids,
+            testing::reference_greedy(testing::hash_next_token, ids_of("good"), 6, {}));
   EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
   EXPECT_EQ(t.engine->metrics().requests_error, 1);
 }
 
+TEST(EngineTest, BadSamplerThreadsIsAClearError) {
+  for (int32_t threads : {-1, 65}) {
+    EngineConfig config;
+    config.kv.num_pages = 16;
+    config.kv.page_size = 4;
+    config.num_sampler_threads = threads;
+    auto created = Engine::create(
+        config, std::make_unique<FakeBackend>(kVocab, 16, 4, testing::hash_next_token),
+        testing::make_test_tokenizer());
+    ASSERT_FALSE(created.ok());
+    EXPECT_EQ(created.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(created.status().message().find("num_sampler_threads"), std::string::npos)
+        << created.status().message();
+  }
+}
+
 TEST(EngineTest, SameSeedSameTokensAcrossBatchCompositions) {
-  auto run = [](int num_others) {
-    auto t = make_engine(testing::hash_next_token);
+  auto run = [](int num_others, int32_t sampler_threads) {
+    EngineSetup setup;
+    setup.num_sampler_threads = sampler_threads;
+    auto t = make_engine(testing::hash_next_token, setup);
     std::vector<std::shared_ptr<RequestStream>> others;
     for (int i = 0; i < num_others; ++i) {
       GenerateRequest o = greedy_request(ids_of("other " + std::to_string(i * 37)), 3 + i);
@@ -361,10 +383,13 @@ TEST(EngineTest, SameSeedSameTokensAcrossBatchCompositions) {
     for (auto& o : others) collect(*o);
     return c;
   };
-  const Collected alone = run(0);
-  const Collected crowded = run(7);
-  EXPECT_EQ(alone.token_ids, crowded.token_ids);
-  EXPECT_EQ(alone.logprobs, crowded.logprobs);
+  const Collected alone = run(0, 1);
+  // The rows of a step are sampled on several threads: still the same tokens.
+  for (int32_t threads : {1, 4}) {
+    const Collected crowded = run(7, threads);
+    EXPECT_EQ(alone.token_ids, crowded.token_ids) << threads << " sampler threads";
+    EXPECT_EQ(alone.logprobs, crowded.logprobs) << threads << " sampler threads";
+  }
   // Temperature 1 departs from greedy somewhere in 40 tokens (p(peak) ~ 0.9 each).
   EXPECT_NE(alone.token_ids,
             testing::reference_greedy(testing::hash_next_token, ids_of("seeded"), 40, {}));
