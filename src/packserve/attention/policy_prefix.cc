@@ -5,12 +5,15 @@
 // 1. Prefix forest (§5.1 "tree structure block table"). A request's *shareable* pages are
 //    its full pages before its first query row: floor((kv_len - q_len) / page_size) of them,
 //    so every row under a shared node sees the whole node (the prefix precedes its tokens).
-//    Requests are grouped by their first page id (one sort), and each group is extended while
-//    all members have the same page ids (std::mismatch against the group's first member): a
-//    node is a maximal run of pages shared by the same set of requests. Members ending there
-//    become leaves, the others are regrouped by their next page id. Each request's leaf is the
-//    rest of its context: [leaf page * page_size, kv_len), including its partial last page.
-//    Cost: one sort of the requests plus the shared page references compared once.
+//    Requests are grouped by their first page id, and each group is extended while all
+//    members have the same page ids (memcmp against the group's first member): a node is a
+//    maximal run of pages shared by the same set of requests. Members ending there become
+//    leaves, the others are regrouped by their next page id. Each request's leaf is the rest
+//    of its context: [leaf page * page_size, kv_len), including its partial last page.
+//    Grouping counts page ids in a hash table (a linear scan when they already ascend) and
+//    sorts only the ids held by two or more requests; a request alone on its page id becomes
+//    a leaf at once. Cost: linear in the requests plus the shared page references compared
+//    once.
 // 2. Prefill rows (q_len > 1) stay under the shared nodes only when every internal node on
 //    their path has >= q_len pages; otherwise the request is packed *solo* (its leaf reads
 //    [0, kv_len)). That rule, with the split caps of step 5, keeps every request's (item, row)
@@ -40,6 +43,7 @@
 // (ascending) are cut into query tiles. A request's ranges, tile_kv, writes_final and merge
 // order then depend on the request alone; only which other rows ride in its tiles varies.
 #include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstring>
@@ -73,7 +77,9 @@ const int32_t* pages_of(const BatchLayout& layout, int r) {
   return layout.kv_page_indices.data() + layout.kv_page_indptr[r];
 }
 
-// Step 1: the forest. Nodes are created parent before child.
+// Step 1: the forest. Nodes are created parent before child; internal nodes depth first with
+// children by ascending page id (the order of the internal packs), each leaf at some point
+// after its parent (a leaf is only reached through leaf_of, so its index does not matter).
 std::vector<Node> build_forest(const BatchLayout& layout, const std::vector<int32_t>& shareable,
                                std::vector<int32_t>& leaf_of) {
   const int batch = layout.batch_size();
@@ -98,46 +104,96 @@ std::vector<Node> build_forest(const BatchLayout& layout, const std::vector<int3
       members.push_back(r);
     }
   }
-  // Sort key of member m at page index k: (members ending at k first, page id, request),
-  // packed into one integer (page ids are >= 0, validate()) so the sort compares plain keys.
-  std::vector<uint64_t> keys;
-  auto sort_at = [&](size_t b, size_t e, int32_t k) {
-    keys.resize(e - b);
-    for (size_t i = b; i < e; ++i) {
-      const int32_t m = members[i];
-      const uint64_t page =
-          shareable[m] > k ? static_cast<uint64_t>(pages_of(layout, m)[k]) + 1 : 0;
-      keys[i - b] = page << 32 | static_cast<uint32_t>(m);
-    }
-    std::sort(keys.begin(), keys.end());
-    for (size_t i = b; i < e; ++i) members[i] = static_cast<int32_t>(keys[i - b] & 0xffffffffu);
-  };
+  // A group: members [begin, end) (at least two, ascending requests) agree on pages
+  // [0, depth] and are not yet split; parent is the node above them (-1: a root).
   struct Group {
     size_t begin, end;
     int32_t depth, parent;
   };
   std::vector<Group> stack;
-  auto push_runs = [&](size_t b, size_t e, int32_t k, int32_t parent) {
-    // Members in [b, e) all have shareable > k, sorted by page k: one group per page id.
+  // Scratch of split_at.
+  std::vector<uint32_t> key;           // per member: page id + 1 at index k, 0 when it ends at k
+  std::vector<int32_t> slot;           // per member: its page's hash slot, -1 once a leaf
+  std::vector<uint32_t> table;         // open addressing on key (0 = empty): page ids at k
+  std::vector<int32_t> count;          // per slot: members with that page, then their next place
+  std::vector<uint64_t> shared_pages;  // key << 32 | slot of pages held by >= 2 members
+  std::vector<int32_t> placed;
+  // Splits members [b, e) (ascending requests) below `parent` at page index k: a member that
+  // ends at k, or that no other member joins on page k, becomes a leaf starting at page k;
+  // the others form one group per page id, pushed so that the lowest page id pops first, each
+  // listing its members in ascending request order.
+  auto split_at = [&](size_t b, size_t e, int32_t k, int32_t parent) {
+    const size_t n = e - b;
+    key.resize(n);
+    bool ascending = true;
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t m = members[b + i];
+      key[i] = shareable[m] > k ? static_cast<uint32_t>(pages_of(layout, m)[k]) + 1 : 0;
+      ascending &= i == 0 || key[i - 1] <= key[i];
+    }
     const size_t first = stack.size();
-    for (size_t i = b; i < e;) {
-      const int32_t page = pages_of(layout, members[i])[k];
-      size_t j = i + 1;
-      while (j < e && pages_of(layout, members[j])[k] == page) ++j;
-      stack.push_back({i, j, k, parent});
-      i = j;
+    if (ascending) {  // runs of one page id, in place
+      for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && key[j] == key[i]) ++j;
+        if (key[i] != 0 && j - i > 1) {
+          stack.push_back({b + i, b + j, k, parent});
+        } else {
+          for (size_t x = i; x < j; ++x) make_leaf(members[b + x], k, parent);
+        }
+        i = j;
+      }
+    } else {  // count members per page id in a hash table; sort only the shared page ids
+      size_t cap = 16;
+      while (cap < 2 * n) cap *= 2;
+      const int shift = 32 - std::countr_zero(cap);
+      table.assign(cap, 0);
+      count.assign(cap, 0);
+      slot.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        if (key[i] == 0) {
+          slot[i] = -1;
+          continue;
+        }
+        auto h = static_cast<size_t>((key[i] * 0x9e3779b1u) >> shift);
+        while (table[h] != 0 && table[h] != key[i]) h = (h + 1) & (cap - 1);
+        table[h] = key[i];
+        ++count[h];
+        slot[i] = static_cast<int32_t>(h);
+      }
+      shared_pages.clear();
+      for (size_t i = 0; i < n; ++i) {
+        const int32_t s = slot[i];
+        if (s < 0 || count[s] == 1) {
+          make_leaf(members[b + i], k, parent);
+          slot[i] = -1;
+        } else if (count[s] > 1) {  // first member of a shared page: count turns negative
+          shared_pages.push_back(static_cast<uint64_t>(key[i]) << 32 | static_cast<uint32_t>(s));
+          count[s] = -count[s];
+        }
+      }
+      std::sort(shared_pages.begin(), shared_pages.end());
+      int32_t at = 0;
+      for (const uint64_t p : shared_pages) {
+        const auto s = static_cast<int32_t>(p & 0xffffffffu);
+        const int32_t size = -count[s];
+        count[s] = at;
+        stack.push_back(
+            {b + static_cast<size_t>(at), b + static_cast<size_t>(at + size), k, parent});
+        at += size;
+      }
+      placed.resize(static_cast<size_t>(at));
+      for (size_t i = 0; i < n; ++i) {
+        if (slot[i] >= 0) placed[count[slot[i]]++] = members[b + i];
+      }
+      std::copy(placed.begin(), placed.end(), members.begin() + static_cast<std::ptrdiff_t>(b));
     }
     std::reverse(stack.begin() + static_cast<std::ptrdiff_t>(first), stack.end());
   };
-  sort_at(0, members.size(), 0);
-  push_runs(0, members.size(), 0, -1);
+  split_at(0, members.size(), 0, -1);
   while (!stack.empty()) {
     const Group g = stack.back();
     stack.pop_back();
-    if (g.end - g.begin == 1) {
-      make_leaf(members[g.begin], g.depth, g.parent);
-      continue;
-    }
     const int32_t lead = members[g.begin];
     int32_t k = INT32_MAX;
     for (size_t i = g.begin; i < g.end; ++i) k = std::min(k, shareable[members[i]]);
@@ -157,10 +213,7 @@ std::vector<Node> build_forest(const BatchLayout& layout, const std::vector<int3
     node.ref_request = lead;
     const auto u = static_cast<int32_t>(nodes.size());
     nodes.push_back(node);
-    sort_at(g.begin, g.end, k);
-    size_t i = g.begin;
-    while (i < g.end && shareable[members[i]] == k) make_leaf(members[i++], k, u);
-    push_runs(i, g.end, k, u);
+    split_at(g.begin, g.end, k, u);
   }
   return nodes;
 }
