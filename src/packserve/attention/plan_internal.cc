@@ -57,31 +57,36 @@ void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, 
 namespace {
 
 // Unit indices sorted by KV length descending, ties by ascending index: a stable LSD radix
-// sort of (max length - length) in 8-bit digits, as many passes as the longest needs.
+// sort of (max length - length) << 32 | index in 8-bit digits of the upper half, the digit
+// histograms counted in one pass, a digit that is the same in every key skipped.
 void sort_longest_first(const UnitList& list, std::vector<int32_t>& order) {
   const size_t n = list.units.size();
+  const Unit* const units = list.units.data();
   int32_t max_len = 0;
-  for (const Unit& u : list.units) max_len = std::max(max_len, u.kv_tokens());
-  std::vector<uint32_t> key(n);
+  for (size_t i = 0; i < n; ++i) max_len = std::max(max_len, units[i].kv_tokens());
+  int num_digits = 0;
+  while (num_digits < 4 && (static_cast<uint32_t>(max_len) >> (8 * num_digits)) != 0) {
+    ++num_digits;
+  }
+  std::vector<uint64_t> keyed(n);
+  std::array<std::array<uint32_t, 256>, 4> count{};
   for (size_t i = 0; i < n; ++i) {
-    key[i] = static_cast<uint32_t>(max_len - list.units[i].kv_tokens());
+    const auto key = static_cast<uint32_t>(max_len - units[i].kv_tokens());
+    keyed[i] = static_cast<uint64_t>(key) << 32 | static_cast<uint32_t>(i);
+    for (int d = 0; d < num_digits; ++d) ++count[d][(key >> (8 * d)) & 0xffu];
+  }
+  std::vector<uint64_t> next(n);
+  for (int d = 0; d < num_digits; ++d) {
+    std::array<uint32_t, 256>& start = count[d];
+    if (std::find(start.begin(), start.end(), static_cast<uint32_t>(n)) != start.end()) continue;
+    uint32_t sum = 0;
+    for (uint32_t& c : start) sum += std::exchange(c, sum);
+    const int shift = 32 + 8 * d;
+    for (size_t i = 0; i < n; ++i) next[start[(keyed[i] >> shift) & 0xffu]++] = keyed[i];
+    keyed.swap(next);
   }
   order.resize(n);
-  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
-  std::vector<int32_t> next(n);
-  constexpr int kBits = 8;
-  constexpr uint32_t kMask = (1u << kBits) - 1;
-  for (int shift = 0; shift < 32 && (static_cast<uint32_t>(max_len) >> shift) != 0;
-       shift += kBits) {
-    std::array<int32_t, (1u << kBits) + 1> count{};
-    for (size_t i = 0; i < n; ++i) ++count[((key[i] >> shift) & kMask) + 1];
-    for (size_t d = 1; d < count.size(); ++d) count[d] += count[d - 1];
-    for (size_t k = 0; k < n; ++k) {
-      const int32_t i = order[k];
-      next[count[(key[i] >> shift) & kMask]++] = i;
-    }
-    order.swap(next);
-  }
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(keyed[i] & 0xffffffffu);
 }
 
 }  // namespace
@@ -93,16 +98,21 @@ void assign_lpt(const UnitList& list, int group_size, int num_queues, double alp
   queue.resize(n);
   // Tournament tree over the CTAs' loads (leaves padded to a power of two with +inf): node v
   // holds the CTA of least load below it, the left one on ties, so the root is "the least
-  // loaded, lowest index". Adding a unit updates one leaf-to-root path with branch-free
-  // selects: log2(CTAs) steps, no unpredictable branches.
+  // loaded, lowest index". Adding a unit updates one leaf-to-root path: log2(CTAs) steps
+  // (the compiler's branches measured faster than mask selects here: a predicted branch
+  // does not wait for the compare). Loads are sums of non-negative
+  // finite costs (make_plan checks alpha and beta), so they are held as their IEEE bit
+  // patterns: for doubles >= +0 (and +inf) integer order is the floating-point order, and
+  // an integer compare is the shorter step on the path that each unit waits for.
+  auto bits = [](double x) { return std::bit_cast<int64_t>(x); };
   int leaves = 1;
   while (leaves < num_queues) leaves *= 2;
-  std::vector<double> load_storage(static_cast<size_t>(leaves),
-                                   std::numeric_limits<double>::infinity());
+  std::vector<int64_t> load_storage(static_cast<size_t>(leaves),
+                                    bits(std::numeric_limits<double>::infinity()));
   std::vector<int32_t> winner_storage(static_cast<size_t>(2 * leaves));
-  double* const load = load_storage.data();
+  int64_t* const load = load_storage.data();
   int32_t* const winner = winner_storage.data();
-  std::fill_n(load, num_queues, 0.0);
+  std::fill_n(load, num_queues, bits(0.0));
   for (int c = 0; c < leaves; ++c) winner[leaves + c] = c;
   for (int v = leaves - 1; v >= 1; --v) {
     winner[v] = load[winner[2 * v + 1]] < load[winner[2 * v]] ? winner[2 * v + 1] : winner[2 * v];
@@ -113,15 +123,16 @@ void assign_lpt(const UnitList& list, int group_size, int num_queues, double alp
     const int32_t best = winner[1];  // the root (a lone leaf is its own root)
     const Unit& u = units[order[k]];
     queue[k] = best;
-    double best_load = load[best] + row_cost * static_cast<double>(u.num_rows()) +
-                       beta * static_cast<double>(u.kv_tokens());
+    int64_t best_load =
+        bits(std::bit_cast<double>(load[best]) + row_cost * static_cast<double>(u.num_rows()) +
+             beta * static_cast<double>(u.kv_tokens()));
     load[best] = best_load;
     // Replay the path: at each level the winner is the lighter of this side's winner (with
     // its load carried in a register) and the sibling's.
     int32_t w = best;
     for (int v = leaves + best; v > 1; v /= 2) {
       const int32_t other = winner[v ^ 1];
-      const double other_load = load[other];
+      const int64_t other_load = load[other];
       // Ties go to the lower CTA: the left child's.
       const bool take_other = (v & 1) ? !(best_load < other_load) : other_load < best_load;
       w = take_other ? other : w;
@@ -154,40 +165,38 @@ void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,
 }
 
 void finalize_plan(Plan& plan, int total_rows) {
+  const int32_t* const item_rows = plan.item_rows.data();
   // 1. Items per row.
   std::vector<int32_t> count(static_cast<size_t>(total_rows), 0);
   for (const WorkItem& item : plan.items) {
-    for (int32_t k = item.rows_begin; k < item.rows_end; ++k) {
-      ++count[plan.item_rows[k]];
-    }
+    for (int32_t k = item.rows_begin; k < item.rows_end; ++k) ++count[item_rows[k]];
   }
-  // 2. Final items and partial slots.
+  // 2. Final items and partial slots. A final item's rows are covered by it alone: their
+  // count becomes 0, so count is then the partial slots of each row (a row with count > 1
+  // has only partial items; a row with count 1 whose item is partial has one slot).
   int32_t slots = 0;
   for (WorkItem& item : plan.items) {
     bool alone = true;
     for (int32_t k = item.rows_begin; k < item.rows_end && alone; ++k) {
-      alone = count[plan.item_rows[k]] == 1;
+      alone = count[item_rows[k]] == 1;
     }
     item.writes_final = alone;
     item.partial_begin = 0;
-    if (!alone) {
+    if (alone) {
+      for (int32_t k = item.rows_begin; k < item.rows_end; ++k) count[item_rows[k]] = 0;
+    } else {
       item.partial_begin = slots;
       slots += item.num_rows();
     }
   }
   plan.num_partial_slots = slots;
-  // 3. Merge map: rows covered by a partial item, in row order. A row with count > 1 has
-  // only partial items; a row with count 1 whose item is partial gets a one-slot entry.
-  std::vector<int32_t>& cursor = count;  // reused: partial slots per row, then fill cursor
-  std::fill(cursor.begin(), cursor.end(), 0);
-  for (const WorkItem& item : plan.items) {
-    if (item.writes_final) continue;
-    for (int32_t k = item.rows_begin; k < item.rows_end; ++k) {
-      ++cursor[plan.item_rows[k]];
-    }
-  }
-  plan.merge_indptr.assign(1, 0);
+  // 3. Merge map: rows with partial slots, in row order.
+  std::vector<int32_t>& cursor = count;  // reused: fill cursor of each row's entry
+  plan.merge_indptr.clear();
+  plan.merge_indptr.reserve(static_cast<size_t>(total_rows) + 1);
+  plan.merge_indptr.push_back(0);
   plan.merge_row.clear();
+  plan.merge_row.reserve(static_cast<size_t>(total_rows));
   int32_t offset = 0;
   for (int32_t row = 0; row < total_rows; ++row) {
     const int32_t n = cursor[row];
@@ -197,32 +206,33 @@ void finalize_plan(Plan& plan, int total_rows) {
     plan.merge_indptr.push_back(offset);
     plan.merge_row.push_back(row);
   }
-  plan.merge_slots.assign(static_cast<size_t>(offset), 0);
-  std::vector<int32_t> slot_kv_begin(static_cast<size_t>(offset), 0);
+  // Each entry's slots as kv_begin << 32 | slot, so that ordering them by kv_begin (distinct
+  // within a row: its items cover disjoint key ranges) is ordering plain integers.
+  std::vector<uint64_t> keyed(static_cast<size_t>(offset));
   for (const WorkItem& item : plan.items) {
     if (item.writes_final) continue;
+    const uint64_t kv = static_cast<uint64_t>(item.kv_begin) << 32;
     for (int32_t k = item.rows_begin; k < item.rows_end; ++k) {
-      const int32_t at = cursor[plan.item_rows[k]]++;
-      plan.merge_slots[at] = item.partial_begin + (k - item.rows_begin);
-      slot_kv_begin[at] = item.kv_begin;
+      keyed[cursor[item_rows[k]]++] =
+          kv | static_cast<uint32_t>(item.partial_begin + (k - item.rows_begin));
     }
   }
   // Ascending kv_begin within each entry (entries are short: insertion sort).
-  for (size_t e = 0; e + 1 < plan.merge_indptr.size(); ++e) {
-    const int32_t b = plan.merge_indptr[e];
-    const int32_t end = plan.merge_indptr[e + 1];
+  plan.merge_slots.resize(static_cast<size_t>(offset));
+  const int32_t* const indptr = plan.merge_indptr.data();
+  const size_t num_entries = plan.merge_row.size();
+  for (size_t e = 0; e < num_entries; ++e) {
+    const int32_t b = indptr[e];
+    const int32_t end = indptr[e + 1];
     for (int32_t i = b + 1; i < end; ++i) {
-      const int32_t kv = slot_kv_begin[i];
-      const int32_t slot = plan.merge_slots[i];
-      int32_t j = i - 1;
-      while (j >= b && slot_kv_begin[j] > kv) {
-        slot_kv_begin[j + 1] = slot_kv_begin[j];
-        plan.merge_slots[j + 1] = plan.merge_slots[j];
-        --j;
-      }
-      slot_kv_begin[j + 1] = kv;
-      plan.merge_slots[j + 1] = slot;
+      const uint64_t key = keyed[i];
+      int32_t j = i;
+      for (; j > b && keyed[j - 1] > key; --j) keyed[j] = keyed[j - 1];
+      keyed[j] = key;
     }
+  }
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    plan.merge_slots[i] = static_cast<int32_t>(keyed[i] & 0xffffffffu);
   }
   build_cta_queues(plan);
 }

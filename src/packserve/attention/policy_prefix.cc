@@ -239,13 +239,20 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
   }
   std::vector<char> attached(static_cast<size_t>(batch));
   for (int r = 0; r < batch; ++r) attached[r] = layout.q_len(r) <= min_pages[leaf_of[r]];
-  // Folded rows of attached requests under each node (children come after parents).
-  std::vector<int64_t> folded(n, 0);
+  // Rows of attached requests under each node and their largest q_len (children come after
+  // parents); folded rows are group * rows.
+  std::vector<int64_t> rows_under(n, 0);
+  std::vector<int32_t> qmax_under(n, 0);
   for (size_t x = n; x-- > 0;) {
-    if (nodes[x].request >= 0 && attached[nodes[x].request]) {
-      folded[x] += group * layout.q_len(nodes[x].request);
+    const Node& node = nodes[x];
+    if (node.request >= 0 && attached[node.request]) {
+      rows_under[x] += layout.q_len(node.request);
+      qmax_under[x] = std::max(qmax_under[x], layout.q_len(node.request));
     }
-    if (nodes[x].parent >= 0) folded[nodes[x].parent] += folded[x];
+    if (node.parent >= 0) {
+      rows_under[node.parent] += rows_under[x];
+      qmax_under[node.parent] = std::max(qmax_under[node.parent], qmax_under[x]);
+    }
   }
   // Step 3: TreeHeuristic decisions, top-down.
   std::vector<int64_t> blocks_begin(n, 0);  // first token of the pack a node's KV joins
@@ -256,38 +263,36 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
     if (node.parent < 0) continue;
     const int64_t parent_len =
         static_cast<int64_t>(nodes[node.parent].end_page) * page - blocks_begin[node.parent];
-    if (4 * folded[x] > parent_len) {
+    if (4 * group * rows_under[x] > parent_len) {
       merged[x] = 1;
       blocks_begin[x] = blocks_begin[node.parent];
     }
   }
   // Internal packs: request r joins the pack of ancestor p when its child on the path was not
-  // merged into p. Two passes (count, fill) over requests in order keep rows ascending.
+  // merged into p. Sizes from the children (the attached rows under each child not merged
+  // into p), then one fill pass over the requests in order keeps each pack's rows ascending.
   std::vector<int32_t> pack_indptr(n + 1, 0);
   std::vector<int32_t> pack_qmax(n, 0);
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int r = 0; r < batch; ++r) {
-      if (!attached[r]) continue;
-      for (int32_t x = leaf_of[r], p = nodes[x].parent; p >= 0; x = p, p = nodes[p].parent) {
-        if (merged[x]) continue;
-        if (pass == 0) {
-          pack_indptr[p + 1] += layout.q_len(r);
-          pack_qmax[p] = std::max(pack_qmax[p], layout.q_len(r));
-        } else {
-          for (int32_t row = layout.qo_indptr[r]; row < layout.qo_indptr[r + 1]; ++row) {
-            pack_rows[pack_indptr[p]++] = row;
-          }
-        }
+  for (size_t x = 0; x < n; ++x) {
+    const int32_t p = nodes[x].parent;
+    if (p < 0 || merged[x]) continue;
+    pack_indptr[p + 1] += static_cast<int32_t>(rows_under[x]);
+    pack_qmax[p] = std::max(pack_qmax[p], qmax_under[x]);
+  }
+  for (size_t x = 0; x < n; ++x) pack_indptr[x + 1] += pack_indptr[x];
+  pack_rows.assign(static_cast<size_t>(pack_indptr[n]), 0);
+  for (int r = 0; r < batch; ++r) {
+    if (!attached[r]) continue;
+    for (int32_t x = leaf_of[r], p = nodes[x].parent; p >= 0; x = p, p = nodes[p].parent) {
+      if (merged[x]) continue;
+      for (int32_t row = layout.qo_indptr[r]; row < layout.qo_indptr[r + 1]; ++row) {
+        pack_rows[pack_indptr[p]++] = row;
       }
     }
-    if (pass == 0) {
-      for (size_t x = 0; x < n; ++x) pack_indptr[x + 1] += pack_indptr[x];
-      pack_rows.assign(static_cast<size_t>(pack_indptr[n]), 0);
-    } else {  // the fill advanced each start to the next one's: shift back
-      for (size_t x = n; x-- > 0;) pack_indptr[x + 1] = pack_indptr[x];
-      pack_indptr[0] = 0;
-    }
   }
+  // The fill advanced each start to the next one's: shift back.
+  for (size_t x = n; x-- > 0;) pack_indptr[x + 1] = pack_indptr[x];
+  pack_indptr[0] = 0;
   packs.reserve(static_cast<size_t>(batch) + n);
   for (size_t u = 0; u < n; ++u) {  // step 4 for internal packs
     const int32_t b = pack_indptr[u];
