@@ -27,30 +27,23 @@ int16_t select_tile_kv(int64_t kv_tokens) {
 }
 
 void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, int32_t kv_begin,
-                          int32_t kv_end, int64_t part_tokens, const int32_t* rows,
-                          int32_t num_rows, UnitList& out) {
-  auto push = [&](int32_t b, int32_t e, const int32_t* first, const int32_t* last) {
-    Unit u;
-    u.kv_request = kv_request;
-    u.kv_begin = b;
-    u.kv_end = e;
-    u.rows_begin = static_cast<int32_t>(out.rows.size());
-    for (const int32_t* row = first; row != last; ++row) out.rows.push_back(*row);  // 1 for decode
-    u.rows_end = static_cast<int32_t>(out.rows.size());
-    out.units.push_back(u);
-  };
+                          int32_t kv_end, int64_t part_tokens, int32_t rows_begin, int32_t rows_end,
+                          UnitList& out) {
   if (part_tokens <= 0 || kv_end - kv_begin <= part_tokens) {
-    push(kv_begin, kv_end, rows, rows + num_rows);
+    out.units.push_back({kv_request, kv_begin, kv_end, rows_begin, rows_end});
     return;
   }
+  const int32_t* const rows = out.rows.data();
   for (int64_t b = kv_begin; b < kv_end; b += part_tokens) {
     const int32_t e = static_cast<int32_t>(std::min<int64_t>(b + part_tokens, kv_end));
-    const int32_t* first = rows;
+    int32_t first = rows_begin;
     if (r >= 0) {  // causal: drop the rows that sit before this piece
-      first = std::lower_bound(rows, rows + num_rows, first_row_seeing(layout, r, b));
+      first = static_cast<int32_t>(
+          std::lower_bound(rows + rows_begin, rows + rows_end, first_row_seeing(layout, r, b)) -
+          rows);
     }
-    if (first == rows + num_rows) continue;  // unreachable for a tile ending at its last row
-    push(static_cast<int32_t>(b), e, first, rows + num_rows);
+    if (first == rows_end) continue;  // unreachable for a tile ending at its last row
+    out.units.push_back({kv_request, static_cast<int32_t>(b), e, first, rows_end});
   }
 }
 
@@ -146,7 +139,9 @@ void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,
                        const std::vector<int32_t>& cta, int total_rows, Plan& plan) {
   const size_t n = order.size();
   plan.items.reserve(n);
-  plan.item_rows.resize(list.rows.size());  // every row of the list belongs to one unit
+  size_t num_item_rows = 0;
+  for (const Unit& u : list.units) num_item_rows += static_cast<size_t>(u.num_rows());
+  plan.item_rows.resize(num_item_rows);
   int32_t at = 0;
   for (size_t k = 0; k < n; ++k) {
     const Unit& u = list.units[order[k]];

@@ -53,8 +53,8 @@ inline int32_t first_row_seeing(const BatchLayout& layout, int r, int64_t kv_beg
   return static_cast<int32_t>(layout.qo_indptr[r] + local);
 }
 
-// A unit of work before it becomes a work item: rows [row_begin, row_end) (global,
-// contiguous) or an explicit row list, a KV range located through kv_request.
+// A unit of work before it becomes a work item: a range of its list's rows and a KV range
+// located through kv_request.
 struct Unit {
   int32_t kv_request = 0;
   int32_t kv_begin = 0;
@@ -65,21 +65,25 @@ struct Unit {
   int32_t kv_tokens() const { return kv_end - kv_begin; }
 };
 
+// Unit u holds the global rows rows[u.rows_begin, u.rows_end) (ascending). Ranges may overlap:
+// the pieces of one query tile share the tile's rows (each piece a suffix of them), so the
+// rows are written once per tile, not once per piece.
 struct UnitList {
   std::vector<Unit> units;
-  std::vector<int32_t> rows;  // global rows, grouped per unit (ascending within a unit)
+  std::vector<int32_t> rows;
 };
 
 // Appends the pieces of a KV range [kv_begin, kv_end), located through kv_request, for the
-// rows `rows[0, num_rows)` (ascending): the range is cut at kv_begin + k * part_tokens
+// rows out.rows[rows_begin, rows_end) (ascending, already in the list): the range is cut at
+// kv_begin + k * part_tokens
 // (part_tokens <= 0: no cut). When r >= 0 the rows are one causal query tile of request r and
 // each piece keeps only the rows whose position is >= the piece's start (so no row sees zero
 // keys); r < 0 means every row sees the whole range (rows under a shared prefix).
 // Budget: with part_tokens >= q_len(r) * page_size and kv_begin page-aligned, the rows of a
 // request see at most q_len + pages([kv_begin, kv_end)) pieces in total.
 void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, int32_t kv_begin,
-                          int32_t kv_end, int64_t part_tokens, const int32_t* rows,
-                          int32_t num_rows, UnitList& out);
+                          int32_t kv_end, int64_t part_tokens, int32_t rows_begin, int32_t rows_end,
+                          UnitList& out);
 
 // Assigns units to `num_queues` CTA queues by seed 004 Algorithm 1: units sorted by KV length
 // descending (ties: lower unit index first), each popped onto the least-loaded CTA of a
@@ -90,8 +94,7 @@ void assign_lpt(const UnitList& list, int group_size, int num_queues, double alp
 
 // Turns the units, in execution order with their CTA queue, into the plan's items (tiles
 // from the selectors) and finalizes it. The plan is head-implicit (plan.h): these items are
-// every head's. Precondition: the units' row ranges partition list.rows (as
-// append_causal_pieces builds them).
+// every head's.
 void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,
                        const std::vector<int32_t>& cta, int total_rows, Plan& plan);
 

@@ -83,19 +83,18 @@ Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& de
     if (hi * page <= chunk_tokens + kMinChunkTokens) chunk_tokens = hi * page;
   }
 
-  std::vector<int32_t> all_rows(static_cast<size_t>(layout.total_rows()));
-  std::iota(all_rows.begin(), all_rows.end(), 0);
-  UnitList list;
+  UnitList list;  // every tile's rows are a range of 0, 1, ..., total_rows - 1
+  list.rows.resize(static_cast<size_t>(layout.total_rows()));
+  std::iota(list.rows.begin(), list.rows.end(), 0);
   list.units.reserve(static_cast<size_t>(batch) + static_cast<size_t>(ctas));
-  list.rows.reserve(all_rows.size() + static_cast<size_t>(ctas));
   for (int r = 0; r < batch; ++r) {
     const int q_len = layout.q_len(r);
     const int first_pos = layout.kv_len(r) - q_len;
     const int64_t part = std::max<int64_t>(chunk_tokens, static_cast<int64_t>(q_len) * page);
     for (int a = 0; a < q_len; a += tile_rows) {
       const int b = std::min(a + tile_rows, q_len);
-      append_causal_pieces(layout, r, r, 0, first_pos + b, part,
-                           all_rows.data() + layout.qo_indptr[r] + a, b - a, list);
+      append_causal_pieces(layout, r, r, 0, first_pos + b, part, layout.qo_indptr[r] + a,
+                           layout.qo_indptr[r] + b, list);
     }
   }
   std::vector<int32_t> order;

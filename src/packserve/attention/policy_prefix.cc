@@ -60,6 +60,14 @@ struct Node {
   int32_t parent = -1;
   int32_t request = -1;     // leaf: its request; internal: -1
   int32_t ref_request = 0;  // a request whose page table holds the node's (and path's) pages
+  int32_t under_begin = 0;  // internal: its requests are Forest::under[under_begin, under_end)
+  int32_t under_end = 0;
+};
+
+struct Forest {
+  std::vector<Node> nodes;
+  std::vector<int32_t> leaf_of;  // per request: its leaf
+  std::vector<int32_t> under;    // per internal node: the requests below it, ascending
 };
 
 // A pack before the long-KV split.
@@ -80,11 +88,12 @@ const int32_t* pages_of(const BatchLayout& layout, int r) {
 // Step 1: the forest. Nodes are created parent before child; internal nodes depth first with
 // children by ascending page id (the order of the internal packs), each leaf at some point
 // after its parent (a leaf is only reached through leaf_of, so its index does not matter).
-std::vector<Node> build_forest(const BatchLayout& layout, const std::vector<int32_t>& shareable,
-                               std::vector<int32_t>& leaf_of) {
+void build_forest(const BatchLayout& layout, const std::vector<int32_t>& shareable,
+                  Forest& forest) {
   const int batch = layout.batch_size();
-  std::vector<Node> nodes;
+  std::vector<Node>& nodes = forest.nodes;
   nodes.reserve(static_cast<size_t>(batch) * 2);
+  std::vector<int32_t>& leaf_of = forest.leaf_of;
   leaf_of.assign(static_cast<size_t>(batch), -1);
   auto make_leaf = [&](int32_t r, int32_t begin_page, int32_t parent) {
     Node leaf;
@@ -211,11 +220,14 @@ std::vector<Node> build_forest(const BatchLayout& layout, const std::vector<int3
     node.end_page = k;
     node.parent = g.parent;
     node.ref_request = lead;
+    node.under_begin = static_cast<int32_t>(forest.under.size());
+    forest.under.insert(forest.under.end(), members.begin() + static_cast<std::ptrdiff_t>(g.begin),
+                        members.begin() + static_cast<std::ptrdiff_t>(g.end));
+    node.under_end = static_cast<int32_t>(forest.under.size());
     const auto u = static_cast<int32_t>(nodes.size());
     nodes.push_back(node);
     split_at(g.begin, g.end, k, u);
   }
-  return nodes;
 }
 
 // Steps 1-4 (non-deterministic): packs of the forest after TreeHeuristic and query tiling.
@@ -227,8 +239,10 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
   const int tile_rows = rows_per_tile(layout.group_size());
   std::vector<int32_t> shareable(static_cast<size_t>(batch));
   for (int r = 0; r < batch; ++r) shareable[r] = (layout.kv_len(r) - layout.q_len(r)) / page;
-  std::vector<int32_t> leaf_of;
-  const std::vector<Node> nodes = build_forest(layout, shareable, leaf_of);
+  Forest forest;
+  build_forest(layout, shareable, forest);
+  const std::vector<Node>& nodes = forest.nodes;
+  const std::vector<int32_t>& leaf_of = forest.leaf_of;
   const size_t n = nodes.size();
 
   // Step 2: fewest pages of an internal node on each path; attached requests.
@@ -239,20 +253,13 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
   }
   std::vector<char> attached(static_cast<size_t>(batch));
   for (int r = 0; r < batch; ++r) attached[r] = layout.q_len(r) <= min_pages[leaf_of[r]];
-  // Rows of attached requests under each node and their largest q_len (children come after
-  // parents); folded rows are group * rows.
+  // Rows of attached requests under each node (children come after parents); folded rows
+  // are group * rows.
   std::vector<int64_t> rows_under(n, 0);
-  std::vector<int32_t> qmax_under(n, 0);
   for (size_t x = n; x-- > 0;) {
     const Node& node = nodes[x];
-    if (node.request >= 0 && attached[node.request]) {
-      rows_under[x] += layout.q_len(node.request);
-      qmax_under[x] = std::max(qmax_under[x], layout.q_len(node.request));
-    }
-    if (node.parent >= 0) {
-      rows_under[node.parent] += rows_under[x];
-      qmax_under[node.parent] = std::max(qmax_under[node.parent], qmax_under[x]);
-    }
+    if (node.request >= 0 && attached[node.request]) rows_under[x] += layout.q_len(node.request);
+    if (node.parent >= 0) rows_under[node.parent] += rows_under[x];
   }
   // Step 3: TreeHeuristic decisions, top-down.
   std::vector<int64_t> blocks_begin(n, 0);  // first token of the pack a node's KV joins
@@ -268,42 +275,56 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
       blocks_begin[x] = blocks_begin[node.parent];
     }
   }
-  // Internal packs: request r joins the pack of ancestor p when its child on the path was not
-  // merged into p. Sizes from the children (the attached rows under each child not merged
-  // into p), then one fill pass over the requests in order keeps each pack's rows ascending.
-  std::vector<int32_t> pack_indptr(n + 1, 0);
-  std::vector<int32_t> pack_qmax(n, 0);
+  // Internal packs (step 4), in node order: request r joins the pack of ancestor p when its
+  // child on the path was not merged into p, so p's pack is the attached requests below p
+  // less those below its merged children (each child's requests marked for the scan of p).
+  std::vector<int32_t> merged_indptr(n + 1, 0);  // merged children of each node (CSR)
   for (size_t x = 0; x < n; ++x) {
-    const int32_t p = nodes[x].parent;
-    if (p < 0 || merged[x]) continue;
-    pack_indptr[p + 1] += static_cast<int32_t>(rows_under[x]);
-    pack_qmax[p] = std::max(pack_qmax[p], qmax_under[x]);
+    if (merged[x]) ++merged_indptr[nodes[x].parent + 1];
   }
-  for (size_t x = 0; x < n; ++x) pack_indptr[x + 1] += pack_indptr[x];
-  pack_rows.assign(static_cast<size_t>(pack_indptr[n]), 0);
-  for (int r = 0; r < batch; ++r) {
-    if (!attached[r]) continue;
-    for (int32_t x = leaf_of[r], p = nodes[x].parent; p >= 0; x = p, p = nodes[p].parent) {
-      if (merged[x]) continue;
-      for (int32_t row = layout.qo_indptr[r]; row < layout.qo_indptr[r + 1]; ++row) {
-        pack_rows[pack_indptr[p]++] = row;
-      }
+  for (size_t x = 0; x < n; ++x) merged_indptr[x + 1] += merged_indptr[x];
+  std::vector<int32_t> merged_children(static_cast<size_t>(merged_indptr[n]));
+  {
+    std::vector<int32_t> fill(merged_indptr.begin(), merged_indptr.end() - 1);
+    for (size_t x = 0; x < n; ++x) {
+      if (merged[x]) merged_children[fill[nodes[x].parent]++] = static_cast<int32_t>(x);
     }
   }
-  // The fill advanced each start to the next one's: shift back.
-  for (size_t x = n; x-- > 0;) pack_indptr[x + 1] = pack_indptr[x];
-  pack_indptr[0] = 0;
+  std::vector<char> excluded(static_cast<size_t>(batch), 0);
+  auto mark_below = [&](int32_t c, char value) {
+    if (nodes[c].request >= 0) {
+      excluded[nodes[c].request] = value;
+      return;
+    }
+    for (int32_t i = nodes[c].under_begin; i < nodes[c].under_end; ++i) {
+      excluded[forest.under[i]] = value;
+    }
+  };
+  const int32_t* const qo_indptr = layout.qo_indptr.data();
   packs.reserve(static_cast<size_t>(batch) + n);
-  for (size_t u = 0; u < n; ++u) {  // step 4 for internal packs
-    const int32_t b = pack_indptr[u];
-    const int32_t e = pack_indptr[u + 1];
+  pack_rows.reserve(static_cast<size_t>(layout.total_rows()) * 2);
+  for (size_t u = 0; u < n; ++u) {
+    if (nodes[u].request >= 0) continue;
+    const auto mb = merged_children.begin() + merged_indptr[u];
+    const auto me = merged_children.begin() + merged_indptr[u + 1];
+    for (auto c = mb; c != me; ++c) mark_below(*c, 1);
+    const auto b = static_cast<int32_t>(pack_rows.size());
+    int32_t qmax = 0;
+    for (int32_t i = nodes[u].under_begin; i < nodes[u].under_end; ++i) {
+      const int32_t r = forest.under[i];
+      if (!attached[r] || excluded[r]) continue;
+      for (int32_t row = qo_indptr[r]; row < qo_indptr[r + 1]; ++row) pack_rows.push_back(row);
+      qmax = std::max(qmax, qo_indptr[r + 1] - qo_indptr[r]);
+    }
+    for (auto c = mb; c != me; ++c) mark_below(*c, 0);
+    const auto e = static_cast<int32_t>(pack_rows.size());
     if (b == e) continue;
     Pack pack;
     pack.kv_request = nodes[u].ref_request;
     pack.kv_begin = static_cast<int32_t>(blocks_begin[u]);
     pack.kv_end = nodes[u].end_page * page;
     const int64_t pages = (pack.kv_end - pack.kv_begin) / page;
-    const int64_t max_parts = std::max<int64_t>(1, pages / pack_qmax[u]);
+    const int64_t max_parts = std::max<int64_t>(1, pages / qmax);
     pack.min_part_tokens = ceil_div(pack.kv_end - pack.kv_begin, max_parts);
     for (int32_t a = b; a < e; a += tile_rows) {
       pack.rows_begin = a;
@@ -331,15 +352,15 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
   }
 }
 
-// Step 5: the long-KV split to the mean pack length.
+// Step 5: the long-KV split to the mean pack length. Takes pack_rows over as the units' rows.
 void split_to_mean(const BatchLayout& layout, const std::vector<Pack>& packs,
-                   const std::vector<int32_t>& pack_rows, UnitList& out) {
+                   std::vector<int32_t>& pack_rows, UnitList& out) {
   int64_t total = 0;
   for (const Pack& p : packs) total += p.kv_end - p.kv_begin;
   const double mean =
       packs.empty() ? 0.0 : static_cast<double>(total) / static_cast<double>(packs.size());
   out.units.reserve(packs.size() * 2);
-  out.rows.reserve(pack_rows.size() * 2);
+  out.rows.swap(pack_rows);  // the units reference the packs' rows
   for (const Pack& p : packs) {
     const int64_t len = p.kv_end - p.kv_begin;
     int64_t part = 0;
@@ -350,7 +371,7 @@ void split_to_mean(const BatchLayout& layout, const std::vector<Pack>& packs,
       part = round_up(part, layout.page_size);
     }
     append_causal_pieces(layout, p.causal_request, p.kv_request, p.kv_begin, p.kv_end, part,
-                         pack_rows.data() + p.rows_begin, p.rows_end - p.rows_begin, out);
+                         p.rows_begin, p.rows_end, out);
   }
 }
 
@@ -392,7 +413,6 @@ void deterministic_units(const BatchLayout& layout, const PlanOptions& options, 
     const int32_t* pb = pages_of(layout, b.request) + b.begin / page;
     return std::equal(pa, pa + ceil_div(a.end - a.begin, page), pb);
   };
-  std::vector<int32_t> rows;
   std::vector<char> taken(chunks.size(), 0);
   for (size_t i = 0; i < order.size();) {
     // A run of chunks with equal (begin, end, last, first page); classes by full page equality.
@@ -406,20 +426,20 @@ void deterministic_units(const BatchLayout& layout, const PlanOptions& options, 
     for (size_t k = i; k < j; ++k) {
       if (taken[k]) continue;
       const Chunk& rep = chunks[order[k]];
-      rows.clear();
+      const auto begin = static_cast<int32_t>(out.rows.size());
       for (size_t m = k; m < j; ++m) {  // requests ascending within the run: rows ascending
         const Chunk& c = chunks[order[m]];
         if (taken[m] || (m != k && !same_pages(rep, c))) continue;
         taken[m] = 1;
         for (int32_t x = first_row_seeing(layout, c.request, c.begin);
              x < layout.qo_indptr[c.request + 1]; ++x) {
-          rows.push_back(x);
+          out.rows.push_back(x);
         }
       }
-      const auto num = static_cast<int32_t>(rows.size());
-      for (int32_t a = 0; a < num; a += tile_rows) {
-        append_causal_pieces(layout, -1, rep.request, rep.begin, rep.end, 0, rows.data() + a,
-                             std::min(tile_rows, num - a), out);
+      const auto end = static_cast<int32_t>(out.rows.size());
+      for (int32_t a = begin; a < end; a += tile_rows) {
+        append_causal_pieces(layout, -1, rep.request, rep.begin, rep.end, 0, a,
+                             std::min(a + tile_rows, end), out);
       }
     }
     i = j;
