@@ -137,6 +137,10 @@ struct EngineMetrics {
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   double generation_tokens_per_s = 0.0;  // over the last ~10 s
   int64_t num_steps = 0, num_preemptions = 0;
+  // Host time of the engine thread's steps, seconds in all: whole iterations (admit,
+  // schedule, forward, sample, commit, detokenize and push outputs), and within them the
+  // backend's forward() and the sampling of the rows.
+  double step_seconds = 0.0, forward_seconds = 0.0, sample_seconds = 0.0;
   Histogram ttft_ms, tpot_ms, e2e_ms;
 };
 

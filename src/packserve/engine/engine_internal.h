@@ -124,7 +124,10 @@ struct Engine::Impl {
   // Pushes r's final update, records metrics, erases r from `live`.
   void finish(LiveRequest& r, std::string reason, double time_ms, std::string error);
   void fail_requests(const std::vector<RequestId>& ids, const Status& status, double now_ms);
-  void publish_metrics(int64_t step_tokens, double now_ms);
+  struct StepTimes {
+    double step_ms = 0.0, forward_ms = 0.0, sample_ms = 0.0;
+  };
+  void publish_metrics(int64_t step_tokens, double now_ms, const StepTimes& times);
 };
 
 }  // namespace packserve::engine

@@ -41,6 +41,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     }
     const auto t0 = std::chrono::steady_clock::now();
     PS_RETURN_IF_ERROR(impl.backend->forward(fb, logits));
+    const auto t1 = std::chrono::steady_clock::now();
     const int64_t vocab = impl.vocab_size;
     if (static_cast<int64_t>(logits.size()) != num_samples * vocab) {
       return internal_error("backend " + std::string(impl.backend->name()) + " returned " +
@@ -71,13 +72,16 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         r.captured_logits.assign(row_logits.begin(), row_logits.end());
       }
     });
-    out.step_duration_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const auto t2 = std::chrono::steady_clock::now();
+    out.step_duration_ms = std::chrono::duration<double, std::milli>(t2 - t0).count();
+    times.forward_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    times.sample_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
     return out;
   }
 
   Impl& impl;
   bool ran = false;
+  StepTimes times;                   // of the last execute()
   std::vector<RequestId> batch_ids;  // of the last execute()
   model::ForwardBatch fb;
   std::vector<float> logits;
@@ -243,7 +247,7 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
   }
 }
 
-void Engine::Impl::publish_metrics(int64_t step_tokens, double now_ms) {
+void Engine::Impl::publish_metrics(int64_t step_tokens, double now_ms, const StepTimes& times) {
   const kv::KvCacheStats kv_stats = scheduler->kv_cache().stats();
   const int64_t waiting = scheduler->num_waiting() + scheduler->num_staged();
   {
@@ -261,6 +265,9 @@ void Engine::Impl::publish_metrics(int64_t step_tokens, double now_ms) {
   metrics.num_steps = scheduler->stats().num_steps;
   metrics.num_preemptions = scheduler->stats().num_preemptions;
   metrics.generation_tokens_total += step_tokens;
+  metrics.step_seconds += times.step_ms / 1000.0;
+  metrics.forward_seconds += times.forward_ms / 1000.0;
+  metrics.sample_seconds += times.sample_ms / 1000.0;
   constexpr double kWindowMs = 10000.0;
   if (step_tokens > 0) recent_tokens.emplace_back(now_ms, step_tokens);
   while (!recent_tokens.empty() && recent_tokens.front().first < now_ms - kWindowMs) {
@@ -304,6 +311,7 @@ void Engine::Impl::run() {
 
     executor.ran = false;
     executor.batch_ids.clear();
+    executor.times = {};
     Result<const sched::StepEvents*> events = scheduler->step(now, executor);
     const double end = now_ms();
     int64_t step_tokens = 0;
@@ -321,7 +329,8 @@ void Engine::Impl::run() {
       step_tokens = static_cast<int64_t>((*events)->tokens.size());
       process_events(**events, end);
     }
-    publish_metrics(step_tokens, end);
+    executor.times.step_ms = now_ms() - now;
+    publish_metrics(step_tokens, end, executor.times);
     if (!executor.ran && step_tokens == 0 && !live.empty()) {
       // Nothing runnable (aimd staging): sleep until the staging deadline or new work.
       double wait_ms = 2.0;

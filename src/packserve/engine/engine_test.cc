@@ -133,6 +133,10 @@ TEST(EngineTest, GreedyOutputsEqualTheReference) {
   EXPECT_EQ(m.tpot_ms.count, 4);
   EXPECT_GT(m.prefix_hit_rate, 0.0);  // "hello wor" shares a full page with "hello..."
   EXPECT_EQ(m.pages_total, 64);
+  // Step time accounting: the forward and the sampling are parts of the steps.
+  EXPECT_GT(m.forward_seconds, 0.0);
+  EXPECT_GT(m.sample_seconds, 0.0);
+  EXPECT_GE(m.step_seconds, m.forward_seconds + m.sample_seconds);
 }
 
 TEST(EngineTest, ConcurrentSubmitsFromSeveralThreads) {

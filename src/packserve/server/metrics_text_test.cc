@@ -57,6 +57,9 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
   m.prefix_hit_rate = 0.25;
   m.generation_tokens_total = 1234;
   m.generation_tokens_per_s = 56.5;
+  m.step_seconds = 2.5;
+  m.forward_seconds = 2.0;
+  m.sample_seconds = 0.25;
   // Buckets 10 ms, 100 ms, +Inf with 2, 3, 1 samples: cumulative 2, 5, 6.
   m.ttft_ms.upper_bounds_ms = {10.0, 100.0};
   m.ttft_ms.counts = {2, 3, 1};
@@ -84,6 +87,9 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
       "packserve_prefix_cache_hit_rate 0.25",
       "packserve_generation_tokens_total 1234",
       "packserve_generation_tokens_per_second 56.5",
+      "packserve_engine_step_seconds_total 2.5",
+      "packserve_engine_forward_seconds_total 2",
+      "packserve_engine_sample_seconds_total 0.25",
       "# TYPE packserve_time_to_first_token_seconds histogram",
       "packserve_time_to_first_token_seconds_bucket{le=\"0.01\"} 2",
       "packserve_time_to_first_token_seconds_bucket{le=\"0.1\"} 5",
@@ -101,8 +107,9 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
 TEST(MetricsText, EscapesLabelValues) {
   MetricsSnapshot s;
   s.http_requests = {{"a\"b\\c\nd", 200, 1}};
-  EXPECT_TRUE(has_line(render_metrics_text(s),
-                       "packserve_http_requests_total{route=\"a\\\"b\\\\c\\nd\",status=\"200\"} 1"));
+  EXPECT_TRUE(
+      has_line(render_metrics_text(s),
+               "packserve_http_requests_total{route=\"a\\\"b\\\\c\\nd\",status=\"200\"} 1"));
 }
 
 }  // namespace
