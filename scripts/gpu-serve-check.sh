@@ -11,11 +11,16 @@
 #                                         # qwen3-0.6b with --backend cuda and cpu, tokens compared
 #   scripts/gpu-serve-check.sh make8b     # the llama-3.1-8b dummy checkpoint (16 GB, bf16)
 #   scripts/gpu-serve-check.sh serve      # serve it with --backend cuda, `packserve bench` against it
-#   scripts/gpu-serve-check.sh makeqwen8b # qwen3-8b dummy with the real Qwen3 tokenizer, copied
-#                                         # beforehand into build-gpu-serve/qwen3-tokenizer
-#   TRACE=... scripts/gpu-serve-check.sh matrix  # 3 request rates + prefix caching off + naive
+#   scripts/gpu-serve-check.sh makemodel  # the ARCH dummy (default qwen3-8b) with the real Qwen3
+#                                         # tokenizer, copied beforehand into
+#                                         # build-gpu-serve/qwen3-tokenizer (skipped when present);
+#                                         # makeqwen8b = ARCH=qwen3-8b makemodel
+#   TRACE=... scripts/gpu-serve-check.sh matrix  # 3 request rates x (defaults, prefix caching
+#                                                # off, naive attention)
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
-# MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000).
+# MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000); matrix: ARCH (qwen3-8b),
+# TIME_SCALES ("2 1 0.5"), VARIANTS ("default noprefix naive"), ABLATE_SCALES (mid: the
+# ablations at the middle scale only; all: at every scale), BENCH_FLAGS (extra bench flags).
 # The dummy checkpoints live in build-gpu-serve/cache (kept between calls on a warm machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -110,21 +115,34 @@ serve)
   wait $SERVER
   echo "serve: exit $?"
   ;;
-makeqwen8b)
-  # qwen3-8b shapes with the real Qwen3 tokenizer (carried in $DIR/qwen3-tokenizer), so every
-  # sampled id decodes to text and the streamed chunks time each token.
-  start=$SECONDS
-  $PS make-dummy-model --arch qwen3-8b --tokenizer "$DIR/qwen3-tokenizer" --out "$DIR/qwen3-8b"
-  echo "make-dummy-model qwen3-8b: exit $? after $((SECONDS - start)) s"
+makeqwen8b | makemodel)
+  # ARCH shapes with the real Qwen3 tokenizer (carried in $DIR/qwen3-tokenizer), so every
+  # sampled id decodes to text and the streamed chunks time each token. The vocabulary is
+  # max(the arch's, the tokenizer's): 151,669 for llama-3.1-8b.
+  [[ $STEP == makeqwen8b ]] && ARCH=qwen3-8b
+  ARCH=${ARCH:-qwen3-8b}
+  if [[ -f $DIR/$ARCH/config.json ]]; then
+    echo "make-dummy-model $ARCH: already there"
+  else
+    start=$SECONDS
+    $PS make-dummy-model --arch "$ARCH" --tokenizer "$DIR/qwen3-tokenizer" --out "$DIR/$ARCH"
+    echo "make-dummy-model $ARCH: exit $? after $((SECONDS - start)) s"
+  fi
   ;;
 matrix)
-  # Issue 5's benchmark on one trace (TRACE, default the bundled Mooncake slice): three
-  # request rates (TIME_SCALES) with the defaults, then, at the middle rate, prefix caching off
-  # and the naive attention policy. One server per variant; results in $OUT/<name>/.
-  MODEL=$DIR/qwen3-8b
-  [[ -f $MODEL/config.json ]] || { echo "$MODEL missing: run the makeqwen8b step first" >&2; exit 1; }
+  # Issue 5's benchmark on one trace (TRACE, default the bundled Mooncake slice): request
+  # rates TIME_SCALES, each with the defaults (VARIANTS default), prefix caching off
+  # (noprefix) and the naive attention policy (naive); the ablations at the middle rate only
+  # unless ABLATE_SCALES=all. One fresh server per run (no prefix cache carried between runs);
+  # results in $OUT/<trace>_<variant>_scale<S>/, the engine's /metrics step times in
+  # $OUT/<run>.metrics.
+  ARCH=${ARCH:-qwen3-8b}
+  MODEL=$DIR/$ARCH
+  [[ -f $MODEL/config.json ]] || { echo "$MODEL missing: run the makemodel step first" >&2; exit 1; }
   TRACE=${TRACE:-data/traces/mooncake_slice.jsonl}
+  tag=$(basename "$TRACE" | sed -E 's/_.*//')
   read -r -a SCALES <<<"${TIME_SCALES:-2 1 0.5}"
+  read -r -a RUN_VARIANTS <<<"${VARIANTS:-default noprefix naive}"
   PORT=${PORT:-8000}
   run_variant() {  # name, time scale, server flags...
     local name=$1 scale=$2; shift 2
@@ -142,32 +160,56 @@ matrix)
         --max-input-tokens "${MAX_INPUT_TOKENS:-2048}" --max-output-tokens "${MAX_OUTPUT_TOKENS:-128}" ${BENCH_FLAGS:-} \
         --out "$OUT/$name" >"$OUT/$name.txt" 2>"$OUT/bench_$name.log"
       echo "$name: bench exit $?"
+      python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+        "http://127.0.0.1:$PORT/metrics" | grep -E '^packserve_engine_' >"$OUT/$name.metrics"
     else
       echo "$name: server not ready"; tail -5 "$OUT/serve_$name.log"
     fi
     kill -INT $server 2>/dev/null; wait $server
   }
-  for scale in "${SCALES[@]}"; do run_variant "scale$scale" "$scale"; done
-  mid=${SCALES[1]}
-  run_variant "scale${mid}_noprefix" "$mid" --no-prefix-caching
-  run_variant "scale${mid}_naive" "$mid" --attention-policy naive
+  mid=${SCALES[1]:-${SCALES[0]}}
+  for variant in "${RUN_VARIANTS[@]}"; do
+    case $variant in
+      default) flags=() ;;
+      noprefix) flags=(--no-prefix-caching) ;;
+      naive) flags=(--attention-policy naive) ;;
+      *) echo "unknown variant '$variant': expected default, noprefix or naive" >&2; exit 2 ;;
+    esac
+    for scale in "${SCALES[@]}"; do
+      if [[ $variant != default && ${ABLATE_SCALES:-mid} != all && $scale != "$mid" ]]; then continue; fi
+      run_variant "${tag}_${variant}_scale$scale" "$scale" "${flags[@]}"
+    done
+  done
   python3 - "$OUT" <<'EOF'
 import json, os, sys
 out = sys.argv[1]
 def fmt(v): return "-" if v is None else f"{v:.2f}"  # goodput needs --slo-* flags
-print("| run | done/failed | req/s | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | TBT p99 ms | goodput req/s |")
-print("|---|---|---|---|---|---|---|---|")
+def step_times(name):
+    m = {}
+    try:
+        for line in open(os.path.join(out, name + ".metrics")):
+            k, v = line.split()
+            m[k] = float(v)
+    except OSError:
+        return "-"
+    s = m.get("packserve_engine_step_seconds_total", 0.0)
+    f = m.get("packserve_engine_forward_seconds_total", 0.0)
+    p = m.get("packserve_engine_sample_seconds_total", 0.0)
+    n = m.get("packserve_engine_steps_total", 0.0)
+    return f"{s:.1f} / {f:.1f} / {p:.1f} / {1000 * s / max(n, 1):.1f}"
+print("| run | done/failed | req/s | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | TBT p99 ms | goodput req/s | engine s: steps / forward / sample, ms per step |")
+print("|---|---|---|---|---|---|---|---|---|")
 for name in sorted(os.listdir(out)):
     p = os.path.join(out, name, "result.json")
     if not os.path.exists(p): continue
     r = json.load(open(p))
     print(f"| {name} | {r['completed']}/{r['failed']} | {r['request_throughput']:.2f} | {r['output_throughput']:.0f} | "
           f"{r['median_ttft_ms']:.0f} / {r['p99_ttft_ms']:.0f} | {r['median_tpot_ms']:.1f} / {r['p99_tpot_ms']:.1f} | "
-          f"{r['p99_itl_ms']:.0f} | {fmt(r.get('request_goodput'))} |")
+          f"{r['p99_itl_ms']:.0f} | {fmt(r.get('request_goodput'))} | {step_times(name)} |")
 EOF
   ;;
 *)
-  echo "unknown step '$STEP': expected --pack, generate, make8b, serve, makeqwen8b or matrix" >&2
+  echo "unknown step '$STEP': expected --pack, generate, make8b, serve, makemodel, makeqwen8b or matrix" >&2
   exit 2
   ;;
 esac
