@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 namespace packserve::engine {
@@ -97,6 +98,38 @@ compute_weights(const float* x, size_t n, float max_logit, float inv_t, float mi
   return total;
 }
 
+// Sum of w[0, n) in float64 (four independent lanes: a fixed order).
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+double
+sum_f64(const float* w, size_t n) {
+  double lanes[4] = {};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (size_t l = 0; l < 4; ++l) lanes[l] += static_cast<double>(w[i + l]);
+  }
+  double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) sum += static_cast<double>(w[i]);
+  return sum;
+}
+
+// Sum of the weights >= floor, in float32 lanes (an estimate: callers keep a margin).
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+float mass_at_least(const float* w, size_t n, float floor) {
+  float lanes[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (size_t l = 0; l < 8; ++l) lanes[l] += w[i + l] >= floor ? w[i + l] : 0.0f;
+  }
+  float sum = 0.0f;
+  for (; i < n; ++i) sum += w[i] >= floor ? w[i] : 0.0f;
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+
 }  // namespace
 
 int32_t argmax_lowest(std::span<const float> logits) {
@@ -157,7 +190,39 @@ int32_t RequestSampler::walk_weights(double total) {
   return 0;  // unreachable: the most likely token always has weight 1
 }
 
-void RequestSampler::order_and_cut(std::vector<Candidate>& kept) const {
+float RequestSampler::candidate_floor(double& total_all) const {
+  const size_t n = weights_.size();
+  if (params_.top_k > 0) {
+    // The k-th largest weight is >= the k-th largest block maximum (those k maxima are k
+    // distinct tokens), so no token of the top k lies below it.
+    const size_t k = static_cast<size_t>(params_.top_k);
+    const size_t num_blocks = block_sums_.size();
+    if (k > num_blocks) return 0.0f;
+    std::vector<float> block_max(num_blocks, 0.0f);
+    for (size_t b = 0; b < num_blocks; ++b) {
+      const size_t begin = b * kWeightBlock;
+      const size_t end = std::min(n, begin + kWeightBlock);
+      float mx = 0.0f;
+      for (size_t i = begin; i < end; ++i) mx = weights_[i] > mx ? weights_[i] : mx;
+      block_max[b] = mx;
+    }
+    std::nth_element(block_max.begin(), block_max.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                     block_max.end(), std::greater<float>());
+    return block_max[k - 1];
+  }
+  // top-p alone: its set is a most-likely-first prefix of all tokens, so every weight >= a
+  // floor whose tokens already hold the target mass covers it. Floors 2^-4, 2^-8, ... of the
+  // largest weight (1); a relative margin covers the float32 estimate of the mass.
+  total_all = sum_f64(weights_.data(), n);
+  const double need = params_.top_p * total_all * (1.0 + 1e-5);
+  for (int shift = 4; shift <= 64; shift *= 2) {
+    const float floor = std::ldexp(1.0f, -shift);
+    if (static_cast<double>(mass_at_least(weights_.data(), n, floor)) >= need) return floor;
+  }
+  return 0.0f;
+}
+
+void RequestSampler::order_and_cut(std::vector<Candidate>& kept, double total_all) const {
   if (params_.top_k <= 0 && params_.top_p >= 1.0) return;  // token-id order is kept
   // Weight order equals scaled-logit order (exp is monotone); ties by the lower id. A strict
   // total order, so "the k most likely" is one set whatever the selection algorithm.
@@ -175,8 +240,11 @@ void RequestSampler::order_and_cut(std::vector<Candidate>& kept) const {
     std::sort(kept.begin(), kept.end(), more_likely);
     return;
   }
-  double total = 0.0;
-  for (const Candidate& c : kept) total += c.prob;
+  double total = total_all;  // top-p alone: over every token, some of which were not gathered
+  if (params_.top_k > 0 || total <= 0.0) {
+    total = 0.0;
+    for (const Candidate& c : kept) total += c.prob;
+  }
   // Relative slack so a cut exactly on a cumulative sum is not lost to rounding.
   const double target = params_.top_p * total * (1.0 - 1e-12);
   // Sort a growing most-likely prefix until it holds the target mass: the top-p set of a
@@ -207,6 +275,7 @@ std::vector<RequestSampler::Candidate> RequestSampler::candidates(std::span<cons
     return out;
   }
   const float m = max_logit(logits);
+  double total_all = 0.0;
   if (m == kNegInfF || m == std::numeric_limits<float>::infinity()) {
     // Degenerate rows: every token at the maximum is equally likely.
     for (size_t i = 0; i < logits.size(); ++i) {
@@ -214,11 +283,15 @@ std::vector<RequestSampler::Candidate> RequestSampler::candidates(std::span<cons
     }
   } else {
     fill_weights(logits, m);
+    // With top-k or top-p on, only tokens at or above a floor can be kept: gather those.
+    const bool ordered = params_.top_k > 0 || params_.top_p < 1.0;
+    const float floor = ordered ? candidate_floor(total_all) : 0.0f;
     for (size_t i = 0; i < weights_.size(); ++i) {
-      if (weights_[i] != 0.0f) out.push_back({static_cast<int32_t>(i), weights_[i]});
+      const float w = weights_[i];
+      if (w != 0.0f && w >= floor) out.push_back({static_cast<int32_t>(i), w});
     }
   }
-  order_and_cut(out);
+  order_and_cut(out, total_all);
   double total = 0.0;
   for (const Candidate& c : out) total += c.prob;
   for (Candidate& c : out) c.prob /= total;

@@ -58,8 +58,13 @@ class RequestSampler {
   double fill_weights(std::span<const float> logits, float max_logit);
   // Step 6 in token-id order over weights_ (total: fill_weights' result).
   int32_t walk_weights(double total);
-  // Steps 4-5 on `kept` (all weights > 0, any order) -> most likely first, renormalized.
-  void order_and_cut(std::vector<Candidate>& kept) const;
+  // A weight below which no token survives steps 4-5 (0 = none found): top-k from block
+  // maxima, top-p from the mass at or above powers of two. For top-p alone, also sets
+  // total_all to the float64 sum of all weights (its cut is relative to that).
+  float candidate_floor(double& total_all) const;
+  // Steps 4-5 on `kept` (weights > 0, any order; for top-p alone all tokens at or above
+  // candidate_floor, whose total_all is passed; else 0) -> most likely first.
+  void order_and_cut(std::vector<Candidate>& kept, double total_all) const;
   // One uniform from the RNG, walked over `kept` (renormalized probabilities).
   int32_t draw(const std::vector<Candidate>& kept);
 

@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 namespace packserve::engine {
@@ -107,6 +109,63 @@ TEST(SamplerTest, MinPIsAppliedBeforeTopP) {
 TEST(SamplerTest, TiesAtTheTopKCutGoToTheLowerId) {
   const std::vector<float> logits = {0.0f, 1.0f, 1.0f, 1.0f};
   expect_candidates(params(1.0, 2), logits, {{1, 0.5}, {2, 0.5}});
+}
+
+// The pipeline of sampler.h written out plainly in float64 (exp, full sort, cuts): the
+// oracle for large vocabularies, where candidates() gathers only tokens above a floor.
+std::vector<RequestSampler::Candidate> reference_candidates(const SamplingParams& p,
+                                                            const std::vector<float>& logits) {
+  const double m = *std::max_element(logits.begin(), logits.end());
+  std::vector<RequestSampler::Candidate> out;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const double w = std::exp((logits[i] - m) / p.temperature);
+    if (w >= p.min_p) out.push_back({static_cast<int32_t>(i), w});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.prob != b.prob ? a.prob > b.prob : a.token_id < b.token_id;
+  });
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < out.size()) out.resize(p.top_k);
+  double total = 0.0;
+  for (const auto& c : out) total += c.prob;
+  if (p.top_p < 1.0) {
+    double cum = 0.0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      cum += out[i].prob;
+      if (cum >= p.top_p * total * (1.0 - 1e-12)) {
+        out.resize(i + 1);
+        break;
+      }
+    }
+    total = cum;
+  }
+  for (auto& c : out) c.prob /= total;
+  return out;
+}
+
+TEST(SamplerTest, LargeVocabularyCandidatesEqualThePlainPipeline) {
+  // 151,936 logits on a 1/64 grid (distinct values far apart next to float32 rounding, and
+  // many exact ties, so the order by (weight, id) is one and the same in both).
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(151936);
+  for (float& x : logits) x = std::round(normal(gen) * 64.0f) / 64.0f;
+  std::vector<SamplingParams> cases = {
+      params(1.0, 50),       params(1.0, 5000),         params(0.7, 1000),
+      params(1.0, 0, 0.5),   params(0.5, 0, 0.9),       params(0.3, 0, 0.99),
+      params(1.0, 100, 0.8), params(1.0, 0, 0.9, 0.01), params(2.0, 20, 1.0, 0.5)};
+  for (const SamplingParams& p : cases) {
+    RequestSampler sampler(p, 1);
+    const auto got = sampler.candidates(logits);
+    const auto want = reference_candidates(p, logits);
+    const std::string name = "T=" + std::to_string(p.temperature) +
+                             " k=" + std::to_string(p.top_k) + " p=" + std::to_string(p.top_p) +
+                             " min_p=" + std::to_string(p.min_p);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].token_id, want[i].token_id) << name << " rank " << i;
+      EXPECT_NEAR(got[i].prob, want[i].prob, 1e-5 * want[i].prob + 1e-12) << name << " rank " << i;
+    }
+  }
 }
 
 // Frequencies over many draws within 5 standard deviations of the renormalized probabilities
