@@ -40,6 +40,12 @@ float max_logit(std::span<const float> logits) {
   return m;
 }
 
+// A row whose maximum is -inf (all NaN or -inf) or +inf: its candidates are the tokens at the
+// maximum, equally likely.
+bool degenerate_max(float m) {
+  return m == kNegInfF || m == std::numeric_limits<float>::infinity();
+}
+
 // exp(y) for y <= 0 in float32; 0 for y < -87 (where the result would be subnormal) and for
 // NaN. y = n ln2 + f with |f| <= ln2 / 2 (ln2 split in two so f is exact), e^f by its Taylor
 // polynomial of degree 7 (truncation < 4e-9), 2^n from the exponent bits. Branch-free, so
@@ -240,8 +246,9 @@ void RequestSampler::order_and_cut(std::vector<Candidate>& kept, double total_al
     std::sort(kept.begin(), kept.end(), more_likely);
     return;
   }
-  double total = total_all;  // top-p alone: over every token, some of which were not gathered
-  if (params_.top_k > 0 || total <= 0.0) {
+  // After top-k, the mass of the k kept; top-p alone: of every token, some not gathered.
+  double total = total_all;
+  if (params_.top_k > 0) {
     total = 0.0;
     for (const Candidate& c : kept) total += c.prob;
   }
@@ -268,19 +275,20 @@ void RequestSampler::order_and_cut(std::vector<Candidate>& kept, double total_al
 }
 
 std::vector<RequestSampler::Candidate> RequestSampler::candidates(std::span<const float> logits) {
+  if (logits.empty()) return {};
+  if (is_greedy(params_)) return {{argmax_lowest(logits), 1.0}};
+  return candidates_below_max(logits, max_logit(logits));
+}
+
+std::vector<RequestSampler::Candidate> RequestSampler::candidates_below_max(
+    std::span<const float> logits, float m) {
   std::vector<Candidate> out;
-  if (logits.empty()) return out;
-  if (is_greedy(params_)) {
-    out.push_back({argmax_lowest(logits), 1.0});
-    return out;
-  }
-  const float m = max_logit(logits);
   double total_all = 0.0;
-  if (m == kNegInfF || m == std::numeric_limits<float>::infinity()) {
-    // Degenerate rows: every token at the maximum is equally likely.
+  if (degenerate_max(m)) {
     for (size_t i = 0; i < logits.size(); ++i) {
       if (logits[i] == m) out.push_back({static_cast<int32_t>(i), 1.0});
     }
+    total_all = static_cast<double>(out.size());
   } else {
     fill_weights(logits, m);
     // With top-k or top-p on, only tokens at or above a floor can be kept: gather those.
@@ -304,12 +312,10 @@ SampledToken RequestSampler::sample(std::span<const float> logits) {
     result.token_id = argmax_lowest(logits);
   } else {
     const float m = max_logit(logits);
-    const bool degenerate = m == kNegInfF || m == std::numeric_limits<float>::infinity();
-    if (params_.top_k <= 0 && params_.top_p >= 1.0 && !degenerate) {
+    if (params_.top_k <= 0 && params_.top_p >= 1.0 && !degenerate_max(m)) {
       result.token_id = walk_weights(fill_weights(logits, m));
     } else {
-      scratch_ = candidates(logits);
-      result.token_id = draw(scratch_);
+      result.token_id = draw(candidates_below_max(logits, m));
     }
   }
   // A full pass over the vocabulary: only when the request asked for logprobs.

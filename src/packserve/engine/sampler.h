@@ -54,6 +54,8 @@ class RequestSampler {
   std::vector<Candidate> candidates(std::span<const float> logits);
 
  private:
+  // candidates() of a non-greedy row whose maximum logit (NaN ignored) is m.
+  std::vector<Candidate> candidates_below_max(std::span<const float> logits, float m);
   // Steps 2-3 into weights_ (0 = dropped) and block_sums_; returns the sum of the weights.
   // `max_logit`: the finite maximum of the logits (NaN counting as -inf).
   double fill_weights(std::span<const float> logits, float max_logit);
@@ -63,15 +65,15 @@ class RequestSampler {
   // maxima, top-p from the mass at or above powers of two. For top-p alone, also sets
   // total_all to the float64 sum of all weights (its cut is relative to that).
   float candidate_floor(double& total_all) const;
-  // Steps 4-5 on `kept` (weights > 0, any order; for top-p alone all tokens at or above
-  // candidate_floor, whose total_all is passed; else 0) -> most likely first.
+  // Steps 4-5 on `kept` (weights > 0, any order: every token at or above candidate_floor)
+  // -> most likely first. total_all: for top-p alone, the sum of all weights (its cut is
+  // relative to every token, gathered or not); unused otherwise.
   void order_and_cut(std::vector<Candidate>& kept, double total_all) const;
   // One uniform from the RNG, walked over `kept` (renormalized probabilities).
   int32_t draw(const std::vector<Candidate>& kept);
 
   SamplingParams params_;
   Rng rng_;
-  std::vector<Candidate> scratch_;  // reused per token
   std::vector<float> weights_;      // [vocab], reused per token
   std::vector<double> block_sums_;  // sum of weights_ per block of kWeightBlock tokens
 };

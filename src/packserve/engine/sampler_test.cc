@@ -45,6 +45,17 @@ void expect_candidates(const SamplingParams& p, const std::vector<float>& logits
 // p = [0.1, 0.4, 0.2, 0.3]; most likely first: 1 (0.4), 3 (0.3), 2 (0.2), 0 (0.1).
 const std::vector<double> kProbs = {0.1, 0.4, 0.2, 0.3};
 
+// kProbs at temperature 2: p_i^(1/2), renormalized.
+std::map<int32_t, double> square_root_renormalized() {
+  double z = 0;
+  for (double p : kProbs) z += std::sqrt(p);
+  std::map<int32_t, double> out;
+  for (size_t i = 0; i < kProbs.size(); ++i) {
+    out[static_cast<int32_t>(i)] = std::sqrt(kProbs[i]) / z;
+  }
+  return out;
+}
+
 TEST(SamplerTest, GreedyIsArgmaxWithTiesToLowestId) {
   RequestSampler greedy(params(0.0), 7);
   EXPECT_EQ(greedy.sample(logits_of(kProbs)).token_id, 1);
@@ -66,13 +77,7 @@ TEST(SamplerTest, TemperatureOneKeepsTheDistribution) {
 
 TEST(SamplerTest, TemperatureTwoIsSquareRootRenormalized) {
   // p^(1/2) / sum p^(1/2).
-  double z = 0;
-  for (double p : kProbs) z += std::sqrt(p);
-  expect_candidates(params(2.0), logits_of(kProbs),
-                    {{0, std::sqrt(0.1) / z},
-                     {1, std::sqrt(0.4) / z},
-                     {2, std::sqrt(0.2) / z},
-                     {3, std::sqrt(0.3) / z}});
+  expect_candidates(params(2.0), logits_of(kProbs), square_root_renormalized());
 }
 
 TEST(SamplerTest, TopKKeepsTheKMostLikely) {
@@ -103,7 +108,8 @@ TEST(SamplerTest, MinPIsAppliedBeforeTopP) {
   // min_p 0.4 (threshold 0.16) drops token 0, leaving 0.4/0.9, 0.3/0.9, 0.2/0.9; top_p 0.75
   // on those: 0.444, 0.778 >= 0.75 -> {1, 3}. (top-p first on the full distribution would
   // keep {1, 3, 2}: 0.4, 0.7 < 0.75, 0.9.)
-  expect_candidates(params(1.0, 0, 0.75, 0.4), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_candidates(params(1.0, 0, 0.75, 0.4), logits_of(kProbs),
+                    {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
 }
 
 TEST(SamplerTest, TiesAtTheTopKCutGoToTheLowerId) {
@@ -190,15 +196,10 @@ TEST(SamplerTest, DrawFrequenciesMatchTheKeptDistribution) {
   expect_frequencies(params(1.0, 0, 0.65), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
   expect_frequencies(params(1.0, 3), logits_of(kProbs),
                      {{1, 0.4 / 0.9}, {3, 0.3 / 0.9}, {2, 0.2 / 0.9}});
-  expect_frequencies(params(1.0, 0, 1.0, 0.6), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_frequencies(params(1.0, 0, 1.0, 0.6), logits_of(kProbs),
+                     {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
   // Temperature-only sampling takes a path without a candidate list: same distribution.
-  double z = 0;
-  for (double p : kProbs) z += std::sqrt(p);
-  expect_frequencies(params(2.0), logits_of(kProbs),
-                     {{0, std::sqrt(0.1) / z},
-                      {1, std::sqrt(0.4) / z},
-                      {2, std::sqrt(0.2) / z},
-                      {3, std::sqrt(0.3) / z}});
+  expect_frequencies(params(2.0), logits_of(kProbs), square_root_renormalized());
   const float inf = std::numeric_limits<float>::infinity();
   expect_frequencies(params(1.0), {inf, 0.0f, inf, -inf}, {{0, 0.5}, {2, 0.5}});
 }
@@ -206,8 +207,7 @@ TEST(SamplerTest, DrawFrequenciesMatchTheKeptDistribution) {
 TEST(SamplerTest, SameSeedSameTokens) {
   std::vector<float> logits(50);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) * 0.3f;
-  RequestSampler a(params(1.0, 0, 0.9), 99), b(params(1.0, 0, 0.9), 99),
-      c(params(1.0, 0, 0.9), 100);
+  RequestSampler a(params(1.0, 0, 0.9), 99), b(params(1.0, 0, 0.9), 99), c(params(1.0, 0, 0.9), 100);
   std::vector<int32_t> ta, tb, tc;
   for (int i = 0; i < 100; ++i) {
     ta.push_back(a.sample(logits).token_id);

@@ -107,9 +107,8 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
 TEST(MetricsText, EscapesLabelValues) {
   MetricsSnapshot s;
   s.http_requests = {{"a\"b\\c\nd", 200, 1}};
-  EXPECT_TRUE(
-      has_line(render_metrics_text(s),
-               "packserve_http_requests_total{route=\"a\\\"b\\\\c\\nd\",status=\"200\"} 1"));
+  EXPECT_TRUE(has_line(render_metrics_text(s),
+                       "packserve_http_requests_total{route=\"a\\\"b\\\\c\\nd\",status=\"200\"} 1"));
 }
 
 }  // namespace
