@@ -14,7 +14,14 @@
 # then on the device (carry .gpu-carry):  scripts/gpu-check.sh
 # cuBLAS is not carried (600 MB): the device's /usr/local/cuda/lib64 has it.
 # Without .gpu-carry/ the script builds into build-gpu/ when the dependencies are there.
-# Env: OUT (default ./out), GPU_CHECK_SKIP (comma list of tests,sanitizer,cli,bench,peers).
+# A/B: `scripts/gpu-check.sh --pack-base BUILD_DIR NAME` packs the attention_bench of another
+# build (e.g. main's, built in a worktree) as .gpu-carry/base-NAME.tar.xz; the bench step runs
+# every such base right after ours, and the summary adds each one's graph time and our speedup.
+# The profile step: per-kernel ncu times and throughputs of decode_b32, the PAT trees and the
+# packed prefill (attention and merge kernels), and the spill instructions (LDL/STL) of each
+# attention kernel in the SASS (cuobjdump), into $OUT/profile.txt.
+# Env: OUT (default ./out), GPU_CHECK_SKIP (comma list of
+# tests,sanitizer,cli,bench,profile,peers).
 # The cli step runs `packserve attention verify --device cuda` on data/batches/*.json and
 # `packserve attention bench --device cuda` on data/batches/default.json.
 set -uo pipefail
@@ -23,6 +30,17 @@ CARRY=.gpu-carry
 export TESTS="run_cuda_test forward_cuda_test backend_factory_gpu_test"
 TARGETS="$TESTS attention_bench forward_bench packserve plan_bench"
 if [[ "${1:-}" == "--targets" ]]; then echo "$TARGETS"; exit 0; fi
+if [[ "${1:-}" == "--pack-base" ]]; then
+  set -e
+  name=${3:?usage: --pack-base BUILD_DIR NAME}
+  f=$(find "$2" -name attention_bench -type f -perm -u+x | head -1)
+  [[ -n "$f" ]] || { echo "no attention_bench under $2: build it first" >&2; exit 1; }
+  tmp=$(mktemp -d)
+  cp "$f" "$tmp/" && strip "$tmp/attention_bench"
+  mkdir -p $CARRY && tar -cJf "$CARRY/base-$name.tar.xz" -C "$tmp" . && rm -rf "$tmp"
+  du -h "$CARRY/base-$name.tar.xz"
+  exit 0
+fi
 if [[ "${1:-}" == "--pack" ]]; then
   set -e
   BUILD=${2:-build-cuda}
@@ -88,12 +106,36 @@ if ! skip cli; then
 fi
 if ! skip bench; then
   timeout 300 "$BIN/attention_bench" >"$OUT/bench.jsonl" 2>"$OUT/bench.err"; echo "bench rc=$?"
+  for a in "$CARRY"/base-*.tar.xz; do
+    [[ -f "$a" ]] || continue
+    name=$(basename "$a" .tar.xz); name=${name#base-}
+    mkdir -p "$BIN/base-$name" && tar -xJf "$a" -C "$BIN/base-$name"
+    timeout 300 "$BIN/base-$name/attention_bench" >"$OUT/bench_base-$name.jsonl" \
+      2>"$OUT/bench_base-$name.err"
+    echo "base $name bench rc=$?"
+  done
   timeout 200 "$BIN/forward_bench" >"$OUT/forward_bench.jsonl" 2>"$OUT/forward_bench.err"
   echo "forward_bench rc=$?"
   # The planner runs on this machine's host CPU when serving: time it here too.
   timeout 120 "$BIN/plan_bench" --benchmark_min_time=0.3 --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true >"$OUT/plan_bench.txt" 2>&1
   echo "plan_bench rc=$?"; grep -E "_median" "$OUT/plan_bench.txt"
+fi
+if ! skip profile; then
+  {
+    for c in decode pat prefill; do
+      echo "### ncu: attention_bench --cases $c (first attention + merge launch)"
+      timeout 200 ncu --clock-control none --launch-count 2 \
+        -k regex:'persistent_attention|merge_states' --section SpeedOfLight \
+        --section ComputeWorkloadAnalysis --section WarpStateStats \
+        "$BIN/attention_bench" --cases "$c" 2>&1 | grep -v -E '^\{|^==PROF=='
+    done
+    echo "### SASS spill instructions (LDL/STL) per attention kernel"
+    cuobjdump -sass "$BIN/attention_bench" 2>/dev/null |
+      awk '/Function :/ {name = $3} name ~ /persistent_attention/ && /(LDL|STL)/ {n[name]++}
+           END {for (f in n) print n[f], f; if (length(n) == 0) print "none"}'
+  } >"$OUT/profile.txt" 2>&1
+  echo "profile rc=$? ($OUT/profile.txt)"
 fi
 if ! skip peers; then
   PYTHONUNBUFFERED=1 timeout 300 python3 scripts/gpu_peers.py ${PEERS_ARGS:-} >"$OUT/peers.jsonl" 2>"$OUT/peers.err"
@@ -120,8 +162,14 @@ ceil = next((b for b in bench if b.get("ceilings")), None)
 if ceil:
     print(f"ceilings: copy {ceil['copy_gbps']:.0f} GB/s, bf16 matmul {ceil['matmul_tflops']:.0f} TFLOP/s; "
           f"{ceil['num_sms']} SMs x {ceil['ctas_per_sm']} CTAs/SM, {ceil['smem_bytes_per_cta']} B smem/CTA\n")
-print("| case | impl | graph ms | eager ms | GB/s | frac copy | TFLOP/s | frac mm | x bound |")
-print("|---|---|---|---|---|---|---|---|---|")
+bases = {}
+for f in sorted(os.listdir(out)):
+    if f.startswith("bench_base-") and f.endswith(".jsonl"):
+        bases[f[len("bench_base-"):-len(".jsonl")]] = {
+            b["case"] + "/" + b.get("policy", ""): b for b in lines(f) if "graph_ms" in b}
+print("| case | impl | graph ms | eager ms | GB/s | frac copy | TFLOP/s | frac mm | x bound |" +
+      "".join(f" {n} graph ms | speedup over {n} |" for n in bases))
+print("|---|---|---|---|---|---|---|---|---|" + "---|---|" * len(bases))
 cbw = ceil["copy_gbps"] if ceil else float("nan"); cmm = ceil["matmul_tflops"] if ceil else float("nan")
 for b in bench:
     if "case" not in b: continue
@@ -129,7 +177,11 @@ for b in bench:
         print(f"| overhead_8 (host: plan+upload+run+sync) | packserve | {b['plan_upload_run_sync_ms_graph']:.4f} | {b['plan_upload_run_sync_ms_eager']:.4f} | | | | | |")
         continue
     xb = f"{b['x_bound']:.2f}" if b.get("bound_ms", 0) > 0 else ""
-    print(f"| {b['case']} | packserve {b['policy']} | {b['graph_ms']:.4f} | {b['eager_ms']:.4f} | {b['effective_gbps']:.0f} | {b['frac_copy_bw']:.2f} | {b['useful_tflops']:.1f} | {b['frac_matmul']:.3f} | {xb} |")
+    ab = ""
+    for base in bases.values():
+        o = base.get(b["case"] + "/" + b["policy"])
+        ab += f" {o['graph_ms']:.4f} | {o['graph_ms'] / b['graph_ms']:.2f}x |" if o else " | |"
+    print(f"| {b['case']} | packserve {b['policy']} | {b['graph_ms']:.4f} | {b['eager_ms']:.4f} | {b['effective_gbps']:.0f} | {b['frac_copy_bw']:.2f} | {b['useful_tflops']:.1f} | {b['frac_matmul']:.3f} | {xb} |{ab}")
 for p in lines("peers.jsonl"):
     if "peer" not in p: continue
     if "error" in p:
