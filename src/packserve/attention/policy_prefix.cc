@@ -29,10 +29,21 @@
 // 4. Query tiles (§5.2 round-up rule): a pack's rows (ascending) are cut into tiles of
 //    floor(128 / group_size) rows; tile_q = the smallest compiled tile covering each tile's
 //    folded rows. A leaf's rows are causal tiles over [leaf begin, last row position + 1).
-// 5. Long-KV split (§6): mean = average KV length of the packs (after tiling); a pack longer
-//    than the mean is cut into n = ceil(len / mean) page-aligned parts of at least
-//    kMinChunkTokens. Caps: a shared pack holding prefill rows (max q_len q) is cut into at
-//    most max(1, pages / q) parts; a leaf tile of request r uses parts >= q_len * page_size.
+// 5. Long-KV split (§6), to each queue's share of the work rather than the paper's mean pack
+//    length. Cost of a pack of F folded rows (its query tile, tile_q = select_tile_q(F)) and
+//    len keys: alpha F + beta w len, the CTA assignment's model (cost_alpha, cost_beta) with
+//    keys weighed by w = max(1, tile_q / kComputeRows): up to 64 rows a KV stage is
+//    memory-bound, a 128-row stage computes about twice as long (measured on H100: 6.2 us per
+//    128-row stage of the packed prefill, 2.9 us per decode stage with every CTA streaming).
+//    T = the packs' total cost / the plan's queues; a pack is cut into
+//    n = ceil(len / ((T - alpha F) / (beta w))) page-aligned parts of at least
+//    kMinChunkTokens, so no part costs more than a queue's share. Every part writes a partial
+//    state for each of its rows (1 KiB per folded row and head at head_dim 128, read again by
+//    the merge): the mean rule, blind to the number of queues and to rows, cut the 4096-token
+//    root of the PAT tree B=[1,256] into 16 parts of 256 on 33 queues, 16x the partial-state
+//    bytes of one part and more than the unique KV bytes; the share rule cuts it into 3.
+//    Caps: a shared pack holding prefill rows (max q_len q) is cut into at most
+//    max(1, pages / q) parts; a leaf tile of request r uses parts >= q_len * page_size.
 // 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h) onto
 //    the plan's CTA queues, each run once per KV head (plan.h).
 //
@@ -352,20 +363,37 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
   }
 }
 
-// Step 5: the long-KV split to the mean pack length. Takes pack_rows over as the units' rows.
-void split_to_mean(const BatchLayout& layout, const std::vector<Pack>& packs,
-                   std::vector<int32_t>& pack_rows, UnitList& out) {
-  int64_t total = 0;
-  for (const Pack& p : packs) total += p.kv_end - p.kv_begin;
-  const double mean =
-      packs.empty() ? 0.0 : static_cast<double>(total) / static_cast<double>(packs.size());
+// Query-tile rows at which a KV stage's MMA time matches its memory time (step 5).
+constexpr double kComputeRows = 64.0;
+
+// Step 5: the long-KV split to a queue's share of the cost. Takes pack_rows over as the units'
+// rows.
+void split_to_share(const BatchLayout& layout, const std::vector<Pack>& packs, int num_queues,
+                    const PlanOptions& options, std::vector<int32_t>& pack_rows, UnitList& out) {
+  const int group = layout.group_size();
+  // Cost of one key of a pack: cost_beta, doubled for a 128-row query tile.
+  auto key_cost = [&](const Pack& p) {
+    const int tile_q = select_tile_q(static_cast<int64_t>(p.rows_end - p.rows_begin) * group);
+    return options.cost_beta * std::max(1.0, static_cast<double>(tile_q) / kComputeRows);
+  };
+  auto row_cost = [&](const Pack& p) {
+    return options.cost_alpha * group * static_cast<double>(p.rows_end - p.rows_begin);
+  };
+  double total = 0.0;
+  for (const Pack& p : packs) total += row_cost(p) + key_cost(p) * (p.kv_end - p.kv_begin);
+  const double share = total / num_queues;
   out.units.reserve(packs.size() * 2);
   out.rows.swap(pack_rows);  // the units reference the packs' rows
   for (const Pack& p : packs) {
     const int64_t len = p.kv_end - p.kv_begin;
+    const double per_key = key_cost(p);
+    const double key_budget = share - row_cost(p);
     int64_t part = 0;
-    if (static_cast<double>(len) > mean) {
-      const auto parts = static_cast<int64_t>(std::ceil(static_cast<double>(len) / mean));
+    // A pack is split when its keys alone exceed what the share leaves after its rows (with
+    // cost_beta = 0 keys cost nothing and nothing is split).
+    if (per_key > 0.0 && static_cast<double>(len) * per_key > key_budget) {
+      const double part_keys = std::max(key_budget / per_key, 1.0);
+      const auto parts = static_cast<int64_t>(std::ceil(static_cast<double>(len) / part_keys));
       part = std::max(
           {ceil_div(len, parts), static_cast<int64_t>(kMinChunkTokens), p.min_part_tokens});
       part = round_up(part, layout.page_size);
@@ -458,7 +486,7 @@ Result<Plan> make_plan_prefix(const BatchLayout& layout, const DeviceShape& devi
     std::vector<Pack> packs;
     std::vector<int32_t> pack_rows;
     tree_packs(layout, packs, pack_rows);
-    split_to_mean(layout, packs, pack_rows, list);
+    split_to_share(layout, packs, plan.num_ctas, options, pack_rows, list);
   }
   std::vector<int32_t> order;
   std::vector<int32_t> cta;

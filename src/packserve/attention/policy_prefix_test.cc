@@ -4,7 +4,10 @@
 // TreeHeuristic's merge scheme, and determinism across batches.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "packserve/attention/plan.h"
 #include "packserve/attention/plan_stats.h"
@@ -140,6 +143,44 @@ TEST(PrefixPolicy, PatTreeReadsAlmostOnlyUniqueKv) {
             1.2 * static_cast<double>(stats.kv_bytes_unique));
 }
 
+// Step 5 cuts a pack to a queue's share of the cost, alpha F + beta w len with w = 2 for a
+// 128-row query tile. B = [1, 256], L = [4096, 128], g = 4: 8 root tiles of 32 rows (128
+// folded) and 256 leaves (4 folded, 128 keys): total 8 (128 + 2 * 4096) + 256 (4 + 128) =
+// 100352. On 33 queues (264 CTAs / 8 heads) the share is 3041, a root tile may take
+// (3041 - 128) / 2 = 1456 keys -> 3 parts of 1376, 1376, 1344; on 132 queues the share is 760
+// -> 316 keys -> 13 parts of 320 (the last 256). Leaves fit their share and stay whole.
+TEST(PrefixPolicy, LongKvSplitFollowsTheQueueShare) {
+  const BatchLayout layout = pat_tree({{1, 4096}, {256, 128}}, 32, 8, 128, 16);
+  for (const auto& [ctas, bounds] :
+       {std::pair<int, std::vector<int>>{264, {0, 1376, 2752, 4096}},
+        std::pair<int, std::vector<int>>{
+            1056,
+            {0, 320, 640, 960, 1280, 1600, 1920, 2240, 2560, 2880, 3200, 3520, 3840, 4096}}}) {
+    SCOPED_TRACE("ctas " + std::to_string(ctas));
+    const Plan plan = plan_of(layout, Policy::kPrefix, ctas);
+    std::map<std::pair<int, int>, int> root_parts;  // [begin, end) -> items (one per tile)
+    int leaves = 0;
+    for (const WorkItem& it : plan.items) {
+      if (it.num_rows() == 32) {
+        ++root_parts[{it.kv_begin, it.kv_end}];
+      } else {
+        EXPECT_EQ(it.num_rows(), 1);
+        EXPECT_EQ(it.kv_tokens(), 128);
+        ++leaves;
+      }
+    }
+    EXPECT_EQ(leaves, 256);
+    ASSERT_EQ(root_parts.size(), bounds.size() - 1);
+    size_t i = 0;
+    for (const auto& [range, tiles] : root_parts) {
+      EXPECT_EQ(range.first, bounds[i]);
+      EXPECT_EQ(range.second, bounds[i + 1]);
+      EXPECT_EQ(tiles, 8);
+      ++i;
+    }
+  }
+}
+
 TEST(PrefixPolicy, WideTreeReadsAFractionOfBalanced) {
   // B = [1, 256], L = [4096, 128], g = 4: the root pack has 256 rows = 1024 folded -> 8 query
   // tiles -> 8 * 4096 + 256 * 128 = 65536 tokens/head; balanced reads 256 * 4224 = 1081344.
@@ -155,7 +196,7 @@ TEST(PrefixPolicy, WideTreeReadsAFractionOfBalanced) {
 // Without shared pages both policies cut every request into the same causal query tiles
 // (rows_per_tile rows) and a KV split moves no KV byte (every piece holds <= one query tile),
 // so their KV traffic is equal. (Query and partial-state bytes differ: the policies split at
-// different places — the mean pack length vs total work / CTAs.)
+// different places — a queue's share of the row-weighted cost vs total work / CTAs.)
 TEST(PrefixPolicy, NoSharingSameKvTrafficAsBalanced) {
   RandomLayoutOptions opt;
   opt.allow_sharing = false;
