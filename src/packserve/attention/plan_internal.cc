@@ -111,14 +111,13 @@ void assign_lpt(const UnitList& list, int group_size, int num_queues, double alp
     winner[v] = load[winner[2 * v + 1]] < load[winner[2 * v]] ? winner[2 * v + 1] : winner[2 * v];
   }
   const Unit* const units = list.units.data();
-  const auto row_cost = alpha * group_size;
   for (size_t k = 0; k < n; ++k) {
     const int32_t best = winner[1];  // the root (a lone leaf is its own root)
     const Unit& u = units[order[k]];
     queue[k] = best;
-    int64_t best_load =
-        bits(std::bit_cast<double>(load[best]) + row_cost * static_cast<double>(u.num_rows()) +
-             beta * static_cast<double>(u.kv_tokens()));
+    int64_t best_load = bits(
+        std::bit_cast<double>(load[best]) +
+        item_cost(alpha, beta, static_cast<int64_t>(u.num_rows()) * group_size, u.kv_tokens()));
     load[best] = best_load;
     // Replay the path: at each level the winner is the lighter of this side's winner (with
     // its load carried in a register) and the sibling's.

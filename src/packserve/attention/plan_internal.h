@@ -87,7 +87,7 @@ void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, 
 
 // Assigns units to `num_queues` CTA queues by seed 004 Algorithm 1: units sorted by KV length
 // descending (ties: lower unit index first), each popped onto the least-loaded CTA of a
-// tournament tree (ties: lower queue index) with cost alpha * folded rows + beta * kv tokens.
+// tournament tree (ties: lower queue index) with cost item_cost(alpha, beta, ...) (plan.h).
 // Returns, in execution order, the unit indices and their queue.
 void assign_lpt(const UnitList& list, int group_size, int num_queues, double alpha, double beta,
                 std::vector<int32_t>& order, std::vector<int32_t>& queue);

@@ -110,11 +110,42 @@ TEST(BalancedPolicy, ListSchedulingBoundAndPageAlignedChunks) {
     }
     for (const WorkItem& it : plan.items) {
       max_item =
-          std::max(max_item, static_cast<double>(it.num_rows()) * plan.group_size + it.kv_tokens());
+          std::max(max_item, item_cost(plan.cost_alpha, plan.cost_beta,
+                                       int64_t{it.num_rows()} * plan.group_size, it.kv_tokens()));
     }
     EXPECT_LE(max_cta, total / per_head + max_item + 1e-9);
     for (const WorkItem& it : plan.items) EXPECT_EQ(it.kv_begin % layout.page_size, 0);
   }
+}
+
+// item_cost weighs the keys of a 128-row query tile twice (it computes, a decode row streams).
+// g = 4, 2 queues, no splits (L_kv = 3724 / 2 = 1862): LPT order B (1500 keys), A (a 32-row
+// prefill tile over 1024 keys: 128 folded), C, D (600 each). Weighted costs B 1504, A 2176,
+// C = D 604: B -> q0, A -> q1, C -> q0 (1504 < 2176), D -> q0 (2108 < 2176). Unweighted, A
+// would cost 1152 and share its queue with C.
+TEST(BalancedPolicy, PrefillTileKeysCostTwiceADecodeRow) {
+  LayoutBuilder b(8, 2, 64, 16);
+  const int a = b.add({}, 1024, 32);
+  const int r_b = b.add({}, 1500, 1);
+  b.add({}, 600, 1);
+  b.add({}, 600, 1);
+  const BatchLayout& layout = b.layout();
+  const Plan plan = balanced(layout, 4);
+  ASSERT_EQ(plan.num_ctas, 2);
+  ASSERT_EQ(plan.items.size(), 4u);
+  int queue_of_a = -1, queue_of_b = -1;
+  for (const WorkItem& it : plan.items) {
+    EXPECT_TRUE(it.writes_final);
+    const int32_t first_row = plan.item_rows[it.rows_begin];
+    if (first_row == layout.qo_indptr[a]) queue_of_a = it.cta;
+    if (first_row == layout.qo_indptr[r_b]) queue_of_b = it.cta;
+  }
+  EXPECT_EQ(queue_of_a, 1);
+  EXPECT_EQ(queue_of_b, 0);
+  EXPECT_EQ(plan.cta_indptr[2] - plan.cta_indptr[1], 1);  // A alone
+  const PlanStats stats = compute_plan_stats(plan, layout);
+  EXPECT_DOUBLE_EQ(stats.cta_cost[0], 1504.0 + 604.0 + 604.0);
+  EXPECT_DOUBLE_EQ(stats.cta_cost[1], 128.0 + 2.0 * 1024.0);
 }
 
 TEST(BalancedPolicy, FewTilesGetOnePiecePerQueueNotShortTails) {

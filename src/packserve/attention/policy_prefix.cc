@@ -30,11 +30,9 @@
 //    floor(128 / group_size) rows; tile_q = the smallest compiled tile covering each tile's
 //    folded rows. A leaf's rows are causal tiles over [leaf begin, last row position + 1).
 // 5. Long-KV split (§6), to each queue's share of the work rather than the paper's mean pack
-//    length. Cost of a pack of F folded rows (its query tile, tile_q = select_tile_q(F)) and
-//    len keys: alpha F + beta w len, the CTA assignment's model (cost_alpha, cost_beta) with
-//    keys weighed by w = max(1, tile_q / kComputeRows): up to 64 rows a KV stage is
-//    memory-bound, a 128-row stage computes about twice as long (measured on H100: 6.2 us per
-//    128-row stage of the packed prefill, 2.9 us per decode stage with every CTA streaming).
+//    length. Cost of a pack of F folded rows and len keys: the CTA assignment's
+//    item_cost = alpha F + beta w len (plan.h; w = 2 for a 128-row query tile, which computes
+//    about twice as long per key as a memory-bound stage of <= 64 rows).
 //    T = the packs' total cost / the plan's queues; a pack is cut into
 //    n = ceil(len / ((T - alpha F) / (beta w))) page-aligned parts of at least
 //    kMinChunkTokens, so no part costs more than a queue's share. Every part writes a partial
@@ -363,18 +361,15 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
   }
 }
 
-// Query-tile rows at which a KV stage's MMA time matches its memory time (step 5).
-constexpr double kComputeRows = 64.0;
-
 // Step 5: the long-KV split to a queue's share of the cost. Takes pack_rows over as the units'
 // rows.
 void split_to_share(const BatchLayout& layout, const std::vector<Pack>& packs, int num_queues,
                     const PlanOptions& options, std::vector<int32_t>& pack_rows, UnitList& out) {
   const int group = layout.group_size();
-  // Cost of one key of a pack: cost_beta, doubled for a 128-row query tile.
+  // Cost of one key of a pack (item_cost, plan.h).
   auto key_cost = [&](const Pack& p) {
-    const int tile_q = select_tile_q(static_cast<int64_t>(p.rows_end - p.rows_begin) * group);
-    return options.cost_beta * std::max(1.0, static_cast<double>(tile_q) / kComputeRows);
+    return options.cost_beta *
+           key_cost_weight(static_cast<int64_t>(p.rows_end - p.rows_begin) * group);
   };
   auto row_cost = [&](const Pack& p) {
     return options.cost_alpha * group * static_cast<double>(p.rows_end - p.rows_begin);
