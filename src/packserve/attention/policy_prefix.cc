@@ -365,24 +365,19 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
 // rows.
 void split_to_share(const BatchLayout& layout, const std::vector<Pack>& packs, int num_queues,
                     const PlanOptions& options, std::vector<int32_t>& pack_rows, UnitList& out) {
-  const int group = layout.group_size();
-  // Cost of one key of a pack (item_cost, plan.h).
-  auto key_cost = [&](const Pack& p) {
-    return options.cost_beta *
-           key_cost_weight(static_cast<int64_t>(p.rows_end - p.rows_begin) * group);
-  };
-  auto row_cost = [&](const Pack& p) {
-    return options.cost_alpha * group * static_cast<double>(p.rows_end - p.rows_begin);
-  };
+  const int64_t group = layout.group_size();
+  auto folded = [group](const Pack& p) { return (p.rows_end - p.rows_begin) * group; };
   double total = 0.0;
-  for (const Pack& p : packs) total += row_cost(p) + key_cost(p) * (p.kv_end - p.kv_begin);
+  for (const Pack& p : packs) {
+    total += item_cost(options.cost_alpha, options.cost_beta, folded(p), p.kv_end - p.kv_begin);
+  }
   const double share = total / num_queues;
   out.units.reserve(packs.size() * 2);
   out.rows.swap(pack_rows);  // the units reference the packs' rows
   for (const Pack& p : packs) {
     const int64_t len = p.kv_end - p.kv_begin;
-    const double per_key = key_cost(p);
-    const double key_budget = share - row_cost(p);
+    const double per_key = options.cost_beta * key_cost_weight(folded(p));
+    const double key_budget = share - options.cost_alpha * static_cast<double>(folded(p));
     int64_t part = 0;
     // A pack is split when its keys alone exceed what the share leaves after its rows (with
     // cost_beta = 0 keys cost nothing and nothing is split).
