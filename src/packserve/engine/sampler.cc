@@ -104,6 +104,30 @@ compute_weights(const float* x, size_t n, float max_logit, float inv_t, float mi
   return total;
 }
 
+// Sum of exp(x[i] - m) over i, for m >= every x[i] (NaN and -inf entries add 0): the terms by
+// exp_nonpositive (relative error < 2e-7), summed in eight float32 lanes per block of
+// kWeightBlock and the blocks in float64. The maximum contributes exactly 1.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+double
+sum_exp_shifted(const float* x, size_t n, float m) {
+  double total = 0.0;
+  for (size_t begin = 0; begin < n; begin += kWeightBlock) {
+    const size_t end = std::min(n, begin + kWeightBlock);
+    float lanes[8] = {};
+    size_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      for (size_t l = 0; l < 8; ++l) lanes[l] += exp_nonpositive(x[i + l] - m);
+    }
+    float sum = 0.0f;
+    for (; i < end; ++i) sum += exp_nonpositive(x[i] - m);
+    for (float lane : lanes) sum += lane;
+    total += sum;
+  }
+  return total;
+}
+
 // Sum of w[0, n) in float64 (four independent lanes: a fixed order).
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx2", "default")))
@@ -149,18 +173,15 @@ int32_t argmax_lowest(std::span<const float> logits) {
 }
 
 double log_softmax_at(std::span<const float> logits, int32_t token) {
-  double m = kNegInf;
-  for (float x : logits) m = std::max(m, finite_or_neg_inf(x));
+  const float m = max_logit(logits);
   const double x_token = finite_or_neg_inf(logits[static_cast<size_t>(token)]);
-  if (std::isinf(m)) {
+  if (degenerate_max(m)) {
     // All -inf: uniform. Some +inf: uniform over the +inf entries.
     int64_t n = 0;
     for (float x : logits) n += (finite_or_neg_inf(x) == m) ? 1 : 0;
     return x_token == m ? -std::log(static_cast<double>(n)) : kNegInf;
   }
-  double z = 0.0;
-  for (float x : logits) z += std::exp(finite_or_neg_inf(x) - m);
-  return x_token - m - std::log(z);
+  return x_token - m - std::log(sum_exp_shifted(logits.data(), logits.size(), m));
 }
 
 double RequestSampler::fill_weights(std::span<const float> logits, float max_logit) {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace packserve::engine {
@@ -233,7 +234,43 @@ TEST(SamplerTest, LogprobIsRawLogSoftmax) {
   // Against a float64 reference with large logits (max subtraction needed).
   const std::vector<float> big = {1000.0f, 999.0f, 990.0f};
   const double z = 1.0 + std::exp(-1.0) + std::exp(-10.0);
-  EXPECT_NEAR(log_softmax_at(big, 1), -1.0 - std::log(z), 1e-9);
+  EXPECT_NEAR(log_softmax_at(big, 1), -1.0 - std::log(z), 1e-6);
+}
+
+// The float32 exponentials against a plain float64 log-softmax on a Qwen3-sized row (logits
+// uniform in [-12, 12], a few NaN and -inf entries, which count as -inf), at tokens across the
+// range of probabilities; once flat (the sum is the bulk's) and once with a confident token.
+TEST(SamplerTest, LogSoftmaxMatchesFloat64OnAFullVocabulary) {
+  std::vector<float> logits(151936);
+  uint64_t state = 12345;
+  for (float& x : logits) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53 * 24.0 - 12.0);
+  }
+  logits[7] = std::numeric_limits<float>::quiet_NaN();
+  logits[8] = -std::numeric_limits<float>::infinity();
+  for (const float confident : {0.0f, 30.0f}) {
+    SCOPED_TRACE("logit of token 100000: " + std::to_string(confident));
+    logits[100000] = confident;
+    double m = -std::numeric_limits<double>::infinity();
+    for (float x : logits) {
+      if (!std::isnan(x)) m = std::max(m, static_cast<double>(x));
+    }
+    double zsum = 0.0;
+    for (float x : logits) {
+      if (!std::isnan(x)) zsum += std::exp(static_cast<double>(x) - m);
+    }
+    for (const int32_t token : {0, 1, 8, 99999, 100000, 151935}) {
+      const double want = logits[static_cast<size_t>(token)] - m - std::log(zsum);
+      SCOPED_TRACE("token " + std::to_string(token));
+      if (std::isinf(want)) {
+        EXPECT_EQ(log_softmax_at(logits, token), want);
+      } else {
+        EXPECT_NEAR(log_softmax_at(logits, token), want, 2e-6);
+      }
+    }
+  }
+  EXPECT_EQ(log_softmax_at(logits, 7), -std::numeric_limits<double>::infinity());  // NaN
 }
 
 }  // namespace
