@@ -5,8 +5,9 @@
 // Start-up: the port is bound first (a bad --host/--port fails at once, exit 2) and stderr gets
 // "packserve serve: listening on http://HOST:PORT (model NAME, loading)"; the model loads on a
 // loader thread while the server answers /health 503 and generation 503 "loading"; when the
-// engine runs, the server turns ready ("packserve serve: ready" on stderr). A model that fails to load ends the process
-// with exit 2 and the reason on stderr.
+// engine runs, the server turns ready ("packserve serve: ready" on stderr). A model that fails
+// to load ends the process with exit 2 and the reason on stderr.
+//
 // Shutdown: SIGINT or SIGTERM -> new generation requests get 503, /health 503; live requests
 // may finish within --drain-grace-s, the rest are cancelled; open streams get up to 5 s more to
 // write their last events; then the listener stops and the process exits 0.
@@ -24,8 +25,8 @@
 #include <string>
 #include <thread>
 
-#include "packserve/cli/engine_flags.h"
 #include "packserve/cli/commands.h"
+#include "packserve/cli/engine_flags.h"
 #include "packserve/common/log.h"
 #include "packserve/engine/engine.h"
 #include "packserve/model/checkpoint.h"
@@ -67,8 +68,8 @@ struct Loaded {
 Result<Loaded> load_engine(const ServeArgs& args) {
   std::string dir = args.model_dir;
   if (!args.dummy_model.empty()) {
-    PS_ASSIGN_OR_RETURN(dir, model::ensure_dummy_model(args.dummy_model,
-                                                       model::default_dummy_model_cache_dir()));
+    PS_ASSIGN_OR_RETURN(
+        dir, model::ensure_dummy_model(args.dummy_model, model::default_dummy_model_cache_dir()));
   }
   PS_ASSIGN_OR_RETURN(auto weights, model::load_checkpoint(dir));
   PS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_dir(dir));
@@ -90,8 +91,9 @@ Result<Loaded> load_engine(const ServeArgs& args) {
   config.max_waiting_requests = args.max_waiting_requests;
   config.seed = args.seed;
 
-  PS_ASSIGN_OR_RETURN(auto backend, make_engine_backend(args.engine.backend, weights, args.engine.threads,
-                                                        args.engine.cpu_default_num_pages, config));
+  PS_ASSIGN_OR_RETURN(auto backend,
+                      make_engine_backend(args.engine.backend, weights, args.engine.threads,
+                                          args.engine.cpu_default_num_pages, config));
   PS_ASSIGN_OR_RETURN(auto created,
                       engine::Engine::create(config, std::move(backend.backend), tok));
   Loaded loaded;

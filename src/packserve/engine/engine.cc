@@ -126,8 +126,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   Impl& impl = *engine->impl_;
   impl.config = config;
   impl.vocab_size = mc.vocab_size;
-  int64_t model_len = config.max_model_len > 0 ? config.max_model_len
-                                               : mc.max_position_embeddings;
+  int64_t model_len = config.max_model_len > 0 ? config.max_model_len : mc.max_position_embeddings;
   if (model_len <= 0) model_len = std::numeric_limits<int32_t>::max();
   impl.max_model_len =
       static_cast<int32_t>(std::min<int64_t>(model_len, std::numeric_limits<int32_t>::max()));
@@ -169,22 +168,21 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(GenerateRequest request) {
   Status valid = request.sampling.validate();
   if (!valid.ok()) return reject(valid);
   const auto& prompt = request.prompt_token_ids;
-  if (prompt.empty()) return reject(invalid_argument("prompt_token_ids: expected >= 1 token, got 0"));
+  if (prompt.empty())
+    return reject(invalid_argument("prompt_token_ids: expected >= 1 token, got 0"));
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= impl.vocab_size) {
-      return reject(invalid_argument("prompt_token_ids[" + std::to_string(i) +
-                                     "]: expected a token id in [0, " +
-                                     std::to_string(impl.vocab_size) + "), got " +
-                                     std::to_string(prompt[i])));
+      return reject(invalid_argument(
+          "prompt_token_ids[" + std::to_string(i) + "]: expected a token id in [0, " +
+          std::to_string(impl.vocab_size) + "), got " + std::to_string(prompt[i])));
     }
   }
   for (size_t i = 0; i < request.sampling.stop_token_ids.size(); ++i) {
     const int32_t id = request.sampling.stop_token_ids[i];
     if (id >= impl.vocab_size) {
-      return reject(invalid_argument("stop_token_ids[" + std::to_string(i) +
-                                     "]: expected a token id in [0, " +
-                                     std::to_string(impl.vocab_size) + "), got " +
-                                     std::to_string(id)));
+      return reject(invalid_argument(
+          "stop_token_ids[" + std::to_string(i) + "]: expected a token id in [0, " +
+          std::to_string(impl.vocab_size) + "), got " + std::to_string(id)));
     }
   }
   const int64_t total = static_cast<int64_t>(prompt.size()) + request.sampling.max_tokens;
@@ -249,8 +247,8 @@ void Engine::drain(std::chrono::milliseconds grace) {
   std::unique_lock lock(impl.mutex);
   impl.draining = true;
   if (!impl.idle_cv.wait_for(lock, grace, [&] { return impl.num_live == 0; })) {
-    PS_LOG_WARN("engine", "drain grace of {} ms over: cancelling {} live requests",
-                grace.count(), impl.num_live);
+    PS_LOG_WARN("engine", "drain grace of {} ms over: cancelling {} live requests", grace.count(),
+                impl.num_live);
     impl.cancel_all = true;
     impl.wake_cv.notify_all();
     impl.idle_cv.wait(lock, [&] { return impl.num_live == 0; });

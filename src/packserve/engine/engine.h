@@ -39,14 +39,14 @@ namespace packserve::engine {
 using RequestId = sched::RequestId;
 
 struct SamplingParams {
-  double temperature = 1.0;  // 0 = greedy; >= 0, finite
-  int32_t top_k = 0;         // 0 = off; >= 0
-  double top_p = 1.0;        // in (0, 1]
-  double min_p = 0.0;        // in [0, 1]
-  std::optional<uint64_t> seed;  // per-request RNG seed; unset = drawn from the engine's RNG
-  int32_t max_tokens = 16;       // >= 1
-  std::vector<std::string> stop;         // stop strings (non-empty strings), at most 16
-  std::vector<int32_t> stop_token_ids;   // in addition to the model's EOS ids
+  double temperature = 1.0;             // 0 = greedy; >= 0, finite
+  int32_t top_k = 0;                    // 0 = off; >= 0
+  double top_p = 1.0;                   // in (0, 1]
+  double min_p = 0.0;                   // in [0, 1]
+  std::optional<uint64_t> seed;         // per-request RNG seed; unset = drawn from the engine's RNG
+  int32_t max_tokens = 16;              // >= 1
+  std::vector<std::string> stop;        // stop strings (non-empty strings), at most 16
+  std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS ids
   bool ignore_eos = false;
   bool logprobs = false;  // report the sampled token's log-probability
   // kInvalidArgument naming the field ("temperature: expected a finite number >= 0, got nan").
@@ -109,11 +109,11 @@ class RequestStream {
 
 struct EngineConfig {
   sched::SchedulerConfig scheduler;
-  kv::KvCacheConfig kv;           // num_pages, page_size, prefix caching
-  attention::PlanOptions plan;    // attention policy for every step
-  int32_t max_model_len = 0;      // prompt + max_tokens limit; 0 = the model's max positions
+  kv::KvCacheConfig kv;                 // num_pages, page_size, prefix caching
+  attention::PlanOptions plan;          // attention policy for every step
+  int32_t max_model_len = 0;            // prompt + max_tokens limit; 0 = the model's max positions
   int32_t max_waiting_requests = 1024;  // submit() beyond this: kResourceExhausted
-  uint64_t seed = 0;              // engine RNG (requests without a seed)
+  uint64_t seed = 0;                    // engine RNG (requests without a seed)
   // Host threads that sample a step's rows in parallel (the caller's included); 0 = auto
   // (min(8, hardware threads)). Tokens do not depend on it (each request has its own RNG).
   int32_t num_sampler_threads = 0;

@@ -93,10 +93,10 @@ struct Engine::Impl {
   std::condition_variable idle_cv;  // drain() waits here for num_live == 0
   std::vector<Pending> inbox;
   std::vector<RequestId> cancels;
-  bool cancel_all = false;  // drain() past its grace, or stop()
-  bool draining = false;    // submit() refused
-  bool stopping = false;    // the thread exits once nothing is live
-  int64_t num_live = 0;     // submitted and not yet finished
+  bool cancel_all = false;       // drain() past its grace, or stop()
+  bool draining = false;         // submit() refused
+  bool stopping = false;         // the thread exits once nothing is live
+  int64_t num_live = 0;          // submitted and not yet finished
   int64_t waiting_snapshot = 0;  // scheduler waiting + staged after the last step
   RequestId next_id = 1;
   Rng seed_rng{0};
@@ -113,8 +113,7 @@ struct Engine::Impl {
   std::thread thread;
 
   double now_ms() const {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                     start_time)
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_time)
         .count();
   }
   // ---- the engine thread (engine_loop.cc) ----

@@ -112,8 +112,8 @@ RequestOutput& update_of(LiveRequest& r) {
 }  // namespace
 
 void Engine::Impl::admit(Pending& pending, double now_ms) {
-  auto r = std::make_unique<LiveRequest>(pending.id, pending.request, pending.stream, tok,
-                                         pending.seed);
+  auto r =
+      std::make_unique<LiveRequest>(pending.id, pending.request, pending.stream, tok, pending.seed);
   const double arrival = pending.request.arrival_time_ms;
   r->arrival_time_ms = arrival < 0.0 ? now_ms : std::min(arrival, now_ms);
   if (!r->params.ignore_eos) r->stop_token_ids.insert(eos_token_ids.begin(), eos_token_ids.end());
@@ -135,8 +135,7 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
   if (!s.ok()) finish(ref, "error", now_ms, s.to_string());
 }
 
-void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms,
-                          std::string error) {
+void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms, std::string error) {
   RequestOutput& u = update_of(r);
   if (reason != "error" && !r.matcher.stopped()) {
     u.text_delta += r.matcher.push(r.decoder.finish());
@@ -151,11 +150,16 @@ void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms,
   const double e2e_ms = time_ms - r.arrival_time_ms;
   {
     std::lock_guard lock(metrics_mutex);
-    if (reason == "stop") ++metrics.requests_finished_stop;
-    else if (reason == "length") ++metrics.requests_finished_length;
-    else if (reason == "cancelled") ++metrics.requests_cancelled;
-    else if (reason == "kv_exhausted") ++metrics.requests_kv_exhausted;
-    else ++metrics.requests_error;
+    if (reason == "stop")
+      ++metrics.requests_finished_stop;
+    else if (reason == "length")
+      ++metrics.requests_finished_length;
+    else if (reason == "cancelled")
+      ++metrics.requests_cancelled;
+    else if (reason == "kv_exhausted")
+      ++metrics.requests_kv_exhausted;
+    else
+      ++metrics.requests_error;
     if (reason == "stop" || reason == "length") {
       observe(metrics.e2e_ms, e2e_ms);
       if (r.num_output_tokens >= 2 && r.first_token_time_ms.has_value()) {
@@ -164,8 +168,9 @@ void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms,
       }
     }
   }
-  PS_LOG_DEBUG("engine", "req={} finished reason={} prompt_tokens={} output_tokens={} e2e_ms={:.1f}",
-               r.id, reason, r.num_prompt_tokens, r.num_output_tokens, e2e_ms);
+  PS_LOG_DEBUG("engine",
+               "req={} finished reason={} prompt_tokens={} output_tokens={} e2e_ms={:.1f}", r.id,
+               reason, r.num_prompt_tokens, r.num_output_tokens, e2e_ms);
   r.stream->push(std::move(u));
   const RequestId id = r.id;
   live.erase(id);  // r is gone from here on
@@ -282,9 +287,8 @@ void Engine::Impl::run() {
     bool cancel_everything = false;
     {
       std::unique_lock lock(mutex);
-      wake_cv.wait(lock, [&] {
-        return !inbox.empty() || !cancels.empty() || stopping || !live.empty();
-      });
+      wake_cv.wait(lock,
+                   [&] { return !inbox.empty() || !cancels.empty() || stopping || !live.empty(); });
       new_requests.swap(inbox);
       new_cancels.swap(cancels);
       cancel_everything = cancel_all;
