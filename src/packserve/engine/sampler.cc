@@ -72,6 +72,20 @@ inline float exp_nonpositive(float y) {
   return y >= -87.0f ? p * two_n : 0.0f;
 }
 
+// Sum of w[0, n) in eight independent float32 lanes (a fixed order, so the same bits
+// everywhere). Always inlined, so each target clone of its callers vectorizes it.
+__attribute__((always_inline)) inline float block_sum(const float* w, size_t n) {
+  float lanes[8] = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (size_t l = 0; l < 8; ++l) lanes[l] += w[i + l];
+  }
+  float sum = 0.0f;
+  for (; i < n; ++i) sum += w[i];
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+
 // Weights w[i] = exp((x[i] - max_logit) inv_t), 0 where below min_p (relative to the most
 // likely token, whose weight is 1); block_sums[b] = sum of block b of kWeightBlock weights.
 // Returns the total. An AVX2 clone is picked at load time where the CPU has it: no FMA and a
@@ -88,18 +102,8 @@ compute_weights(const float* x, size_t n, float max_logit, float inv_t, float mi
   }
   double total = 0.0;
   for (size_t begin = 0, b = 0; begin < n; begin += kWeightBlock, ++b) {
-    const size_t end = std::min(n, begin + kWeightBlock);
-    // Eight independent partial sums (a fixed order, so the same bits everywhere).
-    float lanes[8] = {};
-    size_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-      for (size_t l = 0; l < 8; ++l) lanes[l] += w[i + l];
-    }
-    float sum = 0.0f;
-    for (; i < end; ++i) sum += w[i];
-    for (float lane : lanes) sum += lane;
-    block_sums[b] = sum;
-    total += sum;
+    block_sums[b] = block_sum(w + begin, std::min(kWeightBlock, n - begin));
+    total += block_sums[b];
   }
   return total;
 }
@@ -113,17 +117,11 @@ __attribute__((target_clones("avx2", "default")))
 double
 sum_exp_shifted(const float* x, size_t n, float m) {
   double total = 0.0;
+  float terms[kWeightBlock];
   for (size_t begin = 0; begin < n; begin += kWeightBlock) {
-    const size_t end = std::min(n, begin + kWeightBlock);
-    float lanes[8] = {};
-    size_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-      for (size_t l = 0; l < 8; ++l) lanes[l] += exp_nonpositive(x[i + l] - m);
-    }
-    float sum = 0.0f;
-    for (; i < end; ++i) sum += exp_nonpositive(x[i] - m);
-    for (float lane : lanes) sum += lane;
-    total += sum;
+    const size_t len = std::min(kWeightBlock, n - begin);
+    for (size_t i = 0; i < len; ++i) terms[i] = exp_nonpositive(x[begin + i] - m);
+    total += block_sum(terms, len);
   }
   return total;
 }
