@@ -158,11 +158,8 @@ float mass_at_least(const float* w, size_t n, float floor) {
   return sum;
 }
 
-}  // namespace
-
-int32_t argmax_lowest(std::span<const float> logits) {
-  // Two vectorizable passes: the maximum, then its first index.
-  const float m = max_logit(logits);
+// First index of the maximum m = max_logit(logits).
+int32_t first_index_of_max(std::span<const float> logits, float m) {
   if (m == kNegInfF) return 0;  // nothing above -inf: the first token, as ties go
   for (size_t i = 0; i < logits.size(); ++i) {
     if (logits[i] == m) return static_cast<int32_t>(i);
@@ -170,8 +167,8 @@ int32_t argmax_lowest(std::span<const float> logits) {
   return 0;  // unreachable: m is one of the logits
 }
 
-double log_softmax_at(std::span<const float> logits, int32_t token) {
-  const float m = max_logit(logits);
+// log_softmax_at with m = max_logit(logits) already known.
+double log_softmax_with_max(std::span<const float> logits, int32_t token, float m) {
   const double x_token = finite_or_neg_inf(logits[static_cast<size_t>(token)]);
   if (degenerate_max(m)) {
     // All -inf: uniform. Some +inf: uniform over the +inf entries.
@@ -180,6 +177,17 @@ double log_softmax_at(std::span<const float> logits, int32_t token) {
     return x_token == m ? -std::log(static_cast<double>(n)) : kNegInf;
   }
   return x_token - m - std::log(sum_exp_shifted(logits.data(), logits.size(), m));
+}
+
+}  // namespace
+
+int32_t argmax_lowest(std::span<const float> logits) {
+  // Two vectorizable passes: the maximum, then its first index.
+  return first_index_of_max(logits, max_logit(logits));
+}
+
+double log_softmax_at(std::span<const float> logits, int32_t token) {
+  return log_softmax_with_max(logits, token, max_logit(logits));
 }
 
 double RequestSampler::fill_weights(std::span<const float> logits, float max_logit) {
@@ -327,19 +335,17 @@ std::vector<RequestSampler::Candidate> RequestSampler::candidates_below_max(
 
 SampledToken RequestSampler::sample(std::span<const float> logits) {
   SampledToken result;
+  const float m = max_logit(logits);  // one pass, shared by the draw and the logprob
   if (is_greedy(params_)) {
-    result.token_id = argmax_lowest(logits);
+    result.token_id = first_index_of_max(logits, m);
+  } else if (params_.top_k <= 0 && params_.top_p >= 1.0 && !degenerate_max(m)) {
+    result.token_id = walk_weights(fill_weights(logits, m));
   } else {
-    const float m = max_logit(logits);
-    if (params_.top_k <= 0 && params_.top_p >= 1.0 && !degenerate_max(m)) {
-      result.token_id = walk_weights(fill_weights(logits, m));
-    } else {
-      result.token_id = draw(candidates_below_max(logits, m));
-    }
+    result.token_id = draw(candidates_below_max(logits, m));
   }
   // A full pass over the vocabulary: only when the request asked for logprobs.
   if (params_.logprobs) {
-    result.logprob = static_cast<float>(log_softmax_at(logits, result.token_id));
+    result.logprob = static_cast<float>(log_softmax_with_max(logits, result.token_id, m));
   }
   return result;
 }
