@@ -162,8 +162,8 @@ TEST(EngineTest, ConcurrentSubmitsFromSeveralThreads) {
       }
       for (auto& [prompt, stream] : mine) {
         const Collected c = collect(*stream);
-        const auto expected = testing::reference_greedy(
-            testing::hash_next_token, prompt, c.last.num_output_tokens, {});
+        const auto expected = testing::reference_greedy(testing::hash_next_token, prompt,
+                                                        c.last.num_output_tokens, {});
         if (!c.finished || c.token_ids != expected || c.last.finish_reason != "length") {
           ++mismatches;
         }
@@ -195,13 +195,13 @@ TEST(EngineTest, CancelMidStreamReturnsPages) {
   EXPECT_EQ(c.last.finish_reason, "cancelled");
   EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
   EXPECT_EQ(t.engine->metrics().requests_cancelled, 1);
-  t.engine->cancel(12345);  // unknown: ignored
+  t.engine->cancel(12345);       // unknown: ignored
   t.engine->cancel((*s)->id());  // finished: ignored
 }
 
 TEST(EngineTest, StopStringAcrossTokenBoundariesIsExcluded) {
-  auto t = make_engine(script_model({{'A', ids_of("hi ENX then END world")},
-                                     {'B', ids_of("no stop here")}}));
+  auto t = make_engine(
+      script_model({{'A', ids_of("hi ENX then END world")}, {'B', ids_of("no stop here")}}));
   GenerateRequest r = greedy_request({'A'}, 40);
   r.sampling.stop = {"END", "zzz"};
   auto a = t.engine->submit(r);
@@ -213,7 +213,8 @@ TEST(EngineTest, StopStringAcrossTokenBoundariesIsExcluded) {
   EXPECT_EQ(ca.last.finish_reason, "stop");
   // The tokens up to the one completing the stop string were produced.
   EXPECT_EQ(ca.token_ids, ids_of("hi ENX then END"));
-  for (const std::string& d : ca.deltas) EXPECT_EQ(d.find('E', d.find("EN") + 3), std::string::npos);
+  for (const std::string& d : ca.deltas)
+    EXPECT_EQ(d.find('E', d.find("EN") + 3), std::string::npos);
   const Collected cb = collect(**b);
   EXPECT_EQ(cb.text, "no stop here");  // EOS ends it; EOS adds no text
   EXPECT_EQ(cb.last.finish_reason, "stop");
@@ -343,7 +344,8 @@ TEST(EngineTest, BackendErrorFailsOnlyThatStepsRequests) {
   ASSERT_TRUE(good.ok());
   const Collected cg = collect(**good);
   EXPECT_EQ(cg.last.finish_reason, "length");
-  EXPECT_EQ(cg.token_ids, testing::reference_greedy(testing::hash_next_token, ids_of("good"), 6, {}));
+  EXPECT_EQ(cg.token_ids,
+            testing::reference_greedy(testing::hash_next_token, ids_of("good"), 6, {}));
   EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
   EXPECT_EQ(t.engine->metrics().requests_error, 1);
 }

@@ -109,8 +109,7 @@ TEST(SamplerTest, MinPIsAppliedBeforeTopP) {
   // min_p 0.4 (threshold 0.16) drops token 0, leaving 0.4/0.9, 0.3/0.9, 0.2/0.9; top_p 0.75
   // on those: 0.444, 0.778 >= 0.75 -> {1, 3}. (top-p first on the full distribution would
   // keep {1, 3, 2}: 0.4, 0.7 < 0.75, 0.9.)
-  expect_candidates(params(1.0, 0, 0.75, 0.4), logits_of(kProbs),
-                    {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_candidates(params(1.0, 0, 0.75, 0.4), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
 }
 
 TEST(SamplerTest, TiesAtTheTopKCutGoToTheLowerId) {
@@ -197,8 +196,7 @@ TEST(SamplerTest, DrawFrequenciesMatchTheKeptDistribution) {
   expect_frequencies(params(1.0, 0, 0.65), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
   expect_frequencies(params(1.0, 3), logits_of(kProbs),
                      {{1, 0.4 / 0.9}, {3, 0.3 / 0.9}, {2, 0.2 / 0.9}});
-  expect_frequencies(params(1.0, 0, 1.0, 0.6), logits_of(kProbs),
-                     {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+  expect_frequencies(params(1.0, 0, 1.0, 0.6), logits_of(kProbs), {{1, 0.4 / 0.7}, {3, 0.3 / 0.7}});
   // Temperature-only sampling takes a path without a candidate list: same distribution.
   expect_frequencies(params(2.0), logits_of(kProbs), square_root_renormalized());
   const float inf = std::numeric_limits<float>::infinity();
@@ -208,7 +206,8 @@ TEST(SamplerTest, DrawFrequenciesMatchTheKeptDistribution) {
 TEST(SamplerTest, SameSeedSameTokens) {
   std::vector<float> logits(50);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) * 0.3f;
-  RequestSampler a(params(1.0, 0, 0.9), 99), b(params(1.0, 0, 0.9), 99), c(params(1.0, 0, 0.9), 100);
+  RequestSampler a(params(1.0, 0, 0.9), 99), b(params(1.0, 0, 0.9), 99),
+      c(params(1.0, 0, 0.9), 100);
   std::vector<int32_t> ta, tb, tc;
   for (int i = 0; i < 100; ++i) {
     ta.push_back(a.sample(logits).token_id);

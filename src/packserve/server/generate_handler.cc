@@ -70,8 +70,8 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   for (std::size_t i = 0; i < r.stop_token_ids.size(); ++i) {
     if (r.stop_token_ids[i] >= engine.vocab_size()) {
       const std::string f = "stop_token_ids[" + std::to_string(i) + "]";
-      return bad_request(f + ": not below the vocabulary size " +
-                             std::to_string(engine.vocab_size()), f);
+      return bad_request(
+          f + ": not below the vocabulary size " + std::to_string(engine.vocab_size()), f);
     }
   }
   ApiResult<std::vector<int32_t>> ids = tokenize_prompt(engine, r);
@@ -133,14 +133,15 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
   std::optional<engine::RequestOutput> out = s.stream->next(kPollInterval);
   if (!out) {
     if (s.stopping && s.stopping->load()) return false;
-    const auto idle = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() -
-                                                                            s.last_write);
+    const auto idle =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - s.last_write);
     if (idle.count() >= s.heartbeat_ms) return write(sink, s, sse_comment("keep-alive"));
     return true;
   }
   const auto lp = logprobs_of(*s.engine, *out, s.ctx.logprobs);
   if (!out->text_delta.empty() || !lp.empty() || (s.first && !out->finished)) {
-    if (!write(sink, s, sse_data(stream_chunk(s.ctx, out->text_delta, std::nullopt, lp, s.first)))) {
+    if (!write(sink, s,
+               sse_data(stream_chunk(s.ctx, out->text_delta, std::nullopt, lp, s.first)))) {
       return false;
     }
     s.first = false;
@@ -251,8 +252,8 @@ ApiError engine_error(const Status& status) {
     case StatusCode::kInvalidArgument: {
       std::optional<std::string> param;
       const std::string& m = status.message();
-      if (auto colon = m.find(':'); colon != std::string::npos && colon < 40 &&
-                                    m.find(' ') > colon) {
+      if (auto colon = m.find(':');
+          colon != std::string::npos && colon < 40 && m.find(' ') > colon) {
         param = m.substr(0, colon);
       }
       return bad_request(m, param);

@@ -2,7 +2,6 @@
 #include "packserve/server/http_server.h"
 
 #include <httplib.h>
-
 #include <sys/socket.h>
 
 #include <atomic>
@@ -87,7 +86,7 @@ struct HttpServer::Impl {
   std::atomic<ServerState> state{ServerState::kLoading};
 
   mutable std::mutex mutex;
-  std::shared_ptr<EngineApi> engine;                  // guarded by mutex
+  std::shared_ptr<EngineApi> engine;                      // guarded by mutex
   std::map<std::pair<std::string, int>, int64_t> counts;  // guarded by mutex
 
   std::shared_ptr<EngineApi> current_engine() const {
@@ -174,40 +173,40 @@ void HttpServer::Impl::install_routes() {
 
   // Answers httplib produced itself (404 no route, 413 body too large, 400 unreadable
   // request) get an error object too.
-  http.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError error;
-    error.status = res.status;
-    if (res.status == 404) {
-      error.type = "not_found_error";
-      error.message = "no route " + req.method + " " + req.path;
-      error.code = "not_found";
-    } else if (res.status == 413) {
-      error.message = "request body: larger than the server's limit (--max-body-bytes)";
-      error.code = "request_too_large";
-    } else if (res.status >= 500) {
-      error.type = "server_error";
-      error.message = "internal error";
-    } else {
-      error.message = "bad request";
-    }
-    set_error(res, error);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_exception_handler(
-      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
+  http.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        ApiError error;
+        error.status = res.status;
+        if (res.status == 404) {
+          error.type = "not_found_error";
+          error.message = "no route " + req.method + " " + req.path;
+          error.code = "not_found";
+        } else if (res.status == 413) {
+          error.message = "request body: larger than the server's limit (--max-body-bytes)";
+          error.code = "request_too_large";
+        } else if (res.status >= 500) {
+          error.type = "server_error";
+          error.message = "internal error";
+        } else {
+          error.message = "bad request";
         }
-        PS_LOG_ERROR("server", "handler for {} {} threw: {}", req.method, req.path, what);
-        set_error(res, ApiError{500, "server_error", "internal error: " + what, std::nullopt,
-                                std::nullopt});
-      });
+        set_error(res, error);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  http.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
+                                std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    PS_LOG_ERROR("server", "handler for {} {} threw: {}", req.method, req.path, what);
+    set_error(res,
+              ApiError{500, "server_error", "internal error: " + what, std::nullopt, std::nullopt});
+  });
   http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mutex);
     ++counts[{route_label(req.path), res.status}];

@@ -65,9 +65,12 @@ std::string escape_label(const std::string& value) {
 
 const char* server_state_name(ServerState state) {
   switch (state) {
-    case ServerState::kLoading: return "loading";
-    case ServerState::kReady: return "ready";
-    case ServerState::kDraining: return "draining";
+    case ServerState::kLoading:
+      return "loading";
+    case ServerState::kReady:
+      return "ready";
+    case ServerState::kDraining:
+      return "draining";
   }
   return "unknown";
 }
@@ -97,10 +100,11 @@ std::string render_metrics_text(const MetricsSnapshot& snapshot) {
   const engine::EngineMetrics& m = *snapshot.engine;
   header(out, "packserve_requests_finished_total", "counter",
          "generation requests that ended, by finish reason");
-  const std::pair<const char*, int64_t> reasons[] = {
-      {"stop", m.requests_finished_stop},     {"length", m.requests_finished_length},
-      {"cancelled", m.requests_cancelled},    {"error", m.requests_error},
-      {"kv_exhausted", m.requests_kv_exhausted}};
+  const std::pair<const char*, int64_t> reasons[] = {{"stop", m.requests_finished_stop},
+                                                     {"length", m.requests_finished_length},
+                                                     {"cancelled", m.requests_cancelled},
+                                                     {"error", m.requests_error},
+                                                     {"kv_exhausted", m.requests_kv_exhausted}};
   for (const auto& [reason, count] : reasons) {
     sample(out, "packserve_requests_finished_total", static_cast<double>(count),
            std::string("reason=\"") + reason + "\"");
@@ -140,8 +144,7 @@ std::string render_metrics_text(const MetricsSnapshot& snapshot) {
             m.ttft_ms);
   histogram(out, "packserve_time_per_output_token_seconds",
             "(last token - first token) / (output tokens - 1)", m.tpot_ms);
-  histogram(out, "packserve_e2e_request_latency_seconds", "arrival to last output token",
-            m.e2e_ms);
+  histogram(out, "packserve_e2e_request_latency_seconds", "arrival to last output token", m.e2e_ms);
   return out;
 }
 
