@@ -72,16 +72,18 @@ inline float exp_nonpositive(float y) {
   return y >= -87.0f ? p * two_n : 0.0f;
 }
 
-// Sum of w[0, n) in eight independent float32 lanes (a fixed order, so the same bits
-// everywhere). Always inlined, so each target clone of its callers vectorizes it.
-__attribute__((always_inline)) inline float block_sum(const float* w, size_t n) {
+// Sum of the w[i] >= floor over [0, n) in eight independent float32 lanes (a fixed order, so
+// the same bits everywhere); floor 0 sums every weight (weights are >= 0). Always inlined, so
+// each target clone of its callers vectorizes it.
+__attribute__((always_inline)) inline float block_sum(const float* w, size_t n,
+                                                      float floor = 0.0f) {
   float lanes[8] = {};
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (size_t l = 0; l < 8; ++l) lanes[l] += w[i + l];
+    for (size_t l = 0; l < 8; ++l) lanes[l] += w[i + l] >= floor ? w[i + l] : 0.0f;
   }
   float sum = 0.0f;
-  for (; i < n; ++i) sum += w[i];
+  for (; i < n; ++i) sum += w[i] >= floor ? w[i] : 0.0f;
   for (float lane : lanes) sum += lane;
   return sum;
 }
@@ -147,15 +149,7 @@ sum_f64(const float* w, size_t n) {
 __attribute__((target_clones("avx2", "default")))
 #endif
 float mass_at_least(const float* w, size_t n, float floor) {
-  float lanes[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (size_t l = 0; l < 8; ++l) lanes[l] += w[i + l] >= floor ? w[i + l] : 0.0f;
-  }
-  float sum = 0.0f;
-  for (; i < n; ++i) sum += w[i] >= floor ? w[i] : 0.0f;
-  for (float lane : lanes) sum += lane;
-  return sum;
+  return block_sum(w, n, floor);
 }
 
 // First index of the maximum m = max_logit(logits).
