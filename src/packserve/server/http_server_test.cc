@@ -342,11 +342,18 @@ TEST_F(ServerTest, ConcurrentStreamsAllWellFormed) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(good.load(), kClients);
   wait_for_no_live();
-  const std::string metrics = get("/metrics").body;
-  EXPECT_NE(metrics.find("packserve_http_requests_total{route=\"/v1/completions\",status=\"200\"} " +
-                         std::to_string(kClients)),
-            std::string::npos)
-      << metrics;
+  // httplib calls the logger that counts a request after the last byte is written, so a
+  // client can see [DONE] before its request is counted: poll until the count settles.
+  const std::string line =
+      "packserve_http_requests_total{route=\"/v1/completions\",status=\"200\"} " +
+      std::to_string(kClients) + "\n";
+  std::string metrics;
+  for (int i = 0; i < 200; ++i) {
+    metrics = get("/metrics").body;
+    if (metrics.find(line) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(metrics.find(line), std::string::npos) << metrics;
 }
 
 }  // namespace
