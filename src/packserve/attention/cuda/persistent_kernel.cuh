@@ -7,13 +7,19 @@
 // n_folded = num_rows * group_size query vectors, folded index f = k * group_size + h (item
 // row k, qo head kv_head * group_size + h): the group's heads of one row are contiguous in q,
 // and one K/V load serves them all. The item is processed in q passes of P folded rows,
-// P = the smallest of {16, 32, 64} >= min(n_folded, tile_q) (tile_q = 128 runs as two passes
-// of 64); in a deterministic plan P = the smallest >= min(group_size, 64), so a row's
-// arithmetic never depends on which other rows share its item. Warp w owns the 16 folded rows [16 *
-// (w % WarpsQ), +16) of a pass (WarpsQ = P / 16) and the key slice [(w / WarpsQ) * KeysPerWarp,
-// +KeysPerWarp) of every KV stage, where KeysPerWarp = kStageKv * WarpsQ / 4: with few rows
-// (decode) the four warps split each KV stage between them, and their states are combined through
-// shared memory at the end.
+// P = the smallest of {16, 32, 64, 128} >= min(n_folded, tile_q) (128 only for head_dim <= 128;
+// at head_dim 256 a tile_q = 128 item runs as two passes of 64); in a deterministic plan P = the
+// smallest >= min(group_size, that cap), so a row's arithmetic never depends on which other rows
+// share its item. Passes of up to 64 rows: warp w owns the 16 folded rows [16 * (w % WarpsQ),
+// +16) (WarpsQ = P / 16) and the key slice [(w / WarpsQ) * KeysPerWarp, +KeysPerWarp) of every KV
+// stage, where KeysPerWarp = kStageKv * WarpsQ / 4: with few rows (decode) the four warps split
+// each KV stage between them, and their states are combined through shared memory at the end.
+// The 128-row pass: warp w owns two row blocks, [32 w, +16) and [32 w + 16, +16), and every key;
+// each K/V fragment read from shared memory feeds both blocks (half the ldmatrix per MMA of a
+// 64-row pass, and the item's KV is read once instead of twice).
+// Registers: a thread whose o takes 128 registers (two row blocks at head_dim 128, one at
+// head_dim 256) walks each stage's keys in two slices of 32 with one online-softmax update per
+// slice, so S stays at 32 registers.
 //
 // KV walk. Keys [kv_begin, kv_hi) of request kv_request's page table, kv_hi = min(kv_end,
 // max row position + 1) (no stage lies fully past the causal limit of every row), in stages
@@ -26,16 +32,20 @@
 // The plan's tile_kv is accepted for every value in kTileKvSizes; the kernel's stage is
 // kStageKv whatever it is (a plan's tile_kv is a planning granularity here).
 //
-// Shared memory (b16 tiles swizzled, tile_mma.cuh):
-//   q      [64][HeadDim]                          T
-//   kv     [kStages][2][kStageKv][HeadDim]        T   (K then V of each stage)
-//   rows   row_pos[64] int32, m/l scratch [4][16] f32 x 2
+// Shared memory (b16 tiles swizzled, tile_mma.cuh; every tile base aligned to its row stride):
+//   q      [P][HeadDim]                           T
+//   kv     [stages][2][kStageKv][HeadDim]         T   (K then V of each stage), right after q
+//   rows   row_pos[128] int32, m/l scratch [4][16] f32 x 2
+//   The tile area is sized for q of 64 rows and kStages stages; a pass holds as many stages as
+//   fit after its own q tile (KernelTraits::stages_for): 3 at head_dim <= 128 for P <= 64, 2 for
+//   P = 128 and at head_dim 256.
 //   the cross-warp combine reuses kv as [4][16][HeadDim + 8] f32 once the walk is done.
-//   HeadDim 64: 56.5 KiB, 128: 112.5 KiB (3 stages), 256: 160.5 KiB (2 stages).
+//   HeadDim 64: 57 KiB, 128: 113 KiB, 256: 161 KiB.
 //
-// Numerics. S = q.k accumulated in f32 by mma.m16n8k16, scaled by sm_scale * log2(e); online
-// softmax in base 2 with the row max m and the running sum l (-inf-safe: a row that has seen
-// no key yet keeps m = -inf, l = 0, o = 0); P is rounded to T for the PV product (as FA2).
+// Numerics. S = q.k accumulated in f32 by mma.m16n8k16; online softmax in base 2 with the row
+// max m of S * sm_scale * log2(e) and the running sum l; p = 2^(fma(S, scale, -m)) by the SFU
+// (ex2.approx.ftz) (-inf-safe: a row that has seen no key yet keeps m = -inf, l = 0, o = 0);
+// P is rounded to T for the PV product (as FA2).
 // writes_final: out = o / l rounded to T. Partial: o / l (f32) and lse = m + log2(l).
 #pragma once
 
@@ -73,20 +83,30 @@ struct KernelParams {
 inline constexpr int kThreads = 128;
 inline constexpr int kWarps = 4;
 inline constexpr int kStageKv = 64;
-inline constexpr int kPassRowsMax = 64;
+inline constexpr int kPassRowsMax = 128;  // row positions held per pass (pos_s)
 
 template <int HeadDim>
 struct KernelTraits {
-  static constexpr int kStages = HeadDim <= 128 ? 3 : 2;
-  static constexpr int kChunks = HeadDim / 8;  // 16-byte chunks per row
-  static constexpr int kQElems = kPassRowsMax * HeadDim;
+  static constexpr int kStages = HeadDim <= 128 ? 3 : 2;  // KV ring depth of passes <= 64 rows
+  static constexpr int kChunks = HeadDim / 8;             // 16-byte chunks per row
+  static constexpr int kQElems = 64 * HeadDim;            // q tile of passes <= 64 rows
   static constexpr int kStageElems = 2 * kStageKv * HeadDim;
   static constexpr int kScratchStride = HeadDim + 8;  // f32, padded against bank conflicts
-  static constexpr int kTileBytes = (kQElems + kStages * kStageElems) * 2;
+  static constexpr int kTileElems = kQElems + kStages * kStageElems;
+  static constexpr int kTileBytes = kTileElems * 2;
   static constexpr int kSmallBytes = kPassRowsMax * 4 + 2 * kWarps * 16 * 4;
   static constexpr int kSmemBytes = kTileBytes + kSmallBytes;
-  static_assert(kWarps * 16 * kScratchStride * 4 <= kStages * kStageElems * 2,
+  // Largest pass: 128 rows (two row blocks per warp) where the registers of o allow it.
+  static constexpr int kMaxPassRows = HeadDim <= 128 ? 128 : 64;
+  // KV ring depth of a pass of `rows` q rows: the stages that fit in the tile area after its
+  // q tile (a 128-row pass trades the third stage for the larger q tile).
+  static constexpr int stages_for(int rows) {
+    const int fit = (kTileElems - rows * HeadDim) / kStageElems;
+    return fit < kStages ? fit : kStages;
+  }
+  static_assert(kWarps * 16 * kScratchStride * 4 <= stages_for(32) * kStageElems * 2,
                 "combine scratch must fit in the KV ring");
+  static_assert(stages_for(kMaxPassRows) >= 2, "the largest pass needs a double-buffered ring");
 };
 
 struct ItemDesc {
@@ -115,20 +135,28 @@ __device__ __forceinline__ int row_position(const KernelParams& p, int row, int 
   return kv_len - q_len + (row - p.qo_indptr[r]);
 }
 
-// One q pass: folded rows [f_begin, f_begin + n_pass) of the item.
-template <int HeadDim, typename T, int WarpsQ>
+// One q pass: folded rows [f_begin, f_begin + n_pass) of the item, Mb row blocks of 16 per warp.
+template <int HeadDim, typename T, int WarpsQ, int Mb>
 __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& it, int f_begin,
                                          int n_pass, unsigned char* smem) {
   using Tr = KernelTraits<HeadDim>;
   using Mma = MmaOp<T>;
   using Pair = decltype(Mma::pair(0.0f, 0.0f));  // two T in one 32-bit word
-  constexpr int kRows = WarpsQ * 16;
+  constexpr int kRows = WarpsQ * 16 * Mb;
+  static_assert(Mb == 1 || WarpsQ == kWarps, "two row blocks per warp only with all warps on q");
+  constexpr int kStages = Tr::stages_for(kRows);
+  static_assert(kStages >= 2, "the q tile leaves no room for a double-buffered KV ring");
   constexpr int kWarpsKv = kWarps / WarpsQ;
   constexpr int kKeysPerWarp = kStageKv / kWarpsKv;  // 16, 32 or 64
-  constexpr int kNb = kKeysPerWarp / 8;              // n8 blocks of S per warp
-  constexpr int kDb = HeadDim / 8;                   // n8 blocks of O
+  // o of 128 registers per thread (two row blocks at head_dim 128, or head_dim 256) leaves no
+  // room for S of 64 keys: the warp walks its keys in two slices of 32 (one online-softmax
+  // update per slice), S stays at 32 registers.
+  constexpr int kSlices = Mb * HeadDim >= 256 && kKeysPerWarp >= 32 ? 2 : 1;
+  constexpr int kKeysSlice = kKeysPerWarp / kSlices;
+  constexpr int kNb = kKeysSlice / 8;  // n8 blocks of S per warp and slice
+  constexpr int kDb = HeadDim / 8;     // n8 blocks of O
   T* q_s = reinterpret_cast<T*>(smem);
-  T* kv_s = q_s + Tr::kQElems;
+  T* kv_s = q_s + kRows * HeadDim;
   int* pos_s = reinterpret_cast<int*>(smem + Tr::kTileBytes);
   float* m_s = reinterpret_cast<float*>(pos_s + kPassRowsMax);
   float* l_s = m_s + kWarps * 16;
@@ -165,7 +193,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 
   // Loads keys [base, base + kStageKv) of stage `stage`; keys >= bound are zero-filled.
   auto load_stage = [&](int stage, int bound) {
-    T* k_dst = kv_s + (stage % Tr::kStages) * Tr::kStageElems;
+    T* k_dst = kv_s + (stage % kStages) * Tr::kStageElems;
     T* v_dst = k_dst + kStageKv * HeadDim;
     constexpr int kKeysPerIter = kThreads / Tr::kChunks;
     constexpr int kIters = kStageKv / kKeysPerIter;
@@ -193,7 +221,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // loads past num_stages are never read.
   const int prologue_stages = (it.kv_end - it.kv_begin + kStageKv - 1) / kStageKv;
 #pragma unroll
-  for (int s = 0; s < Tr::kStages - 1; ++s) {
+  for (int s = 0; s < kStages - 1; ++s) {
     if (s < prologue_stages) load_stage(s, it.kv_end);
     cp_async_commit();
   }
@@ -204,162 +232,207 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const int kv_hi = min(it.kv_end, max_pos + 1);
   const int num_stages = kv_hi > it.kv_begin ? (kv_hi - it.kv_begin + kStageKv - 1) / kStageKv : 0;
 
-  float o[kDb][4];
-#pragma unroll
-  for (int j = 0; j < kDb; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY};
-  float l_run[2] = {0.0f, 0.0f};
-  const int my_pos[2] = {pos_s[wq * 16 + g], pos_s[wq * 16 + g + 8]};
+  // Warp row block mb holds the folded rows [16 * (wq * Mb + mb), +16) of the pass; a thread
+  // holds rows g and g + 8 of each block (hr = 0, 1).
+  float o[Mb][kDb][4];
+  float m_run[Mb][2], l_run[Mb][2];
   // Smallest position of the warp's real rows (pad rows, which are never written, do not
   // count): a warp slice of keys all <= it and < kv_end needs no mask.
   int warp_min_pos = INT_MAX;
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    if (wq * 16 + g + hr * 8 < n_pass) warp_min_pos = min(warp_min_pos, my_pos[hr]);
+  for (int mb = 0; mb < Mb; ++mb) {
+#pragma unroll
+    for (int j = 0; j < kDb; ++j) o[mb][j][0] = o[mb][j][1] = o[mb][j][2] = o[mb][j][3] = 0.0f;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int f = (wq * Mb + mb) * 16 + g + hr * 8;
+      m_run[mb][hr] = -INFINITY;
+      l_run[mb][hr] = 0.0f;
+      if (f < n_pass) warp_min_pos = min(warp_min_pos, pos_s[f]);
+    }
   }
 #pragma unroll
   for (int sh = 1; sh < 32; sh <<= 1) {
     warp_min_pos = min(warp_min_pos, __shfl_xor_sync(0xffffffffu, warp_min_pos, sh));
   }
 
+  // ldmatrix lane addresses (tile_mma.cuh ldmatrix_lane_offset): q rows lane & 15, chunk
+  // 2 kk + lane / 16; K rows (lane & 7) + 8 (lane / 16), chunk 2 kk + (lane / 8) % 2; V
+  // (transposed) rows (lane & 7) + 8 ((lane / 8) % 2), chunk 2 d + lane / 16.
+  constexpr int kRowBytes = 2 * HeadDim;
+  const uint32_t q_lane =
+      smem_addr(q_s) + ldmatrix_lane_offset<HeadDim>(lane & 15, lane >> 4, lane);
+  const uint32_t k_lane_off =
+      ldmatrix_lane_offset<HeadDim>((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1, lane);
+  const uint32_t v_lane_off =
+      ldmatrix_lane_offset<HeadDim>((lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4, lane);
+
   for (int stage = 0; stage < num_stages; ++stage) {
-    cp_async_wait<Tr::kStages - 2>();
+    cp_async_wait<kStages - 2>();
     __syncthreads();  // stage landed for all threads; everyone is done with stage - 1
-    if (stage + Tr::kStages - 1 < num_stages) load_stage(stage + Tr::kStages - 1, kv_hi);
+    if (stage + kStages - 1 < num_stages) load_stage(stage + kStages - 1, kv_hi);
     cp_async_commit();
 
-    const T* k_tile = kv_s + (stage % Tr::kStages) * Tr::kStageElems;
+    const T* k_tile = kv_s + (stage % kStages) * Tr::kStageElems;
     const T* v_tile = k_tile + kStageKv * HeadDim;
-    const int key_w = wk * kKeysPerWarp;  // warp's first key row in the stage
-    const int key_pos0 = it.kv_begin + stage * kStageKv + key_w;
+#pragma unroll 1
+    for (int slice = 0; slice < kSlices; ++slice) {
+      const int key_w = wk * kKeysPerWarp + slice * kKeysSlice;  // first key row (in the stage)
+      const int key_pos0 = it.kv_begin + stage * kStageKv + key_w;
 
-    float s[kNb][4];
+      // S = Q K^T (raw, unscaled); one K fragment serves the warp's Mb row blocks.
+      float s[Mb][kNb][4];
 #pragma unroll
-    for (int j = 0; j < kNb; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+      for (int mb = 0; mb < Mb; ++mb) {
 #pragma unroll
-    for (int kk = 0; kk < HeadDim / 16; ++kk) {
-      uint32_t a[4];
-      const int qrow = wq * 16 + (lane & 15);
-      ldmatrix_x4(a, q_s + swizzle<HeadDim>(qrow, kk * 2 + (lane >> 4)));
-#pragma unroll
-      for (int j = 0; j < kNb / 2; ++j) {
-        uint32_t b[4];
-        const int krow = key_w + j * 16 + (lane & 7) + ((lane >> 4) << 3);
-        ldmatrix_x4(b, k_tile + swizzle<HeadDim>(krow, kk * 2 + ((lane >> 3) & 1)));
-        Mma::run(s[2 * j], a, b[0], b[1]);
-        Mma::run(s[2 * j + 1], a, b[2], b[3]);
+        for (int j = 0; j < kNb; ++j) s[mb][j][0] = s[mb][j][1] = s[mb][j][2] = s[mb][j][3] = 0.0f;
       }
-    }
-
-    // Mask (key < kv_end and key <= row position), scale, row max.
-    float mx[2] = {-INFINITY, -INFINITY};
-    const bool unmasked = key_pos0 + kKeysPerWarp - 1 <= warp_min_pos &&
-                          key_pos0 + kKeysPerWarp <= it.kv_end;  // warp-uniform
-    if (unmasked) {
+      const uint32_t k_lane = smem_addr(k_tile) + key_w * kRowBytes + k_lane_off;
 #pragma unroll
-      for (int j = 0; j < kNb; ++j) {
+      for (int kk = 0; kk < HeadDim / 16; ++kk) {
+        uint32_t a[Mb][4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          s[j][e] *= p.sm_scale_log2;
-          mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+        for (int mb = 0; mb < Mb; ++mb) {
+          ldmatrix_x4(a[mb], (q_lane + (wq * Mb + mb) * 16 * kRowBytes) ^ (kk << 5));
+        }
+#pragma unroll
+        for (int j = 0; j < kNb / 2; ++j) {
+          uint32_t b[4];
+          ldmatrix_x4(b, (k_lane ^ (kk << 5)) + j * 16 * kRowBytes);
+#pragma unroll
+          for (int mb = 0; mb < Mb; ++mb) {
+            Mma::run(s[mb][2 * j], a[mb], b[0], b[1]);
+            Mma::run(s[mb][2 * j + 1], a[mb], b[2], b[3]);
+          }
         }
       }
-    } else {
+
+      // Mask (key < kv_end and key <= row position), row max, online softmax in base 2:
+      // p = 2^(s * scale - m) with m the running max of s * scale (scale > 0, so the max of the
+      // raw scores, scaled, is the max of the scaled ones).
+      const bool unmasked = key_pos0 + kKeysSlice - 1 <= warp_min_pos &&
+                            key_pos0 + kKeysSlice <= it.kv_end;  // warp-uniform
 #pragma unroll
-      for (int j = 0; j < kNb; ++j) {
+      for (int mb = 0; mb < Mb; ++mb) {
+        float mx[2] = {-INFINITY, -INFINITY};
+        if (unmasked) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key_pos0 + j * 8 + 2 * t4 + (e & 1);
-          const int hr = e >> 1;
-          const bool visible = key < it.kv_end && key <= my_pos[hr];
-          s[j][e] = visible ? s[j][e] * p.sm_scale_log2 : -INFINITY;
-          mx[hr] = fmaxf(mx[hr], s[j][e]);
+          for (int j = 0; j < kNb; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[mb][j][e]);
+          }
+        } else {  // (the diagonal and the KV end: row positions from shared memory)
+          const int row_pos[2] = {pos_s[(wq * Mb + mb) * 16 + g],
+                                  pos_s[(wq * Mb + mb) * 16 + g + 8]};
+#pragma unroll
+          for (int j = 0; j < kNb; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int key = key_pos0 + j * 8 + 2 * t4 + (e & 1);
+              const int hr = e >> 1;
+              const bool visible = key < it.kv_end && key <= row_pos[hr];
+              if (!visible) s[mb][j][e] = -INFINITY;
+              mx[hr] = fmaxf(mx[hr], s[mb][j][e]);
+            }
+          }
+        }
+        float base[2], alpha[2];
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+          mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+          mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+          const float m_new = fmaxf(m_run[mb][hr], mx[hr] * p.sm_scale_log2);
+          base[hr] = m_new == -INFINITY ? 0.0f : m_new;
+          alpha[hr] = exp2_ftz(m_run[mb][hr] - base[hr]);  // m_run = -inf -> 0
+          m_run[mb][hr] = m_new;
+          l_run[mb][hr] *= alpha[hr];
+        }
+#pragma unroll
+        for (int j = 0; j < kNb; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            s[mb][j][e] = exp2_ftz(fmaf(s[mb][j][e], p.sm_scale_log2, -base[e >> 1]));
+            l_run[mb][e >> 1] += s[mb][j][e];
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kDb; ++j) {
+          o[mb][j][0] *= alpha[0];
+          o[mb][j][1] *= alpha[0];
+          o[mb][j][2] *= alpha[1];
+          o[mb][j][3] *= alpha[1];
         }
       }
-    }
-    float base[2], alpha[2];
+      // O += P V; one V fragment serves the warp's Mb row blocks.
+      const uint32_t v_lane = smem_addr(v_tile) + key_w * kRowBytes + v_lane_off;
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-      const float m_new = fmaxf(m_run[hr], mx[hr]);
-      base[hr] = m_new == -INFINITY ? 0.0f : m_new;
-      alpha[hr] = exp2f(m_run[hr] - base[hr]);  // m_run = -inf -> 0
-      m_run[hr] = m_new;
-      l_run[hr] *= alpha[hr];
-    }
+      for (int kb = 0; kb < kKeysSlice / 16; ++kb) {
+        uint32_t a[Mb][4];
 #pragma unroll
-    for (int j = 0; j < kNb; ++j) {
+        for (int mb = 0; mb < Mb; ++mb) {
+          a[mb][0] = Mma::pack(s[mb][2 * kb][0], s[mb][2 * kb][1]);
+          a[mb][1] = Mma::pack(s[mb][2 * kb][2], s[mb][2 * kb][3]);
+          a[mb][2] = Mma::pack(s[mb][2 * kb + 1][0], s[mb][2 * kb + 1][1]);
+          a[mb][3] = Mma::pack(s[mb][2 * kb + 1][2], s[mb][2 * kb + 1][3]);
+        }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = exp2f(s[j][e] - base[e >> 1]);
-        l_run[e >> 1] += s[j][e];
+        for (int d = 0; d < HeadDim / 16; ++d) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, (v_lane ^ (d << 5)) + kb * 16 * kRowBytes);
+#pragma unroll
+          for (int mb = 0; mb < Mb; ++mb) {
+            Mma::run(o[mb][2 * d], a[mb], b[0], b[1]);
+            Mma::run(o[mb][2 * d + 1], a[mb], b[2], b[3]);
+          }
+        }
       }
-    }
-#pragma unroll
-    for (int j = 0; j < kDb; ++j) {
-      o[j][0] *= alpha[0];
-      o[j][1] *= alpha[0];
-      o[j][2] *= alpha[1];
-      o[j][3] *= alpha[1];
-    }
-    // O += P V.
-#pragma unroll
-    for (int kb = 0; kb < kKeysPerWarp / 16; ++kb) {
-      uint32_t a[4];
-      a[0] = Mma::pack(s[2 * kb][0], s[2 * kb][1]);
-      a[1] = Mma::pack(s[2 * kb][2], s[2 * kb][3]);
-      a[2] = Mma::pack(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-      a[3] = Mma::pack(s[2 * kb + 1][2], s[2 * kb + 1][3]);
-      const int vrow = key_w + kb * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-#pragma unroll
-      for (int d = 0; d < HeadDim / 16; ++d) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, v_tile + swizzle<HeadDim>(vrow, d * 2 + (lane >> 4)));
-        Mma::run(o[2 * d], a, b[0], b[1]);
-        Mma::run(o[2 * d + 1], a, b[2], b[3]);
-      }
-    }
+    }  // slice
   }
   cp_async_wait<0>();
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 1);
-    l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 2);
+  for (int mb = 0; mb < Mb; ++mb) {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      l_run[mb][hr] += __shfl_xor_sync(0xffffffffu, l_run[mb][hr], 1);
+      l_run[mb][hr] += __shfl_xor_sync(0xffffffffu, l_run[mb][hr], 2);
+    }
   }
   __syncthreads();  // every warp is done with the KV ring (reused as scratch below)
 
   const int hd_stride = p.num_qo_heads * HeadDim;
   if constexpr (kWarpsKv == 1) {
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int f = wq * 16 + g + hr * 8;
-      if (f >= n_pass) continue;
-      const int fi = f_begin + f;
-      const int k = fi / group, h = fi % group;
-      const float inv_l = 1.0f / l_run[hr];
-      if (it.writes_final) {
-        const int row = item_rows[k];
-        T* dst = static_cast<T*>(p.out) + static_cast<size_t>(row) * hd_stride +
-                 (it.kv_head * group + h) * HeadDim;
+    for (int mb = 0; mb < Mb; ++mb) {
 #pragma unroll
-        for (int j = 0; j < kDb; ++j) {
-          *reinterpret_cast<Pair*>(dst + j * 8 + 2 * t4) =
-              Mma::pair(o[j][2 * hr] * inv_l, o[j][2 * hr + 1] * inv_l);
-        }
-      } else {
-        const size_t slot = static_cast<size_t>(it.partial_begin + k) * group + h;
-        float* dst = p.partial_o + slot * HeadDim;
+      for (int hr = 0; hr < 2; ++hr) {
+        const int f = (wq * Mb + mb) * 16 + g + hr * 8;
+        if (f >= n_pass) continue;
+        const int fi = f_begin + f;
+        const int k = fi / group, h = fi % group;
+        const float inv_l = 1.0f / l_run[mb][hr];
+        if (it.writes_final) {
+          const int row = item_rows[k];
+          T* dst = static_cast<T*>(p.out) + static_cast<size_t>(row) * hd_stride +
+                   (it.kv_head * group + h) * HeadDim;
 #pragma unroll
-        for (int j = 0; j < kDb; ++j) {
-          *reinterpret_cast<float2*>(dst + j * 8 + 2 * t4) =
-              make_float2(o[j][2 * hr] * inv_l, o[j][2 * hr + 1] * inv_l);
+          for (int j = 0; j < kDb; ++j) {
+            *reinterpret_cast<Pair*>(dst + j * 8 + 2 * t4) =
+                Mma::pair(o[mb][j][2 * hr] * inv_l, o[mb][j][2 * hr + 1] * inv_l);
+          }
+        } else {
+          const size_t slot = static_cast<size_t>(it.partial_begin + k) * group + h;
+          float* dst = p.partial_o + slot * HeadDim;
+#pragma unroll
+          for (int j = 0; j < kDb; ++j) {
+            *reinterpret_cast<float2*>(dst + j * 8 + 2 * t4) =
+                make_float2(o[mb][j][2 * hr] * inv_l, o[mb][j][2 * hr + 1] * inv_l);
+          }
+          if (t4 == 0) p.partial_lse[slot] = m_run[mb][hr] + log2f(l_run[mb][hr]);
         }
-        if (t4 == 0) p.partial_lse[slot] = m_run[hr] + log2f(l_run[hr]);
       }
     }
   } else {
-    // Cross-warp combine: warps wk = 0..kWarpsKv-1 hold states of the same 16 rows.
+    // Cross-warp combine (Mb = 1): warps wk = 0..kWarpsKv-1 hold states of the same 16 rows.
     float* scratch = reinterpret_cast<float*>(kv_s) + warp * 16 * Tr::kScratchStride;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
@@ -367,11 +440,11 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 #pragma unroll
       for (int j = 0; j < kDb; ++j) {
         *reinterpret_cast<float2*>(scratch + r * Tr::kScratchStride + j * 8 + 2 * t4) =
-            make_float2(o[j][2 * hr], o[j][2 * hr + 1]);
+            make_float2(o[0][j][2 * hr], o[0][j][2 * hr + 1]);
       }
       if (t4 == 0) {
-        m_s[warp * 16 + r] = m_run[hr];
-        l_s[warp * 16 + r] = l_run[hr];
+        m_s[warp * 16 + r] = m_run[0][hr];
+        l_s[warp * 16 + r] = l_run[0][hr];
       }
     }
     __syncthreads();
@@ -415,7 +488,11 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 
 template <int HeadDim, typename T>
 __global__ void __launch_bounds__(kThreads) persistent_attention_kernel(const KernelParams p) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  // Every tile base must be aligned to its row stride, 2 * HeadDim bytes (ldmatrix_lane_offset):
+  // the tiles start at multiples of it from smem, and smem (no static shared memory) starts at
+  // the window's origin. Checked: a misaligned base would read wrong rows without a sound.
+  extern __shared__ __align__(1024) unsigned char smem[];
+  if (smem_addr(smem) % (2 * HeadDim) != 0) __trap();
   const int32_t* cta_indptr = p.plan + p.off_cta_indptr;
   const int32_t* cta_items = p.plan + p.off_cta_items;
   const int num_queues = p.plan[kHdrNumCtas];
@@ -440,17 +517,20 @@ __global__ void __launch_bounds__(kThreads) persistent_attention_kernel(const Ke
     const int n_folded = it.num_rows * p.group_size;
     // Deterministic plans: the pass size (and so the warps' key split, which fixes the
     // summation order) depends on the group size alone, never on the item's other rows.
+    constexpr int kMaxPass = KernelTraits<HeadDim>::kMaxPassRows;
     const int want =
-        deterministic ? min(p.group_size, kPassRowsMax) : min(min(n_folded, tile_q), kPassRowsMax);
-    const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : 64);
+        deterministic ? min(p.group_size, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
+    const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
     for (int f_begin = 0; f_begin < n_folded; f_begin += pass) {
       const int n_pass = min(pass, n_folded - f_begin);
       if (pass == 16) {
-        run_pass<HeadDim, T, 1>(p, it, f_begin, n_pass, smem);
+        run_pass<HeadDim, T, 1, 1>(p, it, f_begin, n_pass, smem);
       } else if (pass == 32) {
-        run_pass<HeadDim, T, 2>(p, it, f_begin, n_pass, smem);
-      } else {
-        run_pass<HeadDim, T, 4>(p, it, f_begin, n_pass, smem);
+        run_pass<HeadDim, T, 2, 1>(p, it, f_begin, n_pass, smem);
+      } else if (pass == 64) {
+        run_pass<HeadDim, T, 4, 1>(p, it, f_begin, n_pass, smem);
+      } else if constexpr (kMaxPass == 128) {  // pass == 128
+        run_pass<HeadDim, T, 4, 2>(p, it, f_begin, n_pass, smem);
       }
     }
   }

@@ -5,6 +5,7 @@
 //   cp_async_16      16-byte global -> shared copy (cp.async.cg), zero-filled when !valid
 //   ldmatrix_x4(_t)  four 8x8 b16 matrices from shared memory (optionally transposed)
 //   mma_16816        D[16x8] f32 += A[16x16] * B[16x8] with bf16 or f16 operands
+//   exp2_ftz         2^x on the SFU, flush-to-zero
 //   swizzle          element offset of (row, 16-byte chunk) in a [rows][HeadDim] b16 tile,
 //                    chunk XOR (row % 8): the eight rows one ldmatrix reads fall in eight
 //                    different 16-byte bank groups (no bank conflicts).
@@ -52,6 +53,37 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(smem)));
+}
+// The same on a shared-window byte address (smem_addr()).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// Lane addresses of the ldmatrix_x4 reads of a swizzled [rows][HeadDim] tile. Lane l reads
+// row r0 + (l & 7) + 8 * hi(l), chunk 2 * kk + lo(l), with hi/lo in {0, 1} and r0 a multiple of
+// 8, so row & 7 = l & 7 and the swizzled chunk is (2 kk) ^ t, t = lo(l) ^ (l & 7). Its byte
+// offset is row * 2 * HeadDim + (((2 kk) ^ t) << 4) = (row * 2 * HeadDim + (t << 4)) ^ (kk << 5):
+// the chunk bits lie below the row stride. With the tile base aligned to the row stride
+// (2 * HeadDim bytes) the whole address is lane_base ^ (kk << 5), one LOP per read and no
+// per-kk address registers.
+template <int HeadDim>
+__device__ __forceinline__ uint32_t ldmatrix_lane_offset(int row, int lo, int lane) {
+  return static_cast<uint32_t>(row * 2 * HeadDim + (((lo ^ lane) & 7) << 4));
+}
+
+// 2^x by the SFU, denormal results flushed to zero (one MUFU.EX2; exp2f adds a denormal
+// range fix-up around it). -inf -> +0.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 template <typename T>
