@@ -15,6 +15,7 @@
 #include "packserve/attention/batch_spec.h"
 #include "packserve/attention/cuda/gpu_batch.h"
 #include "packserve/attention/cuda/run_cuda.h"
+#include "packserve/attention/cuda/tile_mma.cuh"
 #include "packserve/attention/cuda/workspace.h"
 #include "packserve/attention/plan.h"
 #include "packserve/attention/reference.h"
@@ -106,6 +107,50 @@ TEST(RunCuda, SupportsNamesCompiledConfigurations) {
   EXPECT_FALSE(supports(TileConfig{16, 64}, 128, DType::kF32));
   EXPECT_FALSE(supports(TileConfig{48, 64}, 128, DType::kBF16));
   EXPECT_FALSE(supports(TileConfig{16, 64}, 96, DType::kBF16));
+}
+
+// Host-only (no device needed): the kernel's ldmatrix lane addresses, lane_base ^ (kk << 5)
+// (+ 16-row block offsets), are the byte offsets of the swizzled (row, chunk) each lane must
+// read, for the q (A), K (B) and V (B, transposed) patterns of persistent_kernel.cuh, any
+// tile base aligned to the row stride, every head_dim.
+template <int HeadDim>
+void check_lane_addresses() {
+  constexpr uint32_t kRowBytes = 2 * HeadDim;
+  struct Pattern {
+    const char* name;
+    int (*row)(int lane);
+    int (*lo)(int lane);
+  };
+  const Pattern patterns[] = {
+      {"q", [](int l) { return l & 15; }, [](int l) { return l >> 4; }},
+      {"k", [](int l) { return (l & 7) + ((l >> 4) << 3); }, [](int l) { return (l >> 3) & 1; }},
+      {"v", [](int l) { return (l & 7) + (((l >> 3) & 1) << 3); }, [](int l) { return l >> 4; }}};
+  for (const Pattern& pat : patterns) {
+    for (const uint32_t base : {0u, 7u * kRowBytes, 96u * kRowBytes + 0x8000u}) {
+      for (const int r0 : {0, 16, 48, 112}) {  // the warp's first row (a multiple of 16)
+        for (int lane = 0; lane < 32; ++lane) {
+          const uint32_t lane_base =
+              base + ldmatrix_lane_offset<HeadDim>(pat.row(lane), pat.lo(lane), lane);
+          for (int kk = 0; kk < HeadDim / 16; ++kk) {
+            const uint32_t got = ((lane_base + r0 * kRowBytes) ^ (kk << 5)) - base;
+            const int want = 2 * swizzle<HeadDim>(r0 + pat.row(lane), 2 * kk + pat.lo(lane));
+            ASSERT_EQ(got, static_cast<uint32_t>(want))
+                << pat.name << " head_dim " << HeadDim << " base " << base << " row0 " << r0
+                << " lane " << lane << " kk " << kk;
+            // The K and V reads add the 16-row block after the XOR.
+            const uint32_t got_after = ((lane_base ^ (kk << 5)) + r0 * kRowBytes) - base;
+            ASSERT_EQ(got_after, static_cast<uint32_t>(want)) << pat.name << " (block after)";
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(RunCuda, LdmatrixLaneAddressesAreTheSwizzledChunks) {
+  check_lane_addresses<64>();
+  check_lane_addresses<128>();
+  check_lane_addresses<256>();
 }
 
 // Every policy, deterministic or not, on random batches (page sizes 1..256, GQA 1/4/8,
@@ -231,17 +276,21 @@ BatchSpec decode_spec(uint64_t seed, int batch, int base_len) {
 
 // A decode step captured in a CUDA graph, replayed with a different plan of the same capacity
 // uploaded into the same workspace and a different batch copied into the same device arrays.
+// 16 queues split the requests, so both plans merge rows: replaying each plan twice also checks
+// that the fused merge's arrival counters return to zero after every launch.
 TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
   SKIP_WITHOUT_DEVICE();
   const BatchData first = build(decode_spec(1, 8, 900));
   const BatchData second = build(decode_spec(2, 8, 300));  // same batch size, other lengths
-  const int ctas = 16;
+  const int ctas = 128;
   PlanCapacity cap = capacity_for(first.layout, ctas);
   Result<Workspace> ws = Workspace::create(cap, heads_of(first.layout));
   ASSERT_TRUE(ws.ok()) << ws.status().to_string();
   const Result<Plan> plan1 = make_plan(first.layout, DeviceShape{ctas}, {});
   const Result<Plan> plan2 = make_plan(second.layout, DeviceShape{ctas}, {});
   ASSERT_TRUE(plan1.ok() && plan2.ok());
+  ASSERT_GT(plan1->num_merges(), 0);
+  ASSERT_GT(plan2->num_merges(), 0);
   GpuBatch gpu;
   ASSERT_TRUE(gpu.assign(first).ok());
   cudaStream_t stream;
@@ -256,7 +305,7 @@ TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
   cudaGraphExec_t exec;
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
 
-  for (const BatchData* data : {&first, &second}) {
+  for (const BatchData* data : {&first, &second, &first, &second}) {
     SCOPED_TRACE(data == &first ? "first plan" : "second plan");
     const void* q_before = gpu.view.q;
     ASSERT_TRUE(gpu.assign(*data).ok());

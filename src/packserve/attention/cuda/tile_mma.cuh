@@ -22,7 +22,7 @@
 namespace packserve::attention::cuda {
 
 template <int HeadDim>
-__device__ __forceinline__ int swizzle(int row, int chunk) {
+__host__ __device__ __forceinline__ int swizzle(int row, int chunk) {
   return row * HeadDim + ((chunk ^ (row & 7)) << 3);
 }
 
@@ -74,7 +74,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 // (2 * HeadDim bytes) the whole address is lane_base ^ (kk << 5), one LOP per read and no
 // per-kk address registers.
 template <int HeadDim>
-__device__ __forceinline__ uint32_t ldmatrix_lane_offset(int row, int lo, int lane) {
+__host__ __device__ __forceinline__ uint32_t ldmatrix_lane_offset(int row, int lo, int lane) {
   return static_cast<uint32_t>(row * 2 * HeadDim + (((lo ^ lane) & 7) << 4));
 }
 
