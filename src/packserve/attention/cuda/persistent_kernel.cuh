@@ -76,6 +76,7 @@ struct KernelParams {
   int page_size = 0;
   int num_qo_heads = 0;
   int num_kv_heads = 0;
+  int num_queues = 0;  // CTA queues of every plan of the workspace (PlanBufferLayout::num_ctas)
   int group_size = 0;
   float sm_scale_log2 = 0.0f;  // sm_scale * log2(e)
 };
@@ -149,9 +150,9 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   constexpr int kWarpsKv = kWarps / WarpsQ;
   constexpr int kKeysPerWarp = kStageKv / kWarpsKv;  // 16, 32 or 64
   // o of 128 registers per thread (two row blocks at head_dim 128, or head_dim 256) leaves no
-  // room for S of 64 keys: the warp walks its keys in two slices of 32 (one online-softmax
-  // update per slice), S stays at 32 registers.
-  constexpr int kSlices = Mb * HeadDim >= 256 && kKeysPerWarp >= 32 ? 2 : 1;
+  // room for S of 64 keys: a warp that holds all 64 keys of a stage walks them in two slices
+  // of 32 (one online-softmax update per slice), S stays at 32 registers.
+  constexpr int kSlices = Mb * HeadDim >= 256 && kKeysPerWarp == 64 ? 2 : 1;
   constexpr int kKeysSlice = kKeysPerWarp / kSlices;
   constexpr int kNb = kKeysSlice / 8;  // n8 blocks of S per warp and slice
   constexpr int kDb = HeadDim / 8;     // n8 blocks of O
@@ -495,10 +496,12 @@ __global__ void __launch_bounds__(kThreads) persistent_attention_kernel(const Ke
   if (smem_addr(smem) % (2 * HeadDim) != 0) __trap();
   const int32_t* cta_indptr = p.plan + p.off_cta_indptr;
   const int32_t* cta_items = p.plan + p.off_cta_items;
-  const int num_queues = p.plan[kHdrNumCtas];
-  const int c = static_cast<int>(blockIdx.x) % num_queues;
-  const int kv_head = static_cast<int>(blockIdx.x) / num_queues;
-  if (kv_head >= p.plan[kHdrNumKvHeads]) return;
+  // The queue count and the heads come from the launch (the workspace's, which upload() checks
+  // every plan against), not from the plan header: the first plan loads (cta_indptr) then do
+  // not wait for a header load.
+  const int c = static_cast<int>(blockIdx.x) % p.num_queues;
+  const int kv_head = static_cast<int>(blockIdx.x) / p.num_queues;
+  if (kv_head >= p.num_kv_heads) return;
   const int slot_base = kv_head * p.plan[kHdrNumPartialSlots];
   const int begin = cta_indptr[c], end = cta_indptr[c + 1];
   const bool deterministic = p.plan[kHdrDeterministic] != 0;

@@ -83,6 +83,7 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.page_size = b.page_size;
   p.num_qo_heads = h.num_qo_heads;
   p.num_kv_heads = h.num_kv_heads;
+  p.num_queues = l.num_ctas;
   p.group_size = h.group_size();
   p.sm_scale_log2 = b.sm_scale * 1.4426950408889634f;
   PS_RETURN_IF_ERROR(
