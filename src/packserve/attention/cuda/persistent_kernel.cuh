@@ -7,10 +7,10 @@
 // n_folded = num_rows * group_size query vectors, folded index f = k * group_size + h (item
 // row k, qo head kv_head * group_size + h): the group's heads of one row are contiguous in q,
 // and one K/V load serves them all. The item is processed in q passes of P folded rows,
-// P = the smallest of {16, 32, 64, 128} >= min(n_folded, tile_q) (128 only for head_dim <= 128;
-// at head_dim 256 a tile_q = 128 item runs as two passes of 64); in a deterministic plan P = the
-// smallest >= min(group_size, that cap), so a row's arithmetic never depends on which other rows
-// share its item. Passes of up to 64 rows: warp w owns the 16 folded rows [16 * (w % WarpsQ),
+// P = the smallest of {16, 32, 64, 128} >= min(n_folded, tile_q) (128 only at head_dim 128; at
+// head_dim 64 and 256 a tile_q = 128 item runs as two passes of 64); in a deterministic plan
+// P = the smallest >= min(group_size, that cap), so a row's arithmetic never depends on which other
+// rows share its item. Passes of up to 64 rows: warp w owns the 16 folded rows [16 * (w % WarpsQ),
 // +16) (WarpsQ = P / 16) and the key slice [(w / WarpsQ) * KeysPerWarp, +KeysPerWarp) of every KV
 // stage, where KeysPerWarp = kStageKv * WarpsQ / 4: with few rows (decode) the four warps split
 // each KV stage between them, and their states are combined through shared memory at the end.
@@ -97,8 +97,12 @@ struct KernelTraits {
   static constexpr int kTileBytes = kTileElems * 2;
   static constexpr int kSmallBytes = kPassRowsMax * 4 + 2 * kWarps * 16 * 4;
   static constexpr int kSmemBytes = kTileBytes + kSmallBytes;
-  // Largest pass: 128 rows (two row blocks per warp) where the registers of o allow it.
-  static constexpr int kMaxPassRows = HeadDim <= 128 ? 128 : 64;
+  // Largest pass: 128 rows (two row blocks per warp) at head_dim 128 only. At 256 the o of two
+  // row blocks does not fit in registers; at 64 the 128-row pass needs more than the 168
+  // registers that keep 3 CTAs per SM (kMinCtasPerSm).
+  static constexpr int kMaxPassRows = HeadDim == 128 ? 128 : 64;
+  // CTAs per SM the registers must allow (__launch_bounds__): what the shared memory allows.
+  static constexpr int kMinCtasPerSm = HeadDim == 64 ? 3 : (HeadDim == 128 ? 2 : 1);
   // KV ring depth of a pass of `rows` q rows: the stages that fit in the tile area after its
   // q tile (a 128-row pass trades the third stage for the larger q tile).
   static constexpr int stages_for(int rows) {
@@ -488,7 +492,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 }
 
 template <int HeadDim, typename T>
-__global__ void __launch_bounds__(kThreads) persistent_attention_kernel(const KernelParams p) {
+__global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm)
+    persistent_attention_kernel(const KernelParams p) {
   // Every tile base must be aligned to its row stride, 2 * HeadDim bytes (ldmatrix_lane_offset):
   // the tiles start at multiples of it from smem, and smem (no static shared memory) starts at
   // the window's origin. Checked: a misaligned base would read wrong rows without a sound.
