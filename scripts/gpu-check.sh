@@ -4,7 +4,8 @@
 #   2. compute-sanitizer memcheck and racecheck on small mixed batches
 #   3. bench/gpu/attention_bench (ceilings + our kernels), forward_bench, plan_bench (the
 #      planner on this machine's host CPU), 4. scripts/gpu_peers.py (PyTorch)
-# and writes a markdown table to $OUT/summary.md (printed last), logs beside it.
+# and writes a markdown table to $OUT/summary.md (printed last), the profile to profile.txt and
+# every other log into $OUT/logs.tar.gz (the device tool returns at most 8 files).
 #
 # Binaries: the device machine has no gtest/spdlog/fmt dev packages, so build HERE (same
 # x86-64, same nvcc 13.0) and carry them as one archive (docs/gpu.md):
@@ -193,3 +194,7 @@ if fwd:
     for f in fwd: print("- `" + json.dumps(f) + "`")
     print()
 PY
+# The device tool returns at most 8 files from $OUT: keep summary.md and profile.txt, put every
+# other log into one archive.
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.md ! -name profile.txt ! -name logs.tar.gz \
+  -printf '%P\n' | tar -czf logs.tar.gz -T - --remove-files)
