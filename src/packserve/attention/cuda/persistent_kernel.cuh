@@ -54,6 +54,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "packserve/attention/cuda/fast_div.h"
 #include "packserve/attention/cuda/tile_mma.cuh"
 #include "packserve/attention/plan_buffer.h"
 
@@ -74,6 +75,7 @@ struct KernelParams {
   const int32_t* kv_last_page_len = nullptr;
   int batch_size = 0;
   int page_size = 0;
+  FastDiv page_div;  // token -> page: one multiply-high, not a run-time division per key
   int num_qo_heads = 0;
   int num_kv_heads = 0;
   int num_queues = 0;  // CTA queues of every plan of the workspace (PlanBufferLayout::num_ctas)
@@ -208,7 +210,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int tok = base + key0 + i * kKeysPerIter;
-      tok_row[i] = tok < bound ? pages[tok / p.page_size] * p.page_size + tok % p.page_size : 0;
+      const int page = p.page_div.div(tok);
+      tok_row[i] = tok < bound ? pages[page] * p.page_size + p.page_div.mod(tok, page) : 0;
     }
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {

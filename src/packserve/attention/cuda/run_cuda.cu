@@ -81,6 +81,7 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.kv_last_page_len = b.kv_last_page_len;
   p.batch_size = b.batch_size;
   p.page_size = b.page_size;
+  p.page_div = FastDiv::make(b.page_size);
   p.num_qo_heads = h.num_qo_heads;
   p.num_kv_heads = h.num_kv_heads;
   p.num_queues = l.num_ctas;
