@@ -198,26 +198,21 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   cp_async_commit();
   const int32_t* pages = p.kv_page_indices + p.kv_page_indptr[it.kv_request];
 
-  // A stage's keys [base, base + kStageKv): thread tid copies key key0 + i * kKeysPerIter,
-  // 16-byte chunk `chunk`, for i < kIters. fetch_rows looks up their pool rows (page * page_size
-  // + slot; < 2^31 tokens in the pool) in the page table, issue_stage starts their copies;
-  // keys >= bound are zero-filled.
-  constexpr int kKeysPerIter = kThreads / Tr::kChunks;
-  constexpr int kIters = kStageKv / kKeysPerIter;
-  const int key0 = tid / Tr::kChunks, chunk = tid % Tr::kChunks;
-  auto fetch_rows = [&](int stage, int bound, int(&tok_row)[kIters]) {
+  // Loads keys [base, base + kStageKv) of stage `stage`; keys >= bound are zero-filled.
+  auto load_stage = [&](int stage, int bound) {
+    T* k_dst = kv_s + (stage % kStages) * Tr::kStageElems;
+    T* v_dst = k_dst + kStageKv * HeadDim;
+    constexpr int kKeysPerIter = kThreads / Tr::kChunks;
+    constexpr int kIters = kStageKv / kKeysPerIter;
+    const int key0 = tid / Tr::kChunks, chunk = tid % Tr::kChunks;
     const int base = it.kv_begin + stage * kStageKv;
+    int tok_row[kIters];  // page * page_size + slot (< 2^31 tokens in the pool)
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int tok = base + key0 + i * kKeysPerIter;
       const int page = p.page_div.div(tok);
       tok_row[i] = tok < bound ? pages[page] * p.page_size + p.page_div.mod(tok, page) : 0;
     }
-  };
-  auto issue_stage = [&](int stage, int bound, const int(&tok_row)[kIters]) {
-    T* k_dst = kv_s + (stage % kStages) * Tr::kStageElems;
-    T* v_dst = k_dst + kStageKv * HeadDim;
-    const int base = it.kv_begin + stage * kStageKv;
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int key = key0 + i * kKeysPerIter;
@@ -228,17 +223,6 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       cp_async_16(v_dst + swizzle<HeadDim>(key, chunk), vp + off, valid);
     }
   };
-  auto load_stage = [&](int stage, int bound) {
-    int tok_row[kIters];
-    fetch_rows(stage, bound, tok_row);
-    issue_stage(stage, bound, tok_row);
-  };
-  // Passes of up to 32 rows (decode: the warps split each stage's keys) stream KV and wait on
-  // memory: they look the page table up one stage ahead, so the copies of a stage are issued
-  // without waiting for its page ids. Larger passes are compute-bound and short of registers.
-  constexpr bool kEarlyRows = kRows <= 32 && HeadDim <= 128;
-  // Pool rows of the stage the next iteration issues (kEarlyRows only).
-  [[maybe_unused]] int next_rows[kIters];
 
   // Prologue before the row positions are known (they only lower the end): bounded by kv_end.
   // Keys in [kv_hi, kv_end) it loads are masked (they exceed every row's position); stages it
@@ -291,20 +275,11 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const uint32_t v_lane_off =
       ldmatrix_lane_offset<HeadDim>((lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4, lane);
 
-  if constexpr (kEarlyRows) {
-    if (kStages - 1 < num_stages) fetch_rows(kStages - 1, kv_hi, next_rows);
-  }
   for (int stage = 0; stage < num_stages; ++stage) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // stage landed for all threads; everyone is done with stage - 1
-    if constexpr (kEarlyRows) {
-      if (stage + kStages - 1 < num_stages) issue_stage(stage + kStages - 1, kv_hi, next_rows);
-      cp_async_commit();
-      if (stage + kStages < num_stages) fetch_rows(stage + kStages, kv_hi, next_rows);
-    } else {
-      if (stage + kStages - 1 < num_stages) load_stage(stage + kStages - 1, kv_hi);
-      cp_async_commit();
-    }
+    if (stage + kStages - 1 < num_stages) load_stage(stage + kStages - 1, kv_hi);
+    cp_async_commit();
 
     const T* k_tile = kv_s + (stage % kStages) * Tr::kStageElems;
     const T* v_tile = k_tile + kStageKv * HeadDim;
