@@ -43,8 +43,6 @@ struct MergeParams {
   int group_size = 0;
 };
 // Fixed grid (CUDA-graph compatible): walks the header's num_merges entries grid-stride.
-// Launched as a programmatic dependent of the kernel before it on `stream`, which must be
-// launch_persistent's (it triggers the launch early; the merge waits for its completion).
 Status launch_merge(int head_dim, DType dtype, const MergeParams& params, int num_blocks,
                     cudaStream_t stream);
 

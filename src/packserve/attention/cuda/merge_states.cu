@@ -36,11 +36,6 @@ template <int HeadDim, typename T>
 __global__ void merge_states_kernel(const MergeParams p) {
   constexpr int kDims = HeadDim / 32;
   constexpr int kBatch = 4;  // slots loaded together (registers: kBatch * (kDims + 1))
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Launched programmatically after the attention kernel (launch_typed): wait until that grid
-  // has completed and its partial states are visible.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
   const int num_merges = p.plan[kHdrNumMerges];
   const int group = p.group_size;
   const int lane = threadIdx.x % 32;
@@ -101,39 +96,25 @@ __global__ void merge_states_kernel(const MergeParams p) {
   }
 }
 
-// Programmatic dependent launch (sm_90): the launch overlaps the attention kernel's tail and
-// the kernel's griddepcontrol.wait orders it after that grid; captured into CUDA graphs as a
-// programmatic edge. Older GPUs ignore the attribute and serialise as usual.
-constexpr int kMergeThreads = 256;
-
-template <int HeadDim, typename T>
-Status launch_programmatic(const MergeParams& p, int num_blocks, cudaStream_t s) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(num_blocks));
-  config.blockDim = dim3(kMergeThreads);
-  config.stream = s;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  PS_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, merge_states_kernel<HeadDim, T>, p));
-  return ok_status();
-}
-
 template <typename T>
 Status launch_typed(int head_dim, const MergeParams& p, int num_blocks, cudaStream_t s) {
+  constexpr int kBlock = 256;
   switch (head_dim) {
     case 64:
-      return launch_programmatic<64, T>(p, num_blocks, s);
+      merge_states_kernel<64, T><<<num_blocks, kBlock, 0, s>>>(p);
+      break;
     case 128:
-      return launch_programmatic<128, T>(p, num_blocks, s);
+      merge_states_kernel<128, T><<<num_blocks, kBlock, 0, s>>>(p);
+      break;
     case 256:
-      return launch_programmatic<256, T>(p, num_blocks, s);
+      merge_states_kernel<256, T><<<num_blocks, kBlock, 0, s>>>(p);
+      break;
     default:
       return unimplemented("merge kernel for head_dim=" + std::to_string(head_dim) +
                            " is not compiled (64/128/256)");
   }
+  PS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return ok_status();
 }
 
 }  // namespace

@@ -502,12 +502,6 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   // the window's origin. Checked: a misaligned base would read wrong rows without a sound.
   extern __shared__ __align__(1024) unsigned char smem[];
   if (smem_addr(smem) % (2 * HeadDim) != 0) __trap();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The merge kernel that follows is launched programmatically (merge_states.cu): let it be
-  // launched now, so its CTAs take each SM as this kernel's CTAs leave it; it waits for this
-  // grid's completion (griddepcontrol.wait) before reading anything.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   const int32_t* cta_indptr = p.plan + p.off_cta_indptr;
   const int32_t* cta_items = p.plan + p.off_cta_items;
   // The queue count and the heads come from the launch (the workspace's, which upload() checks
