@@ -224,6 +224,35 @@ TEST(RunCuda, EdgeShapes) {
   }
 }
 
+// One CTA queue per KV head walks every item in order, so one CTA runs passes of equal and of
+// different shapes back to back: a shared prefix of 40 decode rows (160 folded rows: two
+// passes of one item), decode items of 1, 2 and more stages, a 150-row prefill, in each
+// policy's order.
+TEST(RunCuda, ChainedPassesInOneQueueMatchTheReference) {
+  SKIP_WITHOUT_DEVICE();
+  BatchSpec spec;
+  spec.num_qo_heads = 8;
+  spec.num_kv_heads = 2;
+  spec.head_dim = 128;
+  spec.page_size = 16;
+  spec.dtype = DType::kBF16;
+  spec.seed = 23;
+  spec.prefixes = {{"p", 608, ""}};
+  for (int i = 0; i < 40; ++i) spec.requests.push_back({1, 608 + 1 + 7 * i, "p"});
+  for (int kv : {1, 64, 65, 128, 129, 1000, 3000}) spec.requests.push_back({1, kv, ""});
+  spec.requests.push_back({150, 470, ""});
+  const BatchData data = build(spec);
+  const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  for (Policy policy : kPolicies) {
+    for (bool deterministic : {false, true}) {
+      SCOPED_TRACE(std::string(policy_name(policy)) + (deterministic ? " deterministic" : ""));
+      expect_matches(data.layout, plan_and_run_gpu(data, policy, deterministic, 2), *ref, "chain");
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 // Deterministic plans: a request's output bits are the same in any batch.
 TEST(RunCuda, DeterministicPlansGiveBatchIndependentBits) {
   SKIP_WITHOUT_DEVICE();
