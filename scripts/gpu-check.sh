@@ -3,7 +3,8 @@
 #   1. the gpu-labelled tests (run_cuda_test: GPU vs CPU executor vs float64 reference)
 #   2. compute-sanitizer memcheck and racecheck on small mixed batches
 #   3. bench/gpu/attention_bench (ceilings + our kernels), forward_bench, plan_bench (the
-#      planner on this machine's host CPU), 4. scripts/gpu_peers.py (PyTorch)
+#      planner on this machine's host CPU), 4. scripts/gpu_peers.py (PyTorch),
+#   5. scripts/model_gpu_check.py (our CUDA forward vs transformers, through forward_logits)
 # and writes a markdown table to $OUT/summary.md (printed last), the profile to profile.txt and
 # every other log into $OUT/logs.tar.gz (the device tool returns at most 8 files).
 #
@@ -22,14 +23,14 @@
 # packed prefill (attention and merge kernels), and the spill instructions (LDL/STL) of each
 # attention kernel in the SASS (cuobjdump), into $OUT/profile.txt.
 # Env: OUT (default ./out), GPU_CHECK_SKIP (comma list of
-# tests,sanitizer,cli,bench,profile,peers).
+# tests,sanitizer,cli,bench,profile,peers,hf).
 # The cli step runs `packserve attention verify --device cuda` on data/batches/*.json and
 # `packserve attention bench --device cuda` on data/batches/default.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry
 export TESTS="run_cuda_test forward_cuda_test backend_factory_gpu_test"
-TARGETS="$TESTS attention_bench forward_bench packserve plan_bench"
+TARGETS="$TESTS attention_bench forward_bench packserve plan_bench forward_logits"
 if [[ "${1:-}" == "--targets" ]]; then echo "$TARGETS"; exit 0; fi
 if [[ "${1:-}" == "--pack-base" ]]; then
   set -e
@@ -142,6 +143,11 @@ if ! skip peers; then
   PYTHONUNBUFFERED=1 timeout 300 python3 scripts/gpu_peers.py ${PEERS_ARGS:-} >"$OUT/peers.jsonl" 2>"$OUT/peers.err"
   echo "peers rc=$?"
 fi
+if ! skip hf; then
+  PYTHONUNBUFFERED=1 timeout 400 python3 scripts/model_gpu_check.py --bin "$BIN/forward_logits" \
+    ${HF_ARGS:-} >"$OUT/hf.jsonl" 2>"$OUT/hf.err"
+  echo "model_gpu_check rc=$? (1 = a goal missed)"
+fi
 
 python3 - "$OUT" "$tests_rc" "$memcheck_rc" "$racecheck_rc" "$DEVICE" <<'PY' | tee "$OUT/summary.md"
 import json, sys, os
@@ -192,6 +198,11 @@ fwd = lines("forward_bench.jsonl")
 if fwd:
     print("\n### model forward (bench/gpu/forward_bench.cu)\n")
     for f in fwd: print("- `" + json.dumps(f) + "`")
+    print()
+hf = lines("hf.jsonl")
+if hf:
+    print("\n### CUDA forward vs transformers (scripts/model_gpu_check.py)\n")
+    for f in hf: print("- `" + json.dumps(f) + "`")
     print()
 PY
 # The device tool returns at most 8 files from $OUT: keep summary.md and profile.txt, put every

@@ -71,15 +71,15 @@ void decode_bench(benchmark::State& state, const ModelConfig& config) {
     decode.page_indptr.push_back(static_cast<int32_t>(decode.page_ids.size()));
     decode.samples.push_back(1);
   }
-  std::vector<float> logits;
-  if (Status s = (*backend)->forward(prefill, logits); !s.ok()) {
+  ForwardOutput out;
+  if (Status s = (*backend)->forward(prefill, out); !s.ok()) {
     return state.SkipWithError(s.to_string().c_str());
   }
   for (auto _ : state) {
-    if (Status s = (*backend)->forward(decode, logits); !s.ok()) {
+    if (Status s = (*backend)->forward(decode, out); !s.ok()) {
       return state.SkipWithError(s.to_string().c_str());
     }
-    benchmark::DoNotOptimize(logits.data());
+    benchmark::DoNotOptimize(out.logits.data());
   }
   const int64_t h = config.hidden_size;
   const int64_t layer_params = h * (config.q_size() + 2 * config.kv_size()) + config.q_size() * h +

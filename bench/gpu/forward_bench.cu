@@ -19,10 +19,13 @@
 //   prefill_8k_gemms: the same 32 x 4 GEMM shapes ([8192, 4096] x Wqkv^T, x Wo^T, x Wgu^T,
 //     x Wd^T) through the backend's Gemm alone, CUDA events, median of 5; TFLOP/s vs the
 //     measured cuBLAS bf16 rate.
-//   Each decode case runs three ways on the same backend: "eager" (graphs off), "graph" (the
+//   Each decode case runs these ways on the same backend: "eager" (graphs off), "graph" (the
 //     step replayed from a CUDA graph, CudaStepOptions::max_graph_rows) and, with --profile,
-//     "ops" (eager with a CUDA event after every op: per-op GPU ms summed over layers). The
-//     JSON line of each carries the host phases of its last step (CudaStepProfile).
+//     "ops" (eager with a CUDA event after every op: per-op GPU ms summed over layers), each
+//     with "output":"logits" (every row's f32 logits copied to the host); "graph" also with
+//     "output":"argmax" (kOutputArgmax: only the argmax ids leave the GPU, as the engine runs
+//     greedy requests without logprobs). The JSON line of each carries the host phases of its
+//     last step (CudaStepProfile).
 //   --cost-alpha A,B: the decode graph (and ops) runs once per attention PlanOptions::cost_alpha
 //     (the planner's cost per folded query row of a work item; default 1).
 // Usage: forward_bench [--cases decode,prefill,gemms] [--batches 1,32,128] [--cost-alpha 1]
@@ -94,12 +97,12 @@ ForwardBatch make_batch(int num_requests, int q_len, int kv_len, int first_page,
 }
 
 double wall_ms(CudaForwardBackend& m, const ForwardBatch& b, int warmup, int reps) {
-  std::vector<float> logits;
-  for (int i = 0; i < warmup; ++i) die(m.forward(b, logits), "forward");
+  model::ForwardOutput out;
+  for (int i = 0; i < warmup; ++i) die(m.forward(b, out), "forward");
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    die(m.forward(b, logits), "forward");
+    die(m.forward(b, out), "forward");
     t.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -274,34 +277,38 @@ int main(int argc, char** argv) {
 
   Rng rng(5);
   for (int batch : args.decode ? args.batches : std::vector<int>{}) {
-    const ForwardBatch b = make_batch(batch, 1, kDecodeCtx, 0, rng);
+    ForwardBatch b = make_batch(batch, 1, kDecodeCtx, 0, rng);
     const double kv_bytes = batch * double(kDecodeCtx) * L * KV * 2 * 2;
     const double roof_ms = (read_weight_bytes + kv_bytes) / (ceil.copy_gbps * 1e9) * 1e3;
     struct Mode {
       const char* name;
       model::CudaStepOptions step;
       double cost_alpha;
+      uint8_t output;  // of every row: kOutputLogits or kOutputArgmax
     };
     std::vector<Mode> modes;
-    modes.push_back({"eager", {0, 128, false}, args.cost_alphas[0]});
+    modes.push_back({"eager", {0, 128, false}, args.cost_alphas[0], model::kOutputLogits});
     for (double alpha : args.cost_alphas) {
-      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha});
-      if (args.profile) modes.push_back({"ops", {0, 128, true}, alpha});
+      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputLogits});
+      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputArgmax});
+      if (args.profile) modes.push_back({"ops", {0, 128, true}, alpha, model::kOutputLogits});
     }
     for (const Mode& mode : modes) {
+      std::fill(b.samples.begin(), b.samples.end(), mode.output);
       die(m.set_step_options(mode.step), "set_step_options");
       attention::PlanOptions plan;
       plan.cost_alpha = mode.cost_alpha;
       die(m.set_plan_options(plan), "set_plan_options");
       const double ms = wall_ms(m, b, 2, mode.step.profile_ops ? 3 : 10);
       std::printf(
-          "{\"case\":\"decode_b%d\",\"mode\":\"%s\",\"cost_alpha\":%g,\"ctx\":%d,"
+          "{\"case\":\"decode_b%d\",\"mode\":\"%s\",\"output\":\"%s\",\"cost_alpha\":%g,"
+          "\"ctx\":%d,"
           "\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"x_roofline\":%.2f,\"bytes\":%.0f,"
           "\"effective_gbps\":%.1f,\"tokens_per_s\":%.0f,\"plan_items\":%zu,%s}\n",
-          batch, mode.name, mode.cost_alpha, kDecodeCtx, ms, roof_ms, ms / roof_ms,
-          read_weight_bytes + kv_bytes, (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9,
-          batch / (ms * 1e-3), m.last_plan().items.size(),
-          profile_json(m.last_step_profile()).c_str());
+          batch, mode.name, mode.output == model::kOutputArgmax ? "argmax" : "logits",
+          mode.cost_alpha, kDecodeCtx, ms, roof_ms, ms / roof_ms, read_weight_bytes + kv_bytes,
+          (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9, batch / (ms * 1e-3),
+          m.last_plan().items.size(), profile_json(m.last_step_profile()).c_str());
       std::fflush(stdout);
     }
   }

@@ -28,42 +28,59 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     fb.page_ids.clear();
     fb.samples.clear();
     fb.page_copies = batch.page_copies;
-    int64_t num_samples = 0;
-    for (const sched::ScheduledSequence& seq : batch.sequences) {
+    rows.clear();
+    argmax_rows.clear();
+    for (size_t i = 0; i < batch.sequences.size(); ++i) {
+      const sched::ScheduledSequence& seq = batch.sequences[i];
       batch_ids.push_back(seq.id);
       fb.token_ids.insert(fb.token_ids.end(), seq.token_ids.begin(), seq.token_ids.end());
       fb.qo_indptr.push_back(static_cast<int32_t>(fb.token_ids.size()));
       fb.kv_len.push_back(seq.kv_len());
       fb.page_ids.insert(fb.page_ids.end(), seq.page_ids.begin(), seq.page_ids.end());
       fb.page_indptr.push_back(static_cast<int32_t>(fb.page_ids.size()));
-      fb.samples.push_back(seq.samples_token ? 1 : 0);
-      num_samples += seq.samples_token ? 1 : 0;
+      uint8_t output = model::kNoOutput;
+      if (seq.samples_token) {
+        auto it = impl.live.find(seq.id);
+        PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
+        LiveRequest& r = *it->second;
+        // A greedy row without logprobs needs only the argmax, unless its logits are captured.
+        const bool capture =
+            r.return_last_prompt_logits && r.num_output_tokens == 0 && r.captured_logits.empty();
+        output = r.sampler.argmax_only() && !capture ? model::kOutputArgmax : model::kOutputLogits;
+        (output == model::kOutputArgmax ? argmax_rows : rows).push_back({i, &r});
+      }
+      fb.samples.push_back(output);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    PS_RETURN_IF_ERROR(impl.backend->forward(fb, logits));
+    PS_RETURN_IF_ERROR(impl.backend->forward(fb, fwd));
     const auto t1 = std::chrono::steady_clock::now();
     const int64_t vocab = impl.vocab_size;
-    if (static_cast<int64_t>(logits.size()) != num_samples * vocab) {
+    if (static_cast<int64_t>(fwd.logits.size()) != static_cast<int64_t>(rows.size()) * vocab ||
+        fwd.argmax.size() != argmax_rows.size()) {
       return internal_error("backend " + std::string(impl.backend->name()) + " returned " +
-                            std::to_string(logits.size()) + " logits, expected " +
-                            std::to_string(num_samples) + " rows x vocab_size " +
-                            std::to_string(vocab));
+                            std::to_string(fwd.logits.size()) + " logits and " +
+                            std::to_string(fwd.argmax.size()) + " argmax ids, expected " +
+                            std::to_string(rows.size()) + " rows x vocab_size " +
+                            std::to_string(vocab) + " and " + std::to_string(argmax_rows.size()));
     }
     sched::StepOutput out;
     out.sampled_token_ids.assign(batch.sequences.size(), 0);
-    rows.clear();
-    for (size_t i = 0; i < batch.sequences.size(); ++i) {
-      const sched::ScheduledSequence& seq = batch.sequences[i];
-      if (!seq.samples_token) continue;
-      auto it = impl.live.find(seq.id);
-      PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
-      rows.push_back({i, it->second.get()});
+    for (size_t j = 0; j < argmax_rows.size(); ++j) {
+      const int32_t token = fwd.argmax[j];
+      if (token < 0 || token >= vocab) {
+        return internal_error("backend " + std::string(impl.backend->name()) +
+                              " returned argmax id " + std::to_string(token) +
+                              ", expected in [0, vocab_size = " + std::to_string(vocab) + ")");
+      }
+      out.sampled_token_ids[argmax_rows[j].sequence] = token;
+      argmax_rows[j].request->step_logprob = 0.0f;
     }
     // Each row touches only its own request (its sampler and RNG): the rows run in parallel
     // and the tokens do not depend on the number of threads.
     impl.sampler_pool->run(static_cast<int64_t>(rows.size()), [&](int64_t row) {
       const SampleRow& job = rows[static_cast<size_t>(row)];
-      std::span<const float> row_logits(logits.data() + row * vocab, static_cast<size_t>(vocab));
+      std::span<const float> row_logits(fwd.logits.data() + row * vocab,
+                                        static_cast<size_t>(vocab));
       LiveRequest& r = *job.request;
       const SampledToken sampled = r.sampler.sample(row_logits);
       out.sampled_token_ids[job.sequence] = sampled.token_id;
@@ -84,12 +101,13 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   StepTimes times;                   // of the last execute()
   std::vector<RequestId> batch_ids;  // of the last execute()
   model::ForwardBatch fb;
-  std::vector<float> logits;
+  model::ForwardOutput fwd;
   struct SampleRow {
     size_t sequence;  // index in the batch
     LiveRequest* request;
   };
-  std::vector<SampleRow> rows;  // this step's sampling rows, in logits order
+  std::vector<SampleRow> rows;         // this step's kOutputLogits rows, in logits order
+  std::vector<SampleRow> argmax_rows;  // this step's kOutputArgmax rows, in argmax order
 };
 
 namespace {

@@ -128,6 +128,8 @@ TEST(EngineTest, GreedyOutputsEqualTheReference) {
   const EngineMetrics m = t.engine->metrics();
   EXPECT_EQ(m.requests_finished_length, 4);
   EXPECT_EQ(m.generation_tokens_total, 48);
+  // Greedy without logprobs: every token came from the backend's argmax, no logits row.
+  EXPECT_EQ(t.backend->num_argmax_rows.load(), 48);
   EXPECT_EQ(m.ttft_ms.count, 4);
   EXPECT_EQ(m.e2e_ms.count, 4);
   EXPECT_EQ(m.tpot_ms.count, 4);
@@ -423,6 +425,22 @@ TEST(EngineTest, LogprobsAndCapturedLogitsMatchTheModel) {
     EXPECT_NEAR(c.logprobs[i], ref, 1e-6);
     context.push_back(c.token_ids[i]);
   }
+  EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);  // logprobs need the logits rows
+}
+
+TEST(EngineTest, GreedyCapturesLogitsOnceThenTakesTheArgmax) {
+  auto t = make_engine(testing::hash_next_token);
+  GenerateRequest r = greedy_request(ids_of("capture"), 5);
+  r.return_last_prompt_logits = true;
+  auto s = t.engine->submit(r);
+  ASSERT_TRUE(s.ok());
+  const Collected c = collect(**s);
+  const std::vector<int32_t> context = ids_of("capture");
+  std::vector<float> expected(kVocab);
+  testing::fake_logits(context, testing::hash_next_token(context), kVocab, expected.data());
+  EXPECT_EQ(c.last_prompt_logits, expected);
+  EXPECT_EQ(c.token_ids, testing::reference_greedy(testing::hash_next_token, context, 5, {}));
+  EXPECT_EQ(t.backend->num_argmax_rows.load(), 4);  // the first token sampled from the logits
 }
 
 TEST(EngineTest, AimdStagingReleasesEveryRequest) {

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "packserve/common/argmax.h"
 #include "packserve/engine/engine.h"
 #include "packserve/tokenizer/tokenizer.h"
 #include "packserve/tokenizer/tokenizer_test_util.h"
@@ -66,7 +67,7 @@ class FakeBackend : public model::ForwardBackend {
   std::string_view name() const override { return "fake"; }
   const model::ModelConfig& config() const override { return config_; }
 
-  Status forward(const model::ForwardBatch& batch, std::vector<float>& logits) override {
+  Status forward(const model::ForwardBatch& batch, model::ForwardOutput& out) override {
     {
       std::unique_lock lock(gate_mutex_);
       ++num_forwards_entered_;
@@ -80,7 +81,8 @@ class FakeBackend : public model::ForwardBackend {
     for (const kv::PageCopy& c : batch.page_copies) {
       for (int32_t s = 0; s < c.num_tokens; ++s) slot(c.dst_page, s) = slot(c.src_page, s);
     }
-    logits.clear();
+    out.logits.clear();
+    out.argmax.clear();
     const int64_t vocab = config_.vocab_size;
     for (int r = 0; r < batch.num_requests(); ++r) {
       const int32_t q_len = batch.qo_indptr[r + 1] - batch.qo_indptr[r];
@@ -99,9 +101,14 @@ class FakeBackend : public model::ForwardBackend {
       for (int32_t pos = 0; pos < kv_len; ++pos) {
         context.push_back(slot(pages[pos / page_size_], pos % page_size_));
       }
-      const size_t base = logits.size();
-      logits.resize(base + static_cast<size_t>(vocab));
-      fake_logits(context, next_(context), vocab, logits.data() + base);
+      std::vector<float> row(static_cast<size_t>(vocab));
+      fake_logits(context, next_(context), vocab, row.data());
+      if (batch.samples[r] == model::kOutputArgmax) {
+        out.argmax.push_back(argmax_lowest(row));
+        ++num_argmax_rows;
+      } else {
+        out.logits.insert(out.logits.end(), row.begin(), row.end());
+      }
     }
     return ok_status();
   }
@@ -125,6 +132,7 @@ class FakeBackend : public model::ForwardBackend {
 
   std::atomic<int32_t> fail_on_token{-1};
   int step_sleep_ms = 0;
+  std::atomic<int64_t> num_argmax_rows{0};  // rows served as kOutputArgmax so far
 
  private:
   int32_t& slot(int32_t page, int32_t s) {

@@ -7,6 +7,8 @@
 #include <functional>
 #include <limits>
 
+#include "packserve/common/argmax.h"
+
 namespace packserve::engine {
 namespace {
 
@@ -18,26 +20,6 @@ double finite_or_neg_inf(float x) { return std::isnan(x) ? kNegInf : static_cast
 
 bool is_greedy(const SamplingParams& params) {
   return params.temperature == 0.0 || params.top_k == 1;
-}
-
-// max(logits) with NaN ignored (-inf when every entry is NaN or -inf). `x > m ? x : m` is
-// NaN-safe; eight independent lanes let it vectorize (maxps).
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-float max_logit(std::span<const float> logits) {
-  float lanes[8];
-  std::fill(lanes, lanes + 8, kNegInfF);
-  const float* x = logits.data();
-  const size_t n = logits.size();
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (size_t l = 0; l < 8; ++l) lanes[l] = x[i + l] > lanes[l] ? x[i + l] : lanes[l];
-  }
-  float m = kNegInfF;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  for (float lane : lanes) m = lane > m ? lane : m;
-  return m;
 }
 
 // A row whose maximum is -inf (all NaN or -inf) or +inf: its candidates are the tokens at the
@@ -152,16 +134,7 @@ float mass_at_least(const float* w, size_t n, float floor) {
   return block_sum(w, n, floor);
 }
 
-// First index of the maximum m = max_logit(logits).
-int32_t first_index_of_max(std::span<const float> logits, float m) {
-  if (m == kNegInfF) return 0;  // nothing above -inf: the first token, as ties go
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (logits[i] == m) return static_cast<int32_t>(i);
-  }
-  return 0;  // unreachable: m is one of the logits
-}
-
-// log_softmax_at with m = max_logit(logits) already known.
+// log_softmax_at with m = max_ignoring_nan(logits) already known.
 double log_softmax_with_max(std::span<const float> logits, int32_t token, float m) {
   const double x_token = finite_or_neg_inf(logits[static_cast<size_t>(token)]);
   if (degenerate_max(m)) {
@@ -175,13 +148,10 @@ double log_softmax_with_max(std::span<const float> logits, int32_t token, float 
 
 }  // namespace
 
-int32_t argmax_lowest(std::span<const float> logits) {
-  // Two vectorizable passes: the maximum, then its first index.
-  return first_index_of_max(logits, max_logit(logits));
-}
+bool RequestSampler::argmax_only() const { return is_greedy(params_) && !params_.logprobs; }
 
 double log_softmax_at(std::span<const float> logits, int32_t token) {
-  return log_softmax_with_max(logits, token, max_logit(logits));
+  return log_softmax_with_max(logits, token, max_ignoring_nan(logits));
 }
 
 double RequestSampler::fill_weights(std::span<const float> logits, float max_logit) {
@@ -298,7 +268,7 @@ void RequestSampler::order_and_cut(std::vector<Candidate>& kept, double total_al
 std::vector<RequestSampler::Candidate> RequestSampler::candidates(std::span<const float> logits) {
   if (logits.empty()) return {};
   if (is_greedy(params_)) return {{argmax_lowest(logits), 1.0}};
-  return candidates_below_max(logits, max_logit(logits));
+  return candidates_below_max(logits, max_ignoring_nan(logits));
 }
 
 std::vector<RequestSampler::Candidate> RequestSampler::candidates_below_max(
@@ -329,7 +299,7 @@ std::vector<RequestSampler::Candidate> RequestSampler::candidates_below_max(
 
 SampledToken RequestSampler::sample(std::span<const float> logits) {
   SampledToken result;
-  const float m = max_logit(logits);  // one pass, shared by the draw and the logprob
+  const float m = max_ignoring_nan(logits);  // one pass, shared by the draw and the logprob
   if (is_greedy(params_)) {
     result.token_id = first_index_of_max(logits, m);
   } else if (params_.top_k <= 0 && params_.top_p >= 1.0 && !degenerate_max(m)) {

@@ -46,6 +46,10 @@ class RequestSampler {
 
   // logits: [vocab_size], non-empty. Non-finite logits: NaN counts as -inf; +inf entries win.
   SampledToken sample(std::span<const float> logits);
+  // Greedy without logprobs: sample() is argmax_lowest (common/argmax.h) of the logits and
+  // draws nothing from the RNG, so the caller may take the argmax from the forward backend
+  // (ForwardBatch::samples = kOutputArgmax) and never call sample() for this request.
+  bool argmax_only() const;
 
   // The kept tokens and their renormalized probabilities (most likely first) that sample()
   // would draw from; for tests and debugging. Greedy gives the single argmax with p = 1.
@@ -83,7 +87,5 @@ class RequestSampler {
 // log_softmax(logits)[token] (NaN entries count as -inf), |error| < 2e-6: float32 exponentials,
 // float64 sum.
 double log_softmax_at(std::span<const float> logits, int32_t token);
-// Argmax with ties to the lowest index (NaN never wins).
-int32_t argmax_lowest(std::span<const float> logits);
 
 }  // namespace packserve::engine

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "packserve/common/argmax.h"
+
 namespace packserve::engine {
 namespace {
 
@@ -65,6 +67,17 @@ TEST(SamplerTest, GreedyIsArgmaxWithTiesToLowestId) {
   EXPECT_EQ(argmax_lowest(tied), 1);
   const std::vector<float> with_nan = {NAN, -1.0f, NAN};
   EXPECT_EQ(argmax_lowest(with_nan), 1);
+}
+
+TEST(SamplerTest, ArgmaxOnlyForGreedyWithoutLogprobs) {
+  EXPECT_TRUE(RequestSampler(params(0.0), 1).argmax_only());
+  SamplingParams top1 = params(0.8);
+  top1.top_k = 1;
+  EXPECT_TRUE(RequestSampler(top1, 1).argmax_only());
+  EXPECT_FALSE(RequestSampler(params(0.8), 1).argmax_only());
+  SamplingParams with_logprobs = params(0.0);
+  with_logprobs.logprobs = true;
+  EXPECT_FALSE(RequestSampler(with_logprobs, 1).argmax_only());
 }
 
 TEST(SamplerTest, TopKOneIsAlwaysArgmax) {

@@ -6,7 +6,9 @@
 // kv_len[r] - q_len[r] + i; its KV pages are page_ids[page_indptr[r] .. page_indptr[r+1])
 // covering [0, kv_len[r]) (the scheduler's page table, kv::PageId). The forward writes the rows'
 // K/V into those pages (KV append), runs attention with one plan for all layers, and returns
-// logits only for requests with samples[r] (the last row of r).
+// for the last row of each request with samples[r] != kNoOutput either its logits
+// (kOutputLogits) or only their argmax (kOutputArgmax: greedy sampling without logprobs; by
+// the rules of common/argmax.h, and a GPU backend keeps the logits on the device).
 // page_copies (copy-on-write, kv_cache.h) run before anything else.
 // Failure contract: an error leaves the KV of pages not written by this batch unchanged.
 // Thread-safety: one thread drives a backend.
@@ -23,13 +25,18 @@
 
 namespace packserve::model {
 
+// ForwardBatch::samples values: what the last row of a request returns.
+inline constexpr uint8_t kNoOutput = 0;
+inline constexpr uint8_t kOutputLogits = 1;
+inline constexpr uint8_t kOutputArgmax = 2;
+
 struct ForwardBatch {
   std::vector<int32_t> token_ids;    // [total_rows]
   std::vector<int32_t> qo_indptr;    // [num_requests + 1]
   std::vector<int32_t> kv_len;       // [num_requests], context length after this step's rows
   std::vector<int32_t> page_indptr;  // [num_requests + 1]
   std::vector<int32_t> page_ids;     // [page_indptr.back()]
-  std::vector<uint8_t> samples;      // [num_requests], 1: return logits of r's last row
+  std::vector<uint8_t> samples;      // [num_requests]: kNoOutput, kOutputLogits, kOutputArgmax
   std::vector<kv::PageCopy> page_copies;
   int num_requests() const { return static_cast<int>(kv_len.size()); }
   int total_rows() const { return static_cast<int>(token_ids.size()); }
@@ -40,15 +47,21 @@ struct KvPoolShape {
   int32_t page_size = 16;
 };
 
+// What forward() returns, each in request order.
+struct ForwardOutput {
+  std::vector<float> logits;    // [requests with kOutputLogits, vocab_size] f32
+  std::vector<int32_t> argmax;  // [requests with kOutputArgmax]: argmax_lowest of the logits
+};
+
 class ForwardBackend {
  public:
   virtual ~ForwardBackend() = default;
   virtual std::string_view name() const = 0;  // "cpu", "cuda"
   virtual const ModelConfig& config() const = 0;
-  // Runs the batch. logits: [number of r with samples[r], vocab_size] f32, in request order.
-  // Errors: kInvalidArgument (sizes, page ids, positions) with nothing written;
-  // kInternal for a device failure.
-  virtual Status forward(const ForwardBatch& batch, std::vector<float>& logits) = 0;
+  // Runs the batch; `out`'s vectors are resized (their capacity is reused across steps).
+  // Errors: kInvalidArgument (sizes, page ids, positions, samples values) with nothing
+  // written; kInternal for a device failure.
+  virtual Status forward(const ForwardBatch& batch, ForwardOutput& out) = 0;
 };
 
 }  // namespace packserve::model

@@ -59,6 +59,12 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
     return invalid_argument("samples: length " + str(b.samples.size()) +
                             ", expected num_requests = " + str(n));
   }
+  for (size_t r = 0; r < n; ++r) {
+    if (b.samples[r] > kOutputArgmax) {
+      return invalid_argument("samples[" + str(r) + "] = " + str(b.samples[r]) +
+                              ": expected 0 (no output), 1 (logits) or 2 (argmax)");
+    }
+  }
   const int64_t ps = pool.page_size;
   for (size_t r = 0; r < n; ++r) {
     const int32_t q_len = b.qo_indptr[r + 1] - b.qo_indptr[r];

@@ -5,7 +5,8 @@
 // Rules of validate_forward_batch (kInvalidArgument naming the field, the index and what was
 // expected, e.g. "page_ids[5] = 99: expected a page in [0, num_pages = 64)"):
 //   qo_indptr, page_indptr: length num_requests + 1 (num_requests = kv_len.size()), start at
-//     0, non-decreasing, end at token_ids.size() / page_ids.size(); samples: num_requests;
+//     0, non-decreasing, end at token_ids.size() / page_ids.size(); samples: num_requests
+//     values, each kNoOutput, kOutputLogits or kOutputArgmax;
 //   every request has q_len >= 1 and q_len <= kv_len, and exactly ceil(kv_len / page_size)
 //     pages (the pages covering [0, kv_len), as the scheduler's page table);
 //   page ids and page_copies' pages in [0, num_pages), src != dst, num_tokens in

@@ -47,8 +47,8 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
   ForwardBatch first;
   add(first, a, 20, true, kPool.page_size);
   add(first, b, 5, true, kPool.page_size);
-  std::vector<float> logits;
-  ASSERT_TRUE(backend.forward(first, logits).ok());
+  ForwardOutput out;
+  ASSERT_TRUE(backend.forward(first, out).ok());
   a.computed = 20;
   b.computed = 5;
   // The valid batch every rule breaks: A decodes, B prefills 3, page 0 is copied to page 9.
@@ -70,6 +70,8 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
       {"page_indptr end", [](ForwardBatch& x) { x.page_ids.push_back(3); },
        "page_indptr[2] = 3: expected page_ids.size() = 4"},
       {"samples", [](ForwardBatch& x) { x.samples.pop_back(); }, "samples: length 1"},
+      {"samples value", [](ForwardBatch& x) { x.samples[1] = 3; },
+       "samples[1] = 3: expected 0 (no output), 1 (logits) or 2 (argmax)"},
       {"kv_len < q_len", [](ForwardBatch& x) { x.kv_len[1] = 2; }, "kv_len[1] = 2"},
       {"too few pages", [](ForwardBatch& x) { x.kv_len[1] = 17; },
        "request 1 has 1 pages, expected ceil(kv_len[1] = 17"},
@@ -102,16 +104,19 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
     SCOPED_TRACE(rule.name);
     ForwardBatch bad = valid;
     rule.mutate(bad);
-    logits = sentinel;
-    const Status s = backend.forward(bad, logits);
+    out.logits = sentinel;
+    out.argmax = {7};
+    const Status s = backend.forward(bad, out);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
     EXPECT_NE(s.message().find(rule.expected), std::string::npos) << s.message();
-    EXPECT_EQ(logits, sentinel);
+    EXPECT_EQ(out.logits, sentinel);
+    EXPECT_EQ(out.argmax, std::vector<int32_t>{7});
     EXPECT_TRUE(snapshot(backend) == before);
   }
   // The valid batch itself runs, and runs its page copy.
-  ASSERT_TRUE(backend.forward(valid, logits).ok());
-  EXPECT_EQ(logits.size(), static_cast<size_t>(2 * v));
+  ASSERT_TRUE(backend.forward(valid, out).ok());
+  EXPECT_EQ(out.logits.size(), static_cast<size_t>(2 * v));
+  EXPECT_TRUE(out.argmax.empty());
   const size_t page_elems = static_cast<size_t>(kPool.page_size * config.kv_size());
   const std::span<const float> k0 = backend.k_pages(1);
   EXPECT_TRUE(std::equal(k0.begin(), k0.begin() + page_elems, k0.begin() + 9 * page_elems));
@@ -123,9 +128,10 @@ TEST(ForwardBatchValidation, EmptyBatchRunsOnlyPageCopies) {
   ForwardBatch empty;
   empty.qo_indptr = {0};
   empty.page_indptr = {0};
-  std::vector<float> logits(3, 1.0f);
-  ASSERT_TRUE(backend->forward(empty, logits).ok());
-  EXPECT_TRUE(logits.empty());
+  ForwardOutput out{std::vector<float>(3, 1.0f), {4}};
+  ASSERT_TRUE(backend->forward(empty, out).ok());
+  EXPECT_TRUE(out.logits.empty());
+  EXPECT_TRUE(out.argmax.empty());
 }
 
 TEST(CpuForwardBackendCreate, RejectsUnsupportedShapesAndBadWeights) {

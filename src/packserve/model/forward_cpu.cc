@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <span>
 #include <string>
 
 #include "packserve/attention/run_cpu.h"
 #include "packserve/attention/tensors.h"
+#include "packserve/common/argmax.h"
 #include "packserve/model/forward_batch.h"
 #include "packserve/model/ops_cpu.h"
 
@@ -121,7 +123,7 @@ void CpuForwardBackend::copy_pages(const std::vector<kv::PageCopy>& copies) {
   }
 }
 
-Status CpuForwardBackend::forward(const ForwardBatch& batch, std::vector<float>& logits) {
+Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out) {
   PS_RETURN_IF_ERROR(validate_forward_batch(batch, config_, pool_));
   const int num_requests = batch.num_requests();
   if (num_requests > 0) {
@@ -133,7 +135,8 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, std::vector<float>&
   }
   // Everything is checked: from here on the pool is written.
   copy_pages(batch.page_copies);
-  logits.clear();
+  out.logits.clear();
+  out.argmax.clear();
   if (num_requests == 0) return ok_status();
 
   const int64_t rows = batch.total_rows();
@@ -147,17 +150,29 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, std::vector<float>&
   }
   for (Layer& layer : layers_) PS_RETURN_IF_ERROR(run_layer(layer, batch));
 
-  // Final norm and LM head on the last row of each sampling request.
+  // Final norm and LM head on the last row of each sampling request: the logits rows first,
+  // then the argmax rows (whose logits go to a scratch and are reduced to their argmax).
   std::vector<float> last;
-  for (int r = 0; r < num_requests; ++r) {
-    if (!batch.samples[r]) continue;
-    const float* xr = x_.data() + static_cast<int64_t>(batch.qo_indptr[r + 1] - 1) * hid;
-    last.insert(last.end(), xr, xr + hid);
+  for (uint8_t kind : {kOutputLogits, kOutputArgmax}) {
+    for (int r = 0; r < num_requests; ++r) {
+      if (batch.samples[r] != kind) continue;
+      const float* xr = x_.data() + static_cast<int64_t>(batch.qo_indptr[r + 1] - 1) * hid;
+      last.insert(last.end(), xr, xr + hid);
+    }
   }
   const int64_t num_samples = static_cast<int64_t>(last.size()) / hid;
   rmsnorm(last, final_norm_, hid, static_cast<float>(config_.rms_norm_eps), last);
-  logits.resize(static_cast<size_t>(num_samples * config_.vocab_size));
-  linear(last, num_samples, hid, lm_head_, config_.vocab_size, {}, logits);
+  const int64_t vocab = config_.vocab_size;
+  std::vector<float> logits(static_cast<size_t>(num_samples * vocab));
+  linear(last, num_samples, hid, lm_head_, vocab, {}, logits);
+  const auto num_logits =
+      static_cast<int64_t>(std::count(batch.samples.begin(), batch.samples.end(), kOutputLogits));
+  for (int64_t i = num_logits; i < num_samples; ++i) {
+    out.argmax.push_back(argmax_lowest(
+        std::span<const float>(logits).subspan(static_cast<size_t>(i * vocab), vocab)));
+  }
+  logits.resize(static_cast<size_t>(num_logits * vocab));
+  out.logits = std::move(logits);
   return ok_status();
 }
 

@@ -9,7 +9,8 @@
 //        -> RoPE at each row's own position -> K/V of the rows into their page slots
 //        -> attention::run_cpu(plan) -> x += attn Wo^T
 //        -> h = RMSNorm(x) -> x += (silu(h Wg^T) * (h Wu^T)) Wd^T
-//   -> final RMSNorm and LM head on the last row of each request with samples[r] only.
+//   -> final RMSNorm and LM head on the last row of each request with samples[r] only (the
+//   argmax of the rows with kOutputArgmax).
 // Weights are converted to f32 once at creation (exact for f16/bf16); q/k/v are fused into one
 // [Q + 2 KV, H] matrix and gate/up into one [2 I, H] matrix, so a layer runs 4 GEMMs.
 // KV pool: per layer, k and v of [num_pages, page_size, num_kv_heads, head_dim] f32, zeroed
@@ -56,7 +57,7 @@ class CpuForwardBackend final : public ForwardBackend {
 
   std::string_view name() const override { return "cpu"; }
   const ModelConfig& config() const override { return config_; }
-  Status forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+  Status forward(const ForwardBatch& batch, ForwardOutput& out) override;
 
   const KvPoolShape& pool_shape() const { return pool_; }
   // The KV pool of `layer` (for tests): [num_pages, page_size, num_kv_heads, head_dim] f32.

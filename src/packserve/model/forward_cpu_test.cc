@@ -14,6 +14,7 @@
 #include <ostream>
 #include <vector>
 
+#include "packserve/common/argmax.h"
 #include "packserve/common/rng.h"
 #include "packserve/model/checkpoint.h"
 #include "packserve/model/dummy_model.h"
@@ -63,10 +64,10 @@ std::vector<float> run_alone(const ModelWeights& w, std::span<const int32_t> tok
   for (int p = 0; p * kPool.page_size < static_cast<int>(tokens.size()); ++p) s.pages.push_back(p);
   ForwardBatch b;
   add(b, s, static_cast<int>(tokens.size()), true, kPool.page_size);
-  std::vector<float> logits;
-  const Status st = backend->forward(b, logits);
+  ForwardOutput out;
+  const Status st = backend->forward(b, out);
   PS_CHECK(st.ok()) << st.to_string();
-  return logits;
+  return out.logits;
 }
 
 std::vector<double> reference_last(const ModelWeights& w, std::span<const int32_t> tokens) {
@@ -111,8 +112,9 @@ void expect_packed_equals_alone_and_reference(const ModelWeights& w, attention::
     ForwardBatch step1;
     add(step1, a, 40, true, ps);
     add(step1, d, 9, false, ps);
-    std::vector<float> logits;
-    ASSERT_TRUE(backend->forward(step1, logits).ok());
+    ForwardOutput out;
+    const std::vector<float>& logits = out.logits;
+    ASSERT_TRUE(backend->forward(step1, out).ok());
     ASSERT_EQ(logits.size(), static_cast<size_t>(config.vocab_size));
     EXPECT_LT(rel_err(logits, reference_last(w, std::span(a.tokens).first(40))), kRefRelTol);
     a.computed = 40;
@@ -125,7 +127,7 @@ void expect_packed_equals_alone_and_reference(const ModelWeights& w, attention::
     add(step2, d, 21, false, ps);
     add(step2, e, 23, true, ps);
     step2.page_copies.push_back(kv::PageCopy{2, 4, 8});
-    ASSERT_TRUE(backend->forward(step2, logits).ok());
+    ASSERT_TRUE(backend->forward(step2, out).ok());
     const std::vector<const Seq*> sampled = {&a, &b, &c, &e};
     ASSERT_EQ(logits.size(), sampled.size() * static_cast<size_t>(config.vocab_size));
     for (size_t i = 0; i < sampled.size(); ++i) {
@@ -171,12 +173,13 @@ TEST_P(ForwardCpuArch, ChunkedPrefillEqualsUnchunked) {
   Rng rng(5);
   Seq p{random_tokens(50, config.vocab_size, rng), {10, 3, 12, 1}, 0};
   Seq other{random_tokens(12, config.vocab_size, rng), {20}, 0};
-  std::vector<float> logits;
+  ForwardOutput out;
+  const std::vector<float>& logits = out.logits;
   for (int chunk : {17, 16, 17}) {
     ForwardBatch b;
     add(b, other, other.computed == 0 ? 9 : 1, true, kPool.page_size);
     add(b, p, chunk, true, kPool.page_size);
-    ASSERT_TRUE(backend->forward(b, logits).ok());
+    ASSERT_TRUE(backend->forward(b, out).ok());
     other.computed += b.qo_indptr[1];
     p.computed += chunk;
     const std::span<const float> got =
@@ -187,6 +190,35 @@ TEST_P(ForwardCpuArch, ChunkedPrefillEqualsUnchunked) {
       EXPECT_LT(rel_err(got, run_alone(w, p.tokens)), kPackedRelTol);
     }
   }
+}
+
+// The argmax rows of a batch are argmax_lowest of the logits the same rows give as logits
+// rows; the logits rows beside them are unchanged (a second backend on the same weights).
+TEST_P(ForwardCpuArch, ArgmaxRowsAreTheArgmaxOfTheirLogits) {
+  const ModelConfig config = GetParam().config();
+  const ModelWeights w = make_weights(config, 8);
+  Rng rng(9);
+  const std::vector<Seq> seqs = {{random_tokens(19, config.vocab_size, rng), {0, 1}, 0},
+                                 {random_tokens(7, config.vocab_size, rng), {2}, 0},
+                                 {random_tokens(33, config.vocab_size, rng), {3, 4, 5}, 0}};
+  const auto run = [&](const std::vector<uint8_t>& outputs) {
+    ForwardBatch b;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      add(b, seqs[i], static_cast<int>(seqs[i].tokens.size()), outputs[i], kPool.page_size);
+    }
+    ForwardOutput out;
+    const Status st = make_backend(w)->forward(b, out);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return out;
+  };
+  const ForwardOutput all = run({kOutputLogits, kOutputLogits, kOutputLogits});
+  const ForwardOutput mixed = run({kOutputArgmax, kOutputLogits, kOutputArgmax});
+  const size_t v = static_cast<size_t>(config.vocab_size);
+  ASSERT_EQ(all.logits.size(), 3 * v);
+  const auto row = [&](size_t i) { return std::span<const float>(all.logits).subspan(i * v, v); };
+  EXPECT_LT(rel_err(mixed.logits, row(1)), 1e-6);
+  EXPECT_EQ(mixed.argmax, (std::vector<int32_t>{argmax_lowest(row(0)), argmax_lowest(row(2))}));
+  EXPECT_TRUE(all.argmax.empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardCpuArch,

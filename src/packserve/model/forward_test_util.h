@@ -85,8 +85,9 @@ struct Seq {
   int computed = 0;
 };
 
-// Appends rows tokens[computed, computed + q_len) of `s` to the batch.
-inline void add(ForwardBatch& b, const Seq& s, int q_len, bool samples, int page_size) {
+// Appends rows tokens[computed, computed + q_len) of `s` to the batch; `samples`: true or
+// false for kOutputLogits or kNoOutput, or a ForwardBatch::samples value.
+inline void add(ForwardBatch& b, const Seq& s, int q_len, uint8_t samples, int page_size) {
   if (b.qo_indptr.empty()) b.qo_indptr.push_back(0);
   if (b.page_indptr.empty()) b.page_indptr.push_back(0);
   const int kv_len = s.computed + q_len;
@@ -96,7 +97,7 @@ inline void add(ForwardBatch& b, const Seq& s, int q_len, bool samples, int page
   const int pages = (kv_len + page_size - 1) / page_size;
   b.page_ids.insert(b.page_ids.end(), s.pages.begin(), s.pages.begin() + pages);
   b.page_indptr.push_back(static_cast<int32_t>(b.page_ids.size()));
-  b.samples.push_back(samples ? 1 : 0);
+  b.samples.push_back(samples);
 }
 
 // Runs one 20-token prefill (pages 0, 1, page size 16) on `backend` and returns its logits.
@@ -105,10 +106,10 @@ inline std::vector<float> run_prefill(ForwardBackend& backend, int64_t vocab) {
   Seq s{random_tokens(20, vocab, rng), {0, 1}, 0};
   ForwardBatch b;
   add(b, s, 20, true, 16);
-  std::vector<float> logits;
-  const Status st = backend.forward(b, logits);
+  ForwardOutput out;
+  const Status st = backend.forward(b, out);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  return logits;
+  return out.logits;
 }
 
 }  // namespace packserve::model::testing_util

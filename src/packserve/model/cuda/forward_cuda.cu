@@ -160,6 +160,8 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   meta_capacity = cuda::meta_layout(R, R, R, static_cast<size_t>(options.max_batch_page_ids)).end;
   PS_RETURN_IF_ERROR(meta.alloc(meta_capacity * 4, "step metadata"));
   PS_RETURN_IF_ERROR(meta_pinned.reserve(meta_capacity * 4));
+  PS_RETURN_IF_ERROR(argmax_dev.alloc(R * 4, "argmax ids"));
+  PS_RETURN_IF_ERROR(argmax_pinned.reserve(R * 4));
   PS_RETURN_IF_ERROR(step_events.create());
   PS_RETURN_IF_ERROR(logits_events.create(kLogitsChunks));
   const int hw_threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -325,8 +327,8 @@ Status CudaForwardBackend::read_kv_pages(int layer, std::vector<uint16_t>& k,
   return ok_status();
 }
 
-Status CudaForwardBackend::forward(const ForwardBatch& batch, std::vector<float>& logits) {
-  return impl_->run(batch, logits);
+Status CudaForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out) {
+  return impl_->run(batch, out);
 }
 
 }  // namespace packserve::model

@@ -10,7 +10,9 @@
 //        page slots (bf16) -> run_cuda(plan) -> x += attn Wo^T (f32, in the GEMM)
 //        -> h = RMSNorm(x) -> gate_up = h Wgu^T (bf16) -> act = silu(g) * u (bf16)
 //        -> x += act Wd^T (f32, in the GEMM)
-//   -> final RMSNorm of the sampling rows only -> logits = h Wlm^T (f32) -> host.
+//   -> final RMSNorm of the sampling rows only -> logits = h Wlm^T (f32) -> the logits of the
+//   kOutputLogits rows to the host; of the kOutputArgmax rows only their argmax (argmax_rows,
+//   ops.h), so a greedy step copies 4 bytes per row instead of 4 * vocab_size.
 // The device part (embedding to LM head) of a step of <= CudaStepOptions::max_graph_rows rows
 // replays a CUDA graph captured for the step's shape (forward_step.cu, docs/forward-cuda.md).
 // Precision: weights, K/V pages and GEMM inputs bf16; the residual stream x and every GEMM
@@ -79,7 +81,8 @@ enum class StepOp : int {
   kDownGemm,
   kFinalNorm,
   kLmHead,
-  kLogitsCopy,  // logits device -> pinned host
+  kArgmax,      // argmax of the kOutputArgmax rows
+  kLogitsCopy,  // logits (and argmax ids) device -> pinned host
   kCount,
 };
 inline constexpr int kNumStepOps = static_cast<int>(StepOp::kCount);
@@ -93,7 +96,7 @@ struct CudaStepProfile {
   double metadata_ms = 0;       // page copies + metadata staging + its copy (host side)
   double enqueue_ms = 0;        // launching the step's kernels, or the graph (+ capture if new)
   double sync_ms = 0;           // waiting for the device at the end
-  double logits_copy_ms = 0;    // pinned staging -> the caller's vector
+  double logits_copy_ms = 0;    // pinned staging -> the caller's vectors
   double total_ms = 0;          // all of forward()
   double gpu_ms = 0;            // CUDA events around the step's device work (upload to logits)
   bool graph_replayed = false;  // the step ran as a graph replay
@@ -124,7 +127,7 @@ class CudaForwardBackend final : public ForwardBackend {
   ~CudaForwardBackend() override;
   std::string_view name() const override { return "cuda"; }
   const ModelConfig& config() const override;
-  Status forward(const ForwardBatch& batch, std::vector<float>& logits) override;
+  Status forward(const ForwardBatch& batch, ForwardOutput& out) override;
 
   const KvPoolShape& pool_shape() const;
   // The attention plan of the last successful forward with >= 1 request.

@@ -10,10 +10,11 @@
 //   scratch  activations for max_batch_rows
 //   meta  the step's int32 metadata (MetaLayout), capacity for max_batch_rows and
 //         max_batch_page_ids; fixed address (graphs read it)
+//   argmax  int32 [max_batch_rows]: the argmax ids of the kOutputArgmax rows; fixed address
 // Graph invariant: every pointer and size a captured graph bakes in is fixed for a GraphKey
-// (rows, requests, sampling rows): the scratch, meta and workspace addresses never change, the
-// MetaLayout offsets depend only on the key, and the logits buffer only changes when it grows,
-// which drops every graph.
+// (rows, requests, sampling rows, argmax rows): the scratch, meta and workspace addresses never
+// change, the MetaLayout offsets depend only on the key, and the logits buffer only changes when it
+// grows, which drops every graph.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -143,6 +144,8 @@ struct LayerDev {
 // (rows R, requests n, sampling rows S), page_ids last (P varies between steps of one shape):
 //   token_ids [R] | positions [R] | kv_page [R] | kv_slot [R] | qo_indptr [n + 1] |
 //   page_indptr [n + 1] | last_page_len [n] | sample_rows [S] | page_ids [P]
+// sample_rows lists the kOutputLogits rows first, then the kOutputArgmax rows (each in
+// request order), so the logits to copy are the first rows of the LM head's output.
 struct MetaLayout {
   size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, qo = 0, pind = 0, last = 0, samp = 0, pids = 0,
          end = 0;
@@ -162,7 +165,7 @@ inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t P) {
 }
 
 struct GraphKey {
-  int rows = 0, requests = 0, sample_rows = 0;
+  int rows = 0, requests = 0, sample_rows = 0, argmax_rows = 0;  // argmax_rows <= sample_rows
   auto operator<=>(const GraphKey&) const = default;
 };
 struct CachedGraph {
@@ -181,8 +184,8 @@ struct CudaForwardBackend::Impl {
   std::optional<cuda::Gemm> gemm;
   std::optional<cuda::ParallelCopier> copier;  // logits: pinned staging -> caller
   std::optional<attention::cuda::Workspace> workspace;
-  cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev;
-  cuda::PinnedMemory meta_pinned, logits_pinned;
+  cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
+  cuda::PinnedMemory meta_pinned, logits_pinned, argmax_pinned;
   uint16_t *embed = nullptr, *lm_head = nullptr;
   float* final_norm = nullptr;
   std::vector<cuda::LayerDev> layers;
@@ -213,8 +216,9 @@ struct CudaForwardBackend::Impl {
 
   Status setup(const ModelConfig& c, const KvPoolShape& p, const CudaForwardOptions& o);
   // forward_step.cu
-  Status run(const ForwardBatch& batch, std::vector<float>& logits);
-  // Launches embedding -> layers -> final norm -> LM head for a step of key's shape whose
+  Status run(const ForwardBatch& batch, ForwardOutput& out);
+  // Launches embedding -> layers -> final norm -> LM head -> argmax of the argmax rows for a
+  // step of key's shape whose
   // metadata sits at `m` in meta; `timeline` (may be null) gets an event after every op.
   Status enqueue_device_step(const cuda::GraphKey& key, const cuda::MetaLayout& m,
                              cuda::OpTimeline* timeline);

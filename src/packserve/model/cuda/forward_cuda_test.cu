@@ -117,10 +117,11 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy) {
   int rows = 0, agree = 0;
   double worst = 0;
   for (const ForwardBatch& step : mixed_steps(c.vocab_size)) {
-    std::vector<float> ref, got;
-    ASSERT_TRUE(cpu.value()->forward(step, ref).ok());
-    const Status s = gpu.value()->forward(step, got);
+    ForwardOutput ref_out, got_out;
+    ASSERT_TRUE(cpu.value()->forward(step, ref_out).ok());
+    const Status s = gpu.value()->forward(step, got_out);
     ASSERT_TRUE(s.ok()) << s.to_string();
+    const std::vector<float>&ref = ref_out.logits, &got = got_out.logits;
     ASSERT_EQ(got.size(), ref.size());
     const size_t V = static_cast<size_t>(c.vocab_size);
     for (size_t r = 0; r < ref.size() / V; ++r) {
@@ -200,19 +201,19 @@ TEST(CudaForward, InvalidBatchWritesNothing) {
   options.max_batch_rows = 64;
   auto gpu = CudaForwardBackend::create(w, kPool, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
-  std::vector<float> logits;
+  ForwardOutput out;
   ForwardBatch bad;
   Seq a{{1, 2, 3}, {99}};
   add(bad, a, 3, true);
   bad.page_copies.push_back(kv::PageCopy{0, 1, 4});
-  const Status s = gpu.value()->forward(bad, logits);
+  const Status s = gpu.value()->forward(bad, out);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.to_string().find("page_ids[0] = 99"), std::string::npos) << s.to_string();
   // Too many rows for the capacity: kResourceExhausted, nothing written.
   ForwardBatch big;
   Seq b{std::vector<int32_t>(80, 5), {0, 1, 2, 3, 4}};
   add(big, b, 80, true);
-  EXPECT_EQ(gpu.value()->forward(big, logits).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(gpu.value()->forward(big, out).code(), StatusCode::kResourceExhausted);
   std::vector<uint16_t> k, v;
   ASSERT_TRUE(gpu.value()->read_kv_pages(1, k, v).ok());
   EXPECT_TRUE(std::all_of(k.begin(), k.end(), [](uint16_t x) { return x == 0; }));
@@ -221,8 +222,9 @@ TEST(CudaForward, InvalidBatchWritesNothing) {
   ForwardBatch empty;
   empty.qo_indptr = {0};
   empty.page_indptr = {0};
-  EXPECT_TRUE(gpu.value()->forward(empty, logits).ok());
-  EXPECT_TRUE(logits.empty());
+  EXPECT_TRUE(gpu.value()->forward(empty, out).ok());
+  EXPECT_TRUE(out.logits.empty());
+  EXPECT_TRUE(out.argmax.empty());
 }
 
 TEST(CudaForward, CreateRejectsUnsupportedHeadDim) {

@@ -6,7 +6,10 @@
 // eagerly, then is captured without being launched). Expected: the replayed step
 // launches the same kernels with the same arguments on the same data, so the KV pools are
 // bit-identical and the logits agree to 1e-3 of max |logit| (a bf16 rounding is 2^-9 = 2e-3;
-// cuBLAS may pick another algorithm inside a capture); observed differences are printed.
+// cuBLAS may pick another algorithm inside a capture); observed differences are printed (0 on
+// the H100 so far). Argmax rows (kOutputArgmax: the graph backend's on-device argmax) must
+// equal argmax_lowest of eager's logits of the row exactly; with a nonzero logits difference
+// a near-tie could flip one, and the printed difference would show it.
 // Every test skips without a CUDA device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -14,8 +17,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <span>
 #include <vector>
 
+#include "packserve/common/argmax.h"
 #include "packserve/common/dtype.h"
 #include "packserve/common/rng.h"
 #include "packserve/model/cuda/forward_cuda.h"
@@ -45,7 +50,7 @@ ModelConfig llama_bf16() {
   return c;
 }
 
-void add(ForwardBatch& b, tu::Seq& s, int q_len, bool samples) {
+void add(ForwardBatch& b, tu::Seq& s, int q_len, uint8_t samples) {
   tu::add(b, s, q_len, samples, kPool.page_size);
   s.computed += q_len;
 }
@@ -71,19 +76,38 @@ Backends make_backends(const ModelWeights& w, int max_graph_rows) {
   return {std::move(eager).value(), std::move(graph).value()};
 }
 
-// Runs `step` on both; expects the logits to agree and every layer's KV pool to be identical.
+// Runs `step` on `graph` and, with the logits of every sampling row, on `eager`; expects the
+// logits rows to agree, each argmax row of `graph` (the on-device argmax) to be argmax_lowest
+// of eager's logits of that row, and every layer's KV pool to be identical.
 void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, const char* what) {
   SCOPED_TRACE(what);
-  std::vector<float> want, got;
-  const Status se = be.eager->forward(step, want);
+  ForwardBatch all_logits = step;
+  for (uint8_t& s : all_logits.samples) s = s == kNoOutput ? kNoOutput : kOutputLogits;
+  ForwardOutput eager, got;
+  const Status se = be.eager->forward(all_logits, eager);
   ASSERT_TRUE(se.ok()) << se.to_string();
   const Status sg = be.graph->forward(step, got);
   ASSERT_TRUE(sg.ok()) << sg.to_string();
-  ASSERT_EQ(got.size(), want.size());
+  const size_t V = static_cast<size_t>(be.eager->config().vocab_size);
+  std::vector<float> want;
+  std::vector<int32_t> want_argmax;
+  size_t row = 0;
+  for (uint8_t s : step.samples) {
+    if (s == kNoOutput) continue;
+    const std::span<const float> logits =
+        std::span<const float>(eager.logits).subspan(row++ * V, V);
+    if (s == kOutputArgmax) {
+      want_argmax.push_back(argmax_lowest(logits));
+    } else {
+      want.insert(want.end(), logits.begin(), logits.end());
+    }
+  }
+  EXPECT_EQ(got.argmax, want_argmax);
+  ASSERT_EQ(got.logits.size(), want.size());
   double num = 0, den = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(got[i])) << "logit " << i;
-    num = std::max(num, std::abs(double(got[i]) - want[i]));
+    ASSERT_TRUE(std::isfinite(got.logits[i])) << "logit " << i;
+    num = std::max(num, std::abs(double(got.logits[i]) - want[i]));
     den = std::max(den, std::abs(double(want[i])));
   }
   std::printf("%s: graph vs eager logits max-norm relative difference %.3g\n", what,
@@ -165,6 +189,26 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
   expect_same_step(be, s5, L, "chunk of 2 + 2 decodes (capture)");
   EXPECT_TRUE(prof.graph_captured);
   EXPECT_EQ(be.graph->num_cuda_graphs(), 3);
+
+  // Greedy rows: (3, 3, 3) with 2 argmax rows is another shape; then a replay of it.
+  ForwardBatch s6;
+  add(s6, a, 1, kOutputArgmax);
+  add(s6, b, 1, kOutputLogits);
+  add(s6, cc, 1, kOutputArgmax);
+  expect_same_step(be, s6, L, "decode with 2 argmax rows (capture)");
+  EXPECT_TRUE(prof.graph_captured);
+  ForwardBatch s7;
+  add(s7, e, 1, kOutputArgmax);
+  add(s7, d, 1, kOutputLogits);
+  add(s7, b, 1, kOutputArgmax);
+  expect_same_step(be, s7, L, "decode with 2 argmax rows (replay)");
+  EXPECT_TRUE(prof.graph_replayed);
+  ForwardBatch s8;  // every row an argmax row, one of them a 2-row chunk
+  add(s8, cc, 2, kOutputArgmax);
+  add(s8, a, 1, kOutputArgmax);
+  expect_same_step(be, s8, L, "chunk of 2 + decode, argmax only (capture)");
+  EXPECT_TRUE(prof.graph_captured);
+  EXPECT_EQ(be.graph->num_cuda_graphs(), 5);
   EXPECT_EQ(be.eager->num_cuda_graphs(), 0);
 }
 

@@ -1,7 +1,8 @@
 // forward_step.cu: one CudaForwardBackend step (forward_cuda.h "forward"):
 //   host:   validate -> capacity checks -> attention layout + make_plan -> Workspace::upload
-//   stream: page copies -> metadata (one pinned copy) -> the device step -> logits -> host
-// The device step (embedding, every layer, final norm of the sampling rows, LM head) is
+//   stream: page copies -> metadata (one pinned copy) -> the device step -> logits of the
+//           kOutputLogits rows and argmax ids of the kOutputArgmax rows -> host
+// The device step (embedding, every layer, final norm of the sampling rows, LM head, argmax) is
 // launched eagerly, or, for steps of at most max_graph_rows rows, replayed from a CUDA graph
 // captured for the step's GraphKey (forward_cuda_impl.cuh states why that is sound: every
 // argument a launch bakes in is fixed per key; what varies between steps of one shape, the
@@ -59,6 +60,8 @@ const char* step_op_name(StepOp op) {
       return "final_norm";
     case StepOp::kLmHead:
       return "lm_head";
+    case StepOp::kArgmax:
+      return "argmax";
     case StepOp::kLogitsCopy:
       return "logits_copy";
     case StepOp::kCount:
@@ -70,7 +73,7 @@ const char* step_op_name(StepOp op) {
 Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const MetaLayout& m,
                                                      cuda::OpTimeline* timeline) {
   const ModelConfig& c = config;
-  const int R = key.rows, n = key.requests, S = key.sample_rows;
+  const int R = key.rows, n = key.requests, S = key.sample_rows, A = key.argmax_rows;
   const size_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, Q = c.q_size(),
                KV = c.kv_size();
   const int32_t* dm = meta.as<int32_t>();
@@ -144,6 +147,11 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     PS_RETURN_IF_ERROR(gemm->linear(h, S, H, lm_head, V, logits_dev.as<void>(), DType::kF32));
     PS_RETURN_IF_ERROR(mark(StepOp::kLmHead));
   }
+  if (A > 0) {  // the argmax rows are the last A of the S
+    PS_RETURN_IF_ERROR(cuda::argmax_rows(logits_dev.as<float>() + static_cast<size_t>(S - A) * V, A,
+                                         static_cast<int>(V), argmax_dev.as<int32_t>(), stream));
+    PS_RETURN_IF_ERROR(mark(StepOp::kArgmax));
+  }
   return ok_status();
 }
 
@@ -183,7 +191,7 @@ Status CudaForwardBackend::Impl::launch_graph(const GraphKey& key, const MetaLay
   return ok_status();
 }
 
-Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, std::vector<float>& logits) {
+Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& out) {
   profile = CudaStepProfile{};
   cuda::Stopwatch clock;
   cuda::Stopwatch total;
@@ -205,8 +213,12 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, std::vector<floa
                               str(options.max_batch_page_ids));
   }
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
-  int S = 0;
-  for (int r = 0; r < n; ++r) S += batch.samples[r] != 0;
+  // Sampling rows S: the logits rows first, then the A argmax rows.
+  const int A =
+      static_cast<int>(std::count(batch.samples.begin(), batch.samples.end(), kOutputArgmax));
+  const int S =
+      A + static_cast<int>(std::count(batch.samples.begin(), batch.samples.end(), kOutputLogits));
+  const int SL = S - A;
   const size_t V = c.vocab_size, KV = c.kv_size();
   const MetaLayout m = cuda::meta_layout(R, n, S, P);
   // Allocations (which synchronise) and the plan upload before anything is written.
@@ -222,7 +234,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, std::vector<floa
     graphs.clear();
     PS_RETURN_IF_ERROR(logits_dev.reserve(logits_need, "logits"));
   }
-  PS_RETURN_IF_ERROR(logits_pinned.reserve(logits_bytes));
+  PS_RETURN_IF_ERROR(logits_pinned.reserve(static_cast<size_t>(SL) * V * 4));
   profile.validate_ms = clock.lap();
   if (n > 0) {
     layout = make_attention_layout(batch, c, pool, DType::kBF16);
@@ -255,7 +267,8 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, std::vector<floa
     }
   }
   if (n == 0) {
-    logits.clear();
+    out.logits.clear();
+    out.argmax.clear();
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     profile.total_ms = total.lap();
     return ok_status();
@@ -278,29 +291,35 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, std::vector<floa
   std::copy(batch.qo_indptr.begin(), batch.qo_indptr.end(), hm + m.qo);
   std::copy(batch.page_indptr.begin(), batch.page_indptr.end(), hm + m.pind);
   std::copy(layout.kv_last_page_len.begin(), layout.kv_last_page_len.end(), hm + m.last);
-  for (int r = 0, s = 0; r < n; ++r) {
-    if (batch.samples[r]) hm[m.samp + s++] = batch.qo_indptr[r + 1] - 1;
+  for (int r = 0, l = 0, a = SL; r < n; ++r) {
+    if (batch.samples[r] == kOutputLogits) hm[m.samp + l++] = batch.qo_indptr[r + 1] - 1;
+    if (batch.samples[r] == kOutputArgmax) hm[m.samp + a++] = batch.qo_indptr[r + 1] - 1;
   }
   std::copy(batch.page_ids.begin(), batch.page_ids.end(), hm + m.pids);
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(meta.as<void>(), hm, m.end * 4, cudaMemcpyHostToDevice, stream));
   profile.metadata_ms = clock.lap();
 
-  const GraphKey key{R, n, S};
+  const GraphKey key{R, n, S, A};
   if (use_graph) {
     PS_RETURN_IF_ERROR(launch_graph(key, m));
   } else {
     if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
     PS_RETURN_IF_ERROR(enqueue_device_step(key, m, options.step.profile_ops ? &timeline : nullptr));
   }
-  // Logits in up to kLogitsChunks pieces of whole rows, an event after each: the host copies
-  // piece i into the caller's vector while piece i + 1 is still on its way.
-  const int rows_per_chunk = S > 0 ? (S + kLogitsChunks - 1) / kLogitsChunks : 1;
-  const int chunks = (S + rows_per_chunk - 1) / rows_per_chunk;  // <= kLogitsChunks, each >= 1 row
+  // The argmax ids (tiny) first; then the logits in up to kLogitsChunks pieces of whole rows,
+  // an event after each: the host copies piece i into the caller's vector while piece i + 1
+  // is still on its way.
+  if (A > 0) {
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(argmax_pinned.as<void>(), argmax_dev.as<void>(),
+                                                  A * 4, cudaMemcpyDeviceToHost, stream));
+  }
+  const int rows_per_chunk = SL > 0 ? (SL + kLogitsChunks - 1) / kLogitsChunks : 1;
+  const int chunks = (SL + rows_per_chunk - 1) / rows_per_chunk;  // <= kLogitsChunks, >= 1 row each
   const size_t row_bytes = V * 4;
   for (int i = 0; i < chunks; ++i) {
     const size_t first = static_cast<size_t>(i) * rows_per_chunk;
-    const size_t rows = std::min<size_t>(rows_per_chunk, S - first);
+    const size_t rows = std::min<size_t>(rows_per_chunk, SL - first);
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_pinned.as<std::byte>() + first * row_bytes,
                                                   logits_dev.as<std::byte>() + first * row_bytes,
                                                   rows * row_bytes, cudaMemcpyDeviceToHost,
@@ -312,18 +331,19 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, std::vector<floa
   profile.enqueue_ms = clock.lap();
   // resize() fills only elements beyond the old size (a caller that reuses its vector for
   // steps of one shape pays no fill), and runs while the device works.
-  logits.resize(static_cast<size_t>(S) * V);
+  out.logits.resize(static_cast<size_t>(SL) * V);
   for (int i = 0; i < chunks; ++i) {
     const size_t first = static_cast<size_t>(i) * rows_per_chunk;
-    const size_t rows = std::min<size_t>(rows_per_chunk, S - first);
+    const size_t rows = std::min<size_t>(rows_per_chunk, SL - first);
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(logits_events.get(i)));
     profile.sync_ms += clock.lap();
-    copier->copy(reinterpret_cast<std::byte*>(logits.data()) + first * row_bytes,
+    copier->copy(reinterpret_cast<std::byte*>(out.logits.data()) + first * row_bytes,
                  logits_pinned.as<std::byte>() + first * row_bytes, rows * row_bytes);
     profile.logits_copy_ms += clock.lap();
   }
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   profile.sync_ms += clock.lap();
+  out.argmax.assign(argmax_pinned.as<int32_t>(), argmax_pinned.as<int32_t>() + A);
   float gpu_ms = 0.0f;
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaEventElapsedTime(&gpu_ms, step_events.start(), step_events.stop()));

@@ -3,7 +3,9 @@
 // shuffles, then one value per warp through shared memory (fixed order: deterministic).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <math_constants.h>
 
+#include <climits>
 #include <string>
 
 #include "packserve/model/cuda/device_util.cuh"
@@ -236,6 +238,59 @@ Status launched(const char* what) {
                         cudaGetErrorString(e) + ")");
 }
 
+// Argmax of one row per CTA (ops.h): each thread scans its strided share in increasing index
+// order and keeps the first maximum (strict >, so NaN and later ties never replace it), then
+// the block reduces (value, index) pairs by (larger value, then lower index).
+constexpr int kArgmaxThreads = 1024;
+
+__device__ __forceinline__ void keep_better(float& v, int& i, float ov, int oi) {
+  if (ov > v || (ov == v && oi < i)) {
+    v = ov;
+    i = oi;
+  }
+}
+
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_rows_kernel(const float* logits, int vocab, int32_t* out) {
+  const float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
+  float v = -CUDART_INF_F;
+  int idx = INT_MAX;
+  if (vocab % 4 == 0) {  // rows stay 16-byte aligned
+    const auto* row4 = reinterpret_cast<const float4*>(row);
+    for (int q = threadIdx.x; q < vocab / 4; q += kArgmaxThreads) {
+      const float4 x = row4[q];
+      if (x.x > v) v = x.x, idx = 4 * q;
+      if (x.y > v) v = x.y, idx = 4 * q + 1;
+      if (x.z > v) v = x.z, idx = 4 * q + 2;
+      if (x.w > v) v = x.w, idx = 4 * q + 3;
+    }
+  } else {
+    for (int j = threadIdx.x; j < vocab; j += kArgmaxThreads) {
+      if (row[j] > v) v = row[j], idx = j;
+    }
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    keep_better(v, idx, __shfl_down_sync(0xffffffffu, v, off),
+                __shfl_down_sync(0xffffffffu, idx, off));
+  }
+  __shared__ float warp_v[kArgmaxThreads / 32];
+  __shared__ int warp_i[kArgmaxThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    warp_v[warp] = v;
+    warp_i[warp] = idx;
+  }
+  __syncthreads();
+  if (warp != 0) return;
+  v = warp_v[lane];
+  idx = warp_i[lane];
+  for (int off = 16; off > 0; off /= 2) {
+    keep_better(v, idx, __shfl_down_sync(0xffffffffu, v, off),
+                __shfl_down_sync(0xffffffffu, idx, off));
+  }
+  if (lane == 0) out[blockIdx.x] = v == -CUDART_INF_F ? 0 : idx;
+}
+
 Status check_positive(int v, const char* name) {
   if (v > 0) return ok_status();
   return invalid_argument(std::string(name) + " = " + std::to_string(v) + ": expected > 0");
@@ -313,6 +368,17 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
     silu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate_up, rows, inner, y);
   }
   return launched("silu_mul");
+}
+
+Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, StreamHandle stream) {
+  if (rows == 0) return ok_status();
+  PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
+  PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
+  if (rows > 65535) {
+    return invalid_argument("rows = " + std::to_string(rows) + ": expected <= 65535");
+  }
+  argmax_rows_kernel<<<rows, kArgmaxThreads, 0, stream>>>(logits, vocab, out);
+  return launched("argmax_rows");
 }
 
 Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,

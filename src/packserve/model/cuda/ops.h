@@ -18,6 +18,8 @@
 //                  else two passes
 //   silu_mul:      y[r, i] = bf16(g / (1 + exp(-g)) * u), g = gate_up[r, i], u = gate_up[r, I+i]
 //                  (16-byte vectors when I % 8 == 0)
+//   argmax_rows:   out[r] = argmax_lowest(logits[r, :]) (common/argmax.h: NaN never wins, ties
+//                  to the lowest index, 0 when the maximum is -inf); one CTA per row
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
@@ -70,6 +72,9 @@ Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, 
                     float* cos_sin, StreamHandle stream);
 
 Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, StreamHandle stream);
+
+// logits: [rows, vocab] f32; out: [rows]; rows <= 65535.
+Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, StreamHandle stream);
 
 // dtype: kBF16 or kF32.
 Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <span>
 #include <vector>
 
+#include "packserve/common/argmax.h"
 #include "packserve/common/dtype.h"
 #include "packserve/common/rng.h"
 #include "packserve/model/cuda/gemm.h"
@@ -289,6 +291,51 @@ TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
     EXPECT_EQ(g.value().linear(nullptr, 1, 1, nullptr, 1, nullptr, DType::kF32).code(),
               StatusCode::kInvalidArgument);
   }
+}
+
+// argmax_rows equals argmax_lowest (common/argmax.h) on every row: random rows (vocab a
+// multiple of 4: the float4 path; 1001, 4099: the scalar path) with planted ties, NaN, -inf,
+// +inf and signed zeros at places that cross threads and vector lanes.
+TEST(ModelCudaOps, ArgmaxRowsEqualsTheHostArgmax) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(12);
+  const float inf = INFINITY;
+  for (int vocab : {1000, 1001, 4099, 151936}) {
+    SCOPED_TRACE(vocab);
+    const int rows = 9;
+    std::vector<float> x = random_f32(static_cast<size_t>(rows) * vocab, rng, 0.0, 3.0);
+    const auto at = [&](int r, int i) -> float& { return x[static_cast<size_t>(r) * vocab + i]; };
+    at(1, vocab - 1) = 50.0f;  // a tie: the earlier index must win
+    at(1, 3) = 50.0f;
+    at(2, 0) = NAN;  // NaN first and a max behind it
+    at(2, vocab / 2) = 40.0f;
+    for (int i = 0; i < vocab; ++i) at(3, i) = i % 3 == 0 ? NAN : -inf;  // -> 0
+    at(4, 777) = inf;  // +inf twice: the lower wins
+    at(4, 999) = inf;
+    for (int i = 0; i < vocab; ++i) at(5, i) = i % 2 == 0 ? -0.0f : -1.0f;  // zeros tie
+    at(5, 0) = -2.0f;
+    for (int i = 0; i < vocab; ++i) at(6, i) = -1.0f;  // all equal -> 0
+    for (int i = 0; i < vocab; ++i) at(7, i) = NAN;    // all NaN -> 0
+    at(8, 1) = 30.0f;  // and, where the row is long enough, 1024 apart: one thread's two
+    if (vocab > 1025) at(8, 1025) = 30.0f;  // elements on the scalar path
+    float* dx = to_device(x);
+    int32_t* dout = nullptr;
+    ASSERT_EQ(cudaMalloc(&dout, rows * 4), cudaSuccess);
+    ASSERT_TRUE(argmax_rows(dx, rows, vocab, dout, nullptr).ok());
+    const std::vector<int32_t> got = to_host(dout, rows);
+    for (int r = 0; r < rows; ++r) {
+      const std::span<const float> row(x.data() + static_cast<size_t>(r) * vocab, vocab);
+      EXPECT_EQ(got[static_cast<size_t>(r)], argmax_lowest(row)) << "row " << r;
+    }
+    EXPECT_EQ(got[1], 3);
+    EXPECT_EQ(got[3], 0);
+    EXPECT_EQ(got[4], 777);
+    EXPECT_EQ(got[5], 2);
+    EXPECT_EQ(got[8], 1);
+    cudaFree(dx);
+    cudaFree(dout);
+  }
+  EXPECT_EQ(argmax_rows(nullptr, 1, 0, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ModelCudaOps, FillRandomHasTheAskedMoments) {

@@ -1,7 +1,9 @@
 // forward_logits.cu: a small driver of the CUDA forward for cross-checks against Hugging Face
 // transformers (scripts/model_gpu_check.py): loads a checkpoint directory (load_checkpoint),
 // optionally writing a dummy one first (make_dummy_model), prefills every prompt in ONE packed
-// batch, then decodes all prompts together greedily (argmax; no stop tokens).
+// batch, then decodes all prompts together greedily (argmax; no stop tokens): the first token
+// from the logits on the host, the others from the backend's on-device argmax
+// (kOutputArgmax), so the check covers both.
 //   forward_logits --model DIR [--make-dummy ARCH] --prompts FILE.jsonl --max-tokens N
 //                  --logits-out FILE.npy --out FILE.jsonl
 // prompts: one {"prompt_ids": [...]} per line. logits-out: f32 [prompts, vocab], the logits
@@ -11,11 +13,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "packserve/common/argmax.h"
 #include "packserve/model/checkpoint.h"
 #include "packserve/model/cuda/forward_cuda.h"
 #include "packserve/model/dummy_model.h"
@@ -109,15 +112,17 @@ int main(int argc, char** argv) {
       const int n = (kv_len + page_size - 1) / page_size;
       b.page_ids.insert(b.page_ids.end(), pages[p].begin(), pages[p].begin() + n);
       b.page_indptr.push_back(static_cast<int32_t>(b.page_ids.size()));
-      b.samples.push_back(1);
+      // The first step's logits are written out; later steps take the on-device argmax.
+      b.samples.push_back(step == 0 ? kOutputLogits : kOutputArgmax);
     }
-    std::vector<float> logits;
-    const Status s = backend.value()->forward(b, logits);
+    ForwardOutput out;
+    const Status s = backend.value()->forward(b, out);
     if (!s.ok()) return fail(s.to_string());
-    if (step == 0) first_logits = logits;
+    if (step == 0) first_logits = out.logits;
     for (size_t p = 0; p < seqs.size(); ++p) {
-      const float* row = logits.data() + p * vocab;
-      const auto tok = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+      const int32_t tok =
+          step == 0 ? argmax_lowest(std::span<const float>(out.logits).subspan(p * vocab, vocab))
+                    : out.argmax[p];
       seqs[p].push_back(tok);
       generated[p].push_back(tok);
     }
