@@ -9,7 +9,12 @@ Run ON the GPU machine (PyTorch + transformers there). For each dummy checkpoint
     also both bf16 paths against transformers in float32 (ours_vs_f32, hf_bf16_vs_f32), to
     tell an error of ours from bf16 rounding that transformers' own bf16 path shows too;
   * 64 greedy tokens (no stop tokens) from both: the share of prompts whose 64 tokens are
-    identical, goal >= 95%.
+    identical, goal >= 95%;
+  * at each prompt's first differing token k: both transformers models' logits after the
+    common prefix (prompt + the k tokens both produced), and the gap between the token
+    transformers picked and ours, relative to max |logit| (tie_gap). A gap within the logits
+    tolerance (2e-2) means our token was a near-tie there, i.e. a bf16 rounding flip, not a
+    different computation; `divergences_near_tie` counts them against `divergences`.
 Prints one JSON line per model and exits 1 when a goal is missed.
 Yardstick (docs/forward-cuda.md): on these flat-logit dummy weights bf16 rounding alone flips
 greedy tokens -- transformers' bf16 path gives its own float32 tokens on 0 of 32 llama-3.2-1b
@@ -56,14 +61,14 @@ def main():
         ours_ids = [json.loads(l)["ids"] for l in open(d + ".jsonl")]
         # float32 transformers: the yardstick for both bf16 paths (ours and transformers').
         model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).cuda().eval()
+        model32 = model
         hf32 = []
         with torch.no_grad():
             for p in prompts:
                 hf32.append(model(torch.tensor([p], device="cuda")).logits[0, -1].float().cpu().numpy())
-        del model
         model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda().eval()
         model.generation_config.eos_token_id = None
-        rel, rel32, hf_rel32, same, first_div = [], [], [], 0, []
+        rel, rel32, hf_rel32, same, first_div, gaps, gaps32 = [], [], [], 0, [], [], []
         err = lambda a, b: float(np.abs(a - b).max() / np.abs(b).max())
         with torch.no_grad():
             for i, p in enumerate(prompts):
@@ -78,16 +83,25 @@ def main():
                 same += out == ours_ids[i]
                 div = next((k for k, (x, y) in enumerate(zip(out, ours_ids[i])) if x != y), a.tokens)
                 first_div.append(div)
+                if div < a.tokens:
+                    prefix = torch.tensor([p + out[:div]], device="cuda")
+                    mine = ours_ids[i][div]
+                    for m, g in ((model, gaps), (model32, gaps32)):
+                        l = m(prefix).logits[0, -1].float().cpu().numpy()
+                        g.append(float((l.max() - l[mine]) / np.abs(l).max()))
         res = {"model": arch, "prompts": len(prompts), "tokens": a.tokens,
                "logits_rel_err_max": max(rel), "logits_rel_err_median": float(np.median(rel)),
                "ours_vs_f32_max": max(rel32), "hf_bf16_vs_f32_max": max(hf_rel32),
                "greedy_identical": same, "greedy_identical_frac": same / len(prompts),
-               "mean_first_divergence": float(np.mean(first_div)), "ours_wall_s": round(ours_s, 1),
+               "mean_first_divergence": float(np.mean(first_div)),
+               "divergences": len(gaps), "divergences_near_tie": sum(g <= 2e-2 for g in gaps),
+               "tie_gap_max": max(gaps, default=0.0), "tie_gap_f32_max": max(gaps32, default=0.0),
+               "ours_wall_s": round(ours_s, 1),
                "torch": torch.__version__, "device": torch.cuda.get_device_name(0)}
         res["ok"] = res["logits_rel_err_max"] < 2e-2 and res["greedy_identical_frac"] >= 0.95
         ok_all &= res["ok"]
         print(json.dumps(res), flush=True)
-        del model
+        del model, model32
         torch.cuda.empty_cache()
     sys.exit(0 if ok_all else 1)
 
