@@ -352,6 +352,26 @@ TEST(EngineTest, BackendErrorFailsOnlyThatStepsRequests) {
   EXPECT_EQ(t.engine->metrics().requests_error, 1);
 }
 
+TEST(EngineTest, ArgmaxOutsideTheVocabularyFailsTheStep) {
+  auto t = make_engine(testing::hash_next_token);
+  t.backend->bad_argmax = true;
+  auto bad = t.engine->submit(greedy_request(ids_of("argmax"), 5));
+  ASSERT_TRUE(bad.ok());
+  const Collected cb = collect(**bad);
+  ASSERT_TRUE(cb.finished);
+  EXPECT_EQ(cb.last.finish_reason, "error");
+  EXPECT_NE(cb.last.error.find("returned argmax id 308, expected in [0, vocab_size = 308)"),
+            std::string::npos)
+      << cb.last.error;
+  EXPECT_TRUE(cb.token_ids.empty());
+  t.backend->bad_argmax = false;
+  auto good = t.engine->submit(greedy_request(ids_of("good"), 3));
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(collect(**good).token_ids,
+            testing::reference_greedy(testing::hash_next_token, ids_of("good"), 3, {}));
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
+}
+
 TEST(EngineTest, BadSamplerThreadsIsAClearError) {
   for (int32_t threads : {-1, 65}) {
     EngineConfig config;

@@ -104,7 +104,7 @@ class FakeBackend : public model::ForwardBackend {
       std::vector<float> row(static_cast<size_t>(vocab));
       fake_logits(context, next_(context), vocab, row.data());
       if (batch.samples[r] == model::kOutputArgmax) {
-        out.argmax.push_back(argmax_lowest(row));
+        out.argmax.push_back(bad_argmax ? static_cast<int32_t>(vocab) : argmax_lowest(row));
         ++num_argmax_rows;
       } else {
         out.logits.insert(out.logits.end(), row.begin(), row.end());
@@ -133,6 +133,7 @@ class FakeBackend : public model::ForwardBackend {
   std::atomic<int32_t> fail_on_token{-1};
   int step_sleep_ms = 0;
   std::atomic<int64_t> num_argmax_rows{0};  // rows served as kOutputArgmax so far
+  std::atomic<bool> bad_argmax{false};      // return vocab_size (out of range) as the argmax
 
  private:
   int32_t& slot(int32_t page, int32_t s) {

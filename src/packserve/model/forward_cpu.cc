@@ -151,7 +151,7 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   for (Layer& layer : layers_) PS_RETURN_IF_ERROR(run_layer(layer, batch));
 
   // Final norm and LM head on the last row of each sampling request: the logits rows first,
-  // then the argmax rows (whose logits go to a scratch and are reduced to their argmax).
+  // then the argmax rows, whose logits are reduced to their argmax and dropped.
   std::vector<float> last;
   for (uint8_t kind : {kOutputLogits, kOutputArgmax}) {
     for (int r = 0; r < num_requests; ++r) {
