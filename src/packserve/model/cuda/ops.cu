@@ -374,9 +374,6 @@ Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, Strea
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
-  if (rows > 65535) {
-    return invalid_argument("rows = " + std::to_string(rows) + ": expected <= 65535");
-  }
   argmax_rows_kernel<<<rows, kArgmaxThreads, 0, stream>>>(logits, vocab, out);
   return launched("argmax_rows");
 }

@@ -73,7 +73,8 @@ Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, 
 
 Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, StreamHandle stream);
 
-// logits: [rows, vocab] f32; out: [rows]; rows <= 65535.
+// logits: [rows, vocab] f32, 16-byte aligned when vocab % 4 == 0 (then read as float4);
+// out: [rows].
 Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, StreamHandle stream);
 
 // dtype: kBF16 or kF32.
