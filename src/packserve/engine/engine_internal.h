@@ -65,6 +65,10 @@ struct LiveRequest {
   // Set by the executor adapter in the step that samples, read when its token event arrives.
   std::optional<float> step_logprob;
   std::vector<float> captured_logits;
+  // Whether the step that samples the first token must keep its logits (captured_logits).
+  bool captures_logits_now() const {
+    return return_last_prompt_logits && num_output_tokens == 0 && captured_logits.empty();
+  }
   // This step's update under construction.
   std::optional<RequestOutput> update;
 };

@@ -44,9 +44,8 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
         LiveRequest& r = *it->second;
         // A greedy row without logprobs needs only the argmax, unless its logits are captured.
-        const bool capture =
-            r.return_last_prompt_logits && r.num_output_tokens == 0 && r.captured_logits.empty();
-        output = r.sampler.argmax_only() && !capture ? model::kOutputArgmax : model::kOutputLogits;
+        output = r.sampler.argmax_only() && !r.captures_logits_now() ? model::kOutputArgmax
+                                                                     : model::kOutputLogits;
         (output == model::kOutputArgmax ? argmax_rows : rows).push_back({i, &r});
       }
       fb.samples.push_back(output);
@@ -85,7 +84,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       const SampledToken sampled = r.sampler.sample(row_logits);
       out.sampled_token_ids[job.sequence] = sampled.token_id;
       r.step_logprob = sampled.logprob;
-      if (r.return_last_prompt_logits && r.num_output_tokens == 0 && r.captured_logits.empty()) {
+      if (r.captures_logits_now()) {
         r.captured_logits.assign(row_logits.begin(), row_logits.end());
       }
     });

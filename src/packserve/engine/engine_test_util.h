@@ -43,8 +43,9 @@ inline int32_t hash_next_token(const std::vector<int32_t>& context) {
 inline void fake_logits(const std::vector<int32_t>& context, int32_t next, int64_t vocab,
                         float* out) {
   for (int64_t v = 0; v < vocab; ++v) {
-    out[v] = v == next ? 8.0f
-                       : -0.01f * static_cast<float>((7 * v + static_cast<int64_t>(context.size())) % 97);
+    out[v] = v == next
+                 ? 8.0f
+                 : -0.01f * static_cast<float>((7 * v + static_cast<int64_t>(context.size())) % 97);
   }
 }
 

@@ -98,7 +98,8 @@ TEST_F(ServerTest, CompletionExactTextAndUsage) {
 
 TEST_F(ServerTest, StopStringAndDefaults) {
   start();
-  Answer a = post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":20,"stop":["de"]})");
+  Answer a =
+      post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":20,"stop":["de"]})");
   ASSERT_EQ(a.status, 200) << a.body;
   EXPECT_EQ(a.parsed()["choices"][0]["text"], "abc");
   EXPECT_EQ(a.parsed()["choices"][0]["finish_reason"], "stop");
@@ -116,8 +117,9 @@ TEST_F(ServerTest, StopStringAndDefaults) {
 
 TEST_F(ServerTest, ChatCompletionUsesTemplateAndDefaultFillsContext) {
   start();
-  Answer a = post("/v1/chat/completions",
-                  R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"logprobs":true})");
+  Answer a =
+      post("/v1/chat/completions",
+           R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"logprobs":true})");
   ASSERT_EQ(a.status, 200) << a.body;
   json j = a.parsed();
   EXPECT_EQ(j["object"], "chat.completion");
@@ -209,18 +211,18 @@ TEST_F(ServerTest, ErrorStatusesAndTypes) {
   start();
   json e = expect_error(post("/v1/completions", "{not json"), 400, "invalid_request_error");
   EXPECT_TRUE(e["param"].is_null());
-  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":0})"),
-                   400, "invalid_request_error");
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":0})"), 400,
+                   "invalid_request_error");
   EXPECT_EQ(e["param"], "max_tokens");
   e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","temperature":-1})"),
                    400, "invalid_request_error");
   EXPECT_EQ(e["param"], "temperature");
-  e = expect_error(post("/v1/completions",
-                        R"({"model":"tiny","prompt":")" + std::string(64, 'x') + "\"}"),
-                   400, "invalid_request_error");
+  e = expect_error(
+      post("/v1/completions", R"({"model":"tiny","prompt":")" + std::string(64, 'x') + "\"}"), 400,
+      "invalid_request_error");
   EXPECT_EQ(e["param"], "prompt");
-  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":64})"),
-                   400, "invalid_request_error");
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":64})"), 400,
+                   "invalid_request_error");
   EXPECT_EQ(e["param"], "max_tokens");
   e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":[300]})"), 400,
                    "invalid_request_error");
@@ -322,10 +324,10 @@ TEST_F(ServerTest, ConcurrentStreamsAllWellFormed) {
       auto c = client();
       int status = 0;
       const int n = 1 + i % 7;
-      auto events = read_stream(c, "/v1/completions",
-                                R"({"model":"tiny","prompt":"p","stream":true,"max_tokens":)" +
-                                    std::to_string(n) + "}",
-                                &status);
+      auto events = read_stream(
+          c, "/v1/completions",
+          R"({"model":"tiny","prompt":"p","stream":true,"max_tokens":)" + std::to_string(n) + "}",
+          &status);
       std::string text;
       for (std::size_t k = 0; k + 1 < events.size(); ++k) {
         text += json::parse(events[k])["choices"][0]["text"].get<std::string>();

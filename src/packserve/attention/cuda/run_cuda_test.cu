@@ -305,8 +305,8 @@ BatchSpec decode_spec(uint64_t seed, int batch, int base_len) {
 
 // A decode step captured in a CUDA graph, replayed with a different plan of the same capacity
 // uploaded into the same workspace and a different batch copied into the same device arrays.
-// 16 queues split the requests, so both plans merge rows: replaying each plan twice also checks
-// that the fused merge's arrival counters return to zero after every launch.
+// 128 queues split the requests, so both plans merge rows (the merge kernel is part of the
+// graph); each plan is replayed twice.
 TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
   SKIP_WITHOUT_DEVICE();
   const BatchData first = build(decode_spec(1, 8, 900));

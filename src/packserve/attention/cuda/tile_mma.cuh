@@ -3,7 +3,8 @@
 // users, not this file).
 //
 //   cp_async_16      16-byte global -> shared copy (cp.async.cg), zero-filled when !valid
-//   ldmatrix_x4(_t)  four 8x8 b16 matrices from shared memory (optionally transposed)
+//   ldmatrix_x4(_t)  four 8x8 b16 matrices from a shared-memory byte address (optionally
+//                    transposed); ldmatrix_lane_offset gives each lane's address in a tile
 //   mma_16816        D[16x8] f32 += A[16x16] * B[16x8] with bf16 or f16 operands
 //   exp2_ftz         2^x on the SFU, flush-to-zero
 //   swizzle          element offset of (row, 16-byte chunk) in a [rows][HeadDim] b16 tile,
@@ -44,17 +45,7 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
-}
-// The same on a shared-window byte address (smem_addr()).
+// ldmatrix on a shared-window byte address (smem_addr()).
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])

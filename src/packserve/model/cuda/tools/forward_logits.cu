@@ -55,17 +55,25 @@ int main(int argc, char** argv) {
   int max_tokens = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--model") model_dir = v;
-    else if (k == "--make-dummy") make_dummy = v;
-    else if (k == "--prompts") prompts_path = v;
-    else if (k == "--max-tokens") max_tokens = std::stoi(v);
-    else if (k == "--logits-out") logits_out = v;
-    else if (k == "--out") out_path = v;
-    else return fail("unknown option " + k);
+    if (k == "--model")
+      model_dir = v;
+    else if (k == "--make-dummy")
+      make_dummy = v;
+    else if (k == "--prompts")
+      prompts_path = v;
+    else if (k == "--max-tokens")
+      max_tokens = std::stoi(v);
+    else if (k == "--logits-out")
+      logits_out = v;
+    else if (k == "--out")
+      out_path = v;
+    else
+      return fail("unknown option " + k);
   }
   if (model_dir.empty() || prompts_path.empty() || max_tokens < 1) {
-    return fail("usage: --model DIR [--make-dummy ARCH] --prompts FILE --max-tokens N "
-                "[--logits-out F.npy] [--out F.jsonl]");
+    return fail(
+        "usage: --model DIR [--make-dummy ARCH] --prompts FILE --max-tokens N "
+        "[--logits-out F.npy] [--out F.jsonl]");
   }
   if (!make_dummy.empty()) {
     DummyModelOptions o;
@@ -93,8 +101,8 @@ int main(int argc, char** argv) {
   }
   CudaForwardOptions options;
   options.max_batch_rows = std::max(total_rows, 64);
-  auto backend = CudaForwardBackend::create(weights.value(), KvPoolShape{next_page, page_size},
-                                            options);
+  auto backend =
+      CudaForwardBackend::create(weights.value(), KvPoolShape{next_page, page_size}, options);
   if (!backend.ok()) return fail(backend.status().to_string());
   const size_t vocab = static_cast<size_t>(weights.value().config.vocab_size);
   std::vector<std::vector<int32_t>> seqs = prompts, generated(prompts.size());
