@@ -42,10 +42,11 @@
 //   the cross-warp combine reuses kv as [4][16][HeadDim + 8] f32 once the walk is done.
 //   HeadDim 64: 57 KiB, 128: 113 KiB, 256: 161 KiB.
 //
-// Numerics. S = q.k accumulated in f32 by mma.m16n8k16; online softmax in base 2 with the row
-// max m of S * sm_scale * log2(e) and the running sum l; p = 2^(fma(S, scale, -m)) by the SFU
-// (ex2.approx.ftz) (-inf-safe: a row that has seen no key yet keeps m = -inf, l = 0, o = 0);
-// P is rounded to T for the PV product (as FA2).
+// Numerics. S = q.k accumulated in f32 by mma.m16n8k16; online softmax in base 2 with a lazy
+// row max m of S * sm_scale * log2(e) (raised only when a slice's max exceeds it by more than
+// kLazyMaxLog2, so o is rescaled rarely and p <= 2^8) and the running sum l; p = 2^(fma(S,
+// scale, -m)) by the SFU (ex2.approx.ftz) (-inf-safe: a row that has seen no key yet keeps
+// m = -inf, l = 0, o = 0); P is rounded to T for the PV product (as FA2).
 // writes_final: out = o / l rounded to T. Partial: o / l (f32) and lse = m + log2(l).
 #pragma once
 
@@ -56,6 +57,7 @@
 
 #include "packserve/attention/cuda/fast_div.h"
 #include "packserve/attention/cuda/tile_mma.cuh"
+#include "packserve/attention/cuda/wgmma.cuh"
 #include "packserve/attention/plan_buffer.h"
 
 namespace packserve::attention::cuda {
@@ -83,10 +85,22 @@ struct KernelParams {
   float sm_scale_log2 = 0.0f;  // sm_scale * log2(e)
 };
 
+// The 128-row pass at head_dim 128 runs on wgmma (one warpgroup = the CTA's 4 warps) where
+// the sm_90a features are compiled in; elsewhere (the compute_90 PTX) on mma.sync.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+inline constexpr bool kHaveWgmma = true;
+#else
+inline constexpr bool kHaveWgmma = false;
+#endif
+
 inline constexpr int kThreads = 128;
 inline constexpr int kWarps = 4;
 inline constexpr int kStageKv = 64;
 inline constexpr int kPassRowsMax = 128;  // row positions held per pass (pos_s)
+// Lazy running max (run_pass): a row's max m (log2 units of scaled scores) is raised only when
+// a slice's max exceeds it by more than this, so p = 2^(s - m) <= 2^8 (exact in f32, and its
+// bf16/f16 rounding is relative) and most slices skip rescaling o.
+inline constexpr float kLazyMaxLog2 = 8.0f;
 
 template <int HeadDim>
 struct KernelTraits {
@@ -162,6 +176,16 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   constexpr int kKeysSlice = kKeysPerWarp / kSlices;
   constexpr int kNb = kKeysSlice / 8;  // n8 blocks of S per warp and slice
   constexpr int kDb = HeadDim / 8;     // n8 blocks of O
+  // wgmma pass: q and KV tiles in the split layout (wgmma.cuh), warp w's row blocks are
+  // [64 mb + 16 w, +16) (the wgmma accumulator rows); else warp w's are [16 (w Mb + mb), +16).
+  constexpr bool kWgmma = kHaveWgmma && HeadDim == 128 && Mb == 2 && kSlices == 2;
+  auto tile_offset = [](int row, int chunk, int rows) {
+    if constexpr (kWgmma) {
+      return swizzle_split<HeadDim>(row, chunk, rows);
+    } else {
+      return swizzle<HeadDim>(row, chunk);
+    }
+  };
   T* q_s = reinterpret_cast<T*>(smem);
   T* kv_s = q_s + kRows * HeadDim;
   int* pos_s = reinterpret_cast<int*>(smem + Tr::kTileBytes);
@@ -170,6 +194,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int wq = warp % WarpsQ, wk = warp / WarpsQ;
+  auto block_row = [&](int mb) { return kWgmma ? mb * 64 + wq * 16 : (wq * Mb + mb) * 16; };
   const int g = lane / 4, t4 = lane % 4;
   const int group = p.group_size;
   const T* q = static_cast<const T*>(p.q);
@@ -193,7 +218,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       const int head = it.kv_head * group + fi % group;
       src = q + (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim + chunk * 8;
     }
-    cp_async_16(q_s + swizzle<HeadDim>(f, chunk), src, valid);
+    cp_async_16(q_s + tile_offset(f, chunk, kRows), src, valid);
   }
   cp_async_commit();
   const int32_t* pages = p.kv_page_indices + p.kv_page_indptr[it.kv_request];
@@ -219,8 +244,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       const bool valid = base + key < bound;
       const size_t off =
           (static_cast<size_t>(tok_row[i]) * p.num_kv_heads + it.kv_head) * HeadDim + chunk * 8;
-      cp_async_16(k_dst + swizzle<HeadDim>(key, chunk), kp + off, valid);
-      cp_async_16(v_dst + swizzle<HeadDim>(key, chunk), vp + off, valid);
+      cp_async_16(k_dst + tile_offset(key, chunk, kStageKv), kp + off, valid);
+      cp_async_16(v_dst + tile_offset(key, chunk, kStageKv), vp + off, valid);
     }
   };
 
@@ -240,7 +265,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const int kv_hi = min(it.kv_end, max_pos + 1);
   const int num_stages = kv_hi > it.kv_begin ? (kv_hi - it.kv_begin + kStageKv - 1) / kStageKv : 0;
 
-  // Warp row block mb holds the folded rows [16 * (wq * Mb + mb), +16) of the pass; a thread
+  // Warp row block mb holds the folded rows [block_row(mb), +16) of the pass; a thread
   // holds rows g and g + 8 of each block (hr = 0, 1).
   float o[Mb][kDb][4];
   float m_run[Mb][2], l_run[Mb][2];
@@ -253,7 +278,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     for (int j = 0; j < kDb; ++j) o[mb][j][0] = o[mb][j][1] = o[mb][j][2] = o[mb][j][3] = 0.0f;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-      const int f = (wq * Mb + mb) * 16 + g + hr * 8;
+      const int f = block_row(mb) + g + hr * 8;
       m_run[mb][hr] = -INFINITY;
       l_run[mb][hr] = 0.0f;
       if (f < n_pass) warp_min_pos = min(warp_min_pos, pos_s[f]);
@@ -277,6 +302,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 
   for (int stage = 0; stage < num_stages; ++stage) {
     cp_async_wait<kStages - 2>();
+    if constexpr (kWgmma) fence_proxy_async();  // the copies are read by wgmma (async proxy)
     __syncthreads();  // stage landed for all threads; everyone is done with stage - 1
     if (stage + kStages - 1 < num_stages) load_stage(stage + kStages - 1, kv_hi);
     cp_async_commit();
@@ -290,30 +316,59 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 
       // S = Q K^T (raw, unscaled); one K fragment serves the warp's Mb row blocks.
       float s[Mb][kNb][4];
-#pragma unroll
-      for (int mb = 0; mb < Mb; ++mb) {
-#pragma unroll
-        for (int j = 0; j < kNb; ++j) s[mb][j][0] = s[mb][j][1] = s[mb][j][2] = s[mb][j][3] = 0.0f;
-      }
-      const uint32_t k_lane = smem_addr(k_tile) + key_w * kRowBytes + k_lane_off;
-#pragma unroll
-      for (int kk = 0; kk < HeadDim / 16; ++kk) {
-        uint32_t a[Mb][4];
+      if constexpr (kWgmma) {
+        // Two m64n32 products (row blocks mb = 0, 1) of 8 k16 steps each; a k step inside a
+        // 64-dim half adds 32 bytes to the start addresses (wgmma.cuh).
+        const uint32_t q_base = smem_addr(q_s), k_base = smem_addr(k_tile) + key_w * 128;
+        wgmma_fence();
 #pragma unroll
         for (int mb = 0; mb < Mb; ++mb) {
-          ldmatrix_x4(a[mb], (q_lane + (wq * Mb + mb) * 16 * kRowBytes) ^ (kk << 5));
-        }
 #pragma unroll
-        for (int j = 0; j < kNb / 2; ++j) {
-          uint32_t b[4];
-          ldmatrix_x4(b, (k_lane ^ (kk << 5)) + j * 16 * kRowBytes);
-#pragma unroll
-          for (int mb = 0; mb < Mb; ++mb) {
-            Mma::run(s[mb][2 * j], a[mb], b[0], b[1]);
-            Mma::run(s[mb][2 * j + 1], a[mb], b[2], b[3]);
+          for (int kk = 0; kk < HeadDim / 16; ++kk) {
+            const uint32_t step = (kk & 3) * 32;
+            const uint32_t qa = q_base + (kk >> 2) * (kRows * 128) + mb * 64 * 128 + step;
+            const uint32_t ka = k_base + (kk >> 2) * (kStageKv * 128) + step;
+            WgmmaOp<T>::qk_m64n32k16(s[mb], smem_desc(qa, 16, 1024), smem_desc(ka, 16, 1024),
+                                     kk > 0);
           }
         }
-      }
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int mb = 0; mb < Mb; ++mb) {
+#pragma unroll
+          for (int j = 0; j < kNb; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) fence_operand(s[mb][j][e]);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int mb = 0; mb < Mb; ++mb) {
+#pragma unroll
+          for (int j = 0; j < kNb; ++j)
+            s[mb][j][0] = s[mb][j][1] = s[mb][j][2] = s[mb][j][3] = 0.0f;
+        }
+        const uint32_t k_lane = smem_addr(k_tile) + key_w * kRowBytes + k_lane_off;
+#pragma unroll
+        for (int kk = 0; kk < HeadDim / 16; ++kk) {
+          uint32_t a[Mb][4];
+#pragma unroll
+          for (int mb = 0; mb < Mb; ++mb) {
+            ldmatrix_x4(a[mb], (q_lane + (wq * Mb + mb) * 16 * kRowBytes) ^ (kk << 5));
+          }
+#pragma unroll
+          for (int j = 0; j < kNb / 2; ++j) {
+            uint32_t b[4];
+            ldmatrix_x4(b, (k_lane ^ (kk << 5)) + j * 16 * kRowBytes);
+#pragma unroll
+            for (int mb = 0; mb < Mb; ++mb) {
+              Mma::run(s[mb][2 * j], a[mb], b[0], b[1]);
+              Mma::run(s[mb][2 * j + 1], a[mb], b[2], b[3]);
+            }
+          }
+        }
+      }  // mma.sync
 
       // Mask (key < kv_end and key <= row position), row max, online softmax in base 2:
       // p = 2^(s * scale - m) with m the running max of s * scale (scale > 0, so the max of the
@@ -330,8 +385,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
             for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[mb][j][e]);
           }
         } else {  // (the diagonal and the KV end: row positions from shared memory)
-          const int row_pos[2] = {pos_s[(wq * Mb + mb) * 16 + g],
-                                  pos_s[(wq * Mb + mb) * 16 + g + 8]};
+          const int row_pos[2] = {pos_s[block_row(mb) + g], pos_s[block_row(mb) + g + 8]};
 #pragma unroll
           for (int j = 0; j < kNb; ++j) {
 #pragma unroll
@@ -344,16 +398,22 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
             }
           }
         }
+        // Lazy running max: m moves only when the slice's max exceeds it by more than
+        // kLazyMaxLog2, so most slices keep alpha = 1 exactly and p stays <= 2^kLazyMaxLog2.
         float base[2], alpha[2];
+        bool grew = false;
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
           mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
           mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-          const float m_new = fmaxf(m_run[mb][hr], mx[hr] * p.sm_scale_log2);
+          const float mx_scaled = mx[hr] * p.sm_scale_log2;
+          const bool grow = mx_scaled > m_run[mb][hr] + kLazyMaxLog2;  // never for mx = -inf
+          const float m_new = grow ? mx_scaled : m_run[mb][hr];
           base[hr] = m_new == -INFINITY ? 0.0f : m_new;
-          alpha[hr] = exp2_ftz(m_run[mb][hr] - base[hr]);  // m_run = -inf -> 0
+          alpha[hr] = grow ? exp2_ftz(m_run[mb][hr] - base[hr]) : 1.0f;  // m_run = -inf -> 0
           m_run[mb][hr] = m_new;
           l_run[mb][hr] *= alpha[hr];
+          grew |= grow;
         }
 #pragma unroll
         for (int j = 0; j < kNb; ++j) {
@@ -363,15 +423,63 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
             l_run[mb][e >> 1] += s[mb][j][e];
           }
         }
+        // Rows that kept their max have alpha = 1 exactly: a warp whose rows all kept it skips
+        // the rescale (a multiplication by 1, so a row's bits never depend on its warp-mates).
+        if (__any_sync(0xffffffffu, grew)) {
 #pragma unroll
-        for (int j = 0; j < kDb; ++j) {
-          o[mb][j][0] *= alpha[0];
-          o[mb][j][1] *= alpha[0];
-          o[mb][j][2] *= alpha[1];
-          o[mb][j][3] *= alpha[1];
+          for (int j = 0; j < kDb; ++j) {
+            o[mb][j][0] *= alpha[0];
+            o[mb][j][1] *= alpha[0];
+            o[mb][j][2] *= alpha[1];
+            o[mb][j][3] *= alpha[1];
+          }
         }
       }
       // O += P V; one V fragment serves the warp's Mb row blocks.
+      if constexpr (kWgmma) {
+        // P (registers) x V (the stage's keys as K, dims as N: MN-major, its 64-dim halves
+        // kStageKv * 128 bytes apart); two k16 steps per row block.
+        uint32_t a[Mb][kKeysSlice / 16][4];
+#pragma unroll
+        for (int mb = 0; mb < Mb; ++mb) {
+#pragma unroll
+          for (int kb = 0; kb < kKeysSlice / 16; ++kb) {
+            a[mb][kb][0] = Mma::pack(s[mb][2 * kb][0], s[mb][2 * kb][1]);
+            a[mb][kb][1] = Mma::pack(s[mb][2 * kb][2], s[mb][2 * kb][3]);
+            a[mb][kb][2] = Mma::pack(s[mb][2 * kb + 1][0], s[mb][2 * kb + 1][1]);
+            a[mb][kb][3] = Mma::pack(s[mb][2 * kb + 1][2], s[mb][2 * kb + 1][3]);
+          }
+        }
+        const uint32_t v_base = smem_addr(v_tile) + key_w * 128;
+#pragma unroll
+        for (int mb = 0; mb < Mb; ++mb) {
+#pragma unroll
+          for (int j = 0; j < kDb; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) fence_operand(o[mb][j][e]);
+          }
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int mb = 0; mb < Mb; ++mb) {
+#pragma unroll
+          for (int kb = 0; kb < kKeysSlice / 16; ++kb) {
+            WgmmaOp<T>::pv_m64n128k16(o[mb], a[mb][kb],
+                                      smem_desc(v_base + kb * 16 * 128, kStageKv * 128, 1024));
+          }
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int mb = 0; mb < Mb; ++mb) {
+#pragma unroll
+          for (int j = 0; j < kDb; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) fence_operand(o[mb][j][e]);
+          }
+        }
+        continue;  // next slice
+      }
       const uint32_t v_lane = smem_addr(v_tile) + key_w * kRowBytes + v_lane_off;
 #pragma unroll
       for (int kb = 0; kb < kKeysSlice / 16; ++kb) {
@@ -413,7 +521,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     for (int mb = 0; mb < Mb; ++mb) {
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
-        const int f = (wq * Mb + mb) * 16 + g + hr * 8;
+        const int f = block_row(mb) + g + hr * 8;
         if (f >= n_pass) continue;
         const int fi = f_begin + f;
         const int k = fi / group, h = fi % group;
@@ -501,7 +609,9 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   // the tiles start at multiples of it from smem, and smem (no static shared memory) starts at
   // the window's origin. Checked: a misaligned base would read wrong rows without a sound.
   extern __shared__ __align__(1024) unsigned char smem[];
-  if (smem_addr(smem) % (2 * HeadDim) != 0) __trap();
+  // The wgmma pass's split tiles need 1024 (the 128-byte swizzle's 8-row groups).
+  constexpr uint32_t kAlign = kHaveWgmma && HeadDim == 128 ? 1024 : 2 * HeadDim;
+  if (smem_addr(smem) % kAlign != 0) __trap();
   const int32_t* cta_indptr = p.plan + p.off_cta_indptr;
   const int32_t* cta_items = p.plan + p.off_cta_items;
   // The queue count and the heads come from the launch (the workspace's, which upload() checks

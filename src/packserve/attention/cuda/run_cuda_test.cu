@@ -8,6 +8,7 @@
 // most ~2^-9 max|v| (|v| <= ~4 for N(0,1) draws) in bf16; f32 accumulation adds < 1e-5.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -220,6 +221,50 @@ TEST(RunCuda, EdgeShapes) {
       SCOPED_TRACE(std::string(policy_name(policy)));
       expect_matches(data.layout, plan_and_run_gpu(data, policy, false, 5), *ref, "edge");
       if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// The 128-row pass at head_dim 128 (wgmma on sm_90a, mma.sync in the compute_90 PTX): both
+// dtypes, GQA groups 4 and 8, prefill chunks that fill a pass and leave it partial, causal
+// diagonals inside a 64-key stage, cached keys before a chunk, a shared prefix read by more
+// than 128 folded rows. Every policy's plan must contain 128-row items, or the test would not
+// reach the pass.
+TEST(RunCuda, FullPassAtHeadDim128MatchesTheReference) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int group : {4, 8}) {
+      BatchSpec spec;
+      spec.num_kv_heads = 2;
+      spec.num_qo_heads = 2 * group;
+      spec.head_dim = 128;
+      spec.page_size = 16;
+      spec.dtype = dtype;
+      spec.seed = 31 + static_cast<uint64_t>(group);
+      spec.prefixes = {{"p", 320, ""}};
+      spec.requests = {{200, 200, ""}, {33, 500, ""}, {130, 900, ""}, {7, 71, ""}};
+      for (int i = 0; i < 40; ++i) spec.requests.push_back({1, 321 + i, "p"});
+      SCOPED_TRACE(to_json(spec));
+      const BatchData data = build(spec);
+      for (Policy policy : kPolicies) {
+        PlanOptions options;
+        options.policy = policy;
+        const Result<Plan> plan = make_plan(data.layout, DeviceShape{7}, options);
+        ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+        EXPECT_TRUE(std::any_of(plan->items.begin(), plan->items.end(), [](const WorkItem& w) {
+          return w.tile.tile_q == 128;
+        })) << policy_name(policy);
+      }
+      SKIP_WITHOUT_DEVICE();
+      const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
+      ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+      for (Policy policy : kPolicies) {
+        for (bool deterministic : {false, true}) {
+          SCOPED_TRACE(std::string(policy_name(policy)) + (deterministic ? " deterministic" : ""));
+          expect_matches(data.layout, plan_and_run_gpu(data, policy, deterministic, 7), *ref,
+                         "full pass");
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
     }
   }
 }
