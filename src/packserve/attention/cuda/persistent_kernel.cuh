@@ -300,6 +300,82 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const uint32_t v_lane_off =
       ldmatrix_lane_offset<HeadDim>((lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4, lane);
 
+  // Mask (key < kv_end and key <= row position), row max, online softmax in base 2 on the S
+  // of row block mb over keys [key_pos0, +8 Nb): p = 2^(s * scale - m), m the lazy running max
+  // of s * scale (scale > 0, so the max of the raw scores, scaled, is the max of the scaled
+  // ones). m moves only when the keys' max exceeds it by more than kLazyMaxLog2, so most calls
+  // keep alpha = 1 exactly. Returns whether some row of the thread moved its m; rescale_o then
+  // multiplies o (apart, so that the wgmma pass can first wait for a P V in flight).
+  auto softmax = [&]<int Nb>(float(&s)[Nb][4], int mb, int key_pos0, float(&alpha)[2]) {
+    const bool unmasked =
+        key_pos0 + Nb * 8 - 1 <= warp_min_pos && key_pos0 + Nb * 8 <= it.kv_end;  // warp-uniform
+    float mx[2] = {-INFINITY, -INFINITY};
+    if (unmasked) {
+#pragma unroll
+      for (int j = 0; j < Nb; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+      }
+    } else {  // (the diagonal and the KV end: row positions from shared memory)
+      const int row_pos[2] = {pos_s[block_row(mb) + g], pos_s[block_row(mb) + g + 8]};
+#pragma unroll
+      for (int j = 0; j < Nb; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key_pos0 + j * 8 + 2 * t4 + (e & 1);
+          const int hr = e >> 1;
+          const bool visible = key < it.kv_end && key <= row_pos[hr];
+          if (!visible) s[j][e] = -INFINITY;
+          mx[hr] = fmaxf(mx[hr], s[j][e]);
+        }
+      }
+    }
+    float base[2];
+    bool grew = false;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+      const float mx_scaled = mx[hr] * p.sm_scale_log2;
+      const bool grow = mx_scaled > m_run[mb][hr] + kLazyMaxLog2;  // never for mx = -inf
+      const float m_new = grow ? mx_scaled : m_run[mb][hr];
+      base[hr] = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[hr] = grow ? exp2_ftz(m_run[mb][hr] - base[hr]) : 1.0f;  // m_run = -inf -> 0
+      m_run[mb][hr] = m_new;
+      l_run[mb][hr] *= alpha[hr];
+      grew |= grow;
+    }
+#pragma unroll
+    for (int j = 0; j < Nb; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = exp2_ftz(fmaf(s[j][e], p.sm_scale_log2, -base[e >> 1]));
+        l_run[mb][e >> 1] += s[j][e];
+      }
+    }
+    return grew;
+  };
+  // Rows that kept their max have alpha = 1 exactly: a warp whose rows all kept it skips the
+  // rescale (a multiplication by 1, so a row's bits never depend on its warp-mates).
+  auto rescale_o = [&](int mb, const float(&alpha)[2], bool grew) {
+    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+      for (int j = 0; j < kDb; ++j) {
+        o[mb][j][0] *= alpha[0];
+        o[mb][j][1] *= alpha[0];
+        o[mb][j][2] *= alpha[1];
+        o[mb][j][3] *= alpha[1];
+      }
+    }
+  };
+  // P of the S blocks 2 kb, 2 kb + 1 as the m16n8k16 A fragment (also wgmma's register A).
+  auto pack_p = [&]<int Nb>(const float(&s)[Nb][4], int kb, uint32_t(&a)[4]) {
+    a[0] = Mma::pack(s[2 * kb][0], s[2 * kb][1]);
+    a[1] = Mma::pack(s[2 * kb][2], s[2 * kb][3]);
+    a[2] = Mma::pack(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+    a[3] = Mma::pack(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+  };
+
   for (int stage = 0; stage < num_stages; ++stage) {
     cp_async_wait<kStages - 2>();
     if constexpr (kWgmma) fence_proxy_async();  // the copies are read by wgmma (async proxy)
@@ -309,40 +385,92 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 
     const T* k_tile = kv_s + (stage % kStages) * Tr::kStageElems;
     const T* v_tile = k_tile + kStageKv * HeadDim;
-#pragma unroll 1
-    for (int slice = 0; slice < kSlices; ++slice) {
-      const int key_w = wk * kKeysPerWarp + slice * kKeysSlice;  // first key row (in the stage)
-      const int key_pos0 = it.kv_begin + stage * kStageKv + key_w;
-
-      // S = Q K^T (raw, unscaled); one K fragment serves the warp's Mb row blocks.
-      float s[Mb][kNb][4];
-      if constexpr (kWgmma) {
-        // Two m64n32 products (row blocks mb = 0, 1) of 8 k16 steps each; a k step inside a
-        // 64-dim half adds 32 bytes to the start addresses (wgmma.cuh).
-        const uint32_t q_base = smem_addr(q_s), k_base = smem_addr(k_tile) + key_w * 128;
-        wgmma_fence();
+    const int stage_pos = it.kv_begin + stage * kStageKv;
+    if constexpr (kWgmma) {
+      // Row block by row block, all 64 keys of the stage at once: S = Q K^T (m64n64, 8 k16
+      // steps; a step inside a 64-dim half adds 32 bytes to the start addresses, wgmma.cuh),
+      // softmax, O += P V (m64n128, P from registers, V MN-major with its 64-dim halves
+      // kStageKv * 128 bytes apart). Row block 1's Q K^T is issued before row block 0's P V
+      // (two commit groups), so its softmax runs while that P V is on the tensor cores. Every
+      // wgmma of the stage has completed before the next stage's barrier, after which its
+      // ring slot is refilled.
+      float s[kStageKv / 8][4];
+      uint32_t a[kStageKv / 16][4];
+      float alpha[2];
+      const uint32_t q_base = smem_addr(q_s), k_base = smem_addr(k_tile),
+                     v_base = smem_addr(v_tile);
+      auto issue_qk = [&](int mb) {
 #pragma unroll
-        for (int mb = 0; mb < Mb; ++mb) {
-#pragma unroll
-          for (int kk = 0; kk < HeadDim / 16; ++kk) {
-            const uint32_t step = (kk & 3) * 32;
-            const uint32_t qa = q_base + (kk >> 2) * (kRows * 128) + mb * 64 * 128 + step;
-            const uint32_t ka = k_base + (kk >> 2) * (kStageKv * 128) + step;
-            WgmmaOp<T>::qk_m64n32k16(s[mb], smem_desc(qa, 16, 1024), smem_desc(ka, 16, 1024),
-                                     kk > 0);
-          }
+        for (int kk = 0; kk < HeadDim / 16; ++kk) {
+          const uint32_t step = (kk & 3) * 32;
+          const uint32_t qa = q_base + (kk >> 2) * (kRows * 128) + mb * 64 * 128 + step;
+          const uint32_t ka = k_base + (kk >> 2) * (kStageKv * 128) + step;
+          WgmmaOp<T>::qk_m64n64k16(s, smem_desc(qa, 16, 1024), smem_desc(ka, 16, 1024), kk > 0);
         }
         wgmma_commit();
-        wgmma_wait<0>();
+      };
+      auto issue_pv = [&](int mb) {
 #pragma unroll
-        for (int mb = 0; mb < Mb; ++mb) {
-#pragma unroll
-          for (int j = 0; j < kNb; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) fence_operand(s[mb][j][e]);
-          }
+        for (int kb = 0; kb < kStageKv / 16; ++kb) {
+          WgmmaOp<T>::pv_m64n128k16(o[mb], a[kb],
+                                    smem_desc(v_base + kb * 16 * 128, kStageKv * 128, 1024));
         }
-      } else {
+        wgmma_commit();
+      };
+      auto fence_s = [&]() {
+#pragma unroll
+        for (int j = 0; j < kStageKv / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) fence_operand(s[j][e]);
+        }
+      };
+      auto fence_o = [&](int mb) {
+#pragma unroll
+        for (int j = 0; j < kDb; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) fence_operand(o[mb][j][e]);
+        }
+      };
+      auto fence_a = [&]() {
+#pragma unroll
+        for (int kb = 0; kb < kStageKv / 16; ++kb) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) fence_operand(a[kb][e]);
+        }
+      };
+      auto pack_all = [&]() {
+#pragma unroll
+        for (int kb = 0; kb < kStageKv / 16; ++kb) pack_p(s, kb, a[kb]);
+      };
+      wgmma_fence();
+      issue_qk(0);
+      wgmma_wait<0>();
+      fence_s();
+      rescale_o(0, alpha, softmax(s, 0, stage_pos, alpha));
+      pack_all();
+      fence_o(0);
+      wgmma_fence();
+      issue_qk(1);
+      issue_pv(0);
+      wgmma_wait<1>();  // row block 1's S; row block 0's P V may still run
+      fence_s();
+      rescale_o(1, alpha, softmax(s, 1, stage_pos, alpha));
+      wgmma_wait<0>();  // row block 0's P V: a is free again
+      fence_o(0);
+      fence_a();
+      pack_all();
+      fence_o(1);
+      wgmma_fence();
+      issue_pv(1);
+      wgmma_wait<0>();
+      fence_o(1);
+      fence_a();
+    } else {
+#pragma unroll 1
+      for (int slice = 0; slice < kSlices; ++slice) {
+        const int key_w = wk * kKeysPerWarp + slice * kKeysSlice;  // first key row (in the stage)
+        // S = Q K^T (raw, unscaled); one K fragment serves the warp's Mb row blocks.
+        float s[Mb][kNb][4];
 #pragma unroll
         for (int mb = 0; mb < Mb; ++mb) {
 #pragma unroll
@@ -368,141 +496,31 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
             }
           }
         }
-      }  // mma.sync
-
-      // Mask (key < kv_end and key <= row position), row max, online softmax in base 2:
-      // p = 2^(s * scale - m) with m the running max of s * scale (scale > 0, so the max of the
-      // raw scores, scaled, is the max of the scaled ones).
-      const bool unmasked = key_pos0 + kKeysSlice - 1 <= warp_min_pos &&
-                            key_pos0 + kKeysSlice <= it.kv_end;  // warp-uniform
 #pragma unroll
-      for (int mb = 0; mb < Mb; ++mb) {
-        float mx[2] = {-INFINITY, -INFINITY};
-        if (unmasked) {
+        for (int mb = 0; mb < Mb; ++mb) {
+          float alpha[2];
+          rescale_o(mb, alpha, softmax(s[mb], mb, stage_pos + key_w, alpha));
+        }
+        // O += P V; one V fragment serves the warp's Mb row blocks.
+        const uint32_t v_lane = smem_addr(v_tile) + key_w * kRowBytes + v_lane_off;
 #pragma unroll
-          for (int j = 0; j < kNb; ++j) {
+        for (int kb = 0; kb < kKeysSlice / 16; ++kb) {
+          uint32_t a[Mb][4];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[mb][j][e]);
-          }
-        } else {  // (the diagonal and the KV end: row positions from shared memory)
-          const int row_pos[2] = {pos_s[block_row(mb) + g], pos_s[block_row(mb) + g + 8]};
+          for (int mb = 0; mb < Mb; ++mb) pack_p(s[mb], kb, a[mb]);
 #pragma unroll
-          for (int j = 0; j < kNb; ++j) {
+          for (int d = 0; d < HeadDim / 16; ++d) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, (v_lane ^ (d << 5)) + kb * 16 * kRowBytes);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int key = key_pos0 + j * 8 + 2 * t4 + (e & 1);
-              const int hr = e >> 1;
-              const bool visible = key < it.kv_end && key <= row_pos[hr];
-              if (!visible) s[mb][j][e] = -INFINITY;
-              mx[hr] = fmaxf(mx[hr], s[mb][j][e]);
+            for (int mb = 0; mb < Mb; ++mb) {
+              Mma::run(o[mb][2 * d], a[mb], b[0], b[1]);
+              Mma::run(o[mb][2 * d + 1], a[mb], b[2], b[3]);
             }
           }
         }
-        // Lazy running max: m moves only when the slice's max exceeds it by more than
-        // kLazyMaxLog2, so most slices keep alpha = 1 exactly and p stays <= 2^kLazyMaxLog2.
-        float base[2], alpha[2];
-        bool grew = false;
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-          mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-          mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-          const float mx_scaled = mx[hr] * p.sm_scale_log2;
-          const bool grow = mx_scaled > m_run[mb][hr] + kLazyMaxLog2;  // never for mx = -inf
-          const float m_new = grow ? mx_scaled : m_run[mb][hr];
-          base[hr] = m_new == -INFINITY ? 0.0f : m_new;
-          alpha[hr] = grow ? exp2_ftz(m_run[mb][hr] - base[hr]) : 1.0f;  // m_run = -inf -> 0
-          m_run[mb][hr] = m_new;
-          l_run[mb][hr] *= alpha[hr];
-          grew |= grow;
-        }
-#pragma unroll
-        for (int j = 0; j < kNb; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            s[mb][j][e] = exp2_ftz(fmaf(s[mb][j][e], p.sm_scale_log2, -base[e >> 1]));
-            l_run[mb][e >> 1] += s[mb][j][e];
-          }
-        }
-        // Rows that kept their max have alpha = 1 exactly: a warp whose rows all kept it skips
-        // the rescale (a multiplication by 1, so a row's bits never depend on its warp-mates).
-        if (__any_sync(0xffffffffu, grew)) {
-#pragma unroll
-          for (int j = 0; j < kDb; ++j) {
-            o[mb][j][0] *= alpha[0];
-            o[mb][j][1] *= alpha[0];
-            o[mb][j][2] *= alpha[1];
-            o[mb][j][3] *= alpha[1];
-          }
-        }
-      }
-      // O += P V; one V fragment serves the warp's Mb row blocks.
-      if constexpr (kWgmma) {
-        // P (registers) x V (the stage's keys as K, dims as N: MN-major, its 64-dim halves
-        // kStageKv * 128 bytes apart); two k16 steps per row block.
-        uint32_t a[Mb][kKeysSlice / 16][4];
-#pragma unroll
-        for (int mb = 0; mb < Mb; ++mb) {
-#pragma unroll
-          for (int kb = 0; kb < kKeysSlice / 16; ++kb) {
-            a[mb][kb][0] = Mma::pack(s[mb][2 * kb][0], s[mb][2 * kb][1]);
-            a[mb][kb][1] = Mma::pack(s[mb][2 * kb][2], s[mb][2 * kb][3]);
-            a[mb][kb][2] = Mma::pack(s[mb][2 * kb + 1][0], s[mb][2 * kb + 1][1]);
-            a[mb][kb][3] = Mma::pack(s[mb][2 * kb + 1][2], s[mb][2 * kb + 1][3]);
-          }
-        }
-        const uint32_t v_base = smem_addr(v_tile) + key_w * 128;
-#pragma unroll
-        for (int mb = 0; mb < Mb; ++mb) {
-#pragma unroll
-          for (int j = 0; j < kDb; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) fence_operand(o[mb][j][e]);
-          }
-        }
-        wgmma_fence();
-#pragma unroll
-        for (int mb = 0; mb < Mb; ++mb) {
-#pragma unroll
-          for (int kb = 0; kb < kKeysSlice / 16; ++kb) {
-            WgmmaOp<T>::pv_m64n128k16(o[mb], a[mb][kb],
-                                      smem_desc(v_base + kb * 16 * 128, kStageKv * 128, 1024));
-          }
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-#pragma unroll
-        for (int mb = 0; mb < Mb; ++mb) {
-#pragma unroll
-          for (int j = 0; j < kDb; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) fence_operand(o[mb][j][e]);
-          }
-        }
-        continue;  // next slice
-      }
-      const uint32_t v_lane = smem_addr(v_tile) + key_w * kRowBytes + v_lane_off;
-#pragma unroll
-      for (int kb = 0; kb < kKeysSlice / 16; ++kb) {
-        uint32_t a[Mb][4];
-#pragma unroll
-        for (int mb = 0; mb < Mb; ++mb) {
-          a[mb][0] = Mma::pack(s[mb][2 * kb][0], s[mb][2 * kb][1]);
-          a[mb][1] = Mma::pack(s[mb][2 * kb][2], s[mb][2 * kb][3]);
-          a[mb][2] = Mma::pack(s[mb][2 * kb + 1][0], s[mb][2 * kb + 1][1]);
-          a[mb][3] = Mma::pack(s[mb][2 * kb + 1][2], s[mb][2 * kb + 1][3]);
-        }
-#pragma unroll
-        for (int d = 0; d < HeadDim / 16; ++d) {
-          uint32_t b[4];
-          ldmatrix_x4_trans(b, (v_lane ^ (d << 5)) + kb * 16 * kRowBytes);
-#pragma unroll
-          for (int mb = 0; mb < Mb; ++mb) {
-            Mma::run(o[mb][2 * d], a[mb], b[0], b[1]);
-            Mma::run(o[mb][2 * d + 1], a[mb], b[2], b[3]);
-          }
-        }
-      }
-    }  // slice
+      }  // slice
+    }    // mma.sync
   }
   cp_async_wait<0>();
 #pragma unroll

@@ -4,7 +4,7 @@
 //
 //   smem_desc        64-bit wgmma shared-memory matrix descriptor, 128-byte swizzle
 //   wgmma_fence / wgmma_commit / wgmma_wait<N> / fence_operand / fence_proxy_async
-//   WgmmaOp<T>::qk_m64n32k16   S[64 x 32] = Q K^T, both operands from shared memory
+//   WgmmaOp<T>::qk_m64n64k16   S[64 x 64] = Q K^T, both operands from shared memory
 //   WgmmaOp<T>::pv_m64n128k16  O[64 x 128] += P V, P from registers, V from shared memory
 //
 // Shared-memory layout the descriptors describe ("split" tiles, persistent_kernel.cuh): a
@@ -70,17 +70,22 @@ struct WgmmaOp;
 
 template <>
 struct WgmmaOp<__nv_bfloat16> {
-  // D[64 x 32] (+)= A[64 x 16] * B[32 x 16]^T: A (q rows) and B (keys) K-major in shared memory.
-  static __device__ __forceinline__ void qk_m64n32k16(float (&d)[4][4], uint64_t desc_a,
+  // D[64 x 64] (+)= A[64 x 16] * B[64 x 16]^T: A (q rows) and B (keys) K-major in shared memory.
+  static __device__ __forceinline__ void qk_m64n64k16(float (&d)[8][4], uint64_t desc_a,
                                                       uint64_t desc_b, bool accumulate) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, "
-        "1, 0, 0;\n}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
         : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
   }
   // D[64 x 128] += A[64 x 16] * B[16 x 128]: A in registers (each warp's 16 rows as the
@@ -113,17 +118,22 @@ struct WgmmaOp<__nv_bfloat16> {
 
 template <>
 struct WgmmaOp<__half> {
-  // D[64 x 32] (+)= A[64 x 16] * B[32 x 16]^T: A (q rows) and B (keys) K-major in shared memory.
-  static __device__ __forceinline__ void qk_m64n32k16(float (&d)[4][4], uint64_t desc_a,
+  // D[64 x 64] (+)= A[64 x 16] * B[64 x 16]^T: A (q rows) and B (keys) K-major in shared memory.
+  static __device__ __forceinline__ void qk_m64n64k16(float (&d)[8][4], uint64_t desc_a,
                                                       uint64_t desc_b, bool accumulate) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, "
-        "1, 0, 0;\n}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-          "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]),
+          "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]),
+          "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+          "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]),
+          "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
+          "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+          "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]),
+          "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
         : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)));
   }
   // D[64 x 128] += A[64 x 16] * B[16 x 128]: A in registers (each warp's 16 rows as the
