@@ -176,9 +176,10 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   constexpr int kKeysSlice = kKeysPerWarp / kSlices;
   constexpr int kNb = kKeysSlice / 8;  // n8 blocks of S per warp and slice
   constexpr int kDb = HeadDim / 8;     // n8 blocks of O
-  // wgmma pass: q and KV tiles in the split layout (wgmma.cuh), warp w's row blocks are
-  // [64 mb + 16 w, +16) (the wgmma accumulator rows); else warp w's are [16 (w Mb + mb), +16).
-  constexpr bool kWgmma = kHaveWgmma && HeadDim == 128 && Mb == 2 && kSlices == 2;
+  // wgmma pass (64 and 128 rows at head_dim 128, every warp on q rows): q and KV tiles in the
+  // split layout (wgmma.cuh), warp w's row blocks are [64 mb + 16 w, +16) (the wgmma
+  // accumulator rows); else warp w's are [16 (w Mb + mb), +16).
+  constexpr bool kWgmma = kHaveWgmma && HeadDim == 128 && WarpsQ == kWarps;
   auto tile_offset = [](int row, int chunk, int rows) {
     if constexpr (kWgmma) {
       return swizzle_split<HeadDim>(row, chunk, rows);
@@ -450,20 +451,22 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       pack_all();
       fence_o(0);
       wgmma_fence();
-      issue_qk(1);
-      issue_pv(0);
-      wgmma_wait<1>();  // row block 1's S; row block 0's P V may still run
-      fence_s();
-      rescale_o(1, alpha, softmax(s, 1, stage_pos, alpha));
-      wgmma_wait<0>();  // row block 0's P V: a is free again
-      fence_o(0);
-      fence_a();
-      pack_all();
-      fence_o(1);
-      wgmma_fence();
-      issue_pv(1);
+      if constexpr (Mb == 2) {
+        issue_qk(1);
+        issue_pv(0);
+        wgmma_wait<1>();  // row block 1's S; row block 0's P V may still run
+        fence_s();
+        rescale_o(1, alpha, softmax(s, 1, stage_pos, alpha));
+        wgmma_wait<0>();  // row block 0's P V: a is free again
+        fence_o(0);
+        fence_a();
+        pack_all();
+        fence_o(1);
+        wgmma_fence();
+      }
+      issue_pv(Mb - 1);
       wgmma_wait<0>();
-      fence_o(1);
+      fence_o(Mb - 1);
       fence_a();
     } else {
 #pragma unroll 1

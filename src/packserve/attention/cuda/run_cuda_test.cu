@@ -225,12 +225,12 @@ TEST(RunCuda, EdgeShapes) {
   }
 }
 
-// The 128-row pass at head_dim 128 (wgmma on sm_90a, mma.sync in the compute_90 PTX): both
-// dtypes, GQA groups 4 and 8, prefill chunks that fill a pass and leave it partial, causal
-// diagonals inside a 64-key stage, cached keys before a chunk, a shared prefix read by more
-// than 128 folded rows. Every policy's plan must contain 128-row items, or the test would not
-// reach the pass.
-TEST(RunCuda, FullPassAtHeadDim128MatchesTheReference) {
+// The 64- and 128-row passes at head_dim 128 (wgmma on sm_90a, mma.sync in the compute_90
+// PTX): both dtypes, GQA groups 4 and 8, prefill chunks that fill a pass and leave it partial,
+// causal diagonals inside a 64-key stage, cached keys before a chunk, a shared prefix read by
+// more than 128 folded rows. Every policy's plan must contain 64- and 128-row items, or the
+// test would not reach both passes.
+TEST(RunCuda, FullPassesAtHeadDim128MatchTheReference) {
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     for (int group : {4, 8}) {
       BatchSpec spec;
@@ -241,7 +241,12 @@ TEST(RunCuda, FullPassAtHeadDim128MatchesTheReference) {
       spec.dtype = dtype;
       spec.seed = 31 + static_cast<uint64_t>(group);
       spec.prefixes = {{"p", 320, ""}};
-      spec.requests = {{200, 200, ""}, {33, 500, ""}, {130, 900, ""}, {7, 71, ""}};
+      spec.requests = {{200, 200, ""},
+                       {33, 500, ""},
+                       {130, 900, ""},
+                       {7, 71, ""},
+                       {64 / group, 64 / group, ""},
+                       {48 / group, 400, ""}};
       for (int i = 0; i < 40; ++i) spec.requests.push_back({1, 321 + i, "p"});
       SCOPED_TRACE(to_json(spec));
       const BatchData data = build(spec);
@@ -250,9 +255,11 @@ TEST(RunCuda, FullPassAtHeadDim128MatchesTheReference) {
         options.policy = policy;
         const Result<Plan> plan = make_plan(data.layout, DeviceShape{7}, options);
         ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-        EXPECT_TRUE(std::any_of(plan->items.begin(), plan->items.end(), [](const WorkItem& w) {
-          return w.tile.tile_q == 128;
-        })) << policy_name(policy);
+        for (const int tile_q : {64, 128}) {
+          EXPECT_TRUE(std::any_of(plan->items.begin(), plan->items.end(),
+                                  [&](const WorkItem& w) { return w.tile.tile_q == tile_q; }))
+              << policy_name(policy) << " has no item of tile_q " << tile_q;
+        }
       }
       SKIP_WITHOUT_DEVICE();
       const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
