@@ -20,6 +20,13 @@
 // Registers: a thread whose o takes 128 registers (two row blocks at head_dim 128, one at
 // head_dim 256) walks each stage's keys in two slices of 32 with one online-softmax update per
 // slice, so S stays at 32 registers.
+// wgmma pass (sm_90a, head_dim 128, the 64- and 128-row passes): the 4 warps are one
+// warpgroup; row block mb (64 rows) gives warp w the rows [64 mb + 16 w, +16) (the wgmma
+// accumulator layout, per warp the mma.m16n8k16 C fragment, so masking, softmax and the
+// epilogue are shared). Per stage and row block: S of all 64 keys by wgmma.m64n64k16 (q and K
+// from shared memory), softmax, O += P V by wgmma.m64n128k16 (P from registers); row block 1's
+// Q K^T is issued before row block 0's P V so that its softmax overlaps that product. Its q and
+// KV tiles use the split layout of wgmma.cuh instead of swizzle().
 //
 // KV walk. Keys [kv_begin, kv_hi) of request kv_request's page table, kv_hi = min(kv_end,
 // max row position + 1) (no stage lies fully past the causal limit of every row), in stages
@@ -32,7 +39,8 @@
 // The plan's tile_kv is accepted for every value in kTileKvSizes; the kernel's stage is
 // kStageKv whatever it is (a plan's tile_kv is a planning granularity here).
 //
-// Shared memory (b16 tiles swizzled, tile_mma.cuh; every tile base aligned to its row stride):
+// Shared memory (b16 tiles swizzled, tile_mma.cuh, or split, wgmma.cuh, in a wgmma pass; every
+// tile base aligned to its row stride, and to 1024 bytes where the wgmma pass is compiled):
 //   q      [P][HeadDim]                           T
 //   kv     [stages][2][kStageKv][HeadDim]         T   (K then V of each stage), right after q
 //   rows   row_pos[128] int32, m/l scratch [4][16] f32 x 2
@@ -42,8 +50,8 @@
 //   the cross-warp combine reuses kv as [4][16][HeadDim + 8] f32 once the walk is done.
 //   HeadDim 64: 57 KiB, 128: 113 KiB, 256: 161 KiB.
 //
-// Numerics. S = q.k accumulated in f32 by mma.m16n8k16; online softmax in base 2 with a lazy
-// row max m of S * sm_scale * log2(e) (raised only when a slice's max exceeds it by more than
+// Numerics. S = q.k accumulated in f32 (mma.m16n8k16 or wgmma); online softmax in base 2 with a
+// lazy row max m of S * sm_scale * log2(e) (raised only when a block's max exceeds it by more than
 // kLazyMaxLog2, so o is rescaled rarely and p <= 2^8) and the running sum l; p = 2^(fma(S,
 // scale, -m)) by the SFU (ex2.approx.ftz) (-inf-safe: a row that has seen no key yet keeps
 // m = -inf, l = 0, o = 0); P is rounded to T for the PV product (as FA2).
@@ -85,8 +93,8 @@ struct KernelParams {
   float sm_scale_log2 = 0.0f;  // sm_scale * log2(e)
 };
 
-// The 128-row pass at head_dim 128 runs on wgmma (one warpgroup = the CTA's 4 warps) where
-// the sm_90a features are compiled in; elsewhere (the compute_90 PTX) on mma.sync.
+// The 64- and 128-row passes at head_dim 128 run on wgmma (one warpgroup = the CTA's 4 warps)
+// where the sm_90a features are compiled in; elsewhere (the compute_90 PTX) on mma.sync.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 inline constexpr bool kHaveWgmma = true;
 #else
