@@ -190,7 +190,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   constexpr bool kWgmma = kHaveWgmma && HeadDim == 128 && WarpsQ == kWarps;
   auto tile_offset = [](int row, int chunk, int rows) {
     if constexpr (kWgmma) {
-      return swizzle_split<HeadDim>(row, chunk, rows);
+      return swizzle_split(row, chunk, rows);
     } else {
       return swizzle<HeadDim>(row, chunk);
     }

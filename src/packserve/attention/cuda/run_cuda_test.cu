@@ -17,6 +17,7 @@
 #include "packserve/attention/cuda/gpu_batch.h"
 #include "packserve/attention/cuda/run_cuda.h"
 #include "packserve/attention/cuda/tile_mma.cuh"
+#include "packserve/attention/cuda/wgmma.cuh"
 #include "packserve/attention/cuda/workspace.h"
 #include "packserve/attention/plan.h"
 #include "packserve/attention/reference.h"
@@ -152,6 +153,28 @@ TEST(RunCuda, LdmatrixLaneAddressesAreTheSwizzledChunks) {
   check_lane_addresses<64>();
   check_lane_addresses<128>();
   check_lane_addresses<256>();
+}
+
+// The split tiles of the wgmma pass (wgmma.cuh): every (row, chunk) of a [rows][128] tile gets
+// its own 16-byte slot; chunk c of row r lies in half c / 8, row r of that half (128 bytes at
+// r * 128), at chunk (c % 8) ^ (r % 8): the 128-byte swizzle the descriptors declare.
+TEST(RunCuda, SplitTilesAreTheHardwareSwizzle) {
+  for (const int rows : {64, 128}) {
+    std::vector<int> seen(static_cast<size_t>(rows) * 128 / 8, 0);
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < 16; ++c) {
+        const int off = swizzle_split(r, c, rows);
+        ASSERT_EQ(off % 8, 0);
+        const int byte = off * 2;
+        const int half = c / 8;
+        EXPECT_EQ(byte / (rows * 128), half) << "row " << r << " chunk " << c;
+        EXPECT_EQ(byte % (rows * 128) / 128, r) << "row " << r << " chunk " << c;
+        EXPECT_EQ(byte % 128 / 16, (c % 8) ^ (r % 8)) << "row " << r << " chunk " << c;
+        ++seen[static_cast<size_t>(off / 8)];
+      }
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+  }
 }
 
 // Every policy, deterministic or not, on random batches (page sizes 1..256, GQA 1/4/8,
