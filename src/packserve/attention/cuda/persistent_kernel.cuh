@@ -426,27 +426,6 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         }
         wgmma_commit();
       };
-      auto fence_s = [&]() {
-#pragma unroll
-        for (int j = 0; j < kStageKv / 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) fence_operand(s[j][e]);
-        }
-      };
-      auto fence_o = [&](int mb) {
-#pragma unroll
-        for (int j = 0; j < kDb; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) fence_operand(o[mb][j][e]);
-        }
-      };
-      auto fence_a = [&]() {
-#pragma unroll
-        for (int kb = 0; kb < kStageKv / 16; ++kb) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) fence_operand(a[kb][e]);
-        }
-      };
       auto pack_all = [&]() {
 #pragma unroll
         for (int kb = 0; kb < kStageKv / 16; ++kb) pack_p(s, kb, a[kb]);
@@ -454,28 +433,28 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       wgmma_fence();
       issue_qk(0);
       wgmma_wait<0>();
-      fence_s();
+      fence_operands(s);
       rescale_o(0, alpha, softmax(s, 0, stage_pos, alpha));
       pack_all();
-      fence_o(0);
+      fence_operands(o[0]);
       wgmma_fence();
       if constexpr (Mb == 2) {
         issue_qk(1);
         issue_pv(0);
         wgmma_wait<1>();  // row block 1's S; row block 0's P V may still run
-        fence_s();
+        fence_operands(s);
         rescale_o(1, alpha, softmax(s, 1, stage_pos, alpha));
         wgmma_wait<0>();  // row block 0's P V: a is free again
-        fence_o(0);
-        fence_a();
+        fence_operands(o[0]);
+        fence_operands(a);
         pack_all();
-        fence_o(1);
+        fence_operands(o[1]);
         wgmma_fence();
       }
       issue_pv(Mb - 1);
       wgmma_wait<0>();
-      fence_o(Mb - 1);
-      fence_a();
+      fence_operands(o[Mb - 1]);
+      fence_operands(a);
     } else {
 #pragma unroll 1
       for (int slice = 0; slice < kSlices; ++slice) {
