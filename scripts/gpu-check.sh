@@ -22,8 +22,10 @@
 # The profile step: per-kernel ncu times and throughputs of decode_b32, the PAT trees and the
 # packed prefill (attention and merge kernels), and the spill instructions (LDL/STL) of each
 # attention kernel in the SASS (cuobjdump), into $OUT/profile.txt.
+# The timeline step: attention_bench --timeline on the decode, PAT and prefill cases (every
+# work item's SM, start and end) summarised by scripts/timeline.py into $OUT/timeline.md.
 # Env: OUT (default ./out), GPU_CHECK_SKIP (comma list of
-# tests,sanitizer,cli,bench,profile,peers,hf).
+# tests,sanitizer,cli,bench,timeline,profile,peers,hf).
 # The cli step runs `packserve attention verify --device cuda` on data/batches/*.json and
 # `packserve attention bench --device cuda` on data/batches/default.json.
 set -uo pipefail
@@ -123,6 +125,14 @@ if ! skip bench; then
     --benchmark_report_aggregates_only=true >"$OUT/plan_bench.txt" 2>&1
   echo "plan_bench rc=$?"; grep -E "_median" "$OUT/plan_bench.txt"
 fi
+if ! skip timeline; then
+  mkdir -p "$OUT/timeline"
+  timeout 300 "$BIN/attention_bench" --cases decode,pat,prefill --timeline "$OUT/timeline" \
+    >"$OUT/timeline.jsonl" 2>&1
+  echo "timeline rc=$?"
+  python3 scripts/timeline.py "$OUT/timeline" >"$OUT/timeline.md"
+  tar -czf "$OUT/timeline-csv.tar.gz" -C "$OUT" timeline && rm -rf "$OUT/timeline"
+fi
 if ! skip profile; then
   {
     for c in decode pat prefill; do
@@ -207,5 +217,5 @@ if hf:
 PY
 # The device tool returns at most 8 files from $OUT: keep summary.md and profile.txt, put every
 # other log into one archive.
-(cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.md ! -name profile.txt ! -name logs.tar.gz \
+(cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.md ! -name profile.txt ! -name timeline.md ! -name logs.tar.gz \
   -printf '%P\n' | tar -czf logs.tar.gz -T - --remove-files)

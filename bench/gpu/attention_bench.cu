@@ -14,7 +14,14 @@
 //                          time, eager vs graph replay
 // Timing (bench_harness.cuh): eager = median of 20 runs each after an L2 flush; graph = median
 // per call of graph replays of 10 back-to-back calls. K/V/Q are random bf16 on the device.
-// Usage: attention_bench [--cases decode,pat,prefill,mixed,overhead]
+// Usage: attention_bench [--cases decode,pat,prefill,mixed,overhead] [--timeline DIR]
+//                        [--cost-alpha A] [--cost-item X] [--cost-wide-key W]
+//   --cost-alpha, --cost-item, --cost-wide-key: the planner's CostModel::alpha, ::item and
+//   ::wide_key (plan.h) for every case instead of the defaults (to calibrate them).
+//   --timeline DIR: after timing a decode, pat or prefill case, one more warm run records the
+//   kernel timeline (run_cuda.h DeviceBatch::timeline) into DIR/<case>_<policy>.csv, one line
+//   per (KV head, work item): the item's shape, its SM and block, start/end in globaltimer ns
+//   and in SM clock cycles. scripts/timeline.py summarises the files.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -121,6 +128,8 @@ double useful_flops(const BatchLayout& l) {  // QK and PV over causal-visible pa
   return 4.0 * kHeadDim * kQoHeads * pairs;
 }
 
+attention::CostModel g_cost;  // --cost-alpha, --cost-item, --cost-wide-key
+
 // Device tensors of one layout plus its workspace and plan.
 struct Prepared {
   BatchLayout layout;
@@ -161,6 +170,7 @@ std::unique_ptr<Prepared> prepare(const BatchLayout& l, Policy policy, int num_c
   p->view.out = p->out.get();
   attention::PlanOptions opt;
   opt.policy = policy;
+  opt.cost = g_cost;
   Result<Plan> plan = attention::make_plan(l, attention::DeviceShape{num_ctas}, opt);
   if (!plan.ok()) die(plan.status(), "make_plan");
   p->plan = std::move(plan).value();
@@ -183,6 +193,42 @@ struct Row {
   double eager_ms, graph_ms, bytes, flops, bound_ms;
 };
 std::vector<Row> g_rows;
+std::string g_timeline_dir;  // --timeline
+
+// One warm run with the kernel timeline on; writes DIR/<name>_<policy>.csv.
+void write_timeline(Prepared& p, const std::string& name, const std::string& policy) {
+  const Plan& plan = p.plan;
+  const size_t records = plan.items.size() * static_cast<size_t>(kKvHeads);
+  const size_t fields = attention::cuda::kTimelineFields;
+  DeviceBuffer buf;
+  die(buf.reserve(records * fields * 8), "timeline buffer");
+  BENCH_CUDA(cudaMemset(buf.get(), 0, records * fields * 8));
+  p.view.timeline = static_cast<uint64_t*>(buf.get());
+  run(p, nullptr);
+  BENCH_CUDA(cudaDeviceSynchronize());
+  p.view.timeline = nullptr;
+  std::vector<uint64_t> host(records * fields);
+  BENCH_CUDA(cudaMemcpy(host.data(), buf.get(), host.size() * 8, cudaMemcpyDeviceToHost));
+  const std::string path = g_timeline_dir + "/" + name + "_" + policy + ".csv";
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) die(Status(StatusCode::kInvalidArgument, "cannot write " + path), "timeline");
+  std::fprintf(f,
+               "head,item,queue,rows,folded,tile_q,kv_tokens,writes_final,sm,block,start_ns,"
+               "end_ns,start_clk,end_clk\n");
+  for (int h = 0; h < kKvHeads; ++h) {
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+      const attention::WorkItem& it = plan.items[i];
+      const uint64_t* r = host.data() + (h * plan.items.size() + i) * fields;
+      std::fprintf(f, "%d,%zu,%d,%d,%d,%d,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu\n", h, i, it.cta,
+                   it.num_rows(), it.num_rows() * plan.group_size, it.tile.tile_q, it.kv_tokens(),
+                   it.writes_final ? 1 : 0, static_cast<unsigned long long>(r[4]),
+                   static_cast<unsigned long long>(r[5]), static_cast<unsigned long long>(r[0]),
+                   static_cast<unsigned long long>(r[1]), static_cast<unsigned long long>(r[2]),
+                   static_cast<unsigned long long>(r[3]));
+    }
+  }
+  std::fclose(f);
+}
 
 void report(const Ceilings& c, Row r) {
   const double gbps = r.bytes / (r.graph_ms * 1e-3) / 1e9;
@@ -209,6 +255,7 @@ void time_case(Timer& t, const Ceilings& c, const std::string& name, const Batch
   r.flops = useful_flops(l);
   r.bound_ms = bound_bytes > 0 ? bound_bytes / (c.copy_gbps * 1e9) * 1e3 : 0;
   report(c, r);
+  if (!g_timeline_dir.empty()) write_timeline(*p, name, r.policy);
 }
 
 int lognormal_len(Rng& rng, double median, int cap) {
@@ -267,6 +314,10 @@ int main(int argc, char** argv) {
   std::string cases = "decode,pat,prefill,mixed,overhead";
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--cases") cases = argv[i + 1];
+    if (std::string(argv[i]) == "--timeline") g_timeline_dir = argv[i + 1];
+    if (std::string(argv[i]) == "--cost-alpha") g_cost.alpha = std::atof(argv[i + 1]);
+    if (std::string(argv[i]) == "--cost-item") g_cost.item = std::atof(argv[i + 1]);
+    if (std::string(argv[i]) == "--cost-wide-key") g_cost.wide_key = std::atof(argv[i + 1]);
   }
   auto want = [&](const char* c) { return cases.find(c) != std::string::npos; };
   Timer t;
@@ -277,8 +328,10 @@ int main(int argc, char** argv) {
   const int ctas = occ->num_sms * occ->ctas_per_sm;
   std::printf(
       "{\"ceilings\":true,\"copy_gbps\":%.1f,\"matmul_tflops\":%.1f,\"num_sms\":%d,"
-      "\"ctas_per_sm\":%d,\"smem_bytes_per_cta\":%d}\n",
-      c.copy_gbps, c.bf16_tflops, occ->num_sms, occ->ctas_per_sm, occ->smem_bytes_per_cta);
+      "\"ctas_per_sm\":%d,\"smem_bytes_per_cta\":%d,\"cost_alpha\":%g,\"cost_item\":%g,\"cost_wide_"
+      "key\":%g}\n",
+      c.copy_gbps, c.bf16_tflops, occ->num_sms, occ->ctas_per_sm, occ->smem_bytes_per_cta,
+      g_cost.alpha, g_cost.item, g_cost.wide_key);
   if (want("decode")) {
     for (int batch : {32, 128, 512}) {
       const BatchLayout l = decode_layout(batch, 1000 + batch);

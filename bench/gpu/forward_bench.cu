@@ -26,7 +26,7 @@
 //     "output":"argmax" (kOutputArgmax: only the argmax ids leave the GPU, as the engine runs
 //     greedy requests without logprobs). The JSON line of each carries the host phases of its
 //     last step (CudaStepProfile).
-//   --cost-alpha A,B: the decode graph (and ops) runs once per attention PlanOptions::cost_alpha
+//   --cost-alpha A,B: the decode graph (and ops) runs once per attention PlanOptions::cost.alpha
 //     (the planner's cost per folded query row of a work item; default 1).
 // Usage: forward_bench [--cases decode,prefill,gemms] [--batches 1,32,128] [--cost-alpha 1]
 //                      [--profile]
@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
       std::fill(b.samples.begin(), b.samples.end(), mode.output);
       die(m.set_step_options(mode.step), "set_step_options");
       attention::PlanOptions plan;
-      plan.cost_alpha = mode.cost_alpha;
+      plan.cost.alpha = mode.cost_alpha;
       die(m.set_plan_options(plan), "set_plan_options");
       const double ms = wall_ms(m, b, 2, mode.step.profile_ops ? 3 : 10);
       std::printf(

@@ -40,29 +40,7 @@ Status check_options(const BatchLayout& layout, const DeviceShape& device,
     return invalid_argument("device.num_ctas: expected >= 1, got " +
                             std::to_string(device.num_ctas));
   }
-  auto bad_cost = [](double c) { return !std::isfinite(c) || c < 0.0; };
-  if (bad_cost(options.cost_alpha)) {
-    return invalid_argument("options.cost_alpha: expected a finite value >= 0, got " +
-                            std::to_string(options.cost_alpha));
-  }
-  if (bad_cost(options.cost_beta)) {
-    return invalid_argument("options.cost_beta: expected a finite value >= 0, got " +
-                            std::to_string(options.cost_beta));
-  }
-  if (options.cost_alpha == 0.0 && options.cost_beta == 0.0) {
-    return invalid_argument(
-        "options.cost_alpha, options.cost_beta: both are 0; at least one "
-        "must be > 0 for the CTA assignment to balance anything");
-  }
-  if (options.deterministic_kv_chunk_tokens < 1) {
-    return invalid_argument("options.deterministic_kv_chunk_tokens: expected >= 1, got " +
-                            std::to_string(options.deterministic_kv_chunk_tokens));
-  }
-  if (options.policy != Policy::kNaive && options.policy != Policy::kBalanced &&
-      options.policy != Policy::kPrefix) {
-    return invalid_argument("options.policy: unknown value " +
-                            std::to_string(static_cast<int>(options.policy)));
-  }
+  PS_RETURN_IF_ERROR(check_plan_options(options));
   const int64_t incidences = static_cast<int64_t>(layout.num_kv_heads) *
                              (static_cast<int64_t>(layout.total_rows()) +
                               static_cast<int64_t>(layout.kv_page_indices.size()));
@@ -81,6 +59,34 @@ Status check_options(const BatchLayout& layout, const DeviceShape& device,
 std::string str(int64_t v) { return std::to_string(v); }
 
 }  // namespace
+
+Status check_plan_options(const PlanOptions& options) {
+  const CostModel& cost = options.cost;
+  for (const auto& [name, v] :
+       {std::pair{"options.cost.alpha", cost.alpha}, std::pair{"options.cost.beta", cost.beta},
+        std::pair{"options.cost.item", cost.item},
+        std::pair{"options.cost.wide_key", cost.wide_key}}) {
+    if (!std::isfinite(v) || v < 0.0) {
+      return invalid_argument(std::string(name) + ": expected a finite value >= 0, got " +
+                              std::to_string(v));
+    }
+  }
+  if (cost.alpha == 0.0 && cost.beta == 0.0) {
+    return invalid_argument(
+        "options.cost.alpha, options.cost.beta: both are 0; at least one "
+        "must be > 0 for the CTA assignment to balance anything");
+  }
+  if (options.deterministic_kv_chunk_tokens < 1) {
+    return invalid_argument("options.deterministic_kv_chunk_tokens: expected >= 1, got " +
+                            std::to_string(options.deterministic_kv_chunk_tokens));
+  }
+  if (options.policy != Policy::kNaive && options.policy != Policy::kBalanced &&
+      options.policy != Policy::kPrefix) {
+    return invalid_argument("options.policy: unknown value " +
+                            std::to_string(static_cast<int>(options.policy)));
+  }
+  return ok_status();
+}
 
 Result<Plan> make_plan(const BatchLayout& layout, const DeviceShape& device,
                        const PlanOptions& options) {

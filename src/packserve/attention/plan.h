@@ -67,18 +67,31 @@ struct TileConfig {
   friend bool operator==(const TileConfig&, const TileConfig&) = default;
 };
 
-// Weight of one key of a work item of `folded_rows` folded query rows in the cost model: 2
-// when its query tile is 128 folded rows, else 1. Up to 64 rows a KV stage of the CUDA kernel is
-// memory-bound; a 128-row stage computes about twice as long (H100: 6.2 us per 128-row stage of
-// the packed prefill, 2.9 us per decode stage with every CTA streaming).
-inline double key_cost_weight(int64_t folded_rows) { return folded_rows > 64 ? 2.0 : 1.0; }
-
-// Cost of a work item: alpha * folded rows + beta * key_cost_weight(folded rows) * keys. The
-// CTA assignment balances it; plan_stats reports it per CTA.
-inline double item_cost(double alpha, double beta, int64_t folded_rows, int64_t kv_tokens) {
-  return alpha * static_cast<double>(folded_rows) +
-         beta * key_cost_weight(folded_rows) * static_cast<double>(kv_tokens);
-}
+// Cost of a work item in the CTA assignment (and the prefix policy's long-KV split), in units
+// of one key streamed by a memory-bound item: seed 004 Algorithm 1's alpha * l_q + beta * l_kv
+// with two terms that H100 timelines of the kernel call for (attention_bench --timeline,
+// docs/benchmarks.md):
+//   cost = item + alpha * folded rows + beta * w * keys,  w = wide_key for an item of more than
+//   64 folded rows (a 128-row query tile), else 1.
+// `item` is what an item costs besides its keys: its start-up (descriptor, row positions, page
+// table and first KV stage are a chain of dependent loads) and its epilogue, about 3.8 us of a
+// CTA, while a key streams at about 41 ns when every CTA streams (B = 32 decode): 96 keys.
+// `wide_key` weighs a key of a 128-row tile, which computes instead of streaming: 38-47 ns
+// per key with the Hopper (wgmma) pass beside 41 ns streamed keys, but a streamed key is
+// cheaper when few CTAs stream (PAT leaves beside compute-bound root items). The defaults are
+// the best of an H100 sweep of (item, wide_key) over the decode, PAT and mixed cases
+// (docs/benchmarks.md); the mma.sync pass alone measured wide_key 2.
+struct CostModel {
+  double alpha = 1.0;
+  double beta = 1.0;
+  double item = 96.0;
+  double wide_key = 1.5;
+  double operator()(int64_t folded_rows, int64_t kv_tokens) const {
+    const double w = folded_rows > 64 ? wide_key : 1.0;
+    return item + alpha * static_cast<double>(folded_rows) +
+           beta * w * static_cast<double>(kv_tokens);
+  }
+};
 
 // The device as the planner sees it: passed in, never queried (STYLE.md §4).
 struct DeviceShape {
@@ -88,10 +101,9 @@ struct DeviceShape {
 struct PlanOptions {
   Policy policy = Policy::kBalanced;
   bool deterministic = false;  // a request's output bits independent of the rest of the batch
-  // Cost of a work item for CTA assignment: item_cost() (seed 004 Algorithm 1's
-  // alpha * l_q + beta * l_kv, keys weighed by the query tile).
-  double cost_alpha = 1.0;
-  double cost_beta = 1.0;
+  // Cost of a work item for CTA assignment (seed 004 Algorithm 1's alpha * l_q + beta * l_kv,
+  // plus a per-item cost, keys of a 128-row tile weighed).
+  CostModel cost;
   // Deterministic mode's fixed KV chunk, in tokens (rounded up to a multiple of page_size).
   int deterministic_kv_chunk_tokens = 1024;
 };
@@ -118,10 +130,9 @@ struct Plan {
   int group_size = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
-  // The cost model the CTA assignment used (PlanOptions::cost_alpha/beta), kept so that
+  // The cost model the CTA assignment used (PlanOptions::cost), kept so that
   // plan_stats.h reports the same per-CTA cost the planner balanced.
-  double cost_alpha = 1.0;
-  double cost_beta = 1.0;
+  CostModel cost;
   std::vector<WorkItem> items;
   std::vector<int32_t> item_rows;     // global query rows, grouped per item
   std::vector<int32_t> cta_indptr;    // [num_ctas + 1] into cta_items
@@ -144,11 +155,15 @@ inline int ctas_per_head(int num_ctas, int num_kv_heads) {
 // Makes the plan of `options.policy` for a layout that passed validate(). Never queries a
 // device; identical inputs give identical plans. Every plan it returns fits the plan
 // buffer bounds of plan_buffer.h (item rows <= total_rows + total page refs).
-// Errors: kInvalidArgument when device.num_ctas < 1, cost_alpha/cost_beta are negative, not
-// finite or both 0, deterministic_kv_chunk_tokens < 1, or the plan's sizes would not fit
-// int32 (num_kv_heads * (total_rows + total page refs) >= 2^31: partial storage is per head).
+// Errors: kInvalidArgument when device.num_ctas < 1, a cost term is negative or not finite,
+// cost.alpha and cost.beta are both 0, deterministic_kv_chunk_tokens < 1, or the plan's sizes would
+// not fit int32 (num_kv_heads * (total_rows + total page refs) >= 2^31: partial storage is per
+// head).
 Result<Plan> make_plan(const BatchLayout& layout, const DeviceShape& device,
                        const PlanOptions& options);
+// The checks of make_plan that concern the options alone (cost terms, chunk, policy), for
+// callers that keep options for later steps: kInvalidArgument naming "options.<field>".
+Status check_plan_options(const PlanOptions& options);
 
 // Proves the plan is complete and consistent for `layout`: every (row, visible key) is
 // covered by exactly one item (so every (row, qo head, visible key), items being run for

@@ -18,7 +18,7 @@
 // c + h * num_ctas, and partial slot s of head h is storage slot h * num_partial_slots + s.
 // Every region starts at a multiple of kPlanBufferAlignInt32 elements (64 bytes), so a kernel
 // can vector-load any region. Unused tails of each region are left as they were (a kernel
-// reads only the counts the header gives). The cost model (Plan::cost_alpha/beta) is a
+// reads only the counts the header gives). The cost model (Plan::cost) is a
 // planning input, not part of the buffer: deserialize_plan leaves it at its defaults.
 // Thread-safety: pure functions.
 #pragma once

@@ -84,7 +84,7 @@ void sort_longest_first(const UnitList& list, std::vector<int32_t>& order) {
 
 }  // namespace
 
-void assign_lpt(const UnitList& list, int group_size, int num_queues, double alpha, double beta,
+void assign_lpt(const UnitList& list, int group_size, int num_queues, const CostModel& cost,
                 std::vector<int32_t>& order, std::vector<int32_t>& queue) {
   const size_t n = list.units.size();
   sort_longest_first(list, order);
@@ -94,7 +94,7 @@ void assign_lpt(const UnitList& list, int group_size, int num_queues, double alp
   // loaded, lowest index". Adding a unit updates one leaf-to-root path: log2(CTAs) steps
   // (the compiler's branches measured faster than mask selects here: a predicted branch
   // does not wait for the compare). Loads are sums of non-negative
-  // finite costs (make_plan checks alpha and beta), so they are held as their IEEE bit
+  // finite costs (make_plan checks the cost terms), so they are held as their IEEE bit
   // patterns: for doubles >= +0 (and +inf) integer order is the floating-point order, and
   // an integer compare is the shorter step on the path that each unit waits for.
   auto bits = [](double x) { return std::bit_cast<int64_t>(x); };
@@ -115,9 +115,8 @@ void assign_lpt(const UnitList& list, int group_size, int num_queues, double alp
     const int32_t best = winner[1];  // the root (a lone leaf is its own root)
     const Unit& u = units[order[k]];
     queue[k] = best;
-    int64_t best_load = bits(
-        std::bit_cast<double>(load[best]) +
-        item_cost(alpha, beta, static_cast<int64_t>(u.num_rows()) * group_size, u.kv_tokens()));
+    int64_t best_load = bits(std::bit_cast<double>(load[best]) +
+                             cost(static_cast<int64_t>(u.num_rows()) * group_size, u.kv_tokens()));
     load[best] = best_load;
     // Replay the path: at each level the winner is the lighter of this side's winner (with
     // its load carried in a register) and the sibling's.
@@ -251,8 +250,7 @@ Plan empty_plan(const BatchLayout& layout, const DeviceShape& device, const Plan
   plan.group_size = layout.group_size();
   plan.num_kv_heads = layout.num_kv_heads;
   plan.head_dim = layout.head_dim;
-  plan.cost_alpha = options.cost_alpha;
-  plan.cost_beta = options.cost_beta;
+  plan.cost = options.cost;
   return plan;
 }
 

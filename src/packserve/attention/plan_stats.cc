@@ -23,7 +23,7 @@ PlanStats compute_plan_stats(const Plan& plan, const BatchLayout& layout) {
     stats.kv_bytes_read += heads * tiles * it.kv_tokens() * 2 * d * e;
     stats.q_bytes_read += heads * folded * d * e;
     if (it.cta >= 0 && it.cta < plan.num_ctas) {
-      stats.cta_cost[it.cta] += item_cost(plan.cost_alpha, plan.cost_beta, folded, it.kv_tokens());
+      stats.cta_cost[it.cta] += plan.cost(folded, it.kv_tokens());
     }
   }
   // Distinct pages with the most tokens any request uses in them.

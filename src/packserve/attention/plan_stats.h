@@ -21,9 +21,9 @@
 //   partial_bytes_read    = H * merge_slots.size() * g * (d + 1) * 4
 //   predicted_traffic_bytes = q_bytes_read + kv_bytes_read + output_bytes_written +
 //                             partial_bytes_written + partial_bytes_read
-//   cta_cost[c]  = sum over items of queue c of cost_alpha * num_rows * g + cost_beta *
-//                  kv_tokens (the planner's own cost model, seed 004 Algorithm 1); every head's
-//                  CTA running queue c has this cost
+//   cta_cost[c]  = sum over items of queue c of plan.cost(num_rows * g, kv_tokens) (the
+//                  planner's own cost model, plan.h CostModel); every head's CTA running
+//                  queue c has this cost
 //   imbalance    = max(cta_cost) / mean(cta_cost) over the plan's num_ctas queues (idle ones
 //                  count as 0); 1 is perfect; 0 for an empty plan.
 // Thread-safety: pure function.

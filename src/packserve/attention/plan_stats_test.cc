@@ -22,6 +22,7 @@ TEST(PlanStats, BalancedGoldenPlanByHand) {
   b.add({}, 40, 1);
   PlanOptions options;
   options.policy = Policy::kBalanced;
+  options.cost = testing::kHandCost;
   const Result<Plan> plan = make_plan(b.layout(), DeviceShape{4}, options);
   ASSERT_TRUE(plan.ok());
   const PlanStats s = compute_plan_stats(*plan, b.layout());
@@ -62,8 +63,8 @@ TEST(PlanStats, UniqueBytesCountEachPageOnceAtItsMostUsedLength) {
   const PlanStats s = compute_plan_stats(*plan, layout);
   EXPECT_EQ(s.kv_bytes_unique, 35 * 2 * 64 * 4);
   EXPECT_EQ(s.kv_bytes_read, (21 + 35) * 2 * 64 * 4);  // naive reads each request's keys
-  // Naive: one item per CTA (round-robin), costs 1 + 21 and 1 + 35.
-  EXPECT_DOUBLE_EQ(s.imbalance, 36.0 / ((22.0 + 36.0) / 2.0));
+  // Naive: one item per CTA (round-robin), costs (default model) 96 + 1 + 21 and 96 + 1 + 35.
+  EXPECT_DOUBLE_EQ(s.imbalance, 132.0 / ((118.0 + 132.0) / 2.0));
 }
 
 }  // namespace

@@ -63,14 +63,20 @@ TEST(MakePlan, RejectsBadOptions) {
   cases.push_back({"device.num_ctas", DeviceShape{0}, PlanOptions{}});
   cases.push_back({"device.num_ctas", DeviceShape{-3}, PlanOptions{}});
   PlanOptions o;
-  o.cost_alpha = -1.0;
-  cases.push_back({"options.cost_alpha", DeviceShape{4}, o});
+  o.cost.alpha = -1.0;
+  cases.push_back({"options.cost.alpha", DeviceShape{4}, o});
   o = PlanOptions{};
-  o.cost_beta = std::numeric_limits<double>::quiet_NaN();
-  cases.push_back({"options.cost_beta", DeviceShape{4}, o});
+  o.cost.beta = std::numeric_limits<double>::quiet_NaN();
+  cases.push_back({"options.cost.beta", DeviceShape{4}, o});
   o = PlanOptions{};
-  o.cost_alpha = 0.0;
-  o.cost_beta = 0.0;
+  o.cost.item = -0.5;
+  cases.push_back({"options.cost.item", DeviceShape{4}, o});
+  o = PlanOptions{};
+  o.cost.wide_key = std::numeric_limits<double>::infinity();
+  cases.push_back({"options.cost.wide_key", DeviceShape{4}, o});
+  o = PlanOptions{};
+  o.cost.alpha = 0.0;
+  o.cost.beta = 0.0;
   cases.push_back({"both are 0", DeviceShape{4}, o});
   o = PlanOptions{};
   o.deterministic_kv_chunk_tokens = 0;
@@ -84,6 +90,11 @@ TEST(MakePlan, RejectsBadOptions) {
     ASSERT_FALSE(plan.ok());
     EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(plan.status().message().find(c.field), std::string::npos) << plan.status().message();
+    if (c.device.num_ctas >= 1) {  // the same error without a layout
+      const Status s = check_plan_options(c.options);
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(s.message(), plan.status().message());
+    }
   }
 }
 

@@ -17,9 +17,11 @@ using testing::LayoutBuilder;
 using testing::random_layout;
 using testing::request_signature;
 
-Plan balanced(const BatchLayout& layout, int num_ctas, bool det = false, int det_chunk = 1024) {
+Plan balanced(const BatchLayout& layout, int num_ctas, bool det = false, int det_chunk = 1024,
+              const CostModel& cost = CostModel{}) {
   PlanOptions options;
   options.policy = Policy::kBalanced;
+  options.cost = cost;
   options.deterministic = det;
   options.deterministic_kv_chunk_tokens = det_chunk;
   Result<Plan> plan = make_plan(layout, DeviceShape{num_ctas}, options);
@@ -53,9 +55,40 @@ TEST(BalancedPolicy, GoldenDecodeSplitAndLpt) {
       "merge 0: row=0 slots=[0,1]\n"
       "cta 0: [0]\n"
       "cta 1: [1,2,3]\n";
+  const Plan plan = balanced(b.layout(), 4, false, 1024, testing::kHandCost);
+  EXPECT_EQ(to_text(plan), expected);
+  EXPECT_TRUE(check_invariants(plan, b.layout()).ok());
+}
+
+TEST(BalancedPolicy, GoldenDecodeDefaultCostKeepsTheLongRequestWhole) {
+  // The batch of GoldenDecodeSplitAndLpt under the default cost model (96 per item + 1 per
+  // folded row + keys). L_kv = 224; 3 tiles <= 4 per queue, so step 2b plans the chunks
+  // round_up(224 * s / 16, 16) for s = 12..32 and keeps the least makespan:
+  //   176: pieces 176, 124 + r1 100 + r2 40, costs 273, 221, 197, 137 -> q0 273 + 137 = 410,
+  //        q1 221 + 197 = 418: makespan 418
+  //   192: 289 + 137 = 426 | 205 + 197;  208: 305 + 137 = 442;  224: 321 + 137 = 458
+  //   240: 337 + 137 = 474;  256: 353 | 197 + 141 + 137 = 475;  272: 369 | 197 + 137 + 125;
+  //   288: 385 | 197 + 137 + 109 = 443
+  //   304 and up: r0 whole, 397 | 197 + 137 = 334: makespan 397, the least (first at 304).
+  // So no split and no merge; tile_kv 300 -> 128.
+  LayoutBuilder b(2, 2, 64, 16);
+  b.add({}, 300, 1);
+  b.add({}, 100, 1);
+  b.add({}, 40, 1);
+  const std::string expected =
+      "plan policy=balanced deterministic=0 queues=2 group=1 kv_heads=2 head_dim=64 "
+      "partial_slots=0\n"
+      "item 0: cta=0 rows=[0] kv=r0[0,300) tile=16x128 final\n"
+      "item 1: cta=1 rows=[1] kv=r1[0,100) tile=16x32 final\n"
+      "item 2: cta=1 rows=[2] kv=r2[0,40) tile=16x32 final\n"
+      "cta 0: [0]\n"
+      "cta 1: [1,2]\n";
   const Plan plan = balanced(b.layout(), 4);
   EXPECT_EQ(to_text(plan), expected);
   EXPECT_TRUE(check_invariants(plan, b.layout()).ok());
+  const PlanStats stats = compute_plan_stats(plan, b.layout());
+  EXPECT_DOUBLE_EQ(stats.cta_cost[0], 397.0);
+  EXPECT_DOUBLE_EQ(stats.cta_cost[1], 334.0);
 }
 
 TEST(BalancedPolicy, GoldenCausalPrefillChunks) {
@@ -110,42 +143,57 @@ TEST(BalancedPolicy, ListSchedulingBoundAndPageAlignedChunks) {
     }
     for (const WorkItem& it : plan.items) {
       max_item =
-          std::max(max_item, item_cost(plan.cost_alpha, plan.cost_beta,
-                                       int64_t{it.num_rows()} * plan.group_size, it.kv_tokens()));
+          std::max(max_item, plan.cost(int64_t{it.num_rows()} * plan.group_size, it.kv_tokens()));
     }
     EXPECT_LE(max_cta, total / per_head + max_item + 1e-9);
     for (const WorkItem& it : plan.items) EXPECT_EQ(it.kv_begin % layout.page_size, 0);
   }
 }
 
-// item_cost weighs the keys of a 128-row query tile twice (it computes, a decode row streams).
-// g = 4, 2 queues, no splits (L_kv = 3724 / 2 = 1862): LPT order B (1500 keys), A (a 32-row
-// prefill tile over 1024 keys: 128 folded), C, D (600 each). Weighted costs B 1504, A 2176,
-// C = D 604: B -> q0, A -> q1, C -> q0 (1504 < 2176), D -> q0 (2108 < 2176). Unweighted, A
-// would cost 1152 and share its queue with C.
-TEST(BalancedPolicy, PrefillTileKeysCostTwiceADecodeRow) {
+// The cost model weighs the keys of a 128-row query tile by wide_key (2 in kHandCost: it
+// computes, a decode row streams). g = 4, 2 queues; L_kv = ceil(3724 / 2) = 1862 -> 1872.
+// Step 2b's least makespan is the chunk round_up(1872 * 12 / 16, 16) = 1408: B (1500 keys)
+// becomes B1 [0, 1408) and B2 [1408, 1500); A (a 32-row prefill tile over 1024 keys: 128
+// folded) stays whole. LPT order B1, A, C, D (600 each), B2, costs 1412, 128 + 2 * 1024 =
+// 2176, 604, 604, 96: B1 -> q0, A -> q1, C -> q0 (1412 < 2176) = 2016, D -> q0 (2016 < 2176)
+// = 2620, B2 -> q1 = 2272. Makespan 2620 (the unsplit chunk 1872 gives 1504 + 604 + 604 =
+// 2712). Unweighted, A would cost 1152 and take C or D.
+TEST(BalancedPolicy, PrefillTileKeysAreWeighedByTheCostModel) {
   LayoutBuilder b(8, 2, 64, 16);
   const int a = b.add({}, 1024, 32);
   const int r_b = b.add({}, 1500, 1);
   b.add({}, 600, 1);
   b.add({}, 600, 1);
   const BatchLayout& layout = b.layout();
-  const Plan plan = balanced(layout, 4);
-  ASSERT_EQ(plan.num_ctas, 2);
-  ASSERT_EQ(plan.items.size(), 4u);
-  int queue_of_a = -1, queue_of_b = -1;
-  for (const WorkItem& it : plan.items) {
-    EXPECT_TRUE(it.writes_final);
-    const int32_t first_row = plan.item_rows[it.rows_begin];
-    if (first_row == layout.qo_indptr[a]) queue_of_a = it.cta;
-    if (first_row == layout.qo_indptr[r_b]) queue_of_b = it.cta;
-  }
-  EXPECT_EQ(queue_of_a, 1);
-  EXPECT_EQ(queue_of_b, 0);
-  EXPECT_EQ(plan.cta_indptr[2] - plan.cta_indptr[1], 1);  // A alone
+  const Plan plan = balanced(layout, 4, false, 1024, testing::kHandCost);
+  const std::string expected =
+      "plan policy=balanced deterministic=0 queues=2 group=4 kv_heads=2 head_dim=64 "
+      "partial_slots=2\n"
+      "item 0: cta=0 rows=[32] kv=r1[0,1408) tile=16x128 partial@0\n"
+      "item 1: cta=1 rows=[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,"
+      "26,27,28,29,30,31] kv=r0[0,1024) tile=128x128 final\n"
+      "item 2: cta=0 rows=[33] kv=r2[0,600) tile=16x128 final\n"
+      "item 3: cta=0 rows=[34] kv=r3[0,600) tile=16x128 final\n"
+      "item 4: cta=1 rows=[32] kv=r1[1408,1500) tile=16x32 partial@1\n"
+      "merge 0: row=32 slots=[0,1]\n"
+      "cta 0: [0,2,3]\n"
+      "cta 1: [1,4]\n";
+  EXPECT_EQ(to_text(plan), expected);
+  EXPECT_EQ(layout.qo_indptr[a], 0);
+  EXPECT_EQ(layout.qo_indptr[r_b], 32);
   const PlanStats stats = compute_plan_stats(plan, layout);
-  EXPECT_DOUBLE_EQ(stats.cta_cost[0], 1504.0 + 604.0 + 604.0);
-  EXPECT_DOUBLE_EQ(stats.cta_cost[1], 128.0 + 2.0 * 1024.0);
+  EXPECT_DOUBLE_EQ(stats.cta_cost[0], 1412.0 + 604.0 + 604.0);
+  EXPECT_DOUBLE_EQ(stats.cta_cost[1], 128.0 + 2.0 * 1024.0 + 96.0);
+  // With wide_key 1 A costs 1152: LPT puts C on A's queue (1152 < 1412), then D on B1's.
+  CostModel flat = testing::kHandCost;
+  flat.wide_key = 1.0;
+  const Plan unweighted = balanced(layout, 4, false, 1024, flat);
+  int queue_of_a = -1, queue_of_c = -1;
+  for (const WorkItem& it : unweighted.items) {
+    if (unweighted.item_rows[it.rows_begin] == 0) queue_of_a = it.cta;
+    if (unweighted.item_rows[it.rows_begin] == 33) queue_of_c = it.cta;
+  }
+  EXPECT_EQ(queue_of_a, queue_of_c);
 }
 
 TEST(BalancedPolicy, FewTilesGetOnePiecePerQueueNotShortTails) {
@@ -166,8 +214,11 @@ TEST(BalancedPolicy, FewTilesGetOnePiecePerQueueNotShortTails) {
   EXPECT_EQ(split.items.size(), 32u);
   for (const WorkItem& it : split.items) EXPECT_EQ(it.kv_tokens(), 512);
   // Skewed lengths: keeping the 8000-key request whole (the only chunk with <= 5 pieces)
-  // would cost far more than L_kv = ceil(8900 / 5) = 1780 -> 1792, so the search result is
-  // not taken and the long request is cut into pieces of 1792.
+  // would cost far more than L_kv = ceil(8900 / 5) = 1780 -> 1792. Step 2b's least makespan
+  // (default costs, 96 per item) is the chunk round_up(1792 * 17 / 16, 16) = 1904: four
+  // pieces of 1904 (2001 each) on four queues, the 384-key tail (481) and the three 300-key
+  // requests (397 each) on the fifth, 1672; 1792 gives four pieces of 1889 and a fifth queue
+  // of 929 + 3 * 397 = 2120.
   LayoutBuilder skew(1, 1, 64, 16);
   skew.add({}, 8000, 1);
   for (int i = 0; i < 3; ++i) skew.add({}, 300, 1);
@@ -175,7 +226,7 @@ TEST(BalancedPolicy, FewTilesGetOnePiecePerQueueNotShortTails) {
   ASSERT_TRUE(check_invariants(skewed, skew.layout()).ok());
   int32_t longest = 0;
   for (const WorkItem& it : skewed.items) longest = std::max(longest, it.kv_tokens());
-  EXPECT_EQ(longest, 1792);
+  EXPECT_EQ(longest, 1904);
 }
 
 TEST(BalancedPolicy, FewerCtasThanKvHeads) {

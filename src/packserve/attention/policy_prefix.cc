@@ -31,10 +31,10 @@
 //    folded rows. A leaf's rows are causal tiles over [leaf begin, last row position + 1).
 // 5. Long-KV split (§6), to each queue's share of the work rather than the paper's mean pack
 //    length. Cost of a pack of F folded rows and len keys: the CTA assignment's
-//    item_cost = alpha F + beta w len (plan.h; w = 2 for a 128-row query tile, which computes
-//    about twice as long per key as a memory-bound stage of <= 64 rows).
+//    cost = item + alpha F + beta w len (plan.h CostModel; w = wide_key for a 128-row query
+//    tile, which computes instead of streaming).
 //    T = the packs' total cost / the plan's queues; a pack is cut into
-//    n = ceil(len / ((T - alpha F) / (beta w))) page-aligned parts of at least
+//    n = ceil(len / ((T - item - alpha F) / (beta w))) page-aligned parts of at least
 //    kMinChunkTokens, so no part costs more than a queue's share. Every part writes a partial
 //    state for each of its rows (1 KiB per folded row and head at head_dim 128, read again by
 //    the merge): the mean rule, blind to the number of queues and to rows, cut the 4096-token
@@ -367,20 +367,21 @@ void split_to_share(const BatchLayout& layout, const std::vector<Pack>& packs, i
                     const PlanOptions& options, std::vector<int32_t>& pack_rows, UnitList& out) {
   const int64_t group = layout.group_size();
   auto folded = [group](const Pack& p) { return (p.rows_end - p.rows_begin) * group; };
+  const CostModel& cost = options.cost;
   double total = 0.0;
   for (const Pack& p : packs) {
-    total += item_cost(options.cost_alpha, options.cost_beta, folded(p), p.kv_end - p.kv_begin);
+    total += cost(folded(p), p.kv_end - p.kv_begin);
   }
   const double share = total / num_queues;
   out.units.reserve(packs.size() * 2);
   out.rows.swap(pack_rows);  // the units reference the packs' rows
   for (const Pack& p : packs) {
     const int64_t len = p.kv_end - p.kv_begin;
-    const double per_key = options.cost_beta * key_cost_weight(folded(p));
-    const double key_budget = share - options.cost_alpha * static_cast<double>(folded(p));
+    const double per_key = cost(folded(p), 1) - cost(folded(p), 0);
+    const double key_budget = share - cost(folded(p), 0);
     int64_t part = 0;
     // A pack is split when its keys alone exceed what the share leaves after its rows (with
-    // cost_beta = 0 keys cost nothing and nothing is split).
+    // cost.beta = 0 keys cost nothing and nothing is split).
     if (per_key > 0.0 && static_cast<double>(len) * per_key > key_budget) {
       const double part_keys = std::max(key_budget / per_key, 1.0);
       const auto parts = static_cast<int64_t>(std::ceil(static_cast<double>(len) / part_keys));
@@ -480,8 +481,7 @@ Result<Plan> make_plan_prefix(const BatchLayout& layout, const DeviceShape& devi
   }
   std::vector<int32_t> order;
   std::vector<int32_t> cta;
-  assign_lpt(list, layout.group_size(), plan.num_ctas, options.cost_alpha, options.cost_beta, order,
-             cta);
+  assign_lpt(list, layout.group_size(), plan.num_ctas, options.cost, order, cta);
   emit_and_finalize(list, order, cta, layout.total_rows(), plan);
   return plan;
 }

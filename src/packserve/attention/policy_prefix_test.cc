@@ -23,9 +23,10 @@ using testing::RandomLayoutOptions;
 using testing::request_signature;
 
 Plan plan_of(const BatchLayout& layout, Policy policy, int num_ctas, bool det = false,
-             int det_chunk = 1024) {
+             int det_chunk = 1024, const CostModel& cost = CostModel{}) {
   PlanOptions options;
   options.policy = policy;
+  options.cost = cost;
   options.deterministic = det;
   options.deterministic_kv_chunk_tokens = det_chunk;
   Result<Plan> plan = make_plan(layout, DeviceShape{num_ctas}, options);
@@ -50,10 +51,10 @@ TEST(PrefixPolicy, GoldenSmallTree) {
   // the root pack holds rows 0,1,2 over [0,64), located through r0 (the group's first).
   // Mean pack length (64 + 20 + 40 + 16) / 4 = 35: the root (64) and r1 (40) exceed it, but
   // a part is at least 128 tokens, so nothing is cut.
-  // LPT on 2 CTAs, longest first: root (cost 3 + 64 = 67) -> cta 0; r1 (41) -> cta 1;
-  // r0 (21) -> cta 1 (41 < 67) = 62; r2 (17) -> cta 1 (62 < 67).
-  // Tiles: q 3 rows -> 16; kv 64 -> 32 (2*64 > 64), 40 -> 32, 20 -> 32, 16 -> 32.
-  // Each row has two items -> partial: root slots 0,1,2; r1 slot 3; r0 slot 4; r2 slot 5.
+  // LPT on 2 CTAs (kHandCost: folded rows + keys), longest first: root (cost 3 + 64 = 67) -> cta 0;
+  // r1 (41) -> cta 1; r0 (21) -> cta 1 (41 < 67) = 62; r2 (17) -> cta 1 (62 < 67). Tiles: q 3 rows
+  // -> 16; kv 64 -> 32 (2*64 > 64), 40 -> 32, 20 -> 32, 16 -> 32. Each row has two items ->
+  // partial: root slots 0,1,2; r1 slot 3; r0 slot 4; r2 slot 5.
   LayoutBuilder b(1, 1, 64, 16);
   const std::vector<int32_t> prefix = b.new_pages(4);
   b.add(prefix, 84, 1);
@@ -71,7 +72,7 @@ TEST(PrefixPolicy, GoldenSmallTree) {
       "merge 2: row=2 slots=[2,5]\n"
       "cta 0: [0]\n"
       "cta 1: [1,2,3]\n";
-  const Plan plan = plan_of(b.layout(), Policy::kPrefix, 2);
+  const Plan plan = plan_of(b.layout(), Policy::kPrefix, 2, false, 1024, testing::kHandCost);
   EXPECT_EQ(to_text(plan), expected);
   // Every token read exactly once: read == unique.
   const PlanStats stats = compute_plan_stats(plan, b.layout());
@@ -90,7 +91,7 @@ TEST(PrefixPolicy, SharedNodeReadOncePerQueryTile) {
   LayoutBuilder b(8, 1, 128, 16);
   const std::vector<int32_t> prefix = b.new_pages(16);
   for (int i = 0; i < 20; ++i) b.add(prefix, 266, 1);
-  const Plan plan = plan_of(b.layout(), Policy::kPrefix, 8);
+  const Plan plan = plan_of(b.layout(), Policy::kPrefix, 8, false, 1024, testing::kHandCost);
   const PlanStats stats = compute_plan_stats(plan, b.layout());
   EXPECT_EQ(stats.kv_bytes_read, 712 * token_bytes(b.layout()));
   EXPECT_EQ(stats.kv_bytes_unique, 456 * token_bytes(b.layout()));
@@ -143,21 +144,36 @@ TEST(PrefixPolicy, PatTreeReadsAlmostOnlyUniqueKv) {
             1.2 * static_cast<double>(stats.kv_bytes_unique));
 }
 
-// Step 5 cuts a pack to a queue's share of the cost, alpha F + beta w len with w = 2 for a
-// 128-row query tile. B = [1, 256], L = [4096, 128], g = 4: 8 root tiles of 32 rows (128
-// folded) and 256 leaves (4 folded, 128 keys): total 8 (128 + 2 * 4096) + 256 (4 + 128) =
-// 100352. On 33 queues (264 CTAs / 8 heads) the share is 3041, a root tile may take
+// Step 5 cuts a pack to a queue's share of the cost. B = [1, 256], L = [4096, 128], g = 4:
+// 8 root tiles of 32 rows (128 folded) and 256 leaves (4 folded, 128 keys).
+// kHandCost (F + w len, w = 2 for a 128-row tile): total 8 (128 + 2 * 4096) + 256 (4 + 128)
+// = 100352. On 33 queues (264 CTAs / 8 heads) the share is 3041, a root tile may take
 // (3041 - 128) / 2 = 1456 keys -> 3 parts of 1376, 1376, 1344; on 132 queues the share is 760
-// -> 316 keys -> 13 parts of 320 (the last 256). Leaves fit their share and stay whole.
+// -> 316 keys -> 13 parts of 320 (the last 256).
+// Default model (96 per item, w = 1.5): total 8 (96 + 128 + 1.5 * 4096) + 256 (96 + 4 + 128)
+// = 109312. On 33 queues the share is 3312.5, a root tile may take (3312.5 - 224) / 1.5 =
+// 2059 keys -> 2 parts of 2048; on 132 queues 828.1 -> 402.7 keys -> 11 parts of
+// round_up(ceil(4096 / 11), 16) = 384 (the last 256). Leaves fit their share and stay whole.
 TEST(PrefixPolicy, LongKvSplitFollowsTheQueueShare) {
   const BatchLayout layout = pat_tree({{1, 4096}, {256, 128}}, 32, 8, 128, 16);
-  for (const auto& [ctas, bounds] :
-       {std::pair<int, std::vector<int>>{264, {0, 1376, 2752, 4096}},
-        std::pair<int, std::vector<int>>{
-            1056,
-            {0, 320, 640, 960, 1280, 1600, 1920, 2240, 2560, 2880, 3200, 3520, 3840, 4096}}}) {
-    SCOPED_TRACE("ctas " + std::to_string(ctas));
-    const Plan plan = plan_of(layout, Policy::kPrefix, ctas);
+  struct Case {
+    CostModel cost;
+    int ctas;
+    std::vector<int> bounds;
+  };
+  for (const Case& c :
+       {Case{testing::kHandCost, 264, {0, 1376, 2752, 4096}},
+        Case{testing::kHandCost,
+             1056,
+             {0, 320, 640, 960, 1280, 1600, 1920, 2240, 2560, 2880, 3200, 3520, 3840, 4096}},
+        Case{CostModel{}, 264, {0, 2048, 4096}},
+        Case{CostModel{},
+             1056,
+             {0, 384, 768, 1152, 1536, 1920, 2304, 2688, 3072, 3456, 3840, 4096}}}) {
+    const int ctas = c.ctas;
+    const std::vector<int>& bounds = c.bounds;
+    SCOPED_TRACE("ctas " + std::to_string(ctas) + " item cost " + std::to_string(c.cost.item));
+    const Plan plan = plan_of(layout, Policy::kPrefix, ctas, false, 1024, c.cost);
     std::map<std::pair<int, int>, int> root_parts;  // [begin, end) -> items (one per tile)
     int leaves = 0;
     for (const WorkItem& it : plan.items) {
@@ -170,6 +186,7 @@ TEST(PrefixPolicy, LongKvSplitFollowsTheQueueShare) {
       }
     }
     EXPECT_EQ(leaves, 256);
+
     ASSERT_EQ(root_parts.size(), bounds.size() - 1);
     size_t i = 0;
     for (const auto& [range, tiles] : root_parts) {

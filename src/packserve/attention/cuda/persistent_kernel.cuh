@@ -64,6 +64,7 @@
 #include <cstdint>
 
 #include "packserve/attention/cuda/fast_div.h"
+#include "packserve/attention/cuda/run_cuda.h"
 #include "packserve/attention/cuda/tile_mma.cuh"
 #include "packserve/attention/cuda/wgmma.cuh"
 #include "packserve/attention/plan_buffer.h"
@@ -90,8 +91,25 @@ struct KernelParams {
   int num_kv_heads = 0;
   int num_queues = 0;  // CTA queues of every plan of the workspace (PlanBufferLayout::num_ctas)
   int group_size = 0;
-  float sm_scale_log2 = 0.0f;  // sm_scale * log2(e)
+  float sm_scale_log2 = 0.0f;    // sm_scale * log2(e)
+  uint64_t* timeline = nullptr;  // DeviceBatch::timeline (null: no records)
 };
+
+// Timeline record of DeviceBatch::timeline: field 0/2 (start) when end is false, 1/3 (end)
+// when true, plus the SM and the block at the start.
+__device__ __forceinline__ void timeline_mark(uint64_t* rec, bool end) {
+  uint64_t ns, cycles;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(cycles));
+  rec[end ? 1 : 0] = ns;
+  rec[end ? 3 : 2] = cycles;
+  if (!end) {
+    uint32_t sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    rec[4] = sm;
+    rec[5] = blockIdx.x;
+  }
+}
 
 // The 64- and 128-row passes at head_dim 128 run on wgmma (one warpgroup = the CTA's 4 warps)
 // where the sm_90a features are compiled in; elsewhere (the compute_90 PTX) on mma.sync.
@@ -632,7 +650,14 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   const int begin = cta_indptr[c], end = cta_indptr[c + 1];
   const bool deterministic = p.plan[kHdrDeterministic] != 0;
   for (int idx = begin; idx < end; ++idx) {
-    const int32_t* f = p.plan + p.off_items + cta_items[idx] * kItemFields;
+    const int item = cta_items[idx];
+    const int32_t* f = p.plan + p.off_items + item * kItemFields;
+    uint64_t* rec = nullptr;
+    if (p.timeline != nullptr && threadIdx.x == 0) {
+      rec = p.timeline +
+            (static_cast<size_t>(kv_head) * p.plan[kHdrNumItems] + item) * kTimelineFields;
+      timeline_mark(rec, false);
+    }
     ItemDesc it;
     it.kv_head = kv_head;
     it.rows_begin = f[0];
@@ -662,6 +687,7 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
         run_pass<HeadDim, T, 4, 2>(p, it, f_begin, n_pass, smem);
       }
     }
+    if (rec != nullptr) timeline_mark(rec, true);
   }
 }
 

@@ -87,6 +87,7 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.num_queues = l.num_ctas;
   p.group_size = h.group_size();
   p.sm_scale_log2 = b.sm_scale * 1.4426950408889634f;
+  p.timeline = b.timeline;
   PS_RETURN_IF_ERROR(
       launch_persistent(h.head_dim, h.dtype, p, l.num_ctas * h.num_kv_heads, stream));
 

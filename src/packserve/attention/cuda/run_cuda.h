@@ -47,7 +47,14 @@ struct DeviceBatch {
   int page_size = 0;      // tokens per page, 1..256
   float sm_scale = 0.0f;  // softmax scale, usually 1 / sqrt(head_dim)
   void* out = nullptr;    // [total_rows, num_qo_heads, head_dim] of dtype, written
+  // Optional kernel timeline, for profiling (attention_bench --timeline): when not null, the
+  // attention kernel writes one record of kTimelineFields uint64 per (KV head h, work item i)
+  // at timeline[(h * num_items + i) * kTimelineFields]: start and end of the item in
+  // %globaltimer ns, start and end in the SM's clock64 cycles, the SM id and the CTA (block)
+  // index. Needs num_kv_heads * plan items * kTimelineFields uint64 of device memory.
+  uint64_t* timeline = nullptr;
 };
+inline constexpr int kTimelineFields = 6;
 
 // Whether a tile configuration is compiled for (head_dim, dtype). The planner asks this
 // (ggml's supports_op); run_cuda returns kUnimplemented naming the shape otherwise.

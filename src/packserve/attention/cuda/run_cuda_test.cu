@@ -429,6 +429,56 @@ TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
   cudaStreamDestroy(stream);
 }
 
+// The kernel timeline (DeviceBatch::timeline): one record per (KV head, item), written by the
+// CTA that runs the item's queue for that head, the queue's items in order and apart in time;
+// the output is unchanged by recording.
+TEST(RunCuda, TimelineRecordsEveryItemOfEveryHead) {
+  SKIP_WITHOUT_DEVICE();
+  const BatchData data = build(decode_spec(4, 8, 700));
+  const int ctas = 16;
+  const Result<Plan> plan = make_plan(data.layout, DeviceShape{ctas}, {});
+  ASSERT_TRUE(plan.ok());
+  Result<Workspace> ws = Workspace::create(capacity_for(data.layout, ctas), heads_of(data.layout));
+  ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+  ASSERT_TRUE(ws->upload(*plan, nullptr).ok());
+  GpuBatch gpu;
+  ASSERT_TRUE(gpu.assign(data).ok());
+  const size_t items = plan->items.size(), heads = plan->num_kv_heads;
+  DeviceBuffer buf;
+  ASSERT_TRUE(buf.reserve(items * heads * kTimelineFields * 8).ok());
+  ASSERT_EQ(cudaMemset(buf.get(), 0, items * heads * kTimelineFields * 8), cudaSuccess);
+  DeviceBatch view = gpu.view;
+  view.timeline = static_cast<uint64_t*>(buf.get());
+  ASSERT_TRUE(gpu.poison_output(nullptr).ok());
+  ASSERT_TRUE(run_cuda(*ws, view, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint64_t> rec(items * heads * kTimelineFields);
+  ASSERT_EQ(cudaMemcpy(rec.data(), buf.get(), rec.size() * 8, cudaMemcpyDeviceToHost), cudaSuccess);
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  for (size_t h = 0; h < heads; ++h) {
+    for (int c = 0; c < plan->num_ctas; ++c) {
+      uint64_t prev_end = 0;
+      for (int k = plan->cta_indptr[c]; k < plan->cta_indptr[c + 1]; ++k) {
+        const uint64_t* r = rec.data() + (h * items + plan->cta_items[k]) * kTimelineFields;
+        SCOPED_TRACE("head " + std::to_string(h) + " item " + std::to_string(plan->cta_items[k]));
+        EXPECT_GT(r[0], 0u);
+        EXPECT_LE(r[0], r[1]);  // globaltimer start <= end
+        EXPECT_LT(r[2], r[3]);  // clock64 start < end
+        EXPECT_LT(r[4], static_cast<uint64_t>(sms));
+        EXPECT_EQ(r[5], c + h * plan->num_ctas);  // block c + h * queues runs queue c of head h
+        EXPECT_LE(prev_end, r[0]);                // a queue's items one after the other
+        prev_end = r[1];
+      }
+    }
+  }
+  const Result<std::vector<float>> out = gpu.read_output(data.layout);
+  ASSERT_TRUE(out.ok());
+  const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
+  ASSERT_TRUE(ref.ok());
+  expect_matches(data.layout, *out, *ref, "with timeline");
+}
+
 TEST(RunCuda, ErrorsNameTheCause) {
   SKIP_WITHOUT_DEVICE();
   const BatchData data = build(decode_spec(3, 6, 500));

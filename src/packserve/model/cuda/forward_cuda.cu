@@ -223,20 +223,7 @@ Status CudaForwardBackend::set_step_options(const CudaStepOptions& step) {
   return ok_status();
 }
 Status CudaForwardBackend::set_plan_options(const attention::PlanOptions& plan) {
-  for (const auto& [name, v] : {std::pair{"plan.cost_alpha", plan.cost_alpha},
-                                std::pair{"plan.cost_beta", plan.cost_beta}}) {
-    if (!(v >= 0.0) || !std::isfinite(v)) {
-      return invalid_argument(std::string(name) + " = " + std::to_string(v) +
-                              ": expected a finite value >= 0");
-    }
-  }
-  if (plan.cost_alpha == 0.0 && plan.cost_beta == 0.0) {
-    return invalid_argument("plan.cost_alpha, plan.cost_beta: expected not both 0");
-  }
-  if (plan.deterministic_kv_chunk_tokens < 1) {
-    return invalid_argument("plan.deterministic_kv_chunk_tokens = " +
-                            str(plan.deterministic_kv_chunk_tokens) + ": expected >= 1");
-  }
+  PS_RETURN_IF_ERROR(attention::check_plan_options(plan));
   impl_->options.plan = plan;
   return ok_status();
 }

@@ -135,8 +135,8 @@ class CudaForwardBackend final : public ForwardBackend {
   // Replaces options.step (kInvalidArgument naming the field, nothing changed); drops the
   // captured graphs when max_graph_rows or max_cuda_graphs change.
   Status set_step_options(const CudaStepOptions& step);
-  // Replaces options.plan for the following steps. kInvalidArgument naming the field for a
-  // negative or non-finite cost_alpha/cost_beta, both 0, or deterministic_kv_chunk_tokens < 1.
+  // Replaces options.plan for the following steps. kInvalidArgument naming the field as
+  // attention::check_plan_options does (nothing changed).
   Status set_plan_options(const attention::PlanOptions& plan);
   // Timings of the last forward() (see CudaStepProfile).
   const CudaStepProfile& last_step_profile() const;
