@@ -11,8 +11,8 @@
 //    page, independent of the batch.
 // 2b. Chunk search (not deterministic; at most kChunkSearchTiles query tiles per queue, where
 //    a few items per queue make the makespan lumpy): the candidate chunks
-//    round_up(L_kv * s / 16, page) for s = 12..32 and, with at most C tiles, the smallest page
-//    multiple whose pieces number at most C (FlashInfer's search: one piece per queue) are
+//    round_up(L_kv * s / 16, page) for s = 14..24, 28, 32 and, with at most C tiles, the smallest
+//    page multiple whose pieces number at most C (FlashInfer's search: one piece per queue) are
 //    each cut (step 3) and assigned (step 4); the least makespan under options.cost wins
 //    (ties: the earlier candidate). The per-item cost makes it weigh a queue of short tails
 //    against a longer piece. B = 32 decode (H100): the makespan's max/mean went from 1.11 to
@@ -83,11 +83,14 @@ Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& de
   const int ctas = plan.num_ctas;
 
   int64_t total_kv = 0;  // sum over query tiles of their causal KV length
+  int64_t max_kv = 0;    // the longest of them
   int64_t num_tiles = 0;
   for (int r = 0; r < batch; ++r) {
     const int first_pos = layout.kv_len(r) - layout.q_len(r);
     for (int a = 0; a < layout.q_len(r); a += tile_rows) {
-      total_kv += first_pos + std::min(a + tile_rows, layout.q_len(r));
+      const int64_t kv = first_pos + std::min(a + tile_rows, layout.q_len(r));
+      total_kv += kv;
+      max_kv = std::max(max_kv, kv);
       ++num_tiles;
     }
   }
@@ -120,17 +123,28 @@ Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& de
     } else {
       // Step 2b: the candidate chunk sizes around L_kv and the smallest with at most one
       // piece per queue (FlashInfer's chunk search), each planned (LPT) and costed; the
-      // least makespan wins (ties: the earlier candidate).
+      // least makespan wins (ties: the smaller chunk). A chunk that cuts no tile is tried
+      // once (as round_up(longest tile, page)). Candidates ascend, and the search stops once
+      // a piece of the candidate's length alone costs the best makespan found.
+      const int64_t uncut = std::max<int64_t>(round_up(max_kv, page), kMinChunkTokens);
       std::vector<int64_t> candidates;
-      for (int sixteenths = 12; sixteenths <= 32; ++sixteenths) {
-        candidates.push_back(
-            round_up(std::max<int64_t>(base * sixteenths / 16, kMinChunkTokens), page));
+      for (const int sixteenths : {14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 28, 32}) {
+        candidates.push_back(std::min(
+            uncut, round_up(std::max<int64_t>(base * sixteenths / 16, kMinChunkTokens), page)));
       }
-      if (num_tiles <= ctas) candidates.push_back(one_piece_per_queue_chunk(layout, ctas, base));
-      int64_t best = base;
+      if (num_tiles <= ctas) {
+        candidates.push_back(std::min(uncut, one_piece_per_queue_chunk(layout, ctas, base)));
+      }
+      std::sort(candidates.begin(), candidates.end());
+      candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+      int64_t best = candidates.front();
       double best_makespan = std::numeric_limits<double>::infinity();
+      const double min_key_cost = options.cost.beta * std::min(1.0, options.cost.wide_key);
       std::vector<double> load(static_cast<size_t>(ctas));
-      for (const int64_t chunk : candidates) {
+      for (size_t i = 0; i < candidates.size() && candidates.size() > 1; ++i) {
+        const int64_t chunk = candidates[i];
+        const double piece = static_cast<double>(std::min(chunk, max_kv));
+        if (options.cost.item + min_key_cost * piece >= best_makespan) break;
         make_units(chunk);
         assign_lpt(list, group, ctas, options.cost, order, cta);
         std::fill(load.begin(), load.end(), 0.0);
