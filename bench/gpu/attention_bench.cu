@@ -328,8 +328,8 @@ int main(int argc, char** argv) {
   const int ctas = occ->num_sms * occ->ctas_per_sm;
   std::printf(
       "{\"ceilings\":true,\"copy_gbps\":%.1f,\"matmul_tflops\":%.1f,\"num_sms\":%d,"
-      "\"ctas_per_sm\":%d,\"smem_bytes_per_cta\":%d,\"cost_alpha\":%g,\"cost_item\":%g,\"cost_wide_"
-      "key\":%g}\n",
+      "\"ctas_per_sm\":%d,\"smem_bytes_per_cta\":%d,"
+      "\"cost_alpha\":%g,\"cost_item\":%g,\"cost_wide_key\":%g}\n",
       c.copy_gbps, c.bf16_tflops, occ->num_sms, occ->ctas_per_sm, occ->smem_bytes_per_cta,
       g_cost.alpha, g_cost.item, g_cost.wide_key);
   if (want("decode")) {

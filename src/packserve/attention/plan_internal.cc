@@ -84,8 +84,8 @@ void sort_longest_first(const UnitList& list, std::vector<int32_t>& order) {
 
 }  // namespace
 
-void assign_lpt(const UnitList& list, int group_size, int num_queues, const CostModel& cost,
-                std::vector<int32_t>& order, std::vector<int32_t>& queue) {
+double assign_lpt(const UnitList& list, int group_size, int num_queues, const CostModel& cost,
+                  std::vector<int32_t>& order, std::vector<int32_t>& queue) {
   const size_t n = list.units.size();
   sort_longest_first(list, order);
   queue.resize(n);
@@ -131,6 +131,7 @@ void assign_lpt(const UnitList& list, int group_size, int num_queues, const Cost
       winner[v / 2] = w;
     }
   }
+  return std::bit_cast<double>(*std::max_element(load, load + num_queues));
 }
 
 void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,

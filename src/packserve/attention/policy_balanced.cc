@@ -8,18 +8,18 @@
 //    C = the CTAs one head gets (plan.h ctas_per_head, the plan's queues), floored at
 //    kMinChunkTokens (one largest KV tile) and rounded up to a page, so chunk boundaries never
 //    cut a page. With `deterministic`, L_kv = deterministic_kv_chunk_tokens rounded up to a
-//    page, independent of the batch.
-// 2b. Chunk search (not deterministic; at most kChunkSearchTiles query tiles per queue, where
-//    a few items per queue make the makespan lumpy): the candidate chunks
-//    round_up(L_kv * s / 16, page) for s = 14..24, 28, 32 and, with at most C tiles, the smallest
-//    page multiple whose pieces number at most C (FlashInfer's search: one piece per queue) are
-//    each cut (step 3) and assigned (step 4); the least makespan under options.cost wins
-//    (ties: the earlier candidate). The per-item cost makes it weigh a queue of short tails
-//    against a longer piece. B = 32 decode (H100): the makespan's max/mean went from 1.11 to
-//    1.04 and the kernel from 61.5 to 56.3 us. Per request, L_r = max(L_kv, q_len * page_size): a
-//    long prefill (many tiles, plenty of parallelism) is split less, which keeps every request
+//    page, independent of the batch. Per request, L_r = max(L_kv, q_len * page_size): a long
+//    prefill (many tiles, plenty of parallelism) is split less, which keeps every request
 //    within the plan-buffer budget q_len + pages (see append_causal_pieces). L_r depends on the
 //    request only, so determinism holds.
+// 2b. Chunk search (not deterministic; at most kChunkSearchTiles query tiles per queue, where
+//    a few items per queue make the makespan lumpy): the candidate chunks
+//    round_up(L_kv * s / 16, page) for s = 14..24, 28, 32 and, with at most C tiles, the
+//    smallest page multiple whose pieces number at most C (FlashInfer's search: one piece per
+//    queue) are each cut (step 3) and assigned (step 4); the least makespan under options.cost
+//    wins (ties: the smaller chunk). The per-item cost makes it weigh a queue of short tails
+//    against a longer piece. B = 32 decode (H100): the planned makespan's max/mean went from
+//    1.11 to 1.04 and the kernel's span from 61.5 to 55.8 us.
 // 3. Each tile's KV [0, l) is cut at multiples of L_r (absolute key positions); a chunk keeps
 //    the tile rows whose position is >= its start.
 // 4. Chunks sorted longest first (ties: request order, then tile, then chunk), each assigned
@@ -140,19 +140,12 @@ Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& de
       int64_t best = candidates.front();
       double best_makespan = std::numeric_limits<double>::infinity();
       const double min_key_cost = options.cost.beta * std::min(1.0, options.cost.wide_key);
-      std::vector<double> load(static_cast<size_t>(ctas));
       for (size_t i = 0; i < candidates.size() && candidates.size() > 1; ++i) {
         const int64_t chunk = candidates[i];
         const double piece = static_cast<double>(std::min(chunk, max_kv));
         if (options.cost.item + min_key_cost * piece >= best_makespan) break;
         make_units(chunk);
-        assign_lpt(list, group, ctas, options.cost, order, cta);
-        std::fill(load.begin(), load.end(), 0.0);
-        for (size_t k = 0; k < order.size(); ++k) {
-          const Unit& u = list.units[order[k]];
-          load[cta[k]] += options.cost(static_cast<int64_t>(u.num_rows()) * group, u.kv_tokens());
-        }
-        const double makespan = *std::max_element(load.begin(), load.end());
+        const double makespan = assign_lpt(list, group, ctas, options.cost, order, cta);
         if (makespan < best_makespan) {
           best_makespan = makespan;
           best = chunk;
