@@ -215,7 +215,7 @@ if hf:
     for f in hf: print("- `" + json.dumps(f) + "`")
     print()
 PY
-# The device tool returns at most 8 files from $OUT: keep summary.md and profile.txt, put every
-# other log into one archive.
+# The device tool returns at most 8 files from $OUT: keep summary.md, profile.txt and
+# timeline.md, put every other log (the timeline CSVs too) into one archive.
 (cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.md ! -name profile.txt ! -name timeline.md ! -name logs.tar.gz \
   -printf '%P\n' | tar -czf logs.tar.gz -T - --remove-files)

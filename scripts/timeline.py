@@ -94,7 +94,8 @@ def summarise(path):
     groups = defaultdict(list)
     for r in rows:
         groups[(r["tile_q"], r["writes_final"])].append(r)
-    print("\n| tile_q | final | items | mean keys | mean us | fixed us | ns per key | GB/s per CTA |")
+    print("\n| tile_q | final | items | mean keys | mean us | fixed us | ns per key "
+          "| GB/s per CTA |")
     print("|---|---|---|---|---|---|---|---|")
     for (tq, fin), items in sorted(groups.items()):
         pts = [(r["kv_tokens"], (r["end_ns"] - r["start_ns"])) for r in items]

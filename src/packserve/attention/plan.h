@@ -86,7 +86,7 @@ struct CostModel {
   double beta = 1.0;
   double item = 96.0;
   double wide_key = 1.5;
-  double operator()(int64_t folded_rows, int64_t kv_tokens) const {
+  double operator()(int64_t folded_rows, int64_t kv_tokens) const {  // the cost of one item
     const double w = folded_rows > 64 ? wide_key : 1.0;
     return item + alpha * static_cast<double>(folded_rows) +
            beta * w * static_cast<double>(kv_tokens);
@@ -156,9 +156,9 @@ inline int ctas_per_head(int num_ctas, int num_kv_heads) {
 // device; identical inputs give identical plans. Every plan it returns fits the plan
 // buffer bounds of plan_buffer.h (item rows <= total_rows + total page refs).
 // Errors: kInvalidArgument when device.num_ctas < 1, a cost term is negative or not finite,
-// cost.alpha and cost.beta are both 0, deterministic_kv_chunk_tokens < 1, or the plan's sizes would
-// not fit int32 (num_kv_heads * (total_rows + total page refs) >= 2^31: partial storage is per
-// head).
+// cost.alpha and cost.beta are both 0, deterministic_kv_chunk_tokens < 1, or the plan's sizes
+// would not fit int32 (num_kv_heads * (total_rows + total page refs) >= 2^31: partial storage
+// is per head).
 Result<Plan> make_plan(const BatchLayout& layout, const DeviceShape& device,
                        const PlanOptions& options);
 // The checks of make_plan that concern the options alone (cost terms, chunk, policy), for

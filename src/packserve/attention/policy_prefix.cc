@@ -380,8 +380,8 @@ void split_to_share(const BatchLayout& layout, const std::vector<Pack>& packs, i
     const double per_key = cost(folded(p), 1) - cost(folded(p), 0);
     const double key_budget = share - cost(folded(p), 0);
     int64_t part = 0;
-    // A pack is split when its keys alone exceed what the share leaves after its rows (with
-    // cost.beta = 0 keys cost nothing and nothing is split).
+    // A pack is split when its keys alone exceed what the share leaves after its item and row
+    // costs (with cost.beta = 0 keys cost nothing and nothing is split).
     if (per_key > 0.0 && static_cast<double>(len) * per_key > key_budget) {
       const double part_keys = std::max(key_budget / per_key, 1.0);
       const auto parts = static_cast<int64_t>(std::ceil(static_cast<double>(len) / part_keys));
