@@ -16,10 +16,7 @@ TEST(PlanStats, BalancedGoldenPlanByHand) {
   // (e = 2), decode rows with kv 300, 100, 40; per head items r0[0,224), r1[0,100),
   // r0[224,300), r2[0,40), each one query tile (head-implicit: 4 items and 2 queues, run for
   // both heads); 2 partial slots per head; 1 merge entry of 2 slots per head.
-  LayoutBuilder b(2, 2, 64, 16);
-  b.add({}, 300, 1);
-  b.add({}, 100, 1);
-  b.add({}, 40, 1);
+  const LayoutBuilder b = testing::golden_decode_batch();
   PlanOptions options;
   options.policy = Policy::kBalanced;
   options.cost = testing::kHandCost;

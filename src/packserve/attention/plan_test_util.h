@@ -73,6 +73,16 @@ class LayoutBuilder {
   BatchLayout layout_;
 };
 
+// The batch of the hand-worked decode goldens (BalancedPolicy.GoldenDecode*, PlanStats):
+// g = 1, 2 kv heads, d = 64, page 16; decode rows with kv 300, 100, 40.
+inline LayoutBuilder golden_decode_batch() {
+  LayoutBuilder b(2, 2, 64, 16);
+  b.add({}, 300, 1);
+  b.add({}, 100, 1);
+  b.add({}, 40, 1);
+  return b;
+}
+
 // PAT §8.2 tree. levels[i] = {nodes at level i, tokens per node}; token counts of all but the
 // last level are multiples of page_size. Every last-level node is one decode request.
 inline BatchLayout pat_tree(const std::vector<std::pair<int, int>>& levels, int num_qo_heads,

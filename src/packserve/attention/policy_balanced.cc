@@ -40,22 +40,36 @@ namespace {
 // candidate; larger batches balance well at L_kv).
 constexpr int64_t kChunkSearchTiles = 4;
 
+// Step 1's query tiles: f(r, a, b, kv) for rows [a, b) of request r, whose causal KV length
+// is kv (the position of row b - 1, plus 1).
+template <typename F>
+void for_each_tile(const BatchLayout& layout, F&& f) {
+  const int tile_rows = rows_per_tile(layout.group_size());
+  for (int r = 0; r < layout.batch_size(); ++r) {
+    const int q_len = layout.q_len(r);
+    const int first_pos = layout.kv_len(r) - q_len;
+    for (int a = 0; a < q_len; a += tile_rows) {
+      const int b = std::min(a + tile_rows, q_len);
+      f(r, a, b, static_cast<int64_t>(first_pos) + b);
+    }
+  }
+}
+
+// L_r of step 2: request r's pieces for the chunk size `chunk`.
+int64_t part_tokens(const BatchLayout& layout, int r, int64_t chunk) {
+  return std::max<int64_t>(chunk, static_cast<int64_t>(layout.q_len(r)) * layout.page_size);
+}
+
 // The smallest page-multiple chunk >= base whose pieces number at most `ctas` (one per queue),
 // by bisection (FlashInfer's chunk search). Needs at most `ctas` query tiles (one piece per
 // tile always fits).
 int64_t one_piece_per_queue_chunk(const BatchLayout& layout, int ctas, int64_t base) {
   const int page = layout.page_size;
-  const int tile_rows = rows_per_tile(layout.group_size());
   auto pieces = [&](int64_t chunk) {
     int64_t n = 0;
-    for (int r = 0; r < layout.batch_size(); ++r) {
-      const int q_len = layout.q_len(r);
-      const int first_pos = layout.kv_len(r) - q_len;
-      const int64_t part = std::max<int64_t>(chunk, static_cast<int64_t>(q_len) * page);
-      for (int a = 0; a < q_len; a += tile_rows) {
-        n += ceil_div(first_pos + std::min(a + tile_rows, q_len), part);
-      }
-    }
+    for_each_tile(layout, [&](int r, int, int, int64_t kv) {
+      n += ceil_div(kv, part_tokens(layout, r, chunk));
+    });
     return n;
   };
   int64_t lo = base / page, hi = lo;
@@ -76,40 +90,28 @@ int64_t one_piece_per_queue_chunk(const BatchLayout& layout, int ctas, int64_t b
 Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& device,
                                 const PlanOptions& options) {
   Plan plan = empty_plan(layout, device, options);
-  const int batch = layout.batch_size();
   const int group = layout.group_size();
   const int page = layout.page_size;
-  const int tile_rows = rows_per_tile(group);
   const int ctas = plan.num_ctas;
 
   int64_t total_kv = 0;  // sum over query tiles of their causal KV length
   int64_t max_kv = 0;    // the longest of them
   int64_t num_tiles = 0;
-  for (int r = 0; r < batch; ++r) {
-    const int first_pos = layout.kv_len(r) - layout.q_len(r);
-    for (int a = 0; a < layout.q_len(r); a += tile_rows) {
-      const int64_t kv = first_pos + std::min(a + tile_rows, layout.q_len(r));
-      total_kv += kv;
-      max_kv = std::max(max_kv, kv);
-      ++num_tiles;
-    }
-  }
+  for_each_tile(layout, [&](int, int, int, int64_t kv) {
+    total_kv += kv;
+    max_kv = std::max(max_kv, kv);
+    ++num_tiles;
+  });
   // The units of chunk size `chunk`: every tile's pieces (step 3).
   UnitList list;  // every tile's rows are a range of 0, 1, ..., total_rows - 1
   list.rows.resize(static_cast<size_t>(layout.total_rows()));
   std::iota(list.rows.begin(), list.rows.end(), 0);
   auto make_units = [&](int64_t chunk) {
     list.units.clear();
-    for (int r = 0; r < batch; ++r) {
-      const int q_len = layout.q_len(r);
-      const int first_pos = layout.kv_len(r) - q_len;
-      const int64_t part = std::max<int64_t>(chunk, static_cast<int64_t>(q_len) * page);
-      for (int a = 0; a < q_len; a += tile_rows) {
-        const int b = std::min(a + tile_rows, q_len);
-        append_causal_pieces(layout, r, r, 0, first_pos + b, part, layout.qo_indptr[r] + a,
-                             layout.qo_indptr[r] + b, list);
-      }
-    }
+    for_each_tile(layout, [&](int r, int a, int b, int64_t kv) {
+      append_causal_pieces(layout, r, r, 0, static_cast<int32_t>(kv), part_tokens(layout, r, chunk),
+                           layout.qo_indptr[r] + a, layout.qo_indptr[r] + b, list);
+    });
   };
   std::vector<int32_t> order;
   std::vector<int32_t> cta;

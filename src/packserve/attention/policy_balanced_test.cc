@@ -13,6 +13,7 @@
 namespace packserve::attention {
 namespace {
 
+using testing::golden_decode_batch;
 using testing::LayoutBuilder;
 using testing::random_layout;
 using testing::request_signature;
@@ -41,10 +42,7 @@ TEST(BalancedPolicy, GoldenDecodeSplitAndLpt) {
   // tile_kv (largest n with 2n <= keys): 224 -> 64, 100 -> 32, 76 -> 32, 40 -> 32; tile_q 16.
   // r0 has two items -> partial slots in item order (0, 1); merges in row order with slots
   // by ascending kv_begin.
-  LayoutBuilder b(2, 2, 64, 16);
-  b.add({}, 300, 1);
-  b.add({}, 100, 1);
-  b.add({}, 40, 1);
+  const LayoutBuilder b = golden_decode_batch();
   const std::string expected =
       "plan policy=balanced deterministic=0 queues=2 group=1 kv_heads=2 head_dim=64 "
       "partial_slots=2\n"
@@ -71,10 +69,7 @@ TEST(BalancedPolicy, GoldenDecodeDefaultCostKeepsTheLongRequestWhole) {
   //   272: 369 | 197 + 137 + 125 = 459;  288: 385 | 197 + 137 + 109 = 443
   //   304: r0 whole, 397 | 197 + 137 = 334: makespan 397, the least.
   // So no split and no merge; tile_kv 300 -> 128.
-  LayoutBuilder b(2, 2, 64, 16);
-  b.add({}, 300, 1);
-  b.add({}, 100, 1);
-  b.add({}, 40, 1);
+  const LayoutBuilder b = golden_decode_batch();
   const std::string expected =
       "plan policy=balanced deterministic=0 queues=2 group=1 kv_heads=2 head_dim=64 "
       "partial_slots=0\n"
