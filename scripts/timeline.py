@@ -10,7 +10,10 @@ Each CSV holds one line per (KV head, work item) with its SM, block and start/en
   - per item shape (query tile, writes_final): count, mean duration, and a least-squares fit
     duration = fixed + per_key * kv_tokens (the fixed part is the item's start-up and
     epilogue, the per-key part its streaming rate, as GB/s of one CTA at 512 bytes per key
-    and head: head_dim 128, K and V, bf16).
+    and head: head_dim 128, K and V, bf16);
+  - per item shape, the mean phases of the item's first q pass (us): start to row positions
+    known (its KV prologue is issued meanwhile), to its first KV stage landed, to the KV walk
+    done, and the rest to the item's end (epilogue and any further passes).
 
 Usage: scripts/timeline.py DIR_OR_CSV...
 """
@@ -105,6 +108,20 @@ def summarise(path):
         gbps = 512 / b if b > 0 else float("nan")
         print(f"| {tq} | {fin} | {len(items)} | {mean_keys:.0f} | {mean_us:.2f} | {a / 1e3:.2f} | "
               f"{b:.2f} | {gbps:.1f} |")
+    print()
+    if "walk_done_ns" not in rows[0]:
+        return
+    print("| tile_q | final | items walked | to positions us | to first stage us | walk us "
+          "| rest us |")
+    print("|---|---|---|---|---|---|---|")
+    for (tq, fin), items in sorted(groups.items()):
+        walked = [r for r in items if r["first_stage_ns"] > 0]
+        if not walked:
+            continue
+        marks = ("start_ns", "positions_ns", "first_stage_ns", "walk_done_ns", "end_ns")
+        phases = [sum(r[b] - r[a] for r in walked) / len(walked) / 1e3
+                  for a, b in zip(marks, marks[1:])]
+        print(f"| {tq} | {fin} | {len(walked)} | " + " | ".join(f"{x:.2f}" for x in phases) + " |")
     print()
 
 

@@ -21,7 +21,8 @@
 //   --timeline DIR: after timing a decode, pat or prefill case, one more warm run records the
 //   kernel timeline (run_cuda.h DeviceBatch::timeline) into DIR/<case>_<policy>.csv, one line
 //   per (KV head, work item): the item's shape, its SM and block, start/end in globaltimer ns
-//   and in SM clock cycles. scripts/timeline.py summarises the files.
+//   and in SM clock cycles, and the phases of its first q pass (row positions known, first KV
+//   stage landed, KV walk done; globaltimer ns). scripts/timeline.py summarises the files.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -214,17 +215,17 @@ void write_timeline(Prepared& p, const std::string& name, const std::string& pol
   if (f == nullptr) die(Status(StatusCode::kInvalidArgument, "cannot write " + path), "timeline");
   std::fprintf(f,
                "head,item,queue,rows,folded,tile_q,kv_tokens,writes_final,sm,block,start_ns,"
-               "end_ns,start_clk,end_clk\n");
+               "end_ns,start_clk,end_clk,positions_ns,first_stage_ns,walk_done_ns\n");
   for (int h = 0; h < kKvHeads; ++h) {
     for (size_t i = 0; i < plan.items.size(); ++i) {
       const attention::WorkItem& it = plan.items[i];
       const uint64_t* r = host.data() + (h * plan.items.size() + i) * fields;
-      std::fprintf(f, "%d,%zu,%d,%d,%d,%d,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu\n", h, i, it.cta,
-                   it.num_rows(), it.num_rows() * plan.group_size, it.tile.tile_q, it.kv_tokens(),
-                   it.writes_final ? 1 : 0, static_cast<unsigned long long>(r[4]),
-                   static_cast<unsigned long long>(r[5]), static_cast<unsigned long long>(r[0]),
-                   static_cast<unsigned long long>(r[1]), static_cast<unsigned long long>(r[2]),
-                   static_cast<unsigned long long>(r[3]));
+      auto u = [&](int field) { return static_cast<unsigned long long>(r[field]); };
+      std::fprintf(f, "%d,%zu,%d,%d,%d,%d,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", h,
+                   i, it.cta, it.num_rows(), it.num_rows() * plan.group_size, it.tile.tile_q,
+                   it.kv_tokens(), it.writes_final ? 1 : 0, u(4), u(5), u(0), u(1), u(2), u(3),
+                   u(attention::cuda::kTimelinePositions), u(attention::cuda::kTimelineFirstStage),
+                   u(attention::cuda::kTimelineWalkDone));
     }
   }
   std::fclose(f);

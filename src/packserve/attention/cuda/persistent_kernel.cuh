@@ -182,10 +182,19 @@ __device__ __forceinline__ int row_position(const KernelParams& p, int row, int 
   return kv_len - q_len + (row - p.qo_indptr[r]);
 }
 
+// Timeline phase mark (DeviceBatch::timeline field `field`): %globaltimer now.
+__device__ __forceinline__ void timeline_phase(uint64_t* rec, int field) {
+  uint64_t ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  rec[field] = ns;
+}
+
 // One q pass: folded rows [f_begin, f_begin + n_pass) of the item, Mb row blocks of 16 per warp.
+// rec: the item's timeline record where this thread marks the pass's phases (thread 0 of the
+// item's first pass when recording), else null.
 template <int HeadDim, typename T, int WarpsQ, int Mb>
 __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& it, int f_begin,
-                                         int n_pass, unsigned char* smem) {
+                                         int n_pass, uint64_t* rec, unsigned char* smem) {
   using Tr = KernelTraits<HeadDim>;
   using Mma = MmaOp<T>;
   using Pair = decltype(Mma::pair(0.0f, 0.0f));  // two T in one 32-bit word
@@ -287,6 +296,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   }
 
   __syncthreads();  // pos_s visible
+  if (rec != nullptr) timeline_phase(rec, kTimelinePositions);
   int max_pos = -1;
   for (int f = 0; f < kRows; ++f) max_pos = max(max_pos, pos_s[f]);
   const int kv_hi = min(it.kv_end, max_pos + 1);
@@ -407,6 +417,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     cp_async_wait<kStages - 2>();
     if constexpr (kWgmma) fence_proxy_async();  // the copies are read by wgmma (async proxy)
     __syncthreads();  // stage landed for all threads; everyone is done with stage - 1
+    if (rec != nullptr && stage == 0) timeline_phase(rec, kTimelineFirstStage);
     if (stage + kStages - 1 < num_stages) load_stage(stage + kStages - 1, kv_hi);
     cp_async_commit();
 
@@ -530,6 +541,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       }  // slice
     }    // mma.sync
   }
+  if (rec != nullptr) timeline_phase(rec, kTimelineWalkDone);
   cp_async_wait<0>();
 #pragma unroll
   for (int mb = 0; mb < Mb; ++mb) {
@@ -677,14 +689,15 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
     for (int f_begin = 0; f_begin < n_folded; f_begin += pass) {
       const int n_pass = min(pass, n_folded - f_begin);
+      uint64_t* pass_rec = f_begin == 0 ? rec : nullptr;
       if (pass == 16) {
-        run_pass<HeadDim, T, 1, 1>(p, it, f_begin, n_pass, smem);
+        run_pass<HeadDim, T, 1, 1>(p, it, f_begin, n_pass, pass_rec, smem);
       } else if (pass == 32) {
-        run_pass<HeadDim, T, 2, 1>(p, it, f_begin, n_pass, smem);
+        run_pass<HeadDim, T, 2, 1>(p, it, f_begin, n_pass, pass_rec, smem);
       } else if (pass == 64) {
-        run_pass<HeadDim, T, 4, 1>(p, it, f_begin, n_pass, smem);
+        run_pass<HeadDim, T, 4, 1>(p, it, f_begin, n_pass, pass_rec, smem);
       } else if constexpr (kMaxPass == 128) {  // pass == 128
-        run_pass<HeadDim, T, 4, 2>(p, it, f_begin, n_pass, smem);
+        run_pass<HeadDim, T, 4, 2>(p, it, f_begin, n_pass, pass_rec, smem);
       }
     }
     if (rec != nullptr) timeline_mark(rec, true);

@@ -51,10 +51,16 @@ struct DeviceBatch {
   // attention kernel writes one record of kTimelineFields uint64 per (KV head h, work item i)
   // at timeline[(h * num_items + i) * kTimelineFields]: start and end of the item in
   // %globaltimer ns, start and end in the SM's clock64 cycles, the SM id and the CTA (block)
-  // index. Needs num_kv_heads * plan items * kTimelineFields uint64 of device memory.
+  // index, then three phases of the item's first q pass in %globaltimer ns (kTimelinePositions
+  // onwards). Needs num_kv_heads * plan items * kTimelineFields uint64 of device memory.
   uint64_t* timeline = nullptr;
 };
-inline constexpr int kTimelineFields = 6;
+// Phase fields of a timeline record: the pass's row positions known (its KV prologue issued),
+// its first KV stage landed in shared memory, its KV walk done (the epilogue follows).
+inline constexpr int kTimelinePositions = 6;
+inline constexpr int kTimelineFirstStage = 7;
+inline constexpr int kTimelineWalkDone = 8;
+inline constexpr int kTimelineFields = 9;
 
 // Whether a tile configuration is compiled for (head_dim, dtype). The planner asks this
 // (ggml's supports_op); run_cuda returns kUnimplemented naming the shape otherwise.

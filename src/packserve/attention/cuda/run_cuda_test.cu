@@ -430,8 +430,8 @@ TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
 }
 
 // The kernel timeline (DeviceBatch::timeline): one record per (KV head, item), written by the
-// CTA that runs the item's queue for that head, the queue's items in order and apart in time;
-// the output is unchanged by recording.
+// CTA that runs the item's queue for that head, the queue's items in order and apart in time,
+// each item's phases in order; the output is unchanged by recording.
 TEST(RunCuda, TimelineRecordsEveryItemOfEveryHead) {
   SKIP_WITHOUT_DEVICE();
   const BatchData data = build(decode_spec(4, 8, 700));
@@ -468,6 +468,11 @@ TEST(RunCuda, TimelineRecordsEveryItemOfEveryHead) {
         EXPECT_LT(r[4], static_cast<uint64_t>(sms));
         EXPECT_EQ(r[5], c + h * plan->num_ctas);  // block c + h * queues runs queue c of head h
         EXPECT_LE(prev_end, r[0]);                // a queue's items one after the other
+        // Phases of the first pass, in order (every item of this batch walks some keys).
+        EXPECT_LE(r[0], r[kTimelinePositions]);
+        EXPECT_LE(r[kTimelinePositions], r[kTimelineFirstStage]);
+        EXPECT_LE(r[kTimelineFirstStage], r[kTimelineWalkDone]);
+        EXPECT_LE(r[kTimelineWalkDone], r[1]);
         prev_end = r[1];
       }
     }
