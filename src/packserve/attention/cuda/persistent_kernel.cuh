@@ -95,13 +95,18 @@ struct KernelParams {
   uint64_t* timeline = nullptr;  // DeviceBatch::timeline (null: no records)
 };
 
-// Timeline record of DeviceBatch::timeline: field 0/2 (start) when end is false, 1/3 (end)
-// when true, plus the SM and the block at the start.
-__device__ __forceinline__ void timeline_mark(uint64_t* rec, bool end) {
-  uint64_t ns, cycles;
+// Timeline mark (DeviceBatch::timeline): %globaltimer now into field `field` of the record.
+__device__ __forceinline__ void timeline_phase(uint64_t* rec, int field) {
+  uint64_t ns;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  rec[field] = ns;
+}
+
+// Item start (end = false: fields 0 and 2, plus the SM and the block) or end (fields 1 and 3).
+__device__ __forceinline__ void timeline_mark(uint64_t* rec, bool end) {
+  timeline_phase(rec, end ? 1 : 0);
+  uint64_t cycles;
   asm volatile("mov.u64 %0, %%clock64;" : "=l"(cycles));
-  rec[end ? 1 : 0] = ns;
   rec[end ? 3 : 2] = cycles;
   if (!end) {
     uint32_t sm;
@@ -180,13 +185,6 @@ __device__ __forceinline__ int row_position(const KernelParams& p, int row, int 
   const int kv_len = (num_pages - 1) * p.page_size + p.kv_last_page_len[r];
   const int q_len = p.qo_indptr[r + 1] - p.qo_indptr[r];
   return kv_len - q_len + (row - p.qo_indptr[r]);
-}
-
-// Timeline phase mark (DeviceBatch::timeline field `field`): %globaltimer now.
-__device__ __forceinline__ void timeline_phase(uint64_t* rec, int field) {
-  uint64_t ns;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-  rec[field] = ns;
 }
 
 // One q pass: folded rows [f_begin, f_begin + n_pass) of the item, Mb row blocks of 16 per warp.
