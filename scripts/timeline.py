@@ -6,6 +6,7 @@ Each CSV holds one line per (KV head, work item) with its SM, block and start/en
   - the kernel span (first item start to last item end) and the timer's resolution;
   - when the blocks finish: quantiles of each block's last end, as a fraction of the span
     (the tail of unequal queues);
+  - the gaps between consecutive items of a block (the kernel's claim of its next item);
   - SM occupancy over the span: the fraction of SM-time with 0, 1 and 2+ CTAs inside an item;
   - per item shape (query tile, writes_final): count, mean duration, and a least-squares fit
     duration = fixed + per_key * kv_tokens (the fixed part is the item's start-up and
@@ -74,6 +75,16 @@ def summarise(path):
           + " / ".join(f"{e:.2f}" for e in ends))
     print("- block first start after the first, us, same quantiles: "
           + " / ".join(f"{s:.2f}" for s in starts))
+    by_block = defaultdict(list)
+    for r in rows:
+        by_block[r["block"]].append((r["start_ns"], r["end_ns"]))
+    gaps = []
+    for runs in by_block.values():
+        runs.sort()
+        gaps += [(b[0] - a[1]) / 1e3 for a, b in zip(runs, runs[1:])]
+    if gaps:
+        print("- gap between a block's items (the next item's claim), us, same quantiles: "
+              + " / ".join(f"{g:.2f}" for g in quantiles(gaps, qs)))
 
     # SM occupancy: sweep the item intervals of each SM.
     per_sm = defaultdict(list)

@@ -340,4 +340,29 @@ std::string to_text(const Plan& plan) {
   return out.str();
 }
 
+std::vector<int32_t> dispatch_order(const Plan& plan) {
+  struct Entry {
+    double start;
+    int32_t queue, position, item;
+  };
+  std::vector<Entry> entries;
+  entries.reserve(plan.cta_items.size());
+  for (int c = 0; c + 1 < static_cast<int>(plan.cta_indptr.size()); ++c) {
+    double start = 0.0;
+    for (int32_t k = plan.cta_indptr[c]; k < plan.cta_indptr[c + 1]; ++k) {
+      const WorkItem& it = plan.items[plan.cta_items[k]];
+      entries.push_back({start, c, k, plan.cta_items[k]});
+      start += plan.cost(static_cast<int64_t>(it.num_rows()) * plan.group_size, it.kv_tokens());
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    if (a.start != b.start) return a.start < b.start;
+    return a.queue != b.queue ? a.queue < b.queue : a.position < b.position;
+  });
+  std::vector<int32_t> order;
+  order.reserve(entries.size());
+  for (const Entry& e : entries) order.push_back(e.item);
+  return order;
+}
+
 }  // namespace packserve::attention

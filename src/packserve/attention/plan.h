@@ -174,6 +174,13 @@ Status check_plan_options(const PlanOptions& options);
 // so tests can print it).
 Status check_invariants(const Plan& plan, const BatchLayout& layout);
 
+// The order in which the CUDA kernel's CTAs claim the plan's items (cuda/persistent_kernel.cuh):
+// every item by the start time its queue gives it under plan.cost (the cost of the items before
+// it in its queue), ties by queue, then by position. Claiming in this order is list scheduling
+// in the queues' own order: a CTA that finishes early takes the next item instead of idling
+// while another queue runs past the cost model's estimate. A permutation of the item indices.
+std::vector<int32_t> dispatch_order(const Plan& plan);
+
 // Human-readable, stable text of a plan, for golden tests:
 //   "plan policy=naive deterministic=0 queues=2 group=2 kv_heads=1 ...\n"
 //   "item 0: cta=0 rows=[0,1] kv=r0[0,128) tile=16x64 final\n" ... (cta = the queue)

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <vector>
 
 namespace packserve::attention {
 namespace {
@@ -61,6 +62,7 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
   };
   const int64_t off_cta_indptr = region(num_ctas + 1);
   const int64_t off_cta_items = region(item_rows);
+  const int64_t off_dispatch = region(item_rows);
   const int64_t off_items = region(item_rows * kItemFields);
   const int64_t off_item_rows = region(item_rows);
   const int64_t off_merge_indptr = region(merges + 1);
@@ -79,6 +81,7 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
   out.max_merge_slots = static_cast<int>(item_rows);
   out.off_cta_indptr = static_cast<int>(off_cta_indptr);
   out.off_cta_items = static_cast<int>(off_cta_items);
+  out.off_dispatch = static_cast<int>(off_dispatch);
   out.off_items = static_cast<int>(off_items);
   out.off_item_rows = static_cast<int>(off_item_rows);
   out.off_merge_indptr = static_cast<int>(off_merge_indptr);
@@ -139,6 +142,8 @@ Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<
   b[kHdrPolicy] = static_cast<int32_t>(plan.policy);
   std::copy(plan.cta_indptr.begin(), plan.cta_indptr.end(), b + layout.off_cta_indptr);
   std::copy(plan.cta_items.begin(), plan.cta_items.end(), b + layout.off_cta_items);
+  const std::vector<int32_t> order = dispatch_order(plan);
+  std::copy(order.begin(), order.end(), b + layout.off_dispatch);
   int32_t* items = b + layout.off_items;
   for (const WorkItem& it : plan.items) {
     items[0] = it.rows_begin;
@@ -228,6 +233,15 @@ Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int3
       const int32_t i = plan.cta_items[k];
       if (i >= 0 && i < num_items) plan.items[i].cta = c;
     }
+  }
+  std::vector<char> dispatched(static_cast<size_t>(num_items), 0);
+  for (int32_t k = 0; k < num_items; ++k) {
+    const int32_t i = b[layout.off_dispatch + k];
+    if (i < 0 || i >= num_items || dispatched[i]) {
+      return invalid_argument("buffer: dispatch[" + str(k) + "] = " + str(i) +
+                              " is not a permutation of the " + str(num_items) + " items");
+    }
+    dispatched[i] = 1;
   }
   plan.item_rows.assign(b + layout.off_item_rows, b + layout.off_item_rows + b[kHdrNumItemRows]);
   plan.merge_indptr.assign(b + layout.off_merge_indptr,

@@ -7,6 +7,8 @@
 //   cta_indptr  [num_ctas + 1]                      into cta_items (num_ctas = the queues,
 //                                                   ctas_per_head(capacity) of plan.h)
 //   cta_items   [max_items]                         item ids per queue, in execution order
+//   dispatch    [max_items]                         item ids in dispatch_order() (plan.h): the
+//                                                   order the CUDA kernel's CTAs claim them
 //   items       [max_items * kItemFields]           WorkItem fields, item-major, in the order
 //               rows_begin, rows_end, kv_request, kv_begin, kv_end, tile_q, tile_kv,
 //               writes_final (0/1), partial_begin
@@ -19,7 +21,9 @@
 // Every region starts at a multiple of kPlanBufferAlignInt32 elements (64 bytes), so a kernel
 // can vector-load any region. Unused tails of each region are left as they were (a kernel
 // reads only the counts the header gives). The cost model (Plan::cost) is a
-// planning input, not part of the buffer: deserialize_plan leaves it at its defaults.
+// planning input, not part of the buffer: deserialize_plan leaves it at its defaults, and
+// reads the dispatch region only to check that it is a permutation of the items (it is
+// derived from the queues and the cost model, not a field of Plan).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -33,7 +37,7 @@
 namespace packserve::attention {
 
 inline constexpr int32_t kPlanBufferMagic = 0x50534e50;  // "PNSP"
-inline constexpr int32_t kPlanBufferVersion = 2;
+inline constexpr int32_t kPlanBufferVersion = 3;
 inline constexpr int kItemFields = 9;
 inline constexpr int kPlanBufferAlignInt32 = 16;
 
@@ -70,7 +74,7 @@ struct PlanCapacity {
 struct PlanBufferLayout {  // offsets and sizes in int32 elements
   int num_ctas = 0;        // CTA queues of every plan for this capacity: ctas_per_head() (plan.h)
   int max_items = 0, max_item_rows = 0, max_merges = 0, max_merge_slots = 0;
-  int off_cta_indptr = 0, off_cta_items = 0, off_items = 0, off_item_rows = 0;
+  int off_cta_indptr = 0, off_cta_items = 0, off_dispatch = 0, off_items = 0, off_item_rows = 0;
   int off_merge_indptr = 0, off_merge_row = 0, off_merge_slots = 0;
   int total_int32 = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -34,13 +35,14 @@ TEST(PlanBuffer, LayoutRegionsAreOrderedAlignedAndSized) {
   EXPECT_EQ(l->max_merges, 100);
   EXPECT_EQ(plan_buffer_layout({100, 50, 132, 8})->num_ctas, 16);
   EXPECT_EQ(plan_buffer_layout({100, 50, 3, 8})->num_ctas, 1);
-  const int starts[] = {l->off_cta_indptr,   l->off_cta_items, l->off_items,      l->off_item_rows,
-                        l->off_merge_indptr, l->off_merge_row, l->off_merge_slots};
-  const int sizes[] = {l->num_ctas + 1,   l->max_items,      l->max_items * kItemFields,
-                       l->max_item_rows,  l->max_merges + 1, l->max_merges,
-                       l->max_merge_slots};
+  const int starts[] = {l->off_cta_indptr, l->off_cta_items,  l->off_dispatch,
+                        l->off_items,      l->off_item_rows,  l->off_merge_indptr,
+                        l->off_merge_row,  l->off_merge_slots};
+  const int sizes[] = {
+      l->num_ctas + 1,  l->max_items,      l->max_items,  l->max_items * kItemFields,
+      l->max_item_rows, l->max_merges + 1, l->max_merges, l->max_merge_slots};
   int end = kHeaderFields;
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(starts[i] % kPlanBufferAlignInt32, 0) << "region " << i;
     EXPECT_GE(starts[i], end) << "region " << i << " overlaps the previous one";
     end = starts[i] + sizes[i];
@@ -94,6 +96,8 @@ TEST(PlanBuffer, RoundTripAndBoundsOnRandomBatches) {
         EXPECT_EQ(back->merge_row, plan->merge_row);
         EXPECT_EQ(back->merge_slots, plan->merge_slots);
         EXPECT_EQ(to_text(*back), to_text(*plan));
+        const std::vector<int32_t> order = dispatch_order(*plan);
+        EXPECT_TRUE(std::equal(order.begin(), order.end(), buffer.begin() + l->off_dispatch));
       }
     }
   }
@@ -144,6 +148,27 @@ TEST(PlanBuffer, DeserializeRejectsForeignBuffers) {
   buffer[kHdrNumKvHeads] = 1;
   buffer[kHdrNumItems] = l->max_items + 1;  // more items than the region holds
   EXPECT_EQ(deserialize_plan(cap, buffer).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A dispatch region that is not a permutation of the items (one item twice) is rejected by
+// name: a kernel claiming from it would run an item twice and another never.
+TEST(PlanBuffer, DeserializeRejectsADispatchOrderThatIsNotAPermutation) {
+  LayoutBuilder b(4, 2, 64, 16);
+  for (int i = 0; i < 5; ++i) b.add({}, 100 + i, 1);
+  PlanOptions options;
+  options.policy = Policy::kNaive;
+  const Result<Plan> plan = make_plan(b.layout(), DeviceShape{4}, options);
+  ASSERT_TRUE(plan.ok());
+  const PlanCapacity cap = capacity_of(b.layout(), 4);
+  const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
+  std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32));
+  ASSERT_TRUE(serialize_plan(*plan, cap, buffer).ok());
+  ASSERT_TRUE(deserialize_plan(cap, buffer).ok());
+  buffer[l->off_dispatch + 1] = buffer[l->off_dispatch];
+  const Result<Plan> back = deserialize_plan(cap, buffer);
+  EXPECT_EQ(back.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(back.status().message().find("dispatch[1]"), std::string::npos)
+      << back.status().message();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -50,6 +51,43 @@ TEST(MakePlan, NaiveGolden) {
   const Plan plan = must_plan(two_requests(), 2, Policy::kNaive);
   EXPECT_EQ(to_text(plan), expected);
   EXPECT_TRUE(check_invariants(plan, two_requests()).ok());
+}
+
+// dispatch_order by hand: group 2, cost = 10 + 1 * folded rows + 1 * keys (no wide keys).
+// Queue 0 runs items 2 (1 row, 30 keys: cost 42) then 0 (cost 10 + 2 + 8 = 20), so item 0
+// starts at 42; queue 1 runs 1 (1 row, 8 keys: 20) then 3 (start 20), then 4 (start 20 + 20
+// = 40; item 3 is 1 row, 8 keys). Starts: 2@0 q0, 1@0 q1, 3@20, 4@40, 0@42.
+TEST(DispatchOrder, ClaimsItemsByTheirQueueStartTimes) {
+  Plan plan;
+  plan.num_ctas = 2;
+  plan.group_size = 2;
+  plan.cost = CostModel{1.0, 1.0, 10.0, 1.5};
+  auto item = [](int32_t row, int32_t keys) {
+    WorkItem it;
+    it.rows_begin = row;
+    it.rows_end = row + 1;
+    it.kv_end = keys;
+    return it;
+  };
+  plan.items = {item(0, 8), item(1, 8), item(2, 30), item(3, 8), item(4, 8)};
+  plan.cta_indptr = {0, 2, 5};
+  plan.cta_items = {2, 0, 1, 3, 4};
+  EXPECT_EQ(dispatch_order(plan), (std::vector<int32_t>{2, 1, 3, 4, 0}));
+  // Equal start times go by queue: both queues' first items at 0, queue 0's first.
+  plan.cta_items = {1, 0, 2, 3, 4};
+  EXPECT_EQ(dispatch_order(plan), (std::vector<int32_t>{1, 2, 0, 3, 4}));
+  // A permutation of the items on every policy's plans.
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const BatchLayout layout = random_layout(seed);
+    for (Policy policy : {Policy::kNaive, Policy::kBalanced, Policy::kPrefix}) {
+      const Plan p = must_plan(layout, 1 + static_cast<int>(seed % 20), policy);
+      std::vector<int32_t> order = dispatch_order(p);
+      std::sort(order.begin(), order.end());
+      std::vector<int32_t> all(p.items.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i);
+      EXPECT_EQ(order, all) << "seed " << seed << " policy " << policy_name(policy);
+    }
+  }
 }
 
 TEST(MakePlan, RejectsBadOptions) {

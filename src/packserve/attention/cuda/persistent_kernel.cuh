@@ -1,7 +1,17 @@
 // persistent_kernel.cuh: executes one Plan's work items (plan.h) on a fixed grid of
-// num_ctas (queues) x num_kv_heads CTAs; CTA c + h * num_ctas walks queue c,
-// cta_items[cta_indptr[c] .. cta_indptr[c+1]) read from the plan buffer, for KV head h.
+// num_ctas (queues) x num_kv_heads CTAs.
 // Must match: run_cpu.cc (same work items, same outputs), reference.cc (dtype tolerance).
+//
+// Dispatch. The (item, KV head) pairs are tickets 0 .. items * heads - 1: ticket t runs item
+// dispatch[t / heads] (the plan buffer's dispatch region, dispatch_order() of plan.h: the
+// queues' items by their planned start) for KV head t % heads. CTA b starts with ticket b and
+// claims each next one from the workspace's counter (grid + atomicAdd) when its current item
+// is done (claiming inside a pass, to overlap the round trip with the epilogue, costs head_dim
+// 128 spills: ptxas 255 registers against 249). A CTA that finishes early
+// takes the next item instead of idling while a queue runs past the cost model's estimate
+// (the plan's queue assignment is the static schedule this list scheduling starts from). The
+// last CTA to exit resets the counters to 0 for the next launch (workspace.h). Which CTA runs
+// an item never changes its arithmetic: outputs are the same bits whatever the dispatch.
 //
 // Mapping. 128 threads = 4 warps. A work item's rows x its GQA group are folded into
 // n_folded = num_rows * group_size query vectors, folded index f = k * group_size + h (item
@@ -43,7 +53,8 @@
 // tile base aligned to its row stride, and to 1024 bytes where the wgmma pass is compiled):
 //   q      [P][HeadDim]                           T
 //   kv     [stages][2][kStageKv][HeadDim]         T   (K then V of each stage), right after q
-//   rows   row_pos[128] int32, m/l scratch [4][16] f32 x 2
+//   rows   row_pos[128] int32, m/l scratch [4][16] f32 x 2 (between items, row_pos[0]
+//          carries the claimed ticket from thread 0 to the CTA)
 //   The tile area is sized for q of 64 rows and kStages stages; a pass holds as many stages as
 //   fit after its own q tile (KernelTraits::stages_for): 3 at head_dim <= 128 for P <= 64, 2 for
 //   P = 128 and at head_dim 256.
@@ -73,7 +84,8 @@ namespace packserve::attention::cuda {
 
 struct KernelParams {
   const int32_t* plan = nullptr;  // plan buffer (plan_buffer.h layout)
-  int off_cta_indptr = 0, off_cta_items = 0, off_items = 0, off_item_rows = 0;
+  int off_dispatch = 0, off_items = 0, off_item_rows = 0;
+  int* dispatch = nullptr;  // Workspace::dispatch_counters(): claimed tickets, finished CTAs
   const void* q = nullptr;
   const void* k_pages = nullptr;
   const void* v_pages = nullptr;
@@ -89,7 +101,6 @@ struct KernelParams {
   FastDiv page_div;  // token -> page: one multiply-high, not a run-time division per key
   int num_qo_heads = 0;
   int num_kv_heads = 0;
-  int num_queues = 0;  // CTA queues of every plan of the workspace (PlanBufferLayout::num_ctas)
   int group_size = 0;
   float sm_scale_log2 = 0.0f;    // sm_scale * log2(e)
   uint64_t* timeline = nullptr;  // DeviceBatch::timeline (null: no records)
@@ -648,20 +659,16 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   // The wgmma pass's split tiles need 1024 (the 128-byte swizzle's 8-row groups).
   constexpr uint32_t kAlign = kHaveWgmma && HeadDim == 128 ? 1024 : 2 * HeadDim;
   if (smem_addr(smem) % kAlign != 0) __trap();
-  const int32_t* cta_indptr = p.plan + p.off_cta_indptr;
-  const int32_t* cta_items = p.plan + p.off_cta_items;
-  // The queue count and the heads come from the launch (the workspace's, which upload() checks
-  // every plan against), not from the plan header: the first plan loads (cta_indptr) then do
-  // not wait for a header load.
-  const int c = static_cast<int>(blockIdx.x) % p.num_queues;
-  const int kv_head = static_cast<int>(blockIdx.x) / p.num_queues;
-  if (kv_head >= p.num_kv_heads) return;
-  const int slot_base = kv_head * p.plan[kHdrNumPartialSlots];
-  const int begin = cta_indptr[c], end = cta_indptr[c + 1];
-  const bool deterministic = p.plan[kHdrDeterministic] != 0;
-  for (int idx = begin; idx < end; ++idx) {
-    const int item = cta_items[idx];
+  using Tr = KernelTraits<HeadDim>;
+  // Only the ticket and its bound stay live across the passes (registers are at the limit at
+  // head_dim 128); the header fields an item needs are re-read from L1 per item.
+  const int heads = p.num_kv_heads;
+  const int tickets = p.plan[kHdrNumItems] * heads;
+  for (int ticket = static_cast<int>(blockIdx.x); ticket < tickets;) {
+    const int item = p.plan[p.off_dispatch + ticket / heads];
+    const int kv_head = ticket % heads;
     const int32_t* f = p.plan + p.off_items + item * kItemFields;
+    const bool deterministic = p.plan[kHdrDeterministic] != 0;
     uint64_t* rec = nullptr;
     if (p.timeline != nullptr && threadIdx.x == 0) {
       rec = p.timeline +
@@ -677,11 +684,11 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     it.kv_end = f[4];
     const int tile_q = f[5];
     it.writes_final = f[7] != 0;
-    it.partial_begin = slot_base + f[8];
+    it.partial_begin = kv_head * p.plan[kHdrNumPartialSlots] + f[8];
     const int n_folded = it.num_rows * p.group_size;
     // Deterministic plans: the pass size (and so the warps' key split, which fixes the
     // summation order) depends on the group size alone, never on the item's other rows.
-    constexpr int kMaxPass = KernelTraits<HeadDim>::kMaxPassRows;
+    constexpr int kMaxPass = Tr::kMaxPassRows;
     const int want =
         deterministic ? min(p.group_size, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
     const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
@@ -699,6 +706,20 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
       }
     }
     if (rec != nullptr) timeline_mark(rec, true);
+    int* claim_s = reinterpret_cast<int*>(smem + Tr::kTileBytes);  // row_pos[0], free here
+    if (threadIdx.x == 0) *claim_s = atomicAdd(p.dispatch, 1);
+    __syncthreads();  // the claim is visible
+    ticket = static_cast<int>(gridDim.x) + *claim_s;
+    __syncthreads();  // every thread has read the claim before the next pass rewrites row_pos
+  }
+  // The last CTA out resets the counters for the next launch: every CTA's claims precede its
+  // exit count (a CTA exits on its last claim's value), so no claim follows the reset.
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(p.dispatch + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+      atomicExch(p.dispatch, 0);
+      atomicExch(p.dispatch + 1, 0);
+    }
   }
 }
 

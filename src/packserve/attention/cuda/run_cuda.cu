@@ -65,8 +65,8 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   const PlanBufferLayout& l = ws.layout();
   KernelParams p;
   p.plan = ws.plan_buffer();
-  p.off_cta_indptr = l.off_cta_indptr;
-  p.off_cta_items = l.off_cta_items;
+  p.off_dispatch = l.off_dispatch;
+  p.dispatch = ws.dispatch_counters();
   p.off_items = l.off_items;
   p.off_item_rows = l.off_item_rows;
   p.q = b.q;
@@ -84,7 +84,6 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.page_div = FastDiv::make(b.page_size);
   p.num_qo_heads = h.num_qo_heads;
   p.num_kv_heads = h.num_kv_heads;
-  p.num_queues = l.num_ctas;
   p.group_size = h.group_size();
   p.sm_scale_log2 = b.sm_scale * 1.4426950408889634f;
   p.timeline = b.timeline;

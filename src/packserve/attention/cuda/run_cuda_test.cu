@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "packserve/attention/batch_spec.h"
@@ -430,8 +431,9 @@ TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
 }
 
 // The kernel timeline (DeviceBatch::timeline): one record per (KV head, item), written by the
-// CTA that runs the item's queue for that head, the queue's items in order and apart in time,
-// each item's phases in order; the output is unchanged by recording.
+// CTA that claimed it (dispatch_order, plan.h), a CTA's items one after the other, each item's
+// phases in order; the output is unchanged by recording, and the dispatch counters are back at
+// 0 after the launch.
 TEST(RunCuda, TimelineRecordsEveryItemOfEveryHead) {
   SKIP_WITHOUT_DEVICE();
   const BatchData data = build(decode_spec(4, 8, 700));
@@ -456,27 +458,34 @@ TEST(RunCuda, TimelineRecordsEveryItemOfEveryHead) {
   ASSERT_EQ(cudaMemcpy(rec.data(), buf.get(), rec.size() * 8, cudaMemcpyDeviceToHost), cudaSuccess);
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const uint64_t grid = static_cast<uint64_t>(plan->grid_ctas());
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> by_block(grid);  // (start, end)
   for (size_t h = 0; h < heads; ++h) {
-    for (int c = 0; c < plan->num_ctas; ++c) {
-      uint64_t prev_end = 0;
-      for (int k = plan->cta_indptr[c]; k < plan->cta_indptr[c + 1]; ++k) {
-        const uint64_t* r = rec.data() + (h * items + plan->cta_items[k]) * kTimelineFields;
-        SCOPED_TRACE("head " + std::to_string(h) + " item " + std::to_string(plan->cta_items[k]));
-        EXPECT_GT(r[0], 0u);
-        EXPECT_LE(r[0], r[1]);  // globaltimer start <= end
-        EXPECT_LT(r[2], r[3]);  // clock64 start < end
-        EXPECT_LT(r[4], static_cast<uint64_t>(sms));
-        EXPECT_EQ(r[5], c + h * plan->num_ctas);  // block c + h * queues runs queue c of head h
-        EXPECT_LE(prev_end, r[0]);                // a queue's items one after the other
-        // Phases of the first pass, in order (every item of this batch walks some keys).
-        EXPECT_LE(r[0], r[kTimelinePositions]);
-        EXPECT_LE(r[kTimelinePositions], r[kTimelineFirstStage]);
-        EXPECT_LE(r[kTimelineFirstStage], r[kTimelineWalkDone]);
-        EXPECT_LE(r[kTimelineWalkDone], r[1]);
-        prev_end = r[1];
-      }
+    for (size_t i = 0; i < items; ++i) {
+      const uint64_t* r = rec.data() + (h * items + i) * kTimelineFields;
+      SCOPED_TRACE("head " + std::to_string(h) + " item " + std::to_string(i));
+      EXPECT_GT(r[0], 0u);    // recorded: the item ran for this head
+      EXPECT_LE(r[0], r[1]);  // globaltimer start <= end
+      EXPECT_LT(r[2], r[3]);  // clock64 start < end
+      EXPECT_LT(r[4], static_cast<uint64_t>(sms));
+      ASSERT_LT(r[5], grid);
+      by_block[r[5]].push_back({r[0], r[1]});
+      // Phases of the first pass, in order (every item of this batch walks some keys).
+      EXPECT_LE(r[0], r[kTimelinePositions]);
+      EXPECT_LE(r[kTimelinePositions], r[kTimelineFirstStage]);
+      EXPECT_LE(r[kTimelineFirstStage], r[kTimelineWalkDone]);
+      EXPECT_LE(r[kTimelineWalkDone], r[1]);
     }
   }
+  for (auto& runs : by_block) {  // a CTA's items one after the other
+    std::sort(runs.begin(), runs.end());
+    for (size_t k = 1; k < runs.size(); ++k) EXPECT_LE(runs[k - 1].second, runs[k].first);
+  }
+  int32_t counters[kDispatchCounters] = {-1, -1};
+  ASSERT_EQ(cudaMemcpy(counters, ws->dispatch_counters(), sizeof(counters), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(counters[0], 0);
+  EXPECT_EQ(counters[1], 0);
   const Result<std::vector<float>> out = gpu.read_output(data.layout);
   ASSERT_TRUE(out.ok());
   const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());

@@ -52,6 +52,7 @@ Result<Workspace> Workspace::create(const PlanCapacity& capacity, const HeadConf
   add("plan_buffer", static_cast<size_t>(layout.total_int32) * sizeof(int32_t));
   add("partial_o", slots * heads.head_dim * sizeof(float));
   add("partial_lse", slots * sizeof(float));
+  add("dispatch", kDispatchCounters * sizeof(int32_t));
   ws.total_bytes_ = offset;
   void* base = nullptr;
   const cudaError_t err = cudaMalloc(&base, ws.total_bytes_);
@@ -62,6 +63,9 @@ Result<Workspace> Workspace::create(const PlanCapacity& capacity, const HeadConf
                               "); reduce PlanCapacity.max_rows / max_pages");
   }
   ws.base_ = static_cast<std::byte*>(base);
+  // The kernel leaves the dispatch counters at 0 after every launch; they start there.
+  PS_CUDA_RETURN_IF_ERROR(
+      cudaMemset(ws.dispatch_counters(), 0, kDispatchCounters * sizeof(int32_t)));
   ws.staging_.assign(static_cast<size_t>(layout.total_int32), 0);
   return Result<Workspace>(std::move(ws));
 }
@@ -98,6 +102,9 @@ float* Workspace::partial_o() const {
 }
 float* Workspace::partial_lse() const {
   return reinterpret_cast<float*>(base_ + regions_[2].offset_bytes);
+}
+int32_t* Workspace::dispatch_counters() const {
+  return reinterpret_cast<int32_t*>(base_ + regions_[3].offset_bytes);
 }
 
 Status Workspace::upload(const Plan& plan, StreamHandle stream) {
@@ -138,6 +145,7 @@ Status Workspace::upload(const Plan& plan, StreamHandle stream) {
   } used[] = {{0, kHeaderFields},
               {layout_.off_cta_indptr, b[kHdrNumCtas] + 1},
               {layout_.off_cta_items, b[kHdrNumItems]},
+              {layout_.off_dispatch, b[kHdrNumItems]},
               {layout_.off_items, static_cast<int64_t>(b[kHdrNumItems]) * kItemFields},
               {layout_.off_item_rows, b[kHdrNumItemRows]},
               {layout_.off_merge_indptr, b[kHdrNumMerges] + 1},
