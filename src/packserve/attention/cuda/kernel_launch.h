@@ -6,7 +6,8 @@
 //   prepare_persistent raises the kernel's dynamic shared-memory limit (call once, before any
 //                      launch or graph capture)
 //   persistent_smem_bytes / persistent_occupancy  resources of one (head_dim, dtype) kernel
-//   launch_merge       merge_states.cu: combines partial states in the plan's merge order
+//   launch_merge       merge_states.cu: combines partial states in the plan's merge order; a
+//                      programmatic dependent launch (sm_90) of the persistent kernel before it
 //   launch_kv_append   kv_append.cu
 // All return kUnimplemented naming (head_dim, dtype) when that kernel is not compiled.
 #pragma once

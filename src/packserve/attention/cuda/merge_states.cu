@@ -5,7 +5,9 @@
 // Mapping: one warp per (merge entry e, KV head, qo head h of the group); lane l owns dims
 // [l * HeadDim / 32, +HeadDim / 32). Fixed grid, grid-stride over num_merges * num_kv_heads *
 // group_size read from the plan buffer header, so a captured graph replays any plan of the
-// capacity. Slot s of KV head kv is storage slot kv * num_partial_slots + s (plan.h).
+// capacity. Slot s of KV head kv is storage slot kv * num_partial_slots + s (plan.h). The
+// merge is a few dependent round trips per warp (latency, not bytes): a warp reads its entry's
+// row and first slot ids before it waits for the attention grid (wait_for_attention_grid).
 // Numerics (base 2, f32): folding slot s into the running state (o, lse):
 //   mx = max(lse, lse_s); w = 2^(lse - mx); w_s = 2^(lse_s - mx);
 //   o = (o w + o_s w_s) / (w + w_s); lse = mx + log2(w + w_s).
@@ -21,6 +23,8 @@
 namespace packserve::attention::cuda {
 namespace {
 
+constexpr int kMergeThreads = 256;
+
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
@@ -32,8 +36,19 @@ __device__ __forceinline__ __half from_float(float x) {
   return __float2half_rn(x);
 }
 
+// Launched as a programmatic dependent of the attention kernel (sm_90; launch_programmatic):
+// the plan's merge map does not depend on that kernel, so a warp reads it before
+// griddepcontrol.wait, which returns once the attention grid has completed and its partial
+// states are visible. Elsewhere (older GPUs) the launch serialises as usual and the wait is
+// compiled out.
+__device__ __forceinline__ void wait_for_attention_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 template <int HeadDim, typename T>
-__global__ void merge_states_kernel(const MergeParams p) {
+__global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const MergeParams p) {
   constexpr int kDims = HeadDim / 32;
   constexpr int kBatch = 4;  // slots loaded together (registers: kBatch * (kDims + 1))
   const int num_merges = p.plan[kHdrNumMerges];
@@ -43,29 +58,37 @@ __global__ void merge_states_kernel(const MergeParams p) {
   const int num_kv_heads = p.plan[kHdrNumKvHeads];
   const int num_partial_slots = p.plan[kHdrNumPartialSlots];
   const int total = num_merges * num_kv_heads * group;  // warps: (entry, kv head, qo head)
+  const int32_t* indptr = p.plan + p.off_merge_indptr;
+  const int32_t* slots = p.plan + p.off_merge_slots;
+  bool waited = false;
   for (int w = blockIdx.x * warps_per_block + threadIdx.x / 32; w < total;
        w += gridDim.x * warps_per_block) {
     const int e = w / (num_kv_heads * group);
     const int kv_head = w / group % num_kv_heads, h = w % group;
-    const int32_t* indptr = p.plan + p.off_merge_indptr;
-    const int32_t* slots = p.plan + p.off_merge_slots;
     const int row = p.plan[p.off_merge_row + e];
-    float o[kDims];
-    float lse = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < kDims; ++i) o[i] = 0.0f;
-    // Slots are read kBatch at a time, every load of a batch issued before the first fold, so
-    // a row's merge waits on about three L2 round trips instead of two per slot; the folds run
-    // in the plan's order as before (same bits).
     const int first = indptr[e], n = indptr[e + 1] - first;
+    // Storage slot of (kv head, plan slot s, qo head h): base + s * group.
+    const size_t base = static_cast<size_t>(kv_head) * num_partial_slots * group + h;
+    int slot0[kBatch];  // the first batch's slot ids, read before the wait
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) slot0[j] = j < n ? slots[first + j] : 0;
+    if (!waited) {
+      wait_for_attention_grid();
+      waited = true;
+    }
+    float o[kDims] = {};
+    float lse = -INFINITY;
+    // Slots are read kBatch at a time, every load of a batch issued before the first fold, so
+    // a row's merge waits on about one L2 round trip per batch; the folds run in the plan's
+    // order (the running state starts as the first slot).
     for (int b = 0; b < n; b += kBatch) {
       float lse_b[kBatch];
       float o_b[kBatch][kDims];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         if (b + j >= n) break;
-        const size_t slot =
-            (static_cast<size_t>(kv_head) * num_partial_slots + slots[first + b + j]) * group + h;
+        const int sid = b == 0 ? slot0[j] : slots[first + b + j];
+        const size_t slot = base + static_cast<size_t>(sid) * group;
         lse_b[j] = p.partial_lse[slot];
         const float* o_s = p.partial_o + slot * HeadDim + lane * kDims;
 #pragma unroll
@@ -96,25 +119,34 @@ __global__ void merge_states_kernel(const MergeParams p) {
   }
 }
 
+template <int HeadDim, typename T>
+Status launch_programmatic(const MergeParams& p, int num_blocks, cudaStream_t s) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(num_blocks));
+  config.blockDim = dim3(kMergeThreads);
+  config.stream = s;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  PS_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, merge_states_kernel<HeadDim, T>, p));
+  return ok_status();
+}
+
 template <typename T>
 Status launch_typed(int head_dim, const MergeParams& p, int num_blocks, cudaStream_t s) {
-  constexpr int kBlock = 256;
   switch (head_dim) {
     case 64:
-      merge_states_kernel<64, T><<<num_blocks, kBlock, 0, s>>>(p);
-      break;
+      return launch_programmatic<64, T>(p, num_blocks, s);
     case 128:
-      merge_states_kernel<128, T><<<num_blocks, kBlock, 0, s>>>(p);
-      break;
+      return launch_programmatic<128, T>(p, num_blocks, s);
     case 256:
-      merge_states_kernel<256, T><<<num_blocks, kBlock, 0, s>>>(p);
-      break;
+      return launch_programmatic<256, T>(p, num_blocks, s);
     default:
       return unimplemented("merge kernel for head_dim=" + std::to_string(head_dim) +
                            " is not compiled (64/128/256)");
   }
-  PS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return ok_status();
 }
 
 }  // namespace

@@ -659,6 +659,11 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   // The wgmma pass's split tiles need 1024 (the 128-byte swizzle's 8-row groups).
   constexpr uint32_t kAlign = kHaveWgmma && HeadDim == 128 ? 1024 : 2 * HeadDim;
   if (smem_addr(smem) % kAlign != 0) __trap();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The merge kernel is a programmatic dependent launch (merge_states.cu): let it be scheduled
+  // now, so its blocks take the SMs this grid frees and read the merge map during its tail.
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
   using Tr = KernelTraits<HeadDim>;
   // Only the ticket and its bound stay live across the passes (registers are at the limit at
   // head_dim 128); the header fields an item needs are re-read from L1 per item.
