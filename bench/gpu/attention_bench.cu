@@ -213,6 +213,8 @@ void write_timeline(Prepared& p, const std::string& name, const std::string& pol
   const std::string path = g_timeline_dir + "/" + name + "_" + policy + ".csv";
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) die(Status(StatusCode::kInvalidArgument, "cannot write " + path), "timeline");
+  // queue: the planned queue (the static schedule dispatch_order starts from); block: the CTA
+  // that claimed the item.
   std::fprintf(f,
                "head,item,queue,rows,folded,tile_q,kv_tokens,writes_final,sm,block,start_ns,"
                "end_ns,start_clk,end_clk,positions_ns,first_stage_ns,walk_done_ns\n");

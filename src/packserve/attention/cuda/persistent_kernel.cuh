@@ -6,12 +6,13 @@
 // dispatch[t / heads] (the plan buffer's dispatch region, dispatch_order() of plan.h: the
 // queues' items by their planned start) for KV head t % heads. CTA b starts with ticket b and
 // claims each next one from the workspace's counter (grid + atomicAdd) when its current item
-// is done (claiming inside a pass, to overlap the round trip with the epilogue, costs head_dim
-// 128 spills: ptxas 255 registers against 249). A CTA that finishes early
-// takes the next item instead of idling while a queue runs past the cost model's estimate
-// (the plan's queue assignment is the static schedule this list scheduling starts from). The
-// last CTA to exit resets the counters to 0 for the next launch (workspace.h). Which CTA runs
-// an item never changes its arithmetic: outputs are the same bits whatever the dispatch.
+// is done. A CTA that finishes early takes the next item instead of idling while a queue runs
+// past the cost model's estimate (the plan's queue assignment is the static schedule this list
+// scheduling starts from). The last CTA to exit resets the counters to 0 for the next launch
+// (workspace.h). No CTA ever waits for another, so the grid need not be co-resident. Which CTA
+// runs an item never changes its arithmetic: outputs are the same bits whatever the dispatch.
+// Claiming inside the item's last pass, so that the round trip overlaps the epilogue, was
+// measured slower: it costs head_dim 128 spills (ptxas 255 registers against 249).
 //
 // Mapping. 128 threads = 4 warps. A work item's rows x its GQA group are folded into
 // n_folded = num_rows * group_size query vectors, folded index f = k * group_size + h (item

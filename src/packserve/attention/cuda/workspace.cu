@@ -63,9 +63,11 @@ Result<Workspace> Workspace::create(const PlanCapacity& capacity, const HeadConf
                               "); reduce PlanCapacity.max_rows / max_pages");
   }
   ws.base_ = static_cast<std::byte*>(base);
-  // The kernel leaves the dispatch counters at 0 after every launch; they start there.
+  // The kernel leaves the dispatch counters at 0 after every launch; they start there. Waited
+  // for: a caller's non-blocking stream is not ordered after the legacy stream's memset.
   PS_CUDA_RETURN_IF_ERROR(
       cudaMemset(ws.dispatch_counters(), 0, kDispatchCounters * sizeof(int32_t)));
+  PS_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
   ws.staging_.assign(static_cast<size_t>(layout.total_int32), 0);
   return Result<Workspace>(std::move(ws));
 }
