@@ -126,6 +126,27 @@ Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<
       plan.cta_items.size() != plan.items.size()) {
     return invalid_argument("plan: CSR arrays have inconsistent lengths");
   }
+  // The queues must be well formed: dispatch_order() walks them.
+  const auto num_items = static_cast<int32_t>(plan.items.size());
+  if (plan.cta_indptr.front() != 0 || plan.cta_indptr.back() != num_items) {
+    return invalid_argument("plan: cta_indptr runs from " + str(plan.cta_indptr.front()) + " to " +
+                            str(plan.cta_indptr.back()) + ", expected 0 to " + str(num_items) +
+                            " (every item in one queue)");
+  }
+  for (int c = 0; c < plan.num_ctas; ++c) {
+    if (plan.cta_indptr[c] < 0 || plan.cta_indptr[c + 1] < plan.cta_indptr[c] ||
+        plan.cta_indptr[c + 1] > num_items) {
+      return invalid_argument("plan: cta_indptr[" + str(c + 1) +
+                              "] = " + str(plan.cta_indptr[c + 1]) + " outside [cta_indptr[" +
+                              str(c) + "], " + str(num_items) + "]");
+    }
+  }
+  for (size_t k = 0; k < plan.cta_items.size(); ++k) {
+    if (plan.cta_items[k] < 0 || plan.cta_items[k] >= num_items) {
+      return invalid_argument("plan: cta_items[" + str(static_cast<int64_t>(k)) +
+                              "] = " + str(plan.cta_items[k]) + " is not an item index");
+    }
+  }
   int32_t* b = buffer.data();
   b[kHdrMagic] = kPlanBufferMagic;
   b[kHdrVersion] = kPlanBufferVersion;

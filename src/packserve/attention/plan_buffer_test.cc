@@ -135,6 +135,19 @@ TEST(PlanBuffer, CapacityExceededLeavesBufferUnchanged) {
   const PlanCapacity fit = capacity_of(b.layout(), 4);
   std::vector<int32_t> short_buffer(10);
   EXPECT_EQ(serialize_plan(*plan, fit, short_buffer).code(), StatusCode::kInvalidArgument);
+  // Malformed queues (dispatch_order walks them): an item index or a queue bound out of range.
+  const Result<PlanBufferLayout> lf = plan_buffer_layout(fit);
+  std::vector<int32_t> buffer3(static_cast<size_t>(lf->total_int32));
+  Plan bad_item = *plan;
+  bad_item.cta_items[0] = 5;
+  Status st = serialize_plan(bad_item, fit, buffer3);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("cta_items[0] = 5"), std::string::npos) << st.message();
+  Plan bad_bound = *plan;
+  bad_bound.cta_indptr[1] = 9;
+  st = serialize_plan(bad_bound, fit, buffer3);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("cta_indptr[1] = 9"), std::string::npos) << st.message();
 }
 
 TEST(PlanBuffer, DeserializeRejectsForeignBuffers) {
