@@ -22,6 +22,20 @@ PlanCapacity capacity_of(const BatchLayout& layout, int num_ctas) {
                       num_ctas, layout.num_kv_heads};
 }
 
+// 5 requests of one decode row (kv 100..104), 2 KV heads, page 16: the naive plan on 4 CTAs
+// (2 queues) has 5 items.
+BatchLayout five_decode_requests() {
+  LayoutBuilder b(4, 2, 64, 16);
+  for (int i = 0; i < 5; ++i) b.add({}, 100 + i, 1);
+  return b.layout();
+}
+
+Result<Plan> naive_plan(const BatchLayout& layout) {
+  PlanOptions options;
+  options.policy = Policy::kNaive;
+  return make_plan(layout, DeviceShape{4}, options);
+}
+
 TEST(PlanBuffer, LayoutRegionsAreOrderedAlignedAndSized) {
   const PlanCapacity cap{100, 50, 7, 4};
   const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
@@ -104,11 +118,8 @@ TEST(PlanBuffer, RoundTripAndBoundsOnRandomBatches) {
 }
 
 TEST(PlanBuffer, CapacityExceededLeavesBufferUnchanged) {
-  LayoutBuilder b(4, 2, 64, 16);
-  for (int i = 0; i < 5; ++i) b.add({}, 100 + i, 1);
-  PlanOptions options;
-  options.policy = Policy::kNaive;
-  const Result<Plan> plan = make_plan(b.layout(), DeviceShape{4}, options);
+  const BatchLayout layout = five_decode_requests();
+  const Result<Plan> plan = naive_plan(layout);
   ASSERT_TRUE(plan.ok());
   // Capacity for one row and one page: 1 + 1 = 2 items; the plan has 5 (one per request,
   // head-implicit).
@@ -132,7 +143,7 @@ TEST(PlanBuffer, CapacityExceededLeavesBufferUnchanged) {
         << bad.message();
   }
   // A buffer shorter than the layout.
-  const PlanCapacity fit = capacity_of(b.layout(), 4);
+  const PlanCapacity fit = capacity_of(layout, 4);
   std::vector<int32_t> short_buffer(10);
   EXPECT_EQ(serialize_plan(*plan, fit, short_buffer).code(), StatusCode::kInvalidArgument);
   // Malformed queues (dispatch_order walks them): an item index or a queue bound out of range.
@@ -166,13 +177,10 @@ TEST(PlanBuffer, DeserializeRejectsForeignBuffers) {
 // A dispatch region that is not a permutation of the items (one item twice) is rejected by
 // name: a kernel claiming from it would run an item twice and another never.
 TEST(PlanBuffer, DeserializeRejectsADispatchOrderThatIsNotAPermutation) {
-  LayoutBuilder b(4, 2, 64, 16);
-  for (int i = 0; i < 5; ++i) b.add({}, 100 + i, 1);
-  PlanOptions options;
-  options.policy = Policy::kNaive;
-  const Result<Plan> plan = make_plan(b.layout(), DeviceShape{4}, options);
+  const BatchLayout layout = five_decode_requests();
+  const Result<Plan> plan = naive_plan(layout);
   ASSERT_TRUE(plan.ok());
-  const PlanCapacity cap = capacity_of(b.layout(), 4);
+  const PlanCapacity cap = capacity_of(layout, 4);
   const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
   std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32));
   ASSERT_TRUE(serialize_plan(*plan, cap, buffer).ok());

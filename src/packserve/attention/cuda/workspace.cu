@@ -137,16 +137,16 @@ Status Workspace::upload(const Plan& plan, StreamHandle stream) {
     return Status(s.code(), "workspace region plan_buffer: " + s.message() +
                                 "; create the Workspace with a larger PlanCapacity");
   }
-  // Only the used head of each region travels (kernels read only the counts the header
-  // gives), not the whole capacity-sized buffer. From pageable memory: each copy returns once
-  // its source is staged, so staging_ may be reused.
+  // Only the used head of each region the kernels read travels (they read only the counts
+  // the header gives), not the whole capacity-sized buffer; the queues (cta_indptr,
+  // cta_items) stay on the host, the attention kernel claims items from the dispatch region.
+  // From pageable memory: each copy returns once its source is staged, so staging_ may be
+  // reused.
   const int32_t* b = staging_.data();
   const struct {
     int offset;
     int64_t count;
   } used[] = {{0, kHeaderFields},
-              {layout_.off_cta_indptr, b[kHdrNumCtas] + 1},
-              {layout_.off_cta_items, b[kHdrNumItems]},
               {layout_.off_dispatch, b[kHdrNumItems]},
               {layout_.off_items, static_cast<int64_t>(b[kHdrNumItems]) * kItemFields},
               {layout_.off_item_rows, b[kHdrNumItemRows]},

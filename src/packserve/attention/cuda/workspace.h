@@ -11,7 +11,8 @@
 // per KV head: a plan's slot s of head h is stored at h * plan.num_partial_slots + s.
 //
 // Two-phase use, so a decode step can be captured in a CUDA graph: create() allocates (once),
-// upload() copies a plan into the fixed plan_buffer (outside any graph), run_cuda() reads it.
+// upload() copies a plan into the fixed plan_buffer (outside any graph; the regions the kernels
+// read, not the host-side queues), run_cuda() reads it.
 // Errors say which region is too small and what to do. Thread-safety: one stream at a time.
 #pragma once
 
