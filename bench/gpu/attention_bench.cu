@@ -134,7 +134,7 @@ attention::CostModel g_cost;  // --cost-alpha, --cost-item, --cost-wide-key
 // Device tensors of one layout plus its workspace and plan.
 struct Prepared {
   BatchLayout layout;
-  DeviceBuffer q, k, v, out, qo, kvp, kvi, last;
+  DeviceBuffer q, k, v, out, pos, kvp, kvi;
   attention::cuda::DeviceBatch view;
   std::unique_ptr<Workspace> ws;
   Plan plan;
@@ -154,18 +154,16 @@ std::unique_ptr<Prepared> prepare(const BatchLayout& l, Policy policy, int num_c
     fill_random(p->k.get(), l.kv_page_elements(), 12);
     fill_random(p->v.get(), l.kv_page_elements(), 13);
   }
-  die(p->qo.upload(l.qo_indptr.data(), l.qo_indptr.size() * 4), "qo");
+  const std::vector<int32_t> positions = l.row_positions();
+  die(p->pos.upload(positions.data(), positions.size() * 4), "positions");
   die(p->kvp.upload(l.kv_page_indptr.data(), l.kv_page_indptr.size() * 4), "kvp");
   die(p->kvi.upload(l.kv_page_indices.data(), l.kv_page_indices.size() * 4), "kvi");
-  die(p->last.upload(l.kv_last_page_len.data(), l.kv_last_page_len.size() * 4), "last");
   p->view.q = p->q.get();
   p->view.k_pages = share_kv ? share_kv->k.get() : p->k.get();
   p->view.v_pages = share_kv ? share_kv->v.get() : p->v.get();
-  p->view.qo_indptr = static_cast<const int32_t*>(p->qo.get());
+  p->view.q_positions = static_cast<const int32_t*>(p->pos.get());
   p->view.kv_page_indptr = static_cast<const int32_t*>(p->kvp.get());
   p->view.kv_page_indices = static_cast<const int32_t*>(p->kvi.get());
-  p->view.kv_last_page_len = static_cast<const int32_t*>(p->last.get());
-  p->view.batch_size = l.batch_size();
   p->view.page_size = kPageSize;
   p->view.sm_scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   p->view.out = p->out.get();

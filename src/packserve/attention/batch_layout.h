@@ -53,6 +53,15 @@ struct BatchLayout {
   int kv_len(int r) const { return (num_pages_of(r) - 1) * page_size + kv_last_page_len[r]; }
   // Position (= the last visible key position) of query row i of request r.
   int row_position(int r, int i) const { return kv_len(r) - q_len(r) + i; }
+  // row_position of every query row, in row order ([total_rows]).
+  std::vector<int32_t> row_positions() const {
+    std::vector<int32_t> pos(static_cast<size_t>(total_rows()));
+    for (int r = 0; r < batch_size(); ++r) {
+      for (int i = 0; i < q_len(r); ++i)
+        pos[static_cast<size_t>(qo_indptr[r] + i)] = row_position(r, i);
+    }
+    return pos;
+  }
   // Physical page holding token `position` of request r.
   int32_t page_of(int r, int position) const {
     return kv_page_indices[kv_page_indptr[r] + position / page_size];

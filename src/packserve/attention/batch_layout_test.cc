@@ -1,11 +1,12 @@
 // batch_layout_test.cc: one test per rule of validate() (batch_layout.h): the error code, the
 // field (and index) named in the message, and the layout left unchanged; plus
-// request_of_row().
+// request_of_row() and the row positions.
 #include "packserve/attention/batch_layout.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace packserve::attention {
 namespace {
@@ -53,6 +54,7 @@ TEST(BatchLayoutValidate, AcceptsGoodLayout) {
   EXPECT_EQ(l.kv_len(1), 13);
   EXPECT_EQ(l.row_position(0, 0), 5);
   EXPECT_EQ(l.row_position(1, 0), 12);
+  EXPECT_EQ(l.row_positions(), (std::vector<int32_t>{5, 6, 12}));
 }
 
 TEST(BatchLayoutValidate, AcceptsEveryDtypeHeadDimAndPageSizeBound) {

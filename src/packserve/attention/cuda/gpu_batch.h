@@ -2,7 +2,7 @@
 // outputs back. Not part of the executor: run_cuda.h only sees DeviceBatch pointers.
 //
 //   DeviceBuffer  RAII cudaMalloc'ed bytes (move-only)
-//   GpuBatch      device copies of q, k_pages, v_pages, the four page-table arrays and an
+//   GpuBatch      device copies of q, k_pages, v_pages, the row positions, the page table and an
 //                 output buffer [total_rows, num_qo_heads, head_dim] of the batch's dtype,
 //                 each allocated with at least the requested capacity so a later batch of the
 //                 same or smaller size can be copied in place (CUDA-graph replays).
@@ -64,8 +64,7 @@ class DeviceBuffer {
 };
 
 struct GpuBatch {
-  DeviceBuffer q, k_pages, v_pages, qo_indptr, kv_page_indptr, kv_page_indices, kv_last_page_len,
-      out;
+  DeviceBuffer q, k_pages, v_pages, q_positions, kv_page_indptr, kv_page_indices, out;
   DeviceBatch view;  // pointers into the buffers above
 
   // Copies `data` in, reusing (and growing) the buffers.
@@ -74,21 +73,18 @@ struct GpuBatch {
     PS_RETURN_IF_ERROR(q.upload(data.q.data(), data.q.size()));
     PS_RETURN_IF_ERROR(k_pages.upload(data.k_pages.data(), data.k_pages.size()));
     PS_RETURN_IF_ERROR(v_pages.upload(data.v_pages.data(), data.v_pages.size()));
-    PS_RETURN_IF_ERROR(qo_indptr.upload(l.qo_indptr.data(), l.qo_indptr.size() * 4));
+    const std::vector<int32_t> positions = l.row_positions();
+    PS_RETURN_IF_ERROR(q_positions.upload(positions.data(), positions.size() * 4));
     PS_RETURN_IF_ERROR(kv_page_indptr.upload(l.kv_page_indptr.data(), l.kv_page_indptr.size() * 4));
     PS_RETURN_IF_ERROR(
         kv_page_indices.upload(l.kv_page_indices.data(), l.kv_page_indices.size() * 4));
-    PS_RETURN_IF_ERROR(
-        kv_last_page_len.upload(l.kv_last_page_len.data(), l.kv_last_page_len.size() * 4));
     PS_RETURN_IF_ERROR(out.reserve(l.q_elements() * dtype_size_bytes(l.dtype)));
     view.q = q.get();
     view.k_pages = k_pages.get();
     view.v_pages = v_pages.get();
-    view.qo_indptr = static_cast<const int32_t*>(qo_indptr.get());
+    view.q_positions = static_cast<const int32_t*>(q_positions.get());
     view.kv_page_indptr = static_cast<const int32_t*>(kv_page_indptr.get());
     view.kv_page_indices = static_cast<const int32_t*>(kv_page_indices.get());
-    view.kv_last_page_len = static_cast<const int32_t*>(kv_last_page_len.get());
-    view.batch_size = l.batch_size();
     view.page_size = l.page_size;
     view.sm_scale = data.sm_scale;
     view.out = out.get();

@@ -93,16 +93,15 @@ struct KernelParams {
   void* out = nullptr;
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
-  const int32_t* qo_indptr = nullptr;
+  const int32_t* q_positions = nullptr;  // DeviceBatch::q_positions
   const int32_t* kv_page_indptr = nullptr;
   const int32_t* kv_page_indices = nullptr;
-  const int32_t* kv_last_page_len = nullptr;
-  int batch_size = 0;
   int page_size = 0;
   FastDiv page_div;  // token -> page: one multiply-high, not a run-time division per key
   int num_qo_heads = 0;
   int num_kv_heads = 0;
   int group_size = 0;
+  FastDiv group_div;  // folded row -> (item row, head of the group)
   float sm_scale_log2 = 0.0f;    // sm_scale * log2(e)
   uint64_t* timeline = nullptr;  // DeviceBatch::timeline (null: no records)
 };
@@ -179,26 +178,6 @@ struct ItemDesc {
   int partial_begin;  // storage slot of row 0: kv_head * num_partial_slots + the plan's slot
 };
 
-// Position of global query row `row`; its request is `hint` when the row lies in it (the
-// item's kv_request: every row of a non-prefix item), else found by binary search of
-// qo_indptr (layout passed validate()).
-__device__ __forceinline__ int row_position(const KernelParams& p, int row, int hint) {
-  int lo = 0, hi = p.batch_size - 1;
-  if (p.qo_indptr[hint] <= row && row < p.qo_indptr[hint + 1]) lo = hi = hint;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) >> 1;
-    if (p.qo_indptr[mid] <= row)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  const int r = lo;
-  const int num_pages = p.kv_page_indptr[r + 1] - p.kv_page_indptr[r];
-  const int kv_len = (num_pages - 1) * p.page_size + p.kv_last_page_len[r];
-  const int q_len = p.qo_indptr[r + 1] - p.qo_indptr[r];
-  return kv_len - q_len + (row - p.qo_indptr[r]);
-}
-
 // One q pass: folded rows [f_begin, f_begin + n_pass) of the item, Mb row blocks of 16 per warp.
 // rec: the item's timeline record where this thread marks the pass's phases (thread 0 of the
 // item's first pass when recording), else null.
@@ -248,20 +227,21 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const T* vp = static_cast<const T*>(p.v_pages);
   const int32_t* item_rows = p.plan + p.off_item_rows + it.rows_begin;
 
-  // Row positions (pad rows: -1, they see nothing) and the q tile.
-  for (int f = tid; f < kRows; f += kThreads) {
-    int pos = -1;
-    if (f < n_pass) pos = row_position(p, item_rows[(f_begin + f) / group], it.kv_request);
-    pos_s[f] = pos;
-  }
+  // The q tile, then the KV prologue, then the row positions: every copy is in flight before
+  // a thread waits for its position loads. The loops that run once per pass stay rolled
+  // (unroll 1), and so do the prologue's stages: the kernel's code is several times the
+  // SM's instruction cache, and an item's start-up code is fetched again whenever a
+  // co-resident CTA of another pass size has evicted it (docs/gpu.md, "Code size").
+#pragma unroll 1
   for (int c = tid; c < kRows * Tr::kChunks; c += kThreads) {
     const int f = c / Tr::kChunks, chunk = c % Tr::kChunks;
     const bool valid = f < n_pass;
     const T* src = q;
     if (valid) {
       const int fi = f_begin + f;
-      const int row = item_rows[fi / group];
-      const int head = it.kv_head * group + fi % group;
+      const int k = p.group_div.div(fi);
+      const int row = item_rows[k];
+      const int head = it.kv_head * group + p.group_div.mod(fi, k);
       src = q + (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim + chunk * 8;
     }
     cp_async_16(q_s + tile_offset(f, chunk, kRows), src, valid);
@@ -299,16 +279,22 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // Keys in [kv_hi, kv_end) it loads are masked (they exceed every row's position); stages it
   // loads past num_stages are never read.
   const int prologue_stages = (it.kv_end - it.kv_begin + kStageKv - 1) / kStageKv;
-#pragma unroll
+#pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < prologue_stages) load_stage(s, it.kv_end);
     cp_async_commit();
   }
-
+  // Row positions (pad rows: -1, they see nothing).
+#pragma unroll 1
+  for (int f = tid; f < kRows; f += kThreads) {
+    pos_s[f] = f < n_pass ? p.q_positions[item_rows[p.group_div.div(f_begin + f)]] : -1;
+  }
   __syncthreads();  // pos_s visible
   if (rec != nullptr) timeline_phase(rec, kTimelinePositions);
-  int max_pos = -1;
-  for (int f = 0; f < kRows; ++f) max_pos = max(max_pos, pos_s[f]);
+  int max_pos = -1;  // over the pass's rows: each lane takes every 32nd, then the warp's max
+#pragma unroll
+  for (int f = lane; f < kRows; f += 32) max_pos = max(max_pos, pos_s[f]);
+  max_pos = __reduce_max_sync(0xffffffffu, max_pos);
   const int kv_hi = min(it.kv_end, max_pos + 1);
   const int num_stages = kv_hi > it.kv_begin ? (kv_hi - it.kv_begin + kStageKv - 1) / kStageKv : 0;
 
@@ -572,7 +558,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         const int f = block_row(mb) + g + hr * 8;
         if (f >= n_pass) continue;
         const int fi = f_begin + f;
-        const int k = fi / group, h = fi % group;
+        const int k = p.group_div.div(fi), h = p.group_div.mod(fi, k);
         const float inv_l = 1.0f / l_run[mb][hr];
         if (it.writes_final) {
           const int row = item_rows[k];
@@ -633,7 +619,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       }
       const float inv_l = 1.0f / l;
       const int fi = f_begin + f;
-      const int k = fi / group, h = fi % group;
+      const int k = p.group_div.div(fi), h = p.group_div.mod(fi, k);
       if (it.writes_final) {
         const int row = item_rows[k];
         T* dst = static_cast<T*>(p.out) + static_cast<size_t>(row) * hd_stride +

@@ -44,14 +44,10 @@ Status supports_plan(const Plan& plan, DType dtype) {
 
 Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) {
   if (!ws.has_plan()) return failed_precondition("run_cuda: no plan uploaded into the workspace");
-  if (!b.q || !b.k_pages || !b.v_pages || !b.qo_indptr || !b.kv_page_indptr || !b.kv_page_indices ||
-      !b.kv_last_page_len || !b.out) {
+  if (!b.q || !b.k_pages || !b.v_pages || !b.q_positions || !b.kv_page_indptr ||
+      !b.kv_page_indices || !b.out) {
     return invalid_argument(
         "run_cuda: every DeviceBatch pointer must be a device pointer, got null");
-  }
-  if (b.batch_size < 1) {
-    return invalid_argument("batch.batch_size = " + std::to_string(b.batch_size) +
-                            ": expected >= 1");
   }
   if (b.page_size < kMinPageSize || b.page_size > kMaxPageSize) {
     return invalid_argument("batch.page_size = " + std::to_string(b.page_size) +
@@ -75,16 +71,15 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.out = b.out;
   p.partial_o = ws.partial_o();
   p.partial_lse = ws.partial_lse();
-  p.qo_indptr = b.qo_indptr;
+  p.q_positions = b.q_positions;
   p.kv_page_indptr = b.kv_page_indptr;
   p.kv_page_indices = b.kv_page_indices;
-  p.kv_last_page_len = b.kv_last_page_len;
-  p.batch_size = b.batch_size;
   p.page_size = b.page_size;
   p.page_div = FastDiv::make(b.page_size);
   p.num_qo_heads = h.num_qo_heads;
   p.num_kv_heads = h.num_kv_heads;
   p.group_size = h.group_size();
+  p.group_div = FastDiv::make(h.group_size());
   p.sm_scale_log2 = b.sm_scale * 1.4426950408889634f;
   p.timeline = b.timeline;
   PS_RETURN_IF_ERROR(

@@ -11,8 +11,8 @@
 // (the workspace's CTA queues x KV heads, plan.h) whose kernels read the plan from the workspace's
 // fixed address. Uploading a different plan of the same capacity into the same workspace (outside
 // the graph) and replaying a captured run_cuda executes the new plan. The captured launch bakes the
-// DeviceBatch pointers and batch_size: a replayed batch must reuse those device arrays and the same
-// batch_size (row counts, lengths and pages may change within the capacity).
+// DeviceBatch pointers: a replayed batch must reuse those device arrays (row counts, lengths,
+// positions and pages may change within the capacity).
 //
 // No CUDA header is included here (STYLE.md §1): streams are passed as StreamHandle, which is
 // the same type as cudaStream_t. Thread-safety: run_cuda may be called concurrently on
@@ -36,17 +36,20 @@ class Workspace;
 
 // The batch as the kernels read it; every pointer is device memory.
 struct DeviceBatch {
-  const void* q = nullptr;                    // [total_rows, num_qo_heads, head_dim] of dtype
-  const void* k_pages = nullptr;              // [num_pages, page_size, num_kv_heads, head_dim]
-  const void* v_pages = nullptr;              // same shape as k_pages
-  const int32_t* qo_indptr = nullptr;         // [batch_size + 1]
-  const int32_t* kv_page_indptr = nullptr;    // [batch_size + 1]
-  const int32_t* kv_page_indices = nullptr;   // [kv_page_indptr[batch_size]]
-  const int32_t* kv_last_page_len = nullptr;  // [batch_size]
-  int batch_size = 0;
-  int page_size = 0;      // tokens per page, 1..256
-  float sm_scale = 0.0f;  // softmax scale, usually 1 / sqrt(head_dim)
-  void* out = nullptr;    // [total_rows, num_qo_heads, head_dim] of dtype, written
+  const void* q = nullptr;        // [total_rows, num_qo_heads, head_dim] of dtype
+  const void* k_pages = nullptr;  // [num_pages, page_size, num_kv_heads, head_dim]
+  const void* v_pages = nullptr;  // same shape as k_pages
+  // [total_rows]: the position of each query row in its request's context,
+  // BatchLayout::row_position (kv_len - q_len + i for row i of its request); the causal mask.
+  // Per row rather than derived from the layout's qo_indptr and kv_last_page_len so that a
+  // work item's rows from several requests (the prefix policy) cost one load each, not a
+  // binary search of dependent loads. The model step already has it (its RoPE positions).
+  const int32_t* q_positions = nullptr;
+  const int32_t* kv_page_indptr = nullptr;   // [batch_size + 1]
+  const int32_t* kv_page_indices = nullptr;  // [kv_page_indptr[batch_size]]
+  int page_size = 0;                         // tokens per page, 1..256
+  float sm_scale = 0.0f;                     // softmax scale, usually 1 / sqrt(head_dim)
+  void* out = nullptr;  // [total_rows, num_qo_heads, head_dim] of dtype, written
   // Optional kernel timeline, for profiling (attention_bench --timeline): when not null, the
   // attention kernel writes one record of kTimelineFields uint64 per (KV head h, work item i)
   // at timeline[(h * num_items + i) * kTimelineFields]: start and end of the item in

@@ -533,6 +533,10 @@ TEST(RunCuda, ErrorsNameTheCause) {
   const Status page = run_cuda(*ws, bad_batch, nullptr);
   EXPECT_EQ(page.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(page.message().find("page_size"), std::string::npos) << page.to_string();
+  DeviceBatch no_positions = gpu.view;
+  no_positions.q_positions = nullptr;
+  const Status positions = run_cuda(*ws, no_positions, nullptr);
+  EXPECT_EQ(positions.code(), StatusCode::kInvalidArgument) << positions.to_string();
 }
 
 // KV append writes each new row into its (page, slot) and nothing else.

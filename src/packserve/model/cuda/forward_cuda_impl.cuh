@@ -142,23 +142,20 @@ struct LayerDev {
 
 // int32 offsets of the step's metadata regions; every offset but the end depends only on
 // (rows R, requests n, sampling rows S), page_ids last (P varies between steps of one shape):
-//   token_ids [R] | positions [R] | kv_page [R] | kv_slot [R] | qo_indptr [n + 1] |
-//   page_indptr [n + 1] | last_page_len [n] | sample_rows [S] | page_ids [P]
+//   token_ids [R] | positions [R] | kv_page [R] | kv_slot [R] | page_indptr [n + 1] |
+//   sample_rows [S] | page_ids [P]
 // sample_rows lists the kOutputLogits rows first, then the kOutputArgmax rows (each in
 // request order), so the logits to copy are the first rows of the LM head's output.
 struct MetaLayout {
-  size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, qo = 0, pind = 0, last = 0, samp = 0, pids = 0,
-         end = 0;
+  size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, pind = 0, samp = 0, pids = 0, end = 0;
 };
 inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t P) {
   MetaLayout m;
   m.pos = m.tok + R;
   m.kv_page = m.pos + R;
   m.kv_slot = m.kv_page + R;
-  m.qo = m.kv_slot + R;
-  m.pind = m.qo + n + 1;
-  m.last = m.pind + n + 1;
-  m.samp = m.last + n;
+  m.pind = m.kv_slot + R;
+  m.samp = m.pind + n + 1;
   m.pids = m.samp + S;
   m.end = m.pids + P;
   return m;

@@ -73,7 +73,7 @@ const char* step_op_name(StepOp op) {
 Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const MetaLayout& m,
                                                      cuda::OpTimeline* timeline) {
   const ModelConfig& c = config;
-  const int R = key.rows, n = key.requests, S = key.sample_rows, A = key.argmax_rows;
+  const int R = key.rows, S = key.sample_rows, A = key.argmax_rows;
   const size_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, Q = c.q_size(),
                KV = c.kv_size();
   const int32_t* dm = meta.as<int32_t>();
@@ -85,11 +85,9 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
   PS_RETURN_IF_ERROR(mark(StepOp::kEmbed));
   acuda::DeviceBatch db;
   db.q = q;
-  db.qo_indptr = dm + m.qo;
+  db.q_positions = dm + m.pos;
   db.kv_page_indptr = dm + m.pind;
   db.kv_page_indices = dm + m.pids;
-  db.kv_last_page_len = dm + m.last;
-  db.batch_size = n;
   db.page_size = pool.page_size;
   db.sm_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   db.out = attn;
@@ -288,9 +286,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
       hm[m.kv_slot + row] = p % ps;
     }
   }
-  std::copy(batch.qo_indptr.begin(), batch.qo_indptr.end(), hm + m.qo);
   std::copy(batch.page_indptr.begin(), batch.page_indptr.end(), hm + m.pind);
-  std::copy(layout.kv_last_page_len.begin(), layout.kv_last_page_len.end(), hm + m.last);
   for (int r = 0, l = 0, a = SL; r < n; ++r) {
     if (batch.samples[r] == kOutputLogits) hm[m.samp + l++] = batch.qo_indptr[r + 1] - 1;
     if (batch.samples[r] == kOutputArgmax) hm[m.samp + a++] = batch.qo_indptr[r + 1] - 1;
