@@ -166,7 +166,8 @@ Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<
   const std::vector<int32_t> order = dispatch_order(plan);
   std::copy(order.begin(), order.end(), b + layout.off_dispatch);
   int32_t* items = b + layout.off_items;
-  for (const WorkItem& it : plan.items) {
+  for (const int32_t i : order) {
+    const WorkItem& it = plan.items[static_cast<size_t>(i)];
     items[0] = it.rows_begin;
     items[1] = it.rows_end;
     items[2] = it.kv_request;
@@ -232,9 +233,19 @@ Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int3
   plan.cta_indptr.assign(b + layout.off_cta_indptr,
                          b + layout.off_cta_indptr + layout.num_ctas + 1);
   plan.cta_items.assign(b + layout.off_cta_items, b + layout.off_cta_items + num_items);
+  std::vector<char> dispatched(static_cast<size_t>(num_items), 0);
+  for (int32_t k = 0; k < num_items; ++k) {
+    const int32_t i = b[layout.off_dispatch + k];
+    if (i < 0 || i >= num_items || dispatched[i]) {
+      return invalid_argument("buffer: dispatch[" + str(k) + "] = " + str(i) +
+                              " is not a permutation of the " + str(num_items) + " items");
+    }
+    dispatched[i] = 1;
+  }
   plan.items.resize(static_cast<size_t>(num_items));
   const int32_t* items = b + layout.off_items;
-  for (WorkItem& it : plan.items) {
+  for (int32_t k = 0; k < num_items; ++k) {  // entry k holds item dispatch[k]
+    WorkItem& it = plan.items[static_cast<size_t>(b[layout.off_dispatch + k])];
     it.rows_begin = items[0];
     it.rows_end = items[1];
     it.kv_request = items[2];
@@ -254,15 +265,6 @@ Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int3
       const int32_t i = plan.cta_items[k];
       if (i >= 0 && i < num_items) plan.items[i].cta = c;
     }
-  }
-  std::vector<char> dispatched(static_cast<size_t>(num_items), 0);
-  for (int32_t k = 0; k < num_items; ++k) {
-    const int32_t i = b[layout.off_dispatch + k];
-    if (i < 0 || i >= num_items || dispatched[i]) {
-      return invalid_argument("buffer: dispatch[" + str(k) + "] = " + str(i) +
-                              " is not a permutation of the " + str(num_items) + " items");
-    }
-    dispatched[i] = 1;
   }
   plan.item_rows.assign(b + layout.off_item_rows, b + layout.off_item_rows + b[kHdrNumItemRows]);
   plan.merge_indptr.assign(b + layout.off_merge_indptr,

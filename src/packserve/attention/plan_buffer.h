@@ -9,9 +9,10 @@
 //   cta_items   [max_items]                         item ids per queue, in execution order
 //   dispatch    [max_items]                         item ids in dispatch_order() (plan.h): the
 //                                                   order the CUDA kernel's CTAs claim them
-//   items       [max_items * kItemFields]           WorkItem fields, item-major, in the order
-//               rows_begin, rows_end, kv_request, kv_begin, kv_end, tile_q, tile_kv,
-//               writes_final (0/1), partial_begin
+//   items       [max_items * kItemFields]           WorkItem fields, item-major, in dispatch
+//               order (entry j is item dispatch[j], so a claimed ticket reads its item's
+//               fields without first reading its id): rows_begin, rows_end, kv_request,
+//               kv_begin, kv_end, tile_q, tile_kv, writes_final (0/1), partial_begin
 //   item_rows   [max_item_rows]                     global query rows per item
 //   merge_indptr[max_merges + 1]                    into merge_slots
 //   merge_row   [max_merges]
@@ -21,9 +22,9 @@
 // Every region starts at a multiple of kPlanBufferAlignInt32 elements (64 bytes), so a kernel
 // can vector-load any region. Unused tails of each region are left as they were (a kernel
 // reads only the counts the header gives). The cost model (Plan::cost) is a
-// planning input, not part of the buffer: deserialize_plan leaves it at its defaults, and
-// reads the dispatch region only to check that it is a permutation of the items (it is
-// derived from the queues and the cost model, not a field of Plan).
+// planning input, not part of the buffer: deserialize_plan leaves it at its defaults, checks
+// that the dispatch region is a permutation of the items and puts each item back at its id
+// (the order is derived from the queues and the cost model, not a field of Plan).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -37,7 +38,7 @@
 namespace packserve::attention {
 
 inline constexpr int32_t kPlanBufferMagic = 0x50534e50;  // "PNSP"
-inline constexpr int32_t kPlanBufferVersion = 3;
+inline constexpr int32_t kPlanBufferVersion = 4;
 inline constexpr int kItemFields = 9;
 inline constexpr int kPlanBufferAlignInt32 = 16;
 

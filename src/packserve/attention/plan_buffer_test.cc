@@ -112,6 +112,13 @@ TEST(PlanBuffer, RoundTripAndBoundsOnRandomBatches) {
         EXPECT_EQ(to_text(*back), to_text(*plan));
         const std::vector<int32_t> order = dispatch_order(*plan);
         EXPECT_TRUE(std::equal(order.begin(), order.end(), buffer.begin() + l->off_dispatch));
+        for (size_t j = 0; j < order.size(); ++j) {  // the items stored in dispatch order
+          const WorkItem& it = plan->items[static_cast<size_t>(order[j])];
+          const int32_t* f = buffer.data() + l->off_items + j * kItemFields;
+          EXPECT_EQ(f[0], it.rows_begin);
+          EXPECT_EQ(f[3], it.kv_begin);
+          EXPECT_EQ(f[8], it.partial_begin);
+        }
       }
     }
   }

@@ -4,7 +4,8 @@
 //
 // Dispatch. The (item, KV head) pairs are tickets 0 .. items * heads - 1: ticket t runs item
 // dispatch[t / heads] (the plan buffer's dispatch region, dispatch_order() of plan.h: the
-// queues' items by their planned start) for KV head t % heads. CTA b starts with ticket b and
+// queues' items by their planned start; the items region is stored in that order, so entry
+// t / heads holds its fields) for KV head t % heads. CTA b starts with ticket b and
 // claims each next one from the workspace's counter (grid + atomicAdd) when its current item
 // is done. A CTA that finishes early takes the next item instead of idling while a queue runs
 // past the cost model's estimate (the plan's queue assignment is the static schedule this list
@@ -101,7 +102,7 @@ struct KernelParams {
   int num_qo_heads = 0;
   int num_kv_heads = 0;
   int group_size = 0;
-  FastDiv group_div;  // folded row -> (item row, head of the group)
+  FastDiv group_div;             // folded row -> (item row, head of the group)
   float sm_scale_log2 = 0.0f;    // sm_scale * log2(e)
   uint64_t* timeline = nullptr;  // DeviceBatch::timeline (null: no records)
 };
@@ -657,12 +658,13 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   const int heads = p.num_kv_heads;
   const int tickets = p.plan[kHdrNumItems] * heads;
   for (int ticket = static_cast<int>(blockIdx.x); ticket < tickets;) {
-    const int item = p.plan[p.off_dispatch + ticket / heads];
+    // The items region is in dispatch order: the ticket locates its item's fields directly.
     const int kv_head = ticket % heads;
-    const int32_t* f = p.plan + p.off_items + item * kItemFields;
+    const int32_t* f = p.plan + p.off_items + ticket / heads * kItemFields;
     const bool deterministic = p.plan[kHdrDeterministic] != 0;
     uint64_t* rec = nullptr;
     if (p.timeline != nullptr && threadIdx.x == 0) {
+      const int item = p.plan[p.off_dispatch + ticket / heads];  // the plan's item id
       rec = p.timeline +
             (static_cast<size_t>(kv_head) * p.plan[kHdrNumItems] + item) * kTimelineFields;
       timeline_mark(rec, false);
