@@ -20,8 +20,10 @@
 # build (e.g. main's, built in a worktree) as .gpu-carry/base-NAME.tar.xz; the bench step runs
 # every such base right after ours, and the summary adds each one's graph time and our speedup.
 # The profile step: per-kernel ncu times and throughputs of decode_b32, the PAT trees and the
-# packed prefill (attention and merge kernels), and the spill instructions (LDL/STL) of each
-# attention kernel in the SASS (cuobjdump), into $OUT/profile.txt.
+# packed prefill (attention and merge kernels), every warp stall reason per issued instruction
+# ("no_instruction" is the instruction cache: docs/gpu.md, "Code size"), and the spill
+# instructions (LDL/STL) of each attention kernel in the SASS (cuobjdump), into
+# $OUT/profile.txt.
 # The timeline step: attention_bench --timeline on the decode, PAT and prefill cases (every
 # work item's SM, start and end) summarised by scripts/timeline.py into $OUT/timeline.md.
 # Env: OUT (default ./out), GPU_CHECK_SKIP (comma list of
@@ -140,6 +142,7 @@ if ! skip profile; then
       timeout 200 ncu --clock-control none --launch-count 2 \
         -k regex:'persistent_attention|merge_states' --section SpeedOfLight \
         --section ComputeWorkloadAnalysis --section WarpStateStats \
+        --metrics regex:'smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
         "$BIN/attention_bench" --cases "$c" 2>&1 | grep -v -E '^\{|^==PROF=='
     done
     echo "### SASS spill instructions (LDL/STL) per attention kernel"
