@@ -183,6 +183,31 @@ TEST(EngineFlagsCli, BadPolicyNamesTheFlagInEveryEngineCommand) {
   std::filesystem::remove(prompts);
 }
 
+// A bad --temperature is a usage error naming the flag, before any model is loaded; a good
+// one reaches result.json.
+TEST(BenchCli, TemperatureIsCheckedAndRecorded) {
+  const std::string trace = data("traces/mooncake_slice.jsonl");
+  const std::string bench =
+      "bench --in-process --dummy-model tiny --max-requests 2 --max-input-tokens 64 "
+      "--max-output-tokens 4 --trace " +
+      trace;
+  for (const char* bad : {"-0.5", "nan", "inf"}) {
+    SCOPED_TRACE(bad);
+    const CliRun r = run_packserve(bench + " --temperature " + bad);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--temperature"), std::string::npos) << r.err;
+  }
+  const auto out = std::filesystem::temp_directory_path() / "packserve_bench_temperature";
+  std::filesystem::remove_all(out);
+  const CliRun r = run_packserve(bench + " --temperature 0 --out " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(out / "result.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["temperature"], 0.0);
+  EXPECT_EQ(j["completed"], 2);
+  std::filesystem::remove_all(out);
+}
+
 TEST(GlobalCli, UnknownLogLevelAndMissingSubcommandAreUsageErrors) {
   EXPECT_EQ(run_packserve("--log-level loud simulate").exit_code, 2);
   EXPECT_EQ(run_packserve("").exit_code, 2);

@@ -75,6 +75,7 @@ std::string completion_body(const CompletionRequest& request) {
                {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   if (request.ignore_eos) body["ignore_eos"] = true;
+  if (request.temperature) body["temperature"] = *request.temperature;
   return body.dump();
 }
 

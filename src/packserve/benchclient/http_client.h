@@ -5,7 +5,7 @@
 // Request body: {"model", "prompt", "max_tokens", "stream": true,
 //   "stream_options": {"include_usage": true}} plus, when `ignore_eos`, "ignore_eos": true
 //   (the vLLM extension field), so the run produces the trace's
-//   output lengths.
+//   output lengths, and "temperature" when one is given (else the server's default).
 // Stream contract expected (OpenAI): `data: {json}` events, each a chunk whose choices[0]
 // carries "text" and, in its last chunk, "finish_reason"; an optional usage-only chunk
 // (choices empty, "usage": {prompt_tokens, completion_tokens}); then `data: [DONE]`. An event
@@ -41,6 +41,7 @@ struct CompletionRequest {
   std::string prompt;  // prompt text
   int32_t max_tokens = 16;
   bool ignore_eos = true;
+  std::optional<double> temperature;  // "temperature" field when set
 };
 
 std::string completion_body(const CompletionRequest& request);

@@ -30,15 +30,20 @@ TEST(ParseUrl, Forms) {
 }
 
 TEST(CompletionBody, Fields) {
-  const nlohmann::json j = nlohmann::json::parse(completion_body({"m", "hi", 7, true}));
+  const nlohmann::json j =
+      nlohmann::json::parse(completion_body({"m", "hi", 7, true, std::nullopt}));
   EXPECT_EQ(j["model"], "m");
   EXPECT_EQ(j["prompt"], "hi");
   EXPECT_EQ(j["max_tokens"], 7);
   EXPECT_EQ(j["stream"], true);
   EXPECT_EQ(j["stream_options"]["include_usage"], true);
   EXPECT_EQ(j["ignore_eos"], true);
-  EXPECT_FALSE(
-      nlohmann::json::parse(completion_body({"m", "hi", 7, false})).contains("ignore_eos"));
+  EXPECT_FALSE(nlohmann::json::parse(completion_body({"m", "hi", 7, false, std::nullopt}))
+                   .contains("ignore_eos"));
+  EXPECT_FALSE(j.contains("temperature"));  // the server's default
+  const nlohmann::json greedy = nlohmann::json::parse(completion_body({"m", "hi", 7, true, 0.0}));
+  ASSERT_TRUE(greedy.contains("temperature"));
+  EXPECT_EQ(greedy["temperature"], 0.0);
 }
 
 const std::string kStream =

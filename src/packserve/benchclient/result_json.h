@@ -33,6 +33,7 @@ struct RunInfo {
   std::string trace;
   std::string trace_format;
   std::optional<double> request_rate;  // req/s when a Poisson rate replaced arrival times
+  std::optional<double> temperature;   // sent with every request (nullopt: server default)
   double time_scale = 1.0;
   int32_t max_concurrency = 0;
   SloConfig slo;

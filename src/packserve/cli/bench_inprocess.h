@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "packserve/benchclient/replay.h"
@@ -28,6 +29,7 @@ struct InProcessOptions {
 void add_inprocess_options(CLI::App& cmd, InProcessOptions& options);
 
 Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
-    const std::string& model_dir, const InProcessOptions& options, bool ignore_eos);
+    const std::string& model_dir, const InProcessOptions& options, bool ignore_eos,
+    std::optional<double> temperature);
 
 }  // namespace packserve::cli
