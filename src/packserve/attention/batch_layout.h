@@ -33,11 +33,11 @@ inline constexpr int kMaxPageSize = 256;
 inline constexpr int kMaxGroupSize = 128;
 
 struct BatchLayout {
-  int num_qo_heads = 0;  // query/output heads
-  int num_kv_heads = 0;  // K/V heads; group_size = num_qo_heads / num_kv_heads
-  int head_dim = 0;      // 64, 128 or 256
-  int page_size = 0;     // tokens per page, 1..256
-  int num_pages = 0;     // pages in the pool; every page index must be < num_pages
+  int num_qo_heads = 0;        // query/output heads
+  int num_kv_heads = 0;        // K/V heads; group_size = num_qo_heads / num_kv_heads
+  int head_dim = 0;            // 64, 128 or 256
+  int page_size = 0;           // tokens per page, 1..256
+  int num_pages = 0;           // pages in the pool; every page index must be < num_pages
   DType dtype = DType::kBF16;  // Q, K and V element type
 
   std::vector<int32_t> qo_indptr;         // [batch_size + 1], qo_indptr[0] = 0
@@ -67,9 +67,7 @@ struct BatchLayout {
     return kv_page_indices[kv_page_indptr[r] + position / page_size];
   }
   // Element counts of the tensors this layout describes.
-  size_t q_elements() const {
-    return static_cast<size_t>(total_rows()) * num_qo_heads * head_dim;
-  }
+  size_t q_elements() const { return static_cast<size_t>(total_rows()) * num_qo_heads * head_dim; }
   size_t kv_page_elements() const {  // of k_pages (and of v_pages)
     return static_cast<size_t>(num_pages) * page_size * num_kv_heads * head_dim;
   }
