@@ -7,7 +7,7 @@
 // group_size read from the plan buffer header, so a captured graph replays any plan of the
 // capacity. Slot s of KV head kv is storage slot kv * num_partial_slots + s (plan.h). The
 // merge is a few dependent round trips per warp (latency, not bytes): a warp reads its entry's
-// row and first slot ids before it waits for the attention grid (wait_for_attention_grid).
+// row and first slot ids before it waits for the attention grid (wait_for_previous_grid).
 // Numerics (base 2, f32): folding slot s into the running state (o, lse):
 //   mx = max(lse, lse_s); w = 2^(lse - mx); w_s = 2^(lse_s - mx);
 //   o = (o w + o_s w_s) / (w + w_s); lse = mx + log2(w + w_s).
@@ -36,17 +36,6 @@ __device__ __forceinline__ __half from_float(float x) {
   return __float2half_rn(x);
 }
 
-// Launched as a programmatic dependent of the attention kernel (sm_90; launch_programmatic):
-// the plan's merge map does not depend on that kernel, so a warp reads it before
-// griddepcontrol.wait, which returns once the attention grid has completed and its partial
-// states are visible. Elsewhere (older GPUs) the launch serialises as usual and the wait is
-// compiled out.
-__device__ __forceinline__ void wait_for_attention_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 template <int HeadDim, typename T>
 __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const MergeParams p) {
   constexpr int kDims = HeadDim / 32;
@@ -60,6 +49,11 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
   const int total = num_merges * num_kv_heads * group;  // warps: (entry, kv head, qo head)
   const int32_t* indptr = p.plan + p.off_merge_indptr;
   const int32_t* slots = p.plan + p.off_merge_slots;
+  // The next attention launch may be scheduled as soon as every merge block runs: it waits for
+  // this grid before it touches the partial states (kernel_launch.h launch_programmatic).
+  allow_dependent_launch();
+  // The plan's merge map does not depend on the attention kernel, so a warp reads it first and
+  // waits for the attention grid only before the partial states.
   bool waited = false;
   for (int w = blockIdx.x * warps_per_block + threadIdx.x / 32; w < total;
        w += gridDim.x * warps_per_block) {
@@ -73,7 +67,7 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) slot0[j] = j < n ? slots[first + j] : 0;
     if (!waited) {
-      wait_for_attention_grid();
+      wait_for_previous_grid();
       waited = true;
     }
     float o[kDims] = {};
@@ -117,32 +111,26 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
 #pragma unroll
     for (int i = 0; i < kDims; ++i) dst[i] = from_float<T>(o[i]);
   }
+  // A warp without entries waits too: this grid's completion must imply the attention grid's
+  // for the launch after it.
+  if (!waited) wait_for_previous_grid();
 }
 
 template <int HeadDim, typename T>
-Status launch_programmatic(const MergeParams& p, int num_blocks, cudaStream_t s) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(num_blocks));
-  config.blockDim = dim3(kMergeThreads);
-  config.stream = s;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  PS_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, merge_states_kernel<HeadDim, T>, p));
-  return ok_status();
+Status launch(const MergeParams& p, int num_blocks, cudaStream_t s) {
+  return launch_programmatic(merge_states_kernel<HeadDim, T>, dim3(num_blocks), dim3(kMergeThreads),
+                             0, s, p);
 }
 
 template <typename T>
 Status launch_typed(int head_dim, const MergeParams& p, int num_blocks, cudaStream_t s) {
   switch (head_dim) {
     case 64:
-      return launch_programmatic<64, T>(p, num_blocks, s);
+      return launch<64, T>(p, num_blocks, s);
     case 128:
-      return launch_programmatic<128, T>(p, num_blocks, s);
+      return launch<128, T>(p, num_blocks, s);
     case 256:
-      return launch_programmatic<256, T>(p, num_blocks, s);
+      return launch<256, T>(p, num_blocks, s);
     default:
       return unimplemented("merge kernel for head_dim=" + std::to_string(head_dim) +
                            " is not compiled (64/128/256)");

@@ -637,6 +637,21 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   __syncthreads();  // the next pass rewrites q, pos and the ring
 }
 
+// Programmatic dependent launches (kernel_launch.h launch_programmatic); no-ops before sm_90,
+// where launches serialise as usual.
+// Returns once the previous grid in the stream has completed and its writes are visible.
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Lets the next kernel in the stream be scheduled once every block of this grid has run it.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 template <int HeadDim, typename T>
 __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm)
     persistent_attention_kernel(const KernelParams p) {
@@ -647,11 +662,9 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   // The wgmma pass's split tiles need 1024 (the 128-byte swizzle's 8-row groups).
   constexpr uint32_t kAlign = kHaveWgmma && HeadDim == 128 ? 1024 : 2 * HeadDim;
   if (smem_addr(smem) % kAlign != 0) __trap();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The merge kernel is a programmatic dependent launch (merge_states.cu): let it be scheduled
   // now, so its blocks take the SMs this grid frees and read the merge map during its tail.
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
+  allow_dependent_launch();
   using Tr = KernelTraits<HeadDim>;
   // Only the ticket and its bound stay live across the passes (registers are at the limit at
   // head_dim 128); the header fields an item needs are re-read from L1 per item.
@@ -662,13 +675,6 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     const int kv_head = ticket % heads;
     const int32_t* f = p.plan + p.off_items + ticket / heads * kItemFields;
     const bool deterministic = p.plan[kHdrDeterministic] != 0;
-    uint64_t* rec = nullptr;
-    if (p.timeline != nullptr && threadIdx.x == 0) {
-      const int item = p.plan[p.off_dispatch + ticket / heads];  // the plan's item id
-      rec = p.timeline +
-            (static_cast<size_t>(kv_head) * p.plan[kHdrNumItems] + item) * kTimelineFields;
-      timeline_mark(rec, false);
-    }
     ItemDesc it;
     it.kv_head = kv_head;
     it.rows_begin = f[0];
@@ -679,6 +685,18 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     const int tile_q = f[5];
     it.writes_final = f[7] != 0;
     it.partial_begin = kv_head * p.plan[kHdrNumPartialSlots] + f[8];
+    // This kernel is a programmatic dependent launch too: its CTAs may start during the
+    // previous kernel's tail (which writes q and the K/V pages, or merges the last run's partial
+    // states). Before the first wait a CTA reads only the plan buffer, which an earlier copy
+    // wrote; the first ticket is blockIdx.x, every claimed one is past the grid.
+    if (ticket == static_cast<int>(blockIdx.x)) wait_for_previous_grid();
+    uint64_t* rec = nullptr;
+    if (p.timeline != nullptr && threadIdx.x == 0) {
+      const int item = p.plan[p.off_dispatch + ticket / heads];  // the plan's item id
+      rec = p.timeline +
+            (static_cast<size_t>(kv_head) * p.plan[kHdrNumItems] + item) * kTimelineFields;
+      timeline_mark(rec, false);
+    }
     const int n_folded = it.num_rows * p.group_size;
     // Deterministic plans: the pass size (and so the warps' key split, which fixes the
     // summation order) depends on the group size alone, never on the item's other rows.
@@ -707,7 +725,10 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     __syncthreads();  // every thread has read the claim before the next pass rewrites row_pos
   }
   // The last CTA out resets the counters for the next launch: every CTA's claims precede its
-  // exit count (a CTA exits on its last claim's value), so no claim follows the reset.
+  // exit count (a CTA exits on its last claim's value), so no claim follows the reset. A CTA
+  // without a ticket waits for the previous grid here: the previous launch of this kernel may
+  // still be counting its exits (and this grid's completion must imply the previous one's).
+  wait_for_previous_grid();
   if (threadIdx.x == 0) {
     __threadfence();
     if (atomicAdd(p.dispatch + 1, 1) == static_cast<int>(gridDim.x) - 1) {

@@ -11,9 +11,8 @@ namespace {
 
 template <typename T>
 Status launch(const KernelParams& p, int num_ctas, cudaStream_t s) {
-  persistent_attention_kernel<128, T><<<num_ctas, kThreads, KernelTraits<128>::kSmemBytes, s>>>(p);
-  PS_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  return ok_status();
+  return launch_programmatic(persistent_attention_kernel<128, T>, dim3(num_ctas), dim3(kThreads),
+                             KernelTraits<128>::kSmemBytes, s, p);
 }
 
 template <typename T>

@@ -16,6 +16,7 @@
 
 #include "packserve/attention/batch_spec.h"
 #include "packserve/attention/cuda/gpu_batch.h"
+#include "packserve/attention/cuda/persistent_kernel.cuh"
 #include "packserve/attention/cuda/run_cuda.h"
 #include "packserve/attention/cuda/tile_mma.cuh"
 #include "packserve/attention/cuda/wgmma.cuh"
@@ -377,6 +378,97 @@ BatchSpec decode_spec(uint64_t seed, int batch, int base_len) {
   spec.seed = seed;
   for (int i = 0; i < batch; ++i) spec.requests.push_back({1, base_len + 97 * i, ""});
   return spec;
+}
+
+// Back-to-back runs on one stream, no synchronisation between them: each run's attention
+// kernel is a programmatic dependent of the previous run's merge kernel and may start during
+// its tail, so it must not write the workspace's partial states (nor the counters) before that
+// merge has read them. Three batches of the same layout and different values share one plan
+// (with merged rows) and one workspace; each output is written once and must match its own
+// reference. The window of that hazard is short (a build without the waits passed this test
+// 20 times out of 20 on an H100); the next test pins the wait itself.
+TEST(RunCuda, BackToBackRunsOnOneStreamKeepTheirOrder) {
+  SKIP_WITHOUT_DEVICE();
+  const int ctas = 128;
+  std::vector<BatchData> data;
+  for (uint64_t seed = 11; seed < 14; ++seed) data.push_back(build(decode_spec(seed, 8, 900)));
+  const Result<Plan> plan = make_plan(data[0].layout, DeviceShape{ctas}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  ASSERT_GT(plan->num_merges(), 0);
+  Result<Workspace> ws =
+      Workspace::create(capacity_for(data[0].layout, ctas), heads_of(data[0].layout));
+  ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+  std::vector<GpuBatch> gpu(data.size());
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_TRUE(ws->upload(*plan, stream).ok());
+  for (size_t i = 0; i < data.size(); ++i) {
+    ASSERT_TRUE(gpu[i].assign(data[i]).ok());
+    ASSERT_TRUE(gpu[i].poison_output(stream).ok());
+  }
+  for (GpuBatch& g : gpu) {
+    const Status s = run_cuda(*ws, g.view, stream);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (size_t i = 0; i < data.size(); ++i) {
+    SCOPED_TRACE("batch " + std::to_string(i));
+    const Result<std::vector<float>> out = gpu[i].read_output(data[i].layout);
+    ASSERT_TRUE(out.ok());
+    const Result<std::vector<double>> ref = reference_attention(data[i].layout, data[i].tensors());
+    ASSERT_TRUE(ref.ok());
+    expect_matches(data[i].layout, *out, *ref, "back-to-back runs");
+  }
+  cudaStreamDestroy(stream);
+}
+
+// Test-only kernel standing for the RoPE or KV-append kernel of a model step: it lets the next
+// launch be scheduled at once, then, after `cycles` clock cycles, copies `bytes` (a multiple
+// of 16) from `src` to `dst`.
+__global__ void copy_late(void* dst, const void* src, size_t bytes, long long cycles) {
+  allow_dependent_launch();
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+  for (size_t i = threadIdx.x * 16; i < bytes; i += blockDim.x * 16) {
+    *reinterpret_cast<uint4*>(static_cast<char*>(dst) + i) =
+        *reinterpret_cast<const uint4*>(static_cast<const char*>(src) + i);
+  }
+}
+
+// The attention kernel starts during the tail of the kernel before it (a programmatic
+// dependent launch) and must wait for that grid before it reads q: here q holds NaN until a
+// kernel launched just before run_cuda writes it, about a millisecond after run_cuda's CTAs
+// could have started.
+TEST(RunCuda, AttentionWaitsForTheKernelBeforeIt) {
+  SKIP_WITHOUT_DEVICE();
+  const int ctas = 128;
+  const BatchData data = build(decode_spec(21, 8, 900));
+  const Result<Plan> plan = make_plan(data.layout, DeviceShape{ctas}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  ASSERT_GT(plan->num_merges(), 0);
+  Result<Workspace> ws = Workspace::create(capacity_for(data.layout, ctas), heads_of(data.layout));
+  ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+  GpuBatch gpu;
+  ASSERT_TRUE(gpu.assign(data).ok());
+  DeviceBuffer q_late;
+  ASSERT_TRUE(q_late.upload(data.q.data(), data.q.size()).ok());
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_TRUE(ws->upload(*plan, stream).ok());
+  ASSERT_EQ(cudaMemsetAsync(gpu.q.get(), 0xFF, data.q.size(), stream), cudaSuccess);
+  ASSERT_TRUE(gpu.poison_output(stream).ok());
+  copy_late<<<1, 256, 0, stream>>>(gpu.q.get(), q_late.get(), data.q.size(), 2'000'000);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const Status s = run_cuda(*ws, gpu.view, stream);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const Result<std::vector<float>> out = gpu.read_output(data.layout);
+  ASSERT_TRUE(out.ok());
+  const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
+  ASSERT_TRUE(ref.ok());
+  expect_matches(data.layout, *out, *ref, "q written by the kernel before run_cuda");
+  cudaStreamDestroy(stream);
 }
 
 // A decode step captured in a CUDA graph, replayed with a different plan of the same capacity
