@@ -66,6 +66,7 @@ struct MergeParams {
   int off_merge_indptr = 0, off_merge_row = 0, off_merge_slots = 0;
   const float* partial_o = nullptr;
   const float* partial_lse = nullptr;
+  int32_t* dispatch = nullptr;  // the attention kernel's claim counter, reset to 0 here
   void* out = nullptr;
   int num_qo_heads = 0;
   int group_size = 0;

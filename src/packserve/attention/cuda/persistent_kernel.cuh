@@ -9,11 +9,12 @@
 // claims each next one from the workspace's counter (grid + atomicAdd) when its current item
 // is done. A CTA that finishes early takes the next item instead of idling while a queue runs
 // past the cost model's estimate (the plan's queue assignment is the static schedule this list
-// scheduling starts from). The last CTA to exit resets the counters to 0 for the next launch
-// (workspace.h). No CTA ever waits for another, so the grid need not be co-resident. Which CTA
-// runs an item never changes its arithmetic: outputs are the same bits whatever the dispatch.
-// Claiming inside the item's last pass, so that the round trip overlaps the epilogue, was
-// measured slower: it spilled at head_dim 128 (eleventh session, against 249 registers without it).
+// scheduling starts from). The merge kernel, which runs after this grid has completed, resets
+// the counter to 0 for the next launch (workspace.h). No CTA ever waits for another, so the grid
+// need not be co-resident. Which CTA runs an item never changes its arithmetic: outputs are the
+// same bits whatever the dispatch. Claiming inside the item's last pass, so that the round trip
+// overlaps the epilogue, was measured slower: it spilled at head_dim 128 (eleventh session, against
+// 249 registers without it).
 //
 // Mapping. 128 threads = 4 warps. A work item's rows x its GQA group are folded into
 // n_folded = num_rows * group_size query vectors, folded index f = k * group_size + h (item
@@ -87,7 +88,7 @@ namespace packserve::attention::cuda {
 struct KernelParams {
   const int32_t* plan = nullptr;  // plan buffer (plan_buffer.h layout)
   int off_dispatch = 0, off_items = 0, off_item_rows = 0;
-  int* dispatch = nullptr;  // Workspace::dispatch_counters(): claimed tickets, finished CTAs
+  int* dispatch = nullptr;  // Workspace::dispatch_counters(): claimed tickets
   const void* q = nullptr;
   const void* k_pages = nullptr;
   const void* v_pages = nullptr;
@@ -724,18 +725,9 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     ticket = static_cast<int>(gridDim.x) + *claim_s;
     __syncthreads();  // every thread has read the claim before the next pass rewrites row_pos
   }
-  // The last CTA out resets the counters for the next launch: every CTA's claims precede its
-  // exit count (a CTA exits on its last claim's value), so no claim follows the reset. A CTA
-  // without a ticket waits for the previous grid here: the previous launch of this kernel may
-  // still be counting its exits (and this grid's completion must imply the previous one's).
+  // A CTA without a ticket waits too: this grid's completion must imply the previous one's
+  // (the merge kernel after it resets the claim counter once this grid has completed).
   wait_for_previous_grid();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(p.dispatch + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-      atomicExch(p.dispatch, 0);
-      atomicExch(p.dispatch + 1, 0);
-    }
-  }
 }
 
 }  // namespace packserve::attention::cuda

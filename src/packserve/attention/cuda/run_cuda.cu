@@ -92,6 +92,7 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   m.off_merge_slots = l.off_merge_slots;
   m.partial_o = ws.partial_o();
   m.partial_lse = ws.partial_lse();
+  m.dispatch = ws.dispatch_counters();
   m.out = b.out;
   m.num_qo_heads = h.num_qo_heads;
   m.group_size = h.group_size();

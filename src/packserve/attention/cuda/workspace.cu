@@ -63,7 +63,7 @@ Result<Workspace> Workspace::create(const PlanCapacity& capacity, const HeadConf
                               "); reduce PlanCapacity.max_rows / max_pages");
   }
   ws.base_ = static_cast<std::byte*>(base);
-  // The kernel leaves the dispatch counters at 0 after every launch; they start there. Waited
+  // run_cuda leaves the dispatch counter at 0 after every launch; it starts there. Waited
   // for: a caller's non-blocking stream is not ordered after the legacy stream's memset.
   PS_CUDA_RETURN_IF_ERROR(
       cudaMemset(ws.dispatch_counters(), 0, kDispatchCounters * sizeof(int32_t)));

@@ -5,8 +5,8 @@
 //   plan_buffer  [plan_buffer_layout(capacity).total_int32] int32  the serialized plan
 //   partial_o    [num_kv_heads, max_partial_slots, group_size, head_dim]  f32  o of split rows
 //   partial_lse  [num_kv_heads, max_partial_slots, group_size]            f32  base-2 lse
-//   dispatch     [kDispatchCounters] int32  the kernel's item claim counter and its count of
-//                finished CTAs; 0 between launches (the last CTA to finish resets both)
+//   dispatch     [kDispatchCounters] int32  the attention kernel's item claim counter; 0
+//                between launches (the merge kernel resets it after the attention grid)
 // max_partial_slots = the layout's max_merge_slots (each partial slot is merged exactly once),
 // per KV head: a plan's slot s of head h is stored at h * plan.num_partial_slots + s.
 //
@@ -29,7 +29,7 @@
 
 namespace packserve::attention::cuda {
 
-inline constexpr int kDispatchCounters = 2;  // claimed tickets, finished CTAs
+inline constexpr int kDispatchCounters = 1;  // claimed tickets
 
 struct HeadConfig {
   int num_qo_heads = 0;
