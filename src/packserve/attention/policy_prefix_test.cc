@@ -153,7 +153,10 @@ TEST(PrefixPolicy, PatTreeReadsAlmostOnlyUniqueKv) {
 // Default model (96 per item, w = 1.5): total 8 (96 + 128 + 1.5 * 4096) + 256 (96 + 4 + 128)
 // = 109312. On 33 queues the share is 3312.5, a root tile may take (3312.5 - 224) / 1.5 =
 // 2059 keys -> 2 parts of 2048; on 132 queues 828.1 -> 402.7 keys -> 11 parts of
-// round_up(ceil(4096 / 11), 16) = 384 (the last 256). Leaves fit their share and stay whole.
+// round_up(ceil(4096 / 11), 16) = 384 (the last 256), LPT makespan 1028, but 1.25 times the
+// share gives 540.7 keys -> 8 parts of 512, makespan 992 (8 x 992 on 64 queues, four leaves
+// of 228 on each other queue), which the search keeps. Leaves fit their share and stay whole.
+// (With the hand model no other multiple has a shorter makespan: the share's cut stays.)
 TEST(PrefixPolicy, LongKvSplitFollowsTheQueueShare) {
   const BatchLayout layout = pat_tree({{1, 4096}, {256, 128}}, 32, 8, 128, 16);
   struct Case {
@@ -167,9 +170,7 @@ TEST(PrefixPolicy, LongKvSplitFollowsTheQueueShare) {
              1056,
              {0, 320, 640, 960, 1280, 1600, 1920, 2240, 2560, 2880, 3200, 3520, 3840, 4096}},
         Case{CostModel{}, 264, {0, 2048, 4096}},
-        Case{CostModel{},
-             1056,
-             {0, 384, 768, 1152, 1536, 1920, 2304, 2688, 3072, 3456, 3840, 4096}}}) {
+        Case{CostModel{}, 1056, {0, 512, 1024, 1536, 2048, 2560, 3072, 3584, 4096}}}) {
     const int ctas = c.ctas;
     const std::vector<int>& bounds = c.bounds;
     SCOPED_TRACE("ctas " + std::to_string(ctas) + " item cost " + std::to_string(c.cost.item));
@@ -196,6 +197,37 @@ TEST(PrefixPolicy, LongKvSplitFollowsTheQueueShare) {
       ++i;
     }
   }
+}
+
+// The split searches multiples of the share for the least makespan. PAT B = [1, 4, 64],
+// L = [2048, 512, 256], g = 4, 33 queues, default model: 2 root tiles (128 folded rows, cost
+// 224 + 1.5 * 2048), 4 mid packs (64 folded, 512 keys: 672) and 64 leaves (4 folded, 256 keys:
+// 356) total 32064, share 971.6. The share alone cuts each root tile into
+// ceil(2048 / ((971.6 - 224) / 1.5)) = 5 parts of 410 keys (838 each): 10 parts and 4 mids
+// fill 14 queues, the 64 leaves then leave a last round of leaves over half the queues
+// (makespan 1194). 1.25 times the share cuts 4 parts of 512 (992 each): makespan 1068, kept.
+TEST(PrefixPolicy, LongKvSplitTakesTheShareMultipleOfLeastMakespan) {
+  const BatchLayout layout = pat_tree({{1, 2048}, {4, 512}, {64, 256}}, 32, 8, 128, 16);
+  const Plan plan = plan_of(layout, Policy::kPrefix, 264);
+  std::map<std::pair<int, int>, int> root_parts;  // [begin, end) -> items (one per tile)
+  int mids = 0, leaves = 0;
+  for (const WorkItem& it : plan.items) {
+    if (it.num_rows() == 32) {
+      ++root_parts[{it.kv_begin, it.kv_end}];
+    } else if (it.num_rows() == 16) {
+      EXPECT_EQ(it.kv_tokens(), 512);
+      ++mids;
+    } else {
+      EXPECT_EQ(it.num_rows(), 1);
+      EXPECT_EQ(it.kv_tokens(), 256);
+      ++leaves;
+    }
+  }
+  EXPECT_EQ(mids, 4);
+  EXPECT_EQ(leaves, 64);
+  const std::map<std::pair<int, int>, int> want = {
+      {{0, 512}, 2}, {{512, 1024}, 2}, {{1024, 1536}, 2}, {{1536, 2048}, 2}};
+  EXPECT_EQ(root_parts, want);
 }
 
 TEST(PrefixPolicy, WideTreeReadsAFractionOfBalanced) {
