@@ -42,6 +42,8 @@
 //    bytes of one part and more than the unique KV bytes; the share rule cuts it into 3.
 //    Caps: a shared pack holding prefill rows (max q_len q) is cut into at most
 //    max(1, pages / q) parts; a leaf tile of request r uses parts >= q_len * page_size.
+//    The cut is made for a few multiples of T (kShareMultiples) and the least LPT makespan
+//    under the cost model wins, as in the balanced policy's chunk search.
 // 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h) onto
 //    the plan's CTA queues, each run once per KV head (plan.h).
 //
