@@ -39,7 +39,7 @@ __device__ __forceinline__ __half from_float(float x) {
 template <int HeadDim, typename T>
 __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const MergeParams p) {
   constexpr int kDims = HeadDim / 32;
-  constexpr int kBatch = 4;  // slots loaded together (registers: kBatch * (kDims + 1))
+  constexpr int kBatch = 8;  // slots loaded together (registers: kBatch * (kDims + 1))
   const int num_merges = p.plan[kHdrNumMerges];
   const int group = p.group_size;
   const int lane = threadIdx.x % 32;
