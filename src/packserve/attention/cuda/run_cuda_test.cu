@@ -382,11 +382,13 @@ BatchSpec decode_spec(uint64_t seed, int batch, int base_len) {
 
 // Back-to-back runs on one stream, no synchronisation between them: each run's attention
 // kernel is a programmatic dependent of the previous run's merge kernel and may start during
-// its tail, so it must not write the workspace's partial states (nor the counters) before that
-// merge has read them. Three batches of the same layout and different values share one plan
-// (with merged rows) and one workspace; each output is written once and must match its own
-// reference. The window of that hazard is short (a build without the waits passed this test
-// 20 times out of 20 on an H100); the next test pins the wait itself.
+// its tail, so it must not write the workspace's partial states before that merge has read
+// them, nor claim a ticket before that merge has reset the claim counter (a counter left at
+// the last run's value would skip this run's items: NaN rows). Three batches of the same
+// layout and different values share one plan (with merged rows) and one workspace; each output
+// is written once and must match its own reference. The window of the partial-state hazard is
+// short (a build without the waits passed this test 20 times out of 20 on an H100); the next
+// test pins the wait itself.
 TEST(RunCuda, BackToBackRunsOnOneStreamKeepTheirOrder) {
   SKIP_WITHOUT_DEVICE();
   const int ctas = 128;
