@@ -24,7 +24,9 @@
 //     group and writes the normalised output directly; otherwise row k of the item writes
 //     a partial state (o normalised, lse in base 2) to partial slot partial_begin + k of
 //     each head: slot s of KV head h is storage slot h * num_partial_slots + s.
-//     A partial slot holds [group_size][head_dim] f32 o plus [group_size] f32 lse.
+//     A partial slot holds [group_size][head_dim] o plus [group_size] f32 lse. The CUDA
+//     executor stores o in the batch's dtype (rounded once, as the output is: half the bytes
+//     the merge moves), the CPU executor in f32.
 //
 // Merge map (CSR): entry e merges, for query row merge_row[e] and every KV head h, the
 // partial slots merge_slots[merge_indptr[e] .. merge_indptr[e+1]) of head h in that order

@@ -44,9 +44,9 @@ PlanStats compute_plan_stats(const Plan& plan, const BatchLayout& layout) {
   stats.kv_bytes_unique = unique_tokens * layout.num_kv_heads * 2 * d * e;
   stats.output_bytes_written =
       static_cast<int64_t>(layout.total_rows()) * layout.num_qo_heads * d * e;
-  stats.partial_bytes_written = heads * plan.num_partial_slots * g * (d + 1) * kF32Bytes;
-  stats.partial_bytes_read =
-      heads * static_cast<int64_t>(plan.merge_slots.size()) * g * (d + 1) * kF32Bytes;
+  const int64_t slot_bytes = d * e + kF32Bytes;  // o in the dtype, lse in f32
+  stats.partial_bytes_written = heads * plan.num_partial_slots * g * slot_bytes;
+  stats.partial_bytes_read = heads * static_cast<int64_t>(plan.merge_slots.size()) * g * slot_bytes;
   stats.predicted_traffic_bytes = stats.q_bytes_read + stats.kv_bytes_read +
                                   stats.output_bytes_written + stats.partial_bytes_written +
                                   stats.partial_bytes_read;

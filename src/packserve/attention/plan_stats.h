@@ -2,8 +2,10 @@
 // "Plan statistics"; seed 002 §5.1 counts memory accesses the same way).
 //
 // Every byte count is for ONE attention layer and counts all KV heads. Element sizes:
-// Q, K, V and the output are layout.dtype (2 bytes for bf16/f16, 4 for f32); partial states
-// are f32 (seed 002 §5.1 footnote: intermediates in FP32). Formulas (g = group_size,
+// Q, K, V, the output and a partial state's o are layout.dtype (2 bytes for bf16/f16, 4 for
+// f32); a partial state's lse is f32. (Seed 002 §5.1 keeps every intermediate in FP32; the
+// CUDA executor, whose traffic these count, rounds a partial o once as it rounds the output;
+// the CPU executor keeps it in f32, plan.h.) Formulas (g = group_size,
 // d = head_dim, e = dtype bytes, H = num_kv_heads, tiles(i) = ceil(num_rows(i) * g /
 // tile_q(i)); every item is run once per KV head, plan.h):
 //   num_work_items       = items * H (the (item, head) pairs the grid runs)
@@ -17,8 +19,8 @@
 //   q_bytes_read         = H * sum over items of num_rows(i) * g * d * e
 //   output_bytes_written = total_rows * num_qo_heads * d * e (each output element once, by a
 //                          final item or by a merge)
-//   partial_bytes_written = H * num_partial_slots * g * (d + 1) * 4   (o and lse per qo head)
-//   partial_bytes_read    = H * merge_slots.size() * g * (d + 1) * 4
+//   partial_bytes_written = H * num_partial_slots * g * (d * e + 4)   (o and lse per qo head)
+//   partial_bytes_read    = H * merge_slots.size() * g * (d * e + 4)
 //   predicted_traffic_bytes = q_bytes_read + kv_bytes_read + output_bytes_written +
 //                             partial_bytes_written + partial_bytes_read
 //   cta_cost[c]  = sum over items of queue c of plan.cost(num_rows * g, kv_tokens) (the

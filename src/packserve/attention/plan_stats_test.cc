@@ -29,11 +29,11 @@ TEST(PlanStats, BalancedGoldenPlanByHand) {
   EXPECT_EQ(s.kv_bytes_read, 2 * 440 * 2 * 64 * 2);
   // Pages hold 300 + 100 + 40 tokens, all heads.
   EXPECT_EQ(s.kv_bytes_unique, 440 * 2 * 2 * 64 * 2);
-  EXPECT_EQ(s.q_bytes_read, 8 * 1 * 64 * 2);           // 8 item rows, g = 1
-  EXPECT_EQ(s.output_bytes_written, 3 * 2 * 64 * 2);   // 3 rows * 2 qo heads
-  EXPECT_EQ(s.partial_bytes_written, 4 * 1 * 65 * 4);  // 4 slots of (o[64] + lse) f32
-  EXPECT_EQ(s.partial_bytes_read, 4 * 1 * 65 * 4);
-  EXPECT_EQ(s.predicted_traffic_bytes, 1024 + 225280 + 768 + 1040 + 1040);
+  EXPECT_EQ(s.q_bytes_read, 8 * 1 * 64 * 2);                 // 8 item rows, g = 1
+  EXPECT_EQ(s.output_bytes_written, 3 * 2 * 64 * 2);         // 3 rows * 2 qo heads
+  EXPECT_EQ(s.partial_bytes_written, 4 * 1 * (64 * 2 + 4));  // 4 slots of bf16 o[64], f32 lse
+  EXPECT_EQ(s.partial_bytes_read, 4 * 1 * (64 * 2 + 4));
+  EXPECT_EQ(s.predicted_traffic_bytes, 1024 + 225280 + 768 + 528 + 528);
   // Queue costs (1 * folded rows + keys): queue 0 = 225, queue 1 = 101 + 77 + 41 = 219 (head
   // 1's CTAs run the same queues): mean 222.
   ASSERT_EQ(s.cta_cost.size(), 2u);

@@ -36,10 +36,11 @@
 //    T = the packs' total cost / the plan's queues; a pack is cut into
 //    n = ceil(len / ((T - item - alpha F) / (beta w))) page-aligned parts of at least
 //    kMinChunkTokens, so no part costs more than a queue's share. Every part writes a partial
-//    state for each of its rows (1 KiB per folded row and head at head_dim 128, read again by
-//    the merge): the mean rule, blind to the number of queues and to rows, cut the 4096-token
-//    root of the PAT tree B=[1,256] into 16 parts of 256 on 33 queues, 16x the partial-state
-//    bytes of one part and more than the unique KV bytes; the share rule cuts it into 3.
+//    state for each of its rows (260 bytes per folded row and head at head_dim 128 on the GPU,
+//    read again by the merge): the mean rule, blind to the number of queues and to rows, cut
+//    the 4096-token root of the PAT tree B=[1,256] into 16 parts of 256 on 33 queues, 16x the
+//    partial-state bytes of one part and more than the unique KV bytes; the share rule cuts it
+//    into 3.
 //    Caps: a shared pack holding prefill rows (max q_len q) is cut into at most
 //    max(1, pages / q) parts; a leaf tile of request r uses parts >= q_len * page_size.
 //    The cut is made for a few multiples of T (kShareMultiples) and the least LPT makespan

@@ -64,7 +64,7 @@ Status prepare_persistent_hd256(bool bf16, int* ctas_per_sm);
 struct MergeParams {
   const int32_t* plan = nullptr;  // header gives num_merges, num_kv_heads, num_partial_slots
   int off_merge_indptr = 0, off_merge_row = 0, off_merge_slots = 0;
-  const float* partial_o = nullptr;
+  const void* partial_o = nullptr;  // elements of the batch's dtype
   const float* partial_lse = nullptr;
   int32_t* dispatch = nullptr;  // the attention kernel's claim counter, reset to 0 here
   void* out = nullptr;

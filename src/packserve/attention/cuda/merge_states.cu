@@ -8,7 +8,8 @@
 // capacity. Slot s of KV head kv is storage slot kv * num_partial_slots + s (plan.h). The
 // merge is a few dependent round trips per warp (latency, not bytes): a warp reads its entry's
 // row and first slot ids before it waits for the attention grid (wait_for_previous_grid).
-// Numerics (base 2, f32): folding slot s into the running state (o, lse):
+// Numerics (base 2, f32; a slot's o is stored in the batch's dtype, its lse in f32): folding
+// slot s into the running state (o, lse):
 //   mx = max(lse, lse_s); w = 2^(lse - mx); w_s = 2^(lse_s - mx);
 //   o = (o w + o_s w_s) / (w + w_s); lse = mx + log2(w + w_s).
 // The running state starts as the first slot; the output is o rounded to T.
@@ -35,6 +36,9 @@ template <>
 __device__ __forceinline__ __half from_float(float x) {
   return __float2half_rn(x);
 }
+
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
 template <int HeadDim, typename T>
 __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const MergeParams p) {
@@ -84,9 +88,9 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
         const int sid = b == 0 ? slot0[j] : slots[first + b + j];
         const size_t slot = base + static_cast<size_t>(sid) * group;
         lse_b[j] = p.partial_lse[slot];
-        const float* o_s = p.partial_o + slot * HeadDim + lane * kDims;
+        const T* o_s = static_cast<const T*>(p.partial_o) + slot * HeadDim + lane * kDims;
 #pragma unroll
-        for (int i = 0; i < kDims; ++i) o_b[j][i] = o_s[i];
+        for (int i = 0; i < kDims; ++i) o_b[j][i] = to_float(o_s[i]);
       }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {

@@ -93,7 +93,7 @@ struct KernelParams {
   const void* k_pages = nullptr;
   const void* v_pages = nullptr;
   void* out = nullptr;
-  float* partial_o = nullptr;
+  void* partial_o = nullptr;  // T elements (Workspace::partial_o)
   float* partial_lse = nullptr;
   const int32_t* q_positions = nullptr;  // DeviceBatch::q_positions
   const int32_t* kv_page_indptr = nullptr;
@@ -573,11 +573,11 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
           }
         } else {
           const size_t slot = static_cast<size_t>(it.partial_begin + k) * group + h;
-          float* dst = p.partial_o + slot * HeadDim;
+          T* dst = static_cast<T*>(p.partial_o) + slot * HeadDim;
 #pragma unroll
           for (int j = 0; j < kDb; ++j) {
-            *reinterpret_cast<float2*>(dst + j * 8 + 2 * t4) =
-                make_float2(o[mb][j][2 * hr] * inv_l, o[mb][j][2 * hr + 1] * inv_l);
+            *reinterpret_cast<Pair*>(dst + j * 8 + 2 * t4) =
+                Mma::pair(o[mb][j][2 * hr] * inv_l, o[mb][j][2 * hr + 1] * inv_l);
           }
           if (t4 == 0) p.partial_lse[slot] = m_run[mb][hr] + log2f(l_run[mb][hr]);
         }
@@ -629,8 +629,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         *reinterpret_cast<Pair*>(dst) = Mma::pair(acc0 * inv_l, acc1 * inv_l);
       } else {
         const size_t slot = static_cast<size_t>(it.partial_begin + k) * group + h;
-        *reinterpret_cast<float2*>(p.partial_o + slot * HeadDim + d) =
-            make_float2(acc0 * inv_l, acc1 * inv_l);
+        *reinterpret_cast<Pair*>(static_cast<T*>(p.partial_o) + slot * HeadDim + d) =
+            Mma::pair(acc0 * inv_l, acc1 * inv_l);
         if (d == 0) p.partial_lse[slot] = m_all + log2f(l);
       }
     }

@@ -50,7 +50,7 @@ Result<Workspace> Workspace::create(const PlanCapacity& capacity, const HeadConf
     offset += align_up(bytes);
   };
   add("plan_buffer", static_cast<size_t>(layout.total_int32) * sizeof(int32_t));
-  add("partial_o", slots * heads.head_dim * sizeof(float));
+  add("partial_o", slots * heads.head_dim * dtype_size_bytes(heads.dtype));
   add("partial_lse", slots * sizeof(float));
   add("dispatch", kDispatchCounters * sizeof(int32_t));
   ws.total_bytes_ = offset;
@@ -99,9 +99,7 @@ void Workspace::release() {
 const int32_t* Workspace::plan_buffer() const {
   return reinterpret_cast<const int32_t*>(base_ + regions_[0].offset_bytes);
 }
-float* Workspace::partial_o() const {
-  return reinterpret_cast<float*>(base_ + regions_[1].offset_bytes);
-}
+void* Workspace::partial_o() const { return base_ + regions_[1].offset_bytes; }
 float* Workspace::partial_lse() const {
   return reinterpret_cast<float*>(base_ + regions_[2].offset_bytes);
 }

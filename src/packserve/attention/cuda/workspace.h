@@ -3,7 +3,8 @@
 // PlanCapacity (plan_buffer.h) and the head configuration.
 //
 //   plan_buffer  [plan_buffer_layout(capacity).total_int32] int32  the serialized plan
-//   partial_o    [num_kv_heads, max_partial_slots, group_size, head_dim]  f32  o of split rows
+//   partial_o    [num_kv_heads, max_partial_slots, group_size, head_dim]  the batch's dtype
+//                (bf16/f16): o of split rows, rounded once as the output is (plan.h)
 //   partial_lse  [num_kv_heads, max_partial_slots, group_size]            f32  base-2 lse
 //   dispatch     [kDispatchCounters] int32  the attention kernel's item claim counter; 0
 //                between launches (the merge kernel resets it after the attention grid)
@@ -76,7 +77,7 @@ class Workspace {
 
   // Device addresses of the regions (fixed for the workspace's lifetime).
   const int32_t* plan_buffer() const;
-  float* partial_o() const;
+  void* partial_o() const;  // elements of HeadConfig::dtype
   float* partial_lse() const;
   int32_t* dispatch_counters() const;
 
