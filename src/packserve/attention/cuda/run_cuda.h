@@ -5,7 +5,13 @@
 //   out[row, head, :] = softmax_j(sm_scale * q . k_j) v_j over the keys j <= row position,
 // computed from the work items and the merge map of the uploaded plan, in the plan's merge
 // order. Numerics: bf16/f16 in, f32 accumulate, online softmax in base 2, partial states
-// (o normalised, lse base 2) in f32, output rounded once to the input dtype.
+// (o normalised and rounded to the input dtype, lse base 2 in f32), output rounded once to the
+// input dtype.
+//
+// Stream order: both kernels are programmatic dependent launches (sm_90): the attention kernel
+// may start during the tail of the kernel before it in the stream and reads only the uploaded
+// plan before that kernel has completed, so that kernel may write every DeviceBatch array
+// (q by RoPE, the pages by kv_append) but not the workspace.
 //
 // CUDA graphs: run_cuda never allocates and never synchronises; it launches a fixed grid
 // (the workspace's CTA queues x KV heads, plan.h) whose kernels read the plan from the workspace's
