@@ -401,13 +401,12 @@ std::vector<int64_t> split_parts(const BatchLayout& layout, const std::vector<Pa
   return parts;
 }
 
-// The units of the packs cut at `parts`; they reference a copy of pack_rows.
+// The units of the packs cut at `parts`, into out.units; they reference the packs' rows, which
+// out.rows must already hold.
 void cut_packs(const BatchLayout& layout, const std::vector<Pack>& packs,
-               const std::vector<int64_t>& parts, const std::vector<int32_t>& pack_rows,
-               UnitList& out) {
+               const std::vector<int64_t>& parts, UnitList& out) {
   out.units.clear();
   out.units.reserve(packs.size() * 2);
-  out.rows = pack_rows;
   for (size_t i = 0; i < packs.size(); ++i) {
     const Pack& p = packs[i];
     append_causal_pieces(layout, p.causal_request, p.kv_request, p.kv_begin, p.kv_end, parts[i],
@@ -507,14 +506,16 @@ Result<Plan> make_plan_prefix(const BatchLayout& layout, const DeviceShape& devi
     // B=[1,4,64]: 5 root parts of 410 keys, makespan 1194; 4 parts of 512 at 1.25 shares: 1068).
     const double share = queue_share(layout, packs, plan.num_ctas, options.cost);
     std::vector<std::vector<int64_t>> tried;
-    UnitList candidate;
+    UnitList candidate;  // list and candidate swap, so both hold the packs' rows
+    candidate.rows = pack_rows;
+    list.rows = std::move(pack_rows);
     std::vector<int32_t> candidate_order;
     std::vector<int32_t> candidate_cta;
     double best = std::numeric_limits<double>::infinity();
     for (const double multiple : kShareMultiples) {
       std::vector<int64_t> parts = split_parts(layout, packs, multiple * share, options.cost);
       if (std::find(tried.begin(), tried.end(), parts) != tried.end()) continue;
-      cut_packs(layout, packs, parts, pack_rows, candidate);
+      cut_packs(layout, packs, parts, candidate);
       tried.push_back(std::move(parts));
       const double makespan = assign_lpt(candidate, layout.group_size(), plan.num_ctas,
                                          options.cost, candidate_order, candidate_cta);
