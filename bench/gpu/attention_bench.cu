@@ -9,12 +9,14 @@
 //                          bound = unique K/V bytes (each physical page once) / copy bandwidth
 //   prefill_48             48 prompts lognormal median 200 capped 8k + one 8k prompt;
 //                          useful FLOPs = 4 * head_dim * qo_heads * causal-visible pairs
+//   prefill_8k, dense_256x4096  (--cases wide) plans of 128-row passes only: one 8k prompt;
+//                          256 rows over 4096 keys (PAT [1,256]'s root as one request)
 //   mixed                  128 decode rows + one 2k prefill chunk: one launch vs two
 //   overhead_8             plan + upload + run (+ sync) of 8 decode rows (kv 128), host wall
 //                          time, eager vs graph replay
 // Timing (bench_harness.cuh): eager = median of 20 runs each after an L2 flush; graph = median
 // per call of graph replays of 10 back-to-back calls. K/V/Q are random bf16 on the device.
-// Usage: attention_bench [--cases decode,pat,prefill,mixed,overhead] [--timeline DIR]
+// Usage: attention_bench [--cases decode,pat,prefill,wide,mixed,overhead] [--timeline DIR]
 //                        [--cost-alpha A] [--cost-item X] [--cost-wide-key W]
 //   --cost-alpha, --cost-item, --cost-wide-key: the planner's CostModel::alpha, ::item and
 //   ::wide_key (plan.h) for every case instead of the defaults (to calibrate them).
@@ -312,7 +314,7 @@ BatchLayout prefill_layout() {
 int main(int argc, char** argv) {
   using namespace packserve;
   using namespace packserve::bench;
-  std::string cases = "decode,pat,prefill,mixed,overhead";
+  std::string cases = "decode,pat,prefill,wide,mixed,overhead";
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--cases") cases = argv[i + 1];
     if (std::string(argv[i]) == "--timeline") g_timeline_dir = argv[i + 1];
@@ -351,6 +353,15 @@ int main(int argc, char** argv) {
   }
   if (want("prefill")) {
     time_case(t, c, "prefill_48", prefill_layout(), attention::Policy::kBalanced, ctas, 0);
+  }
+  if (want("wide")) {
+    // Plans of 128-row passes only (run_cuda.h, all-wide): one 8k prompt, and 256 rows over
+    // 4096 keys (the compute of PAT [1,256]'s root: 1024 folded rows per KV head).
+    LayoutBuilder p8k, root;
+    p8k.add(8192, 8192);
+    root.add(256, 4096);
+    time_case(t, c, "prefill_8k", p8k.finish(9), attention::Policy::kBalanced, ctas, 0);
+    time_case(t, c, "dense_256x4096", root.finish(10), attention::Policy::kBalanced, ctas, 0);
   }
   if (want("mixed")) {
     LayoutBuilder mixed, dec, pre;

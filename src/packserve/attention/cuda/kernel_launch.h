@@ -60,6 +60,10 @@ Status launch_persistent_hd256(bool bf16, const KernelParams& p, int num_ctas, c
 Status prepare_persistent_hd64(bool bf16, int* ctas_per_sm);
 Status prepare_persistent_hd128(bool bf16, int* ctas_per_sm);
 Status prepare_persistent_hd256(bool bf16, int* ctas_per_sm);
+// wide_kernel.cuh (head_dim 128, sm_90 devices only): one CTA per SM.
+Status launch_wide_hd128(bool bf16, int variant, const KernelParams& p, int num_ctas,
+                         cudaStream_t s);
+Status prepare_wide_hd128(bool bf16, int* ctas_per_sm);
 
 struct MergeParams {
   const int32_t* plan = nullptr;  // header gives num_merges, num_kv_heads, num_partial_slots

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "packserve/attention/cuda/cuda_check.h"
@@ -18,6 +19,34 @@ constexpr int kMergeBlocks = 264;  // fixed (graph-compatible); grid-stride over
 
 bool in(const auto& list, int v) {
   return std::find(std::begin(list), std::end(list), v) != std::end(list);
+}
+
+// Experiment switch: PACKSERVE_WIDE_KERNEL=1 runs all-wide plans on wide_kernel.cuh (sm_90).
+int wide_kernel_variant() {
+  static const int variant = [] {
+    const char* v = std::getenv("PACKSERVE_WIDE_KERNEL");
+    if (v == nullptr) return 0;
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+      return 0;
+    return major == 9 ? std::atoi(v) : 0;
+  }();
+  return variant;
+}
+
+// One CTA per SM (prepared once: the shared-memory limit is raised before any capture).
+Result<int> wide_kernel_ctas() {
+  static const Result<int> ctas = []() -> Result<int> {
+    int device = 0, sms = 0, per_sm = 0;
+    PS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    PS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    PS_RETURN_IF_ERROR(prepare_wide_hd128(true, &per_sm));
+    PS_RETURN_IF_ERROR(prepare_wide_hd128(false, &per_sm));
+    if (per_sm < 1) return resource_exhausted("wide attention kernel: 0 CTAs per SM");
+    return sms * per_sm;
+  }();
+  return ctas;
 }
 
 }  // namespace
@@ -82,8 +111,14 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.group_div = FastDiv::make(h.group_size());
   p.sm_scale_log2 = b.sm_scale * 1.4426950408889634f;
   p.timeline = b.timeline;
-  PS_RETURN_IF_ERROR(
-      launch_persistent(h.head_dim, h.dtype, p, l.num_ctas * h.num_kv_heads, stream));
+  if (ws.all_wide() && b.timeline == nullptr && wide_kernel_variant() > 0) {
+    PS_ASSIGN_OR_RETURN(const int sms, wide_kernel_ctas());
+    PS_RETURN_IF_ERROR(
+        launch_wide_hd128(h.dtype == DType::kBF16, wide_kernel_variant(), p, sms, stream));
+  } else {
+    PS_RETURN_IF_ERROR(
+        launch_persistent(h.head_dim, h.dtype, p, l.num_ctas * h.num_kv_heads, stream));
+  }
 
   MergeParams m;
   m.plan = ws.plan_buffer();

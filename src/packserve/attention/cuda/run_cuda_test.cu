@@ -301,6 +301,50 @@ TEST(RunCuda, FullPassesAtHeadDim128MatchTheReference) {
   }
 }
 
+// Plans whose every item runs 128-row passes (Workspace::all_wide): prefill tiles of 32 rows x
+// group 4 (causal at the diagonal, chunked KV), a 256-row request over 4096 keys (the shape of
+// a shared-prefix root), several passes per item (tile_q 128 of 512 folded rows does not
+// occur: the planner's tiles are 128 folded rows), page sizes 16 and 3. With
+// PACKSERVE_WIDE_KERNEL=1 on an sm_90 device they run on wide_kernel.cuh, else on the
+// persistent kernel; either way every element matches the reference.
+TEST(RunCuda, AllWidePlansMatchTheReference) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (int page_size : {16, 3}) {
+      BatchSpec spec;
+      spec.num_kv_heads = 2;
+      spec.num_qo_heads = 8;
+      spec.head_dim = 128;
+      spec.page_size = page_size;
+      spec.dtype = dtype;
+      spec.seed = 77 + static_cast<uint64_t>(page_size);
+      spec.requests = {{256, 4096, ""}, {96, 96, ""}, {64, 1000, ""}, {32, 33, ""}};
+      SCOPED_TRACE(to_json(spec));
+      const BatchData data = build(spec);
+      const Result<std::vector<double>> ref =
+          has_device() ? reference_attention(data.layout, data.tensors())
+                       : Result<std::vector<double>>(std::vector<double>{});
+      ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+      for (Policy policy : {Policy::kNaive, Policy::kBalanced}) {
+        for (int ctas : {3, 132}) {
+          SCOPED_TRACE(std::string(policy_name(policy)) + " ctas " + std::to_string(ctas));
+          PlanOptions options;
+          options.policy = policy;
+          const Result<Plan> plan = make_plan(data.layout, DeviceShape{ctas}, options);
+          ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+          for (const WorkItem& w : plan->items) {
+            ASSERT_GT(std::min<int>(w.num_rows() * plan->group_size, w.tile.tile_q), 64)
+                << "a narrow item: the batch no longer tests all-wide plans";
+          }
+          if (!has_device()) continue;
+          expect_matches(data.layout, plan_and_run_gpu(data, policy, false, ctas), *ref,
+                         "all-wide plan");
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
 // One CTA queue per KV head walks every item in order, so one CTA runs passes of equal and of
 // different shapes back to back: a shared prefix of 40 decode rows (160 folded rows: two
 // passes of one item), decode items of 1, 2 and more stages, a 150-row prefill, in each

@@ -5,6 +5,7 @@
 //   smem_desc        64-bit wgmma shared-memory matrix descriptor, 128-byte swizzle
 //   wgmma_fence / wgmma_commit / wgmma_wait<N> / fence_operand(s) / fence_proxy_async
 //   WgmmaOp<T>::qk_m64n64k16   S[64 x 64] = Q K^T, both operands from shared memory
+//   WgmmaOp<T>::qk_m64n128k16  S[64 x 128] = Q K^T, likewise (wide_kernel.cuh)
 //   WgmmaOp<T>::pv_m64n128k16  O[64 x 128] += P V, P from registers, V from shared memory
 //
 // Shared-memory layout the descriptors describe ("split" tiles, persistent_kernel.cuh): a
@@ -104,6 +105,29 @@ __device__ __forceinline__ void fence_proxy_async() {
         "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                                            \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
 
+#define PS_WGMMA_QK_M64N128K16(PTX)                                                               \
+  asm volatile(                                                                                   \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX "." PTX                                  \
+      " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                  \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "          \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "          \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "         \
+      "%64, %65, p, 1, 1, 0, 0;\n}\n"                                                             \
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), \
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
+        "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), \
+        "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]),               \
+        "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]),           \
+        "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]),           \
+        "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]),           \
+        "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]),           \
+        "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])                                            \
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)))
+
 template <typename T>
 struct WgmmaOp {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
@@ -116,6 +140,16 @@ struct WgmmaOp {
       PS_WGMMA_QK_M64N64K16("f16");
     } else {
       PS_WGMMA_QK_M64N64K16("bf16");
+    }
+  }
+  // D[64 x 128] (+)= A[64 x 16] * B[128 x 16]^T: 128 keys per product (the wide kernel's
+  // stages), both operands K-major in shared memory.
+  static __device__ __forceinline__ void qk_m64n128k16(float (&d)[16][4], uint64_t desc_a,
+                                                       uint64_t desc_b, bool accumulate) {
+    if constexpr (std::is_same_v<T, __half>) {
+      PS_WGMMA_QK_M64N128K16("f16");
+    } else {
+      PS_WGMMA_QK_M64N128K16("bf16");
     }
   }
   // D[64 x 128] += A[64 x 16] * B[16 x 128]: A in registers (each warp's 16 rows as the
@@ -132,6 +166,7 @@ struct WgmmaOp {
 
 #undef PS_WGMMA_QK_M64N64K16
 #undef PS_WGMMA_PV_M64N128K16
+#undef PS_WGMMA_QK_M64N128K16
 
 // Orders every register of an accumulator or fragment array against the wgmma asm (see
 // fence_operand).

@@ -1,6 +1,7 @@
 // workspace.cu: Workspace allocation, region layout and plan upload (workspace.h).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -159,6 +160,10 @@ Status Workspace::upload(const Plan& plan, StreamHandle stream) {
                                             cudaMemcpyHostToDevice, stream));
   }
   has_plan_ = true;
+  all_wide_ = plan.head_dim == 128 && !plan.deterministic && !plan.items.empty() &&
+              std::all_of(plan.items.begin(), plan.items.end(), [&](const WorkItem& it) {
+                return std::min<int>(it.num_rows() * plan.group_size, it.tile.tile_q) > 64;
+              });
   return ok_status();
 }
 

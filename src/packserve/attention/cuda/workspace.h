@@ -68,6 +68,9 @@ class Workspace {
   Status upload(const Plan& plan, StreamHandle stream);
 
   bool has_plan() const { return has_plan_; }
+  // Every item of the uploaded plan runs q passes of 128 folded rows (head_dim 128, not
+  // deterministic, min(rows x group, tile_q) > 64): the wide kernel can run the whole plan.
+  bool all_wide() const { return all_wide_; }
   const PlanCapacity& capacity() const { return capacity_; }
   const PlanBufferLayout& layout() const { return layout_; }
   const HeadConfig& heads() const { return heads_; }
@@ -93,6 +96,7 @@ class Workspace {
   std::byte* base_ = nullptr;     // device allocation
   size_t total_bytes_ = 0;
   bool has_plan_ = false;
+  bool all_wide_ = false;
 };
 
 }  // namespace packserve::attention::cuda

@@ -1,0 +1,51 @@
+// wide_kernel_hd128.cu: the instances of wide_kernel.cuh (head_dim 128; bf16, f16).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "packserve/attention/cuda/cuda_check.h"
+#include "packserve/attention/cuda/kernel_launch.h"
+#include "packserve/attention/cuda/wide_kernel.cuh"
+
+namespace packserve::attention::cuda {
+namespace {
+
+template <typename T, int QSlots, int KvStages>
+Status launch(const KernelParams& p, int num_ctas, cudaStream_t s) {
+  return launch_programmatic(wide_attention_kernel<T, QSlots, KvStages>, dim3(num_ctas),
+                             dim3(wide::kThreads), wide::Layout<QSlots, KvStages>::kSmemBytes, s,
+                             p);
+}
+
+template <typename T, int QSlots, int KvStages>
+Status prepare(int* ctas_per_sm) {
+  constexpr int smem = wide::Layout<QSlots, KvStages>::kSmemBytes;
+  PS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(wide_attention_kernel<T, QSlots, KvStages>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  PS_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      ctas_per_sm, wide_attention_kernel<T, QSlots, KvStages>, wide::kThreads, smem));
+  return ok_status();
+}
+
+// Experiment: variant 1 = two q slots and two KV stages (2 = one q slot and three KV stages
+// measured slower: 0.90x on prefill_8k).
+template <typename T>
+Status launch_v(int, const KernelParams& p, int num_ctas, cudaStream_t s) {
+  return launch<T, 2, 2>(p, num_ctas, s);
+}
+template <typename T>
+Status prepare_v(int* ctas_per_sm) {
+  return prepare<T, 2, 2>(ctas_per_sm);
+}
+
+}  // namespace
+
+Status launch_wide_hd128(bool bf16, int variant, const KernelParams& p, int num_ctas,
+                         cudaStream_t s) {
+  return bf16 ? launch_v<__nv_bfloat16>(variant, p, num_ctas, s)
+              : launch_v<__half>(variant, p, num_ctas, s);
+}
+Status prepare_wide_hd128(bool bf16, int* ctas_per_sm) {
+  return bf16 ? prepare_v<__nv_bfloat16>(ctas_per_sm) : prepare_v<__half>(ctas_per_sm);
+}
+
+}  // namespace packserve::attention::cuda
