@@ -192,6 +192,7 @@ void run(const Prepared& p, cudaStream_t s) {
 struct Row {
   std::string name, policy;
   double eager_ms, graph_ms, bytes, flops, bound_ms;
+  int wide_items = 0;  // items the wide kernel ran (Workspace::num_wide_items)
 };
 std::vector<Row> g_rows;
 std::string g_timeline_dir;  // --timeline
@@ -240,10 +241,10 @@ void report(const Ceilings& c, Row r) {
       "{\"case\":\"%s\",\"policy\":\"%s\",\"graph_ms\":%.4f,\"eager_ms\":%.4f,\"kv_bytes\":%.0f,"
       "\"effective_gbps\":%.1f,\"frac_copy_bw\":%.3f,\"useful_tflops\":%.1f,"
       "\"frac_matmul\":%.3f,\"bound_ms\":%.4f,\"x_bound\":%.2f,\"copy_gbps\":%.1f,"
-      "\"matmul_tflops\":%.1f}\n",
+      "\"matmul_tflops\":%.1f,\"wide_items\":%d}\n",
       r.name.c_str(), r.policy.c_str(), r.graph_ms, r.eager_ms, r.bytes, gbps, gbps / c.copy_gbps,
       tflops, tflops / c.bf16_tflops, r.bound_ms, r.bound_ms > 0 ? r.graph_ms / r.bound_ms : 0.0,
-      c.copy_gbps, c.bf16_tflops);
+      c.copy_gbps, c.bf16_tflops, r.wide_items);
   std::fflush(stdout);
   g_rows.push_back(r);
 }
@@ -257,6 +258,7 @@ void time_case(Timer& t, const Ceilings& c, const std::string& name, const Batch
   r.bytes = static_cast<double>(bound_bytes > 0 ? bound_bytes : bytes_needed(l));
   r.flops = useful_flops(l);
   r.bound_ms = bound_bytes > 0 ? bound_bytes / (c.copy_gbps * 1e9) * 1e3 : 0;
+  r.wide_items = p->ws->num_wide_items();
   report(c, r);
   if (!g_timeline_dir.empty()) write_timeline(*p, name, r.policy);
 }

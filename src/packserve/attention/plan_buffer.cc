@@ -91,6 +91,36 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
   return out;
 }
 
+bool is_wide_item(const Plan& plan, const WorkItem& item) {
+  return plan.head_dim == 128 && !plan.deterministic &&
+         std::min<int64_t>(static_cast<int64_t>(item.num_rows()) * plan.group_size,
+                           item.tile.tile_q) > 64;
+}
+
+std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide) {
+  std::vector<int32_t> order = dispatch_order(plan);
+  double wide_cost = 0.0, all_cost = 0.0;
+  int32_t wide = 0;
+  for (const WorkItem& it : plan.items) {
+    const double c =
+        plan.cost(static_cast<int64_t>(it.num_rows()) * plan.group_size, it.kv_tokens());
+    all_cost += c;
+    if (is_wide_item(plan, it)) {
+      wide_cost += c;
+      ++wide;
+    }
+  }
+  if (wide == 0 || wide_cost < kWideKernelShare * all_cost) {
+    wide = 0;
+  } else {
+    std::stable_partition(order.begin(), order.end(), [&](int32_t i) {
+      return is_wide_item(plan, plan.items[static_cast<size_t>(i)]);
+    });
+  }
+  if (num_wide != nullptr) *num_wide = wide;
+  return order;
+}
+
 Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<int32_t> buffer) {
   PS_ASSIGN_OR_RETURN(const PlanBufferLayout layout, plan_buffer_layout(capacity));
   if (plan.num_kv_heads != capacity.num_kv_heads) {
@@ -163,7 +193,7 @@ Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<
   b[kHdrPolicy] = static_cast<int32_t>(plan.policy);
   std::copy(plan.cta_indptr.begin(), plan.cta_indptr.end(), b + layout.off_cta_indptr);
   std::copy(plan.cta_items.begin(), plan.cta_items.end(), b + layout.off_cta_items);
-  const std::vector<int32_t> order = dispatch_order(plan);
+  const std::vector<int32_t> order = buffer_dispatch_order(plan, &b[kHdrNumWideItems]);
   std::copy(order.begin(), order.end(), b + layout.off_dispatch);
   int32_t* items = b + layout.off_items;
   for (const int32_t i : order) {
@@ -256,6 +286,17 @@ Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int3
     it.writes_final = items[7] != 0;
     it.partial_begin = items[8];
     items += kItemFields;
+  }
+  // The kernels split the tickets at num_wide_items: the first that many are wide items.
+  if (b[kHdrNumWideItems] < 0 || b[kHdrNumWideItems] > num_items) {
+    return invalid_argument("buffer: num_wide_items = " + str(b[kHdrNumWideItems]) +
+                            " outside [0, " + str(num_items) + "]");
+  }
+  for (int32_t k = 0; k < b[kHdrNumWideItems]; ++k) {
+    if (!is_wide_item(plan, plan.items[static_cast<size_t>(b[layout.off_dispatch + k])])) {
+      return invalid_argument("buffer: dispatch[" + str(k) + "] is not a wide item, but " +
+                              "num_wide_items = " + str(b[kHdrNumWideItems]));
+    }
   }
   // The CTA of an item is implied by the queue that lists it.
   for (int c = 0; c < plan.num_ctas; ++c) {

@@ -7,8 +7,8 @@
 //   cta_indptr  [num_ctas + 1]                      into cta_items (num_ctas = the queues,
 //                                                   ctas_per_head(capacity) of plan.h)
 //   cta_items   [max_items]                         item ids per queue, in execution order
-//   dispatch    [max_items]                         item ids in dispatch_order() (plan.h): the
-//                                                   order the CUDA kernel's CTAs claim them
+//   dispatch    [max_items]                         item ids in buffer_dispatch_order() (below):
+//                                                   the order the CUDA kernels' CTAs claim them
 //   items       [max_items * kItemFields]           WorkItem fields, item-major, in dispatch
 //               order (entry j is item dispatch[j], so a claimed ticket reads its item's
 //               fields without first reading its id): rows_begin, rows_end, kv_request,
@@ -38,7 +38,7 @@
 namespace packserve::attention {
 
 inline constexpr int32_t kPlanBufferMagic = 0x50534e50;  // "PNSP"
-inline constexpr int32_t kPlanBufferVersion = 4;
+inline constexpr int32_t kPlanBufferVersion = 5;
 inline constexpr int kItemFields = 9;
 inline constexpr int kPlanBufferAlignInt32 = 16;
 
@@ -56,7 +56,8 @@ enum PlanBufferHeader : int {
   kHdrNumKvHeads,
   kHdrHeadDim,
   kHdrDeterministic,
-  kHdrPolicy,  // Policy as its integer value (appended; informational)
+  kHdrPolicy,        // Policy as its integer value (appended; informational)
+  kHdrNumWideItems,  // the first this many items of the dispatch region are wide (below)
   kHeaderFields,
 };
 
@@ -79,6 +80,19 @@ struct PlanBufferLayout {  // offsets and sizes in int32 elements
   int off_merge_indptr = 0, off_merge_row = 0, off_merge_slots = 0;
   int total_int32 = 0;
 };
+
+// Wide items: those whose q passes are 128 folded rows on the CUDA kernels (head_dim 128, not
+// deterministic, min(num_rows x group_size, tile_q) > 64), the compute-bound items the wide
+// kernel can run (cuda/wide_kernel.cuh). It runs them, as a phase before the persistent kernel
+// runs the rest, when they carry at least kWideKernelShare of the plan's modelled cost
+// (plan.cost): then the buffer's dispatch region is dispatch_order() (plan.h) with the wide
+// items moved to the front (stable), and the header's num_wide_items counts them. Otherwise it
+// is dispatch_order() and num_wide_items is 0 (one kernel, which overlaps the wide items with
+// the others: H100, fifteenth session, docs/benchmarks.md).
+inline constexpr double kWideKernelShare = 0.9;
+bool is_wide_item(const Plan& plan, const WorkItem& item);
+// The dispatch region's order; *num_wide (if not null) = the leading items the wide kernel runs.
+std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide = nullptr);
 
 // Region offsets for a capacity; kInvalidArgument when a field is < 1.
 Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity);

@@ -110,8 +110,29 @@ TEST(PlanBuffer, RoundTripAndBoundsOnRandomBatches) {
         EXPECT_EQ(back->merge_row, plan->merge_row);
         EXPECT_EQ(back->merge_slots, plan->merge_slots);
         EXPECT_EQ(to_text(*back), to_text(*plan));
-        const std::vector<int32_t> order = dispatch_order(*plan);
+        int32_t wide = -1;
+        const std::vector<int32_t> order = buffer_dispatch_order(*plan, &wide);
         EXPECT_TRUE(std::equal(order.begin(), order.end(), buffer.begin() + l->off_dispatch));
+        ASSERT_EQ(buffer[kHdrNumWideItems], wide);
+        // dispatch_order() itself, or (the wide items carrying kWideKernelShare of the cost)
+        // its wide items first, each kind in dispatch_order()'s order.
+        std::vector<int32_t> expect_wide, expect_narrow;
+        double wide_cost = 0.0, all_cost = 0.0;
+        for (const int32_t i : dispatch_order(*plan)) {
+          const WorkItem& it = plan->items[static_cast<size_t>(i)];
+          const double c = plan->cost(int64_t{it.num_rows()} * plan->group_size, it.kv_tokens());
+          all_cost += c;
+          if (is_wide_item(*plan, it)) wide_cost += c;
+          (is_wide_item(*plan, it) ? expect_wide : expect_narrow).push_back(i);
+        }
+        if (expect_wide.empty() || wide_cost < kWideKernelShare * all_cost) {
+          EXPECT_EQ(wide, 0);
+          EXPECT_EQ(order, dispatch_order(*plan));
+        } else {
+          ASSERT_EQ(wide, static_cast<int>(expect_wide.size()));
+          EXPECT_TRUE(std::equal(expect_wide.begin(), expect_wide.end(), order.begin()));
+          EXPECT_TRUE(std::equal(expect_narrow.begin(), expect_narrow.end(), order.begin() + wide));
+        }
         for (size_t j = 0; j < order.size(); ++j) {  // the items stored in dispatch order
           const WorkItem& it = plan->items[static_cast<size_t>(order[j])];
           const int32_t* f = buffer.data() + l->off_items + j * kItemFields;
@@ -120,6 +141,63 @@ TEST(PlanBuffer, RoundTripAndBoundsOnRandomBatches) {
           EXPECT_EQ(f[8], it.partial_begin);
         }
       }
+    }
+  }
+}
+
+// Head_dim 128, group 4: a 32-row prefill over 4096 keys (128 folded rows: wide; cost 6368 under
+// the default CostModel) and two decode rows (4 folded: narrow) of `decode_kv` keys each (116
+// each at 16 keys: the wide item's share is 0.96; 4196 each at 4096: 0.43).
+BatchLayout prefill_and_decode(int decode_kv) {
+  BatchLayout layout;
+  layout.num_qo_heads = 8;
+  layout.num_kv_heads = 2;
+  layout.head_dim = 128;
+  layout.page_size = 16;
+  const int dp = decode_kv / 16;
+  layout.qo_indptr = {0, 1, 2, 34};
+  layout.kv_page_indptr = {0, dp, 2 * dp, 2 * dp + 256};
+  layout.kv_last_page_len = {16, 16, 16};
+  layout.num_pages = 2 * dp + 256;
+  for (int i = 0; i < layout.num_pages; ++i) layout.kv_page_indices.push_back(i);
+  return layout;
+}
+
+// The wide item leads the dispatch region when it carries kWideKernelShare of the modelled
+// cost (decode rows of 16 keys), and the order is dispatch_order()'s with num_wide_items 0
+// when it does not (decode rows of 4096 keys) or the plan is deterministic; a buffer whose
+// num_wide_items names a narrow item is rejected.
+TEST(PlanBuffer, WideItemsLeadTheDispatchRegionWhenTheyCarryTheCost) {
+  for (const int decode_kv : {16, 4096}) {
+    for (const bool det : {false, true}) {
+      SCOPED_TRACE("decode_kv " + std::to_string(decode_kv) + " det " + std::to_string(det));
+      const BatchLayout layout = prefill_and_decode(decode_kv);
+      ASSERT_TRUE(validate(layout).ok());
+      PlanOptions options;
+      options.policy = Policy::kNaive;
+      options.deterministic = det;
+      const Result<Plan> plan = make_plan(layout, DeviceShape{1}, options);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      const PlanCapacity cap = capacity_of(layout, 1);
+      const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
+      ASSERT_TRUE(l.ok());
+      std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32), 0);
+      ASSERT_TRUE(serialize_plan(*plan, cap, buffer).ok());
+      const std::vector<int32_t> order(buffer.begin() + l->off_dispatch,
+                                       buffer.begin() + l->off_dispatch + plan->items.size());
+      if (decode_kv == 4096 || det) {
+        EXPECT_EQ(buffer[kHdrNumWideItems], 0);
+        EXPECT_EQ(order, dispatch_order(*plan));
+        continue;
+      }
+      ASSERT_EQ(buffer[kHdrNumWideItems], 1);
+      EXPECT_EQ(plan->items[static_cast<size_t>(order[0])].kv_request, 2);
+      EXPECT_TRUE(deserialize_plan(cap, buffer).ok());
+      buffer[kHdrNumWideItems] = 2;
+      const Result<Plan> bad = deserialize_plan(cap, buffer);
+      ASSERT_FALSE(bad.ok());
+      EXPECT_NE(bad.status().message().find("is not a wide item"), std::string::npos)
+          << bad.status().to_string();
     }
   }
 }

@@ -61,8 +61,7 @@ Status prepare_persistent_hd64(bool bf16, int* ctas_per_sm);
 Status prepare_persistent_hd128(bool bf16, int* ctas_per_sm);
 Status prepare_persistent_hd256(bool bf16, int* ctas_per_sm);
 // wide_kernel.cuh (head_dim 128, sm_90 devices only): one CTA per SM.
-Status launch_wide_hd128(bool bf16, int variant, const KernelParams& p, int num_ctas,
-                         cudaStream_t s);
+Status launch_wide_hd128(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s);
 Status prepare_wide_hd128(bool bf16, int* ctas_per_sm);
 
 struct MergeParams {
@@ -70,7 +69,7 @@ struct MergeParams {
   int off_merge_indptr = 0, off_merge_row = 0, off_merge_slots = 0;
   const void* partial_o = nullptr;  // elements of the batch's dtype
   const float* partial_lse = nullptr;
-  int32_t* dispatch = nullptr;  // the attention kernel's claim counter, reset to 0 here
+  int32_t* dispatch = nullptr;  // the attention kernels' claim counters, reset to 0 here
   void* out = nullptr;
   int num_qo_heads = 0;
   int group_size = 0;

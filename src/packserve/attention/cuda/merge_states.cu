@@ -20,6 +20,7 @@
 
 #include "packserve/attention/cuda/cuda_check.h"
 #include "packserve/attention/cuda/kernel_launch.h"
+#include "packserve/attention/cuda/workspace.h"
 
 namespace packserve::attention::cuda {
 namespace {
@@ -118,9 +119,9 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
   // A warp without entries waits too: this grid's completion must imply the attention grid's
   // for the launch after it.
   if (!waited) wait_for_previous_grid();
-  // The attention grid has completed, so no CTA claims any more: reset its claim counter for
-  // the next launch (every launch of the attention kernel is followed by this one, run_cuda).
-  if (blockIdx.x == 0 && threadIdx.x == 0) *p.dispatch = 0;
+  // The attention grids have completed, so no CTA claims any more: reset their claim counters
+  // for the next launch (every attention launch is followed by this one, run_cuda).
+  if (blockIdx.x == 0 && threadIdx.x < kDispatchCounters) p.dispatch[threadIdx.x] = 0;
 }
 
 template <int HeadDim, typename T>

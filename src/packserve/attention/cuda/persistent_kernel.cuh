@@ -106,6 +106,9 @@ struct KernelParams {
   FastDiv group_div;             // folded row -> (item row, head of the group)
   float sm_scale_log2 = 0.0f;    // sm_scale * log2(e)
   uint64_t* timeline = nullptr;  // DeviceBatch::timeline (null: no records)
+  // 1: the wide kernel (wide_kernel.cuh) ran the plan's wide items just before this launch;
+  // this kernel starts at the first narrow item's ticket. 0: it runs every item.
+  int skip_wide = 0;
 };
 
 // Timeline mark (DeviceBatch::timeline): %globaltimer now into field `field` of the record.
@@ -671,7 +674,9 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   // head_dim 128); the header fields an item needs are re-read from L1 per item.
   const int heads = p.num_kv_heads;
   const int tickets = p.plan[kHdrNumItems] * heads;
-  for (int ticket = static_cast<int>(blockIdx.x); ticket < tickets;) {
+  // The first ticket of this kernel (re-read where needed: registers are at the limit).
+  auto first_ticket = [&] { return p.skip_wide ? p.plan[kHdrNumWideItems] * heads : 0; };
+  for (int ticket = first_ticket() + static_cast<int>(blockIdx.x); ticket < tickets;) {
     // The items region is in dispatch order: the ticket locates its item's fields directly.
     const int kv_head = ticket % heads;
     const int32_t* f = p.plan + p.off_items + ticket / heads * kItemFields;
@@ -690,7 +695,7 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     // previous kernel's tail (which writes q and the K/V pages, or merges the last run's partial
     // states). Before the first wait a CTA reads only the plan buffer, which an earlier copy
     // wrote; the first ticket is blockIdx.x, every claimed one is past the grid.
-    if (ticket == static_cast<int>(blockIdx.x)) wait_for_previous_grid();
+    if (ticket == first_ticket() + static_cast<int>(blockIdx.x)) wait_for_previous_grid();
     uint64_t* rec = nullptr;
     if (p.timeline != nullptr && threadIdx.x == 0) {
       const int item = p.plan[p.off_dispatch + ticket / heads];  // the plan's item id
@@ -722,7 +727,7 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     int* claim_s = reinterpret_cast<int*>(smem + Tr::kTileBytes);  // row_pos[0], free here
     if (threadIdx.x == 0) *claim_s = atomicAdd(p.dispatch, 1);
     __syncthreads();  // the claim is visible
-    ticket = static_cast<int>(gridDim.x) + *claim_s;
+    ticket = first_ticket() + static_cast<int>(gridDim.x) + *claim_s;
     __syncthreads();  // every thread has read the claim before the next pass rewrites row_pos
   }
   // A CTA without a ticket waits too: this grid's completion must imply the previous one's

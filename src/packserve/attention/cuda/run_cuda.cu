@@ -21,18 +21,19 @@ bool in(const auto& list, int v) {
   return std::find(std::begin(list), std::end(list), v) != std::end(list);
 }
 
-// Experiment switch: PACKSERVE_WIDE_KERNEL=1 runs all-wide plans on wide_kernel.cuh (sm_90).
-int wide_kernel_variant() {
-  static const int variant = [] {
+// The wide kernel needs sm_90 (wgmma, setmaxnreg); PACKSERVE_WIDE_KERNEL=0 turns it off (every
+// item then runs on the persistent kernel, as on other devices).
+bool wide_kernel_enabled() {
+  static const bool enabled = [] {
     const char* v = std::getenv("PACKSERVE_WIDE_KERNEL");
-    if (v == nullptr) return 0;
+    if (v != nullptr && std::string(v) == "0") return false;
     int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-      return 0;
-    return major == 9 ? std::atoi(v) : 0;
+      return false;
+    return major == 9;
   }();
-  return variant;
+  return enabled;
 }
 
 // One CTA per SM (prepared once: the shared-memory limit is raised before any capture).
@@ -111,14 +112,18 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.group_div = FastDiv::make(h.group_size());
   p.sm_scale_log2 = b.sm_scale * 1.4426950408889634f;
   p.timeline = b.timeline;
-  if (ws.all_wide() && b.timeline == nullptr && wide_kernel_variant() > 0) {
+  // The plan's wide items (the leading tickets) on the wide kernel, then the rest on the
+  // persistent kernel. Correct for any plan a captured graph replays: the wide kernel claims
+  // only the wide tickets there are (none is fine), and without it the persistent kernel
+  // runs every item.
+  if (h.head_dim == 128 && ws.num_wide_items() > 0 && b.timeline == nullptr &&
+      wide_kernel_enabled()) {
     PS_ASSIGN_OR_RETURN(const int sms, wide_kernel_ctas());
-    PS_RETURN_IF_ERROR(
-        launch_wide_hd128(h.dtype == DType::kBF16, wide_kernel_variant(), p, sms, stream));
-  } else {
-    PS_RETURN_IF_ERROR(
-        launch_persistent(h.head_dim, h.dtype, p, l.num_ctas * h.num_kv_heads, stream));
+    PS_RETURN_IF_ERROR(launch_wide_hd128(h.dtype == DType::kBF16, p, sms, stream));
+    p.skip_wide = 1;
   }
+  PS_RETURN_IF_ERROR(
+      launch_persistent(h.head_dim, h.dtype, p, l.num_ctas * h.num_kv_heads, stream));
 
   MergeParams m;
   m.plan = ws.plan_buffer();

@@ -301,13 +301,47 @@ TEST(RunCuda, FullPassesAtHeadDim128MatchTheReference) {
   }
 }
 
-// Plans whose every item runs 128-row passes (Workspace::all_wide): prefill tiles of 32 rows x
+// Runs `spec` under each policy and CTA count on the GPU against the reference; for the policies
+// in `two_kernels` the plan must put the wide kernel to work beside the persistent kernel
+// (plan_buffer.h buffer_dispatch_order: some but not all items are the wide kernel's).
+void expect_wide_plans_match(const BatchSpec& spec, std::initializer_list<Policy> policies,
+                             std::initializer_list<Policy> two_kernels,
+                             std::initializer_list<int> cta_counts) {
+  SCOPED_TRACE(to_json(spec));
+  const BatchData data = build(spec);
+  const Result<std::vector<double>> ref = has_device()
+                                              ? reference_attention(data.layout, data.tensors())
+                                              : Result<std::vector<double>>(std::vector<double>{});
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  for (Policy policy : policies) {
+    for (int ctas : cta_counts) {
+      SCOPED_TRACE(std::string(policy_name(policy)) + " ctas " + std::to_string(ctas));
+      PlanOptions options;
+      options.policy = policy;
+      const Result<Plan> plan = make_plan(data.layout, DeviceShape{ctas}, options);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      int32_t wide = 0;
+      buffer_dispatch_order(*plan, &wide);
+      if (std::find(two_kernels.begin(), two_kernels.end(), policy) != two_kernels.end()) {
+        ASSERT_GT(wide, 0) << "the wide kernel has no item";
+        ASSERT_LT(wide, static_cast<int32_t>(plan->items.size())) << "no narrow item";
+      }
+      if (!has_device()) continue;
+      expect_matches(data.layout, plan_and_run_gpu(data, policy, false, ctas), *ref,
+                     "plan with wide items");
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// Plans whose wide items (plan_buffer.h is_wide_item: 128-row passes at head_dim 128) carry
+// most of the cost run them on the wide kernel (wide_kernel.cuh) before the persistent kernel
+// runs the rest, on an sm_90 device unless PACKSERVE_WIDE_KERNEL=0: prefill tiles of 32 rows x
 // group 4 (causal at the diagonal, chunked KV), a 256-row request over 4096 keys (the shape of
-// a shared-prefix root), several passes per item (tile_q 128 of 512 folded rows does not
-// occur: the planner's tiles are 128 folded rows), page sizes 16 and 3. With
-// PACKSERVE_WIDE_KERNEL=1 on an sm_90 device they run on wide_kernel.cuh, else on the
-// persistent kernel; either way every element matches the reference.
-TEST(RunCuda, AllWidePlansMatchTheReference) {
+// a shared-prefix root), decode rows; then, for the prefix policy, a prefix of 48 tokens under
+// 20 decode rows (a wide root, narrow leaves) beside the 256-row request; page sizes 16 and 3.
+// Every element matches the reference.
+TEST(RunCuda, PlansWithWideItemsMatchTheReference) {
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     for (int page_size : {16, 3}) {
       BatchSpec spec;
@@ -317,32 +351,31 @@ TEST(RunCuda, AllWidePlansMatchTheReference) {
       spec.page_size = page_size;
       spec.dtype = dtype;
       spec.seed = 77 + static_cast<uint64_t>(page_size);
-      spec.requests = {{256, 4096, ""}, {96, 96, ""}, {64, 1000, ""}, {32, 33, ""}};
-      SCOPED_TRACE(to_json(spec));
-      const BatchData data = build(spec);
-      const Result<std::vector<double>> ref =
-          has_device() ? reference_attention(data.layout, data.tensors())
-                       : Result<std::vector<double>>(std::vector<double>{});
-      ASSERT_TRUE(ref.ok()) << ref.status().to_string();
-      for (Policy policy : {Policy::kNaive, Policy::kBalanced}) {
-        for (int ctas : {3, 132}) {
-          SCOPED_TRACE(std::string(policy_name(policy)) + " ctas " + std::to_string(ctas));
-          PlanOptions options;
-          options.policy = policy;
-          const Result<Plan> plan = make_plan(data.layout, DeviceShape{ctas}, options);
-          ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-          for (const WorkItem& w : plan->items) {
-            ASSERT_GT(std::min<int>(w.num_rows() * plan->group_size, w.tile.tile_q), 64)
-                << "a narrow item: the batch no longer tests all-wide plans";
-          }
-          if (!has_device()) continue;
-          expect_matches(data.layout, plan_and_run_gpu(data, policy, false, ctas), *ref,
-                         "all-wide plan");
-          if (::testing::Test::HasFatalFailure()) return;
-        }
-      }
+      spec.requests = {{256, 4096, ""}, {96, 96, ""}, {64, 1000, ""}, {32, 33, ""},
+                       {1, 300, ""},    {1, 17, ""},  {1, 1, ""}};
+      expect_wide_plans_match(spec, {Policy::kNaive, Policy::kBalanced, Policy::kPrefix},
+                              {Policy::kNaive, Policy::kBalanced}, {3, 132});
+      if (::testing::Test::HasFatalFailure()) return;
+      spec.prefixes = {{"p", 48, ""}};  // a multiple of both page sizes
+      spec.requests = {{256, 4096, ""}};
+      for (int i = 0; i < 20; ++i) spec.requests.push_back({1, 49 + i, "p"});
+      expect_wide_plans_match(spec, {Policy::kPrefix}, {Policy::kPrefix}, {3, 132});
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
+}
+
+// A small batch of the same kinds for compute-sanitizer's racecheck (gpu-check.sh).
+TEST(RunCuda, WideKernelSmallBatch) {
+  BatchSpec spec;
+  spec.num_kv_heads = 2;
+  spec.num_qo_heads = 8;
+  spec.head_dim = 128;
+  spec.page_size = 16;
+  spec.dtype = DType::kBF16;
+  spec.seed = 5;
+  spec.requests = {{96, 96, ""}, {64, 300, ""}, {1, 40, ""}};
+  expect_wide_plans_match(spec, {Policy::kBalanced}, {Policy::kBalanced}, {3});
 }
 
 // One CTA queue per KV head walks every item in order, so one CTA runs passes of equal and of

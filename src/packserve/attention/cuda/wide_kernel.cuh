@@ -132,7 +132,7 @@ __device__ __forceinline__ void wide_produce(const KernelParams& p, unsigned cha
   int* desc_s = reinterpret_cast<int*>(smem + L::kOffDesc);
   int* scratch = reinterpret_cast<int*>(smem + L::kOffScratch);
   const int heads = p.num_kv_heads, group = p.group_size;
-  const int tickets = p.plan[kHdrNumItems] * heads;
+  const int tickets = p.plan[kHdrNumWideItems] * heads;  // the wide items lead (plan_buffer.h)
   int qs = 0, ks = 0;  // passes and KV stages produced so far (the rings' phases)
   for (int ticket = static_cast<int>(blockIdx.x); ticket < tickets;) {
     const int kv_head = ticket % heads;
@@ -202,7 +202,7 @@ __device__ __forceinline__ void wide_produce(const KernelParams& p, unsigned cha
         cp_async_mbar_arrive(bars + 8 * (L::kVFull + s));
       }
     }
-    if (tid == 0) scratch[8] = static_cast<int>(gridDim.x) + atomicAdd(p.dispatch, 1);
+    if (tid == 0) scratch[8] = static_cast<int>(gridDim.x) + atomicAdd(p.dispatch + 1, 1);
     producer_bar_sync();
     ticket = scratch[8];
     producer_bar_sync();  // read by all before the next claim rewrites it
@@ -258,7 +258,8 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int j = 0; j < kDb; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    const uint32_t q_base = smem_addr(smem + L::kOffQ + slot * kQBytes) + 64 * c * 128;
+    const uint64_t q_desc =
+        smem_desc(smem_addr(smem + L::kOffQ + slot * kQBytes) + 64 * c * 128, 16, 1024);
     // Phases st = 0 .. num_stages: phase st issues O += P V of stage st - 1 and S = Q K^T
     // of stage st as one turn on the tensor cores (the consumers take turns: turn_sync waits for
     // the other consumer's turn_arrive), then runs the softmax of stage st while the other
@@ -281,22 +282,22 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
         fence_operands(a);
         wgmma_fence();
         if constexpr (kPv) {
-          const uint32_t v_base = smem_addr(smem + L::kOffV + prev_s * kKvBytes);
+          // Descriptors differ only in their start address field (addr >> 4, below 2^14 for
+          // any shared address): each product's is its tile's plus a constant.
+          const uint64_t v_desc =
+              smem_desc(smem_addr(smem + L::kOffV + prev_s * kKvBytes), kKeys * 128, 1024);
 #pragma unroll
           for (int kb = 0; kb < kKeys / 16; ++kb) {
-            WgmmaOp<T>::pv_m64n128k16(o, a[kb],
-                                      smem_desc(v_base + kb * 16 * 128, kKeys * 128, 1024));
+            WgmmaOp<T>::pv_m64n128k16(o, a[kb], v_desc + (kb * 16 * 128 >> 4));
           }
         }
         if constexpr (kQk) {
-          const uint32_t k_base = smem_addr(smem + L::kOffK + s * kKvBytes);
+          const uint64_t k_desc = smem_desc(smem_addr(smem + L::kOffK + s * kKvBytes), 16, 1024);
 #pragma unroll
           for (int kk = 0; kk < kHeadDim / 16; ++kk) {
             const uint32_t step = (kk & 3) * 32;
-            const uint32_t qa = q_base + (kk >> 2) * (kRows * 128) + step;
-            const uint32_t ka = k_base + (kk >> 2) * (kKeys * 128) + step;
-            WgmmaOp<T>::qk_m64n128k16(sacc, smem_desc(qa, 16, 1024), smem_desc(ka, 16, 1024),
-                                      kk > 0);
+            WgmmaOp<T>::qk_m64n128k16(sacc, q_desc + (((kk >> 2) * (kRows * 128) + step) >> 4),
+                                      k_desc + (((kk >> 2) * (kKeys * 128) + step) >> 4), kk > 0);
           }
         }
         wgmma_commit();

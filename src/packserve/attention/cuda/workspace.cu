@@ -1,7 +1,6 @@
 // workspace.cu: Workspace allocation, region layout and plan upload (workspace.h).
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -160,10 +159,7 @@ Status Workspace::upload(const Plan& plan, StreamHandle stream) {
                                             cudaMemcpyHostToDevice, stream));
   }
   has_plan_ = true;
-  all_wide_ = plan.head_dim == 128 && !plan.deterministic && !plan.items.empty() &&
-              std::all_of(plan.items.begin(), plan.items.end(), [&](const WorkItem& it) {
-                return std::min<int>(it.num_rows() * plan.group_size, it.tile.tile_q) > 64;
-              });
+  num_wide_items_ = b[kHdrNumWideItems];
   return ok_status();
 }
 

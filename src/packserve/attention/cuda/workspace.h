@@ -6,8 +6,8 @@
 //   partial_o    [num_kv_heads, max_partial_slots, group_size, head_dim]  the batch's dtype
 //                (bf16/f16): o of split rows, rounded once as the output is (plan.h)
 //   partial_lse  [num_kv_heads, max_partial_slots, group_size]            f32  base-2 lse
-//   dispatch     [kDispatchCounters] int32  the attention kernel's item claim counter; 0
-//                between launches (the merge kernel resets it after the attention grid)
+//   dispatch     [kDispatchCounters] int32  the attention kernels' item claim counters; 0
+//                between launches (the merge kernel resets them after the attention grids)
 // max_partial_slots = the layout's max_merge_slots (each partial slot is merged exactly once),
 // per KV head: a plan's slot s of head h is stored at h * plan.num_partial_slots + s.
 //
@@ -30,7 +30,8 @@
 
 namespace packserve::attention::cuda {
 
-inline constexpr int kDispatchCounters = 1;  // claimed tickets
+// Claimed tickets: [0] the persistent kernel's, [1] the wide kernel's.
+inline constexpr int kDispatchCounters = 2;
 
 struct HeadConfig {
   int num_qo_heads = 0;
@@ -68,9 +69,8 @@ class Workspace {
   Status upload(const Plan& plan, StreamHandle stream);
 
   bool has_plan() const { return has_plan_; }
-  // Every item of the uploaded plan runs q passes of 128 folded rows (head_dim 128, not
-  // deterministic, min(rows x group, tile_q) > 64): the wide kernel can run the whole plan.
-  bool all_wide() const { return all_wide_; }
+  // The uploaded plan's wide items (plan_buffer.h is_wide_item), first in its dispatch order.
+  int num_wide_items() const { return num_wide_items_; }
   const PlanCapacity& capacity() const { return capacity_; }
   const PlanBufferLayout& layout() const { return layout_; }
   const HeadConfig& heads() const { return heads_; }
@@ -96,7 +96,7 @@ class Workspace {
   std::byte* base_ = nullptr;     // device allocation
   size_t total_bytes_ = 0;
   bool has_plan_ = false;
-  bool all_wide_ = false;
+  int num_wide_items_ = 0;
 };
 
 }  // namespace packserve::attention::cuda
