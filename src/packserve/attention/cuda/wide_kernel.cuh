@@ -13,8 +13,9 @@
 //             pass's folded rows [64 c, +64) with wgmma: per 128-key stage S = Q K^T
 //             (m64n128k16, q and K from shared memory), the online softmax of
 //             persistent_kernel.cuh (lazy max, base 2), O += P V (m64n128k16, P from
-//             registers). While one consumer runs its softmax the other's products keep the
-//             tensor cores busy; o takes 64 registers per thread, so S holds 128 keys.
+//             registers). The consumers take turns issuing their products, and each runs its
+//             softmax while its own previous P V and the other's products keep the tensor
+//             cores busy; o takes 64 registers per thread, so S holds 128 keys.
 // Hand-offs are mbarriers (phases counted by both sides in the same order):
 //   q_full[s]   256 arrivals: each producer thread once after writing the pass's row positions
 //               and descriptor, once more (cp.async.mbarrier.arrive.noinc) when its q copies land
@@ -63,7 +64,10 @@ struct Layout {
   static_assert(kOffBars % 8 == 0, "mbarriers are 8-byte aligned");
   static_assert(kSmemBytes <= 227 * 1024, "one CTA per SM");
 };
-inline constexpr int kProducerRegs = 56, kConsumerRegs = 224;
+// The producer's registers set how much of its gather it keeps in flight: 40 measured 0.87x,
+// 56 1.00x, 72 1.02-1.03x, 96 1.02x on prefill (H100, fifteenth session); the consumers need
+// about 200 (o, S and P of a 128-key stage).
+inline constexpr int kProducerRegs = 72, kConsumerRegs = 208;
 static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register file");
 }  // namespace wide
 
@@ -260,10 +264,11 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
     for (int j = 0; j < kDb; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     const uint64_t q_desc =
         smem_desc(smem_addr(smem + L::kOffQ + slot * kQBytes) + 64 * c * 128, 16, 1024);
-    // Phases st = 0 .. num_stages: phase st issues O += P V of stage st - 1 and S = Q K^T
-    // of stage st as one turn on the tensor cores (the consumers take turns: turn_sync waits for
-    // the other consumer's turn_arrive), then runs the softmax of stage st while the other
-    // consumer's products run.
+    // Phases st = 0 .. num_stages: phase st issues S = Q K^T of stage st and O += P V of stage
+    // st - 1 as one turn on the tensor cores (the consumers take turns: turn_sync waits for the
+    // other consumer's turn_arrive), then runs the softmax of stage st as soon as its S has
+    // landed, while its own P V and the other consumer's products run (FA3's intra-warpgroup
+    // overlap); o is rescaled and P(st) packed once that P V is done (it reads a and writes o).
     float sacc[kNb][4];
     uint32_t a[kKeys / 16][4];
     int prev_s = 0;  // KV slot of stage st - 1
@@ -273,52 +278,51 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
     auto phase = [&]<bool kPv, bool kQk>(int st) {
       const int s = ks % KvStages;
       const uint32_t parity = (ks / KvStages) & 1;
+      const int v_slot = prev_s;  // stage st - 1's (prev_s moves on below)
       if (kQk) mbar_wait(bars + 8 * (L::kKFull + s), parity);
-      if (kPv) mbar_wait(bars + 8 * (L::kVFull + prev_s), prev_parity);
+      if (kPv) mbar_wait(bars + 8 * (L::kVFull + v_slot), prev_parity);
       turn_sync(c);
-      {
-        fence_proxy_async();
-        fence_operands(o);
-        fence_operands(a);
-        wgmma_fence();
-        if constexpr (kPv) {
-          // Descriptors differ only in their start address field (addr >> 4, below 2^14 for
-          // any shared address): each product's is its tile's plus a constant.
-          const uint64_t v_desc =
-              smem_desc(smem_addr(smem + L::kOffV + prev_s * kKvBytes), kKeys * 128, 1024);
+      fence_proxy_async();
+      fence_operands(o);
+      fence_operands(a);
+      wgmma_fence();
+      if constexpr (kQk) {
+        const uint64_t k_desc = smem_desc(smem_addr(smem + L::kOffK + s * kKvBytes), 16, 1024);
 #pragma unroll
-          for (int kb = 0; kb < kKeys / 16; ++kb) {
-            WgmmaOp<T>::pv_m64n128k16(o, a[kb], v_desc + (kb * 16 * 128 >> 4));
-          }
+        for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+          const uint32_t step = (kk & 3) * 32;
+          WgmmaOp<T>::qk_m64n128k16(sacc, q_desc + (((kk >> 2) * (kRows * 128) + step) >> 4),
+                                    k_desc + (((kk >> 2) * (kKeys * 128) + step) >> 4), kk > 0);
         }
-        if constexpr (kQk) {
-          const uint64_t k_desc = smem_desc(smem_addr(smem + L::kOffK + s * kKvBytes), 16, 1024);
+        wgmma_commit();
+      }
+      if constexpr (kPv) {
+        // Descriptors differ only in their start address field (addr >> 4, below 2^14 for
+        // any shared address): each product's is its tile's plus a constant.
+        const uint64_t v_desc =
+            smem_desc(smem_addr(smem + L::kOffV + v_slot * kKvBytes), kKeys * 128, 1024);
 #pragma unroll
-          for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-            const uint32_t step = (kk & 3) * 32;
-            WgmmaOp<T>::qk_m64n128k16(sacc, q_desc + (((kk >> 2) * (kRows * 128) + step) >> 4),
-                                      k_desc + (((kk >> 2) * (kKeys * 128) + step) >> 4), kk > 0);
-          }
+        for (int kb = 0; kb < kKeys / 16; ++kb) {
+          WgmmaOp<T>::pv_m64n128k16(o, a[kb], v_desc + (kb * 16 * 128 >> 4));
         }
         wgmma_commit();
       }
       turn_arrive(1 - c);
-      {
-        wgmma_wait<0>();
+      float alpha[2];
+      bool grew = false;
+      if constexpr (kQk) {
+        if constexpr (kPv) {
+          wgmma_wait<1>();  // S of stage st; P V of stage st - 1 may still run
+        } else {
+          wgmma_wait<0>();
+        }
         fence_operands(sacc);
-        fence_operands(o);
-      }
-      __syncwarp();
-      if (lane == 0) {
-        if (kQk) mbar_arrive(bars + 8 * (L::kKEmpty + s));
-        if (kPv) mbar_arrive(bars + 8 * (L::kVEmpty + prev_s));
-      }
-      if constexpr (!kQk) return;
-      prev_s = s;
-      prev_parity = parity;
-      ++ks;
-      const int key_pos0 = kv_begin + st * kKeys;
-      {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bars + 8 * (L::kKEmpty + s));
+        prev_s = s;
+        prev_parity = parity;
+        ++ks;
+        const int key_pos0 = kv_begin + st * kKeys;
         // Mask, lazy running max, p = 2^(s * scale - m) (persistent_kernel.cuh's softmax).
         const bool unmasked = key_pos0 + kKeys - 1 <= warp_min_pos && key_pos0 + kKeys <= kv_end;
         float mx[2] = {-INFINITY, -INFINITY};
@@ -340,8 +344,7 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
             }
           }
         }
-        float base[2], alpha[2];
-        bool grew = false;
+        float base[2];
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
           mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
@@ -363,6 +366,15 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
             l_run[e >> 1] += sacc[j][e];
           }
         }
+      }
+      if constexpr (kPv) {
+        wgmma_wait<0>();  // P V of stage st - 1: o is complete, a is free
+        fence_operands(o);
+        fence_operands(a);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bars + 8 * (L::kVEmpty + v_slot));
+      }
+      if constexpr (kQk) {
         if (__any_sync(0xffffffffu, grew)) {  // o holds every stage before st: rescale it
 #pragma unroll
           for (int j = 0; j < kDb; ++j) {
