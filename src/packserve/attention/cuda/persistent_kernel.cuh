@@ -149,6 +149,66 @@ inline constexpr int kPassRowsMax = 128;  // row positions held per pass (pos_s)
 // bf16/f16 rounding is relative) and most slices skip rescaling o.
 inline constexpr float kLazyMaxLog2 = 8.0f;
 
+// Online softmax of one warp's 16 rows over the S of keys [key_pos0, +8 Nb) (the mma.m16n8k16
+// C fragments, or a wgmma accumulator's, per thread rows g and g + 8): mask (key < kv_end and
+// key <= row position; `unmasked` says no key needs it, and row_pos() is then not called), row
+// max, p = 2^(s * scale - m) in place, with m the lazy running max of s * scale (scale > 0, so
+// the max of the raw scores, scaled, is the max of the scaled ones): it moves only when the
+// keys' max exceeds it by more than kLazyMaxLog2, so most calls keep alpha = 1 exactly. l
+// gains the p and is rescaled by alpha; the caller rescales o. Returns whether a row of this
+// thread moved its m. Used by both kernels (persistent_kernel.cuh, wide_kernel.cuh).
+template <int Nb, typename RowPos>
+__device__ __forceinline__ bool online_softmax(float (&s)[Nb][4], int key_pos0, bool unmasked,
+                                               int kv_end, RowPos row_pos, float scale,
+                                               float (&m_run)[2], float (&l_run)[2],
+                                               float (&alpha)[2]) {
+  const int t4 = threadIdx.x % 4;
+  float mx[2] = {-INFINITY, -INFINITY};
+  if (unmasked) {
+#pragma unroll
+    for (int j = 0; j < Nb; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+    }
+  } else {  // (the diagonal and the KV end)
+    const int2 pos = row_pos();
+#pragma unroll
+    for (int j = 0; j < Nb; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key_pos0 + j * 8 + 2 * t4 + (e & 1);
+        const bool visible = key < kv_end && key <= ((e >> 1) == 0 ? pos.x : pos.y);
+        if (!visible) s[j][e] = -INFINITY;
+        mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
+      }
+    }
+  }
+  float base[2];
+  bool grew = false;
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+    mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+    const float mx_scaled = mx[hr] * scale;
+    const bool grow = mx_scaled > m_run[hr] + kLazyMaxLog2;  // never for mx = -inf
+    const float m_new = grow ? mx_scaled : m_run[hr];
+    base[hr] = m_new == -INFINITY ? 0.0f : m_new;
+    alpha[hr] = grow ? exp2_ftz(m_run[hr] - base[hr]) : 1.0f;  // m_run = -inf -> 0
+    m_run[hr] = m_new;
+    l_run[hr] *= alpha[hr];
+    grew |= grow;
+  }
+#pragma unroll
+  for (int j = 0; j < Nb; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[j][e] = exp2_ftz(fmaf(s[j][e], scale, -base[e >> 1]));
+      l_run[e >> 1] += s[j][e];
+    }
+  }
+  return grew;
+}
+
 template <int HeadDim>
 struct KernelTraits {
   static constexpr int kStages = HeadDim <= 128 ? 3 : 2;  // KV ring depth of passes <= 64 rows
@@ -338,60 +398,17 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const uint32_t v_lane_off =
       ldmatrix_lane_offset<HeadDim>((lane & 7) + (((lane >> 3) & 1) << 3), lane >> 4, lane);
 
-  // Mask (key < kv_end and key <= row position), row max, online softmax in base 2 on the S
-  // of row block mb over keys [key_pos0, +8 Nb): p = 2^(s * scale - m), m the lazy running max
-  // of s * scale (scale > 0, so the max of the raw scores, scaled, is the max of the scaled
-  // ones). m moves only when the keys' max exceeds it by more than kLazyMaxLog2, so most calls
-  // keep alpha = 1 exactly. Returns whether some row of the thread moved its m; rescale_o then
+  // online_softmax on the S of row block mb over keys [key_pos0, +8 Nb); rescale_o then
   // multiplies o (apart, so that the wgmma pass can first wait for a P V in flight).
   auto softmax = [&]<int Nb>(float(&s)[Nb][4], int mb, int key_pos0, float(&alpha)[2]) {
     const bool unmasked =
         key_pos0 + Nb * 8 - 1 <= warp_min_pos && key_pos0 + Nb * 8 <= it.kv_end;  // warp-uniform
-    float mx[2] = {-INFINITY, -INFINITY};
-    if (unmasked) {
-#pragma unroll
-      for (int j = 0; j < Nb; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[j][e]);
-      }
-    } else {  // (the diagonal and the KV end: row positions from shared memory)
-      const int row_pos[2] = {pos_s[block_row(mb) + g], pos_s[block_row(mb) + g + 8]};
-#pragma unroll
-      for (int j = 0; j < Nb; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key_pos0 + j * 8 + 2 * t4 + (e & 1);
-          const int hr = e >> 1;
-          const bool visible = key < it.kv_end && key <= row_pos[hr];
-          if (!visible) s[j][e] = -INFINITY;
-          mx[hr] = fmaxf(mx[hr], s[j][e]);
-        }
-      }
-    }
-    float base[2];
-    bool grew = false;
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-      const float mx_scaled = mx[hr] * p.sm_scale_log2;
-      const bool grow = mx_scaled > m_run[mb][hr] + kLazyMaxLog2;  // never for mx = -inf
-      const float m_new = grow ? mx_scaled : m_run[mb][hr];
-      base[hr] = m_new == -INFINITY ? 0.0f : m_new;
-      alpha[hr] = grow ? exp2_ftz(m_run[mb][hr] - base[hr]) : 1.0f;  // m_run = -inf -> 0
-      m_run[mb][hr] = m_new;
-      l_run[mb][hr] *= alpha[hr];
-      grew |= grow;
-    }
-#pragma unroll
-    for (int j = 0; j < Nb; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        s[j][e] = exp2_ftz(fmaf(s[j][e], p.sm_scale_log2, -base[e >> 1]));
-        l_run[mb][e >> 1] += s[j][e];
-      }
-    }
-    return grew;
+    // Row positions from shared memory, only where a key needs the mask (registers).
+    auto row_pos = [&] {
+      return make_int2(pos_s[block_row(mb) + g], pos_s[block_row(mb) + g + 8]);
+    };
+    return online_softmax(s, key_pos0, unmasked, it.kv_end, row_pos, p.sm_scale_log2, m_run[mb],
+                          l_run[mb], alpha);
   };
   // Rows that kept their max have alpha = 1 exactly: a warp whose rows all kept it skips the
   // rescale (a multiplication by 1, so a row's bits never depend on its warp-mates).

@@ -323,49 +323,10 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
         prev_parity = parity;
         ++ks;
         const int key_pos0 = kv_begin + st * kKeys;
-        // Mask, lazy running max, p = 2^(s * scale - m) (persistent_kernel.cuh's softmax).
         const bool unmasked = key_pos0 + kKeys - 1 <= warp_min_pos && key_pos0 + kKeys <= kv_end;
-        float mx[2] = {-INFINITY, -INFINITY};
-        if (unmasked) {
-#pragma unroll
-          for (int j = 0; j < kNb; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], sacc[j][e]);
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < kNb; ++j) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int key = key_pos0 + j * 8 + 2 * t4 + (e & 1);
-              const int hr = e >> 1;
-              if (!(key < kv_end && key <= row_pos[hr])) sacc[j][e] = -INFINITY;
-              mx[hr] = fmaxf(mx[hr], sacc[j][e]);
-            }
-          }
-        }
-        float base[2];
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-          mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-          mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-          const float mx_scaled = mx[hr] * scale;
-          const bool grow = mx_scaled > m_run[hr] + kLazyMaxLog2;
-          const float m_new = grow ? mx_scaled : m_run[hr];
-          base[hr] = m_new == -INFINITY ? 0.0f : m_new;
-          alpha[hr] = grow ? exp2_ftz(m_run[hr] - base[hr]) : 1.0f;
-          m_run[hr] = m_new;
-          l_run[hr] *= alpha[hr];
-          grew |= grow;
-        }
-#pragma unroll
-        for (int j = 0; j < kNb; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            sacc[j][e] = exp2_ftz(fmaf(sacc[j][e], scale, -base[e >> 1]));
-            l_run[e >> 1] += sacc[j][e];
-          }
-        }
+        grew = online_softmax(
+            sacc, key_pos0, unmasked, kv_end, [&] { return make_int2(row_pos[0], row_pos[1]); },
+            scale, m_run, l_run, alpha);
       }
       if constexpr (kPv) {
         wgmma_wait<0>();  // P V of stage st - 1: o is complete, a is free
