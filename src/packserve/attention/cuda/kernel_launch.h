@@ -60,7 +60,12 @@ Status launch_persistent_hd256(bool bf16, const KernelParams& p, int num_ctas, c
 Status prepare_persistent_hd64(bool bf16, int* ctas_per_sm);
 Status prepare_persistent_hd128(bool bf16, int* ctas_per_sm);
 Status prepare_persistent_hd256(bool bf16, int* ctas_per_sm);
-// wide_kernel.cuh (head_dim 128, sm_90 devices only): one CTA per SM.
+// wide_kernel.cuh (head_dim 128, sm_90 devices only): one CTA per SM. wide_kernel_enabled():
+// an sm_90 device and PACKSERVE_WIDE_KERNEL is not "0" (read once). wide_kernel_ctas(): the
+// grid (SMs x CTAs per SM); its first call raises the kernels' shared-memory limit, and
+// Workspace::create makes it, so it never happens during a graph capture.
+bool wide_kernel_enabled();
+Result<int> wide_kernel_ctas();
 Status launch_wide_hd128(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s);
 Status prepare_wide_hd128(bool bf16, int* ctas_per_sm);
 

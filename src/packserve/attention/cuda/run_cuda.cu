@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "packserve/attention/cuda/cuda_check.h"
@@ -19,35 +18,6 @@ constexpr int kMergeBlocks = 264;  // fixed (graph-compatible); grid-stride over
 
 bool in(const auto& list, int v) {
   return std::find(std::begin(list), std::end(list), v) != std::end(list);
-}
-
-// The wide kernel needs sm_90 (wgmma, setmaxnreg); PACKSERVE_WIDE_KERNEL=0 turns it off (every
-// item then runs on the persistent kernel, as on other devices).
-bool wide_kernel_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("PACKSERVE_WIDE_KERNEL");
-    if (v != nullptr && std::string(v) == "0") return false;
-    int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
-      return false;
-    return major == 9;
-  }();
-  return enabled;
-}
-
-// One CTA per SM (prepared once: the shared-memory limit is raised before any capture).
-Result<int> wide_kernel_ctas() {
-  static const Result<int> ctas = []() -> Result<int> {
-    int device = 0, sms = 0, per_sm = 0;
-    PS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-    PS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    PS_RETURN_IF_ERROR(prepare_wide_hd128(true, &per_sm));
-    PS_RETURN_IF_ERROR(prepare_wide_hd128(false, &per_sm));
-    if (per_sm < 1) return resource_exhausted("wide attention kernel: 0 CTAs per SM");
-    return sms * per_sm;
-  }();
-  return ctas;
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "packserve/attention/cuda/cuda_check.h"
 #include "packserve/attention/cuda/kernel_launch.h"
 #include "packserve/attention/cuda/wide_kernel.cuh"
@@ -27,6 +30,34 @@ Status prepare(int* ctas_per_sm) {
 }
 
 }  // namespace
+
+// The wide kernel needs sm_90 (wgmma, setmaxnreg); PACKSERVE_WIDE_KERNEL=0 turns it off (every
+// item then runs on the persistent kernel, as on other devices).
+bool wide_kernel_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PACKSERVE_WIDE_KERNEL");
+    if (v != nullptr && std::string(v) == "0") return false;
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+      return false;
+    return major == 9;
+  }();
+  return enabled;
+}
+
+Result<int> wide_kernel_ctas() {
+  static const Result<int> ctas = []() -> Result<int> {
+    int device = 0, sms = 0, per_sm = 0;
+    PS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+    PS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    PS_RETURN_IF_ERROR(prepare_wide_hd128(true, &per_sm));
+    PS_RETURN_IF_ERROR(prepare_wide_hd128(false, &per_sm));
+    if (per_sm < 1) return resource_exhausted("wide attention kernel: 0 CTAs per SM");
+    return sms * per_sm;
+  }();
+  return ctas;
+}
 
 // Two q slots and two KV stages of 128 keys (one q slot and three stages measured 0.90x on
 // prefill_8k: the next pass's q no longer loads during the current pass).

@@ -36,6 +36,9 @@ Result<Workspace> Workspace::create(const PlanCapacity& capacity, const HeadConf
         " differs from heads.num_kv_heads = " + std::to_string(heads.num_kv_heads));
   }
   PS_RETURN_IF_ERROR(prepare_persistent(heads.head_dim, heads.dtype));
+  if (heads.head_dim == 128 && wide_kernel_enabled()) {
+    PS_RETURN_IF_ERROR(wide_kernel_ctas().status());
+  }
   PS_ASSIGN_OR_RETURN(const PlanBufferLayout layout, plan_buffer_layout(capacity));
   Workspace ws;
   ws.capacity_ = capacity;
