@@ -209,6 +209,28 @@ __device__ __forceinline__ bool online_softmax(float (&s)[Nb][4], int key_pos0, 
   return grew;
 }
 
+// Epilogue of one folded row held in accumulator fragments (per thread columns 8 j + 2 t4 and
+// + 1 of row hr of each n8 block j): o / l rounded to T into the final output of query row
+// `row`, qo head `head` (writes_final), or into partial slot `slot` with lse = m + log2 l.
+template <typename T, int HeadDim>
+__device__ __forceinline__ void store_row(const KernelParams& p, bool writes_final, int row,
+                                          int head, size_t slot, const float (&o)[HeadDim / 8][4],
+                                          int hr, float m, float l) {
+  using Mma = MmaOp<T>;
+  using Pair = decltype(Mma::pair(0.0f, 0.0f));
+  const int t4 = threadIdx.x % 4;
+  const float inv_l = 1.0f / l;
+  T* dst = writes_final ? static_cast<T*>(p.out) +
+                              (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim
+                        : static_cast<T*>(p.partial_o) + slot * HeadDim;
+#pragma unroll
+  for (int j = 0; j < HeadDim / 8; ++j) {
+    *reinterpret_cast<Pair*>(dst + j * 8 + 2 * t4) =
+        Mma::pair(o[j][2 * hr] * inv_l, o[j][2 * hr + 1] * inv_l);
+  }
+  if (!writes_final && t4 == 0) p.partial_lse[slot] = m + log2f(l);
+}
+
 template <int HeadDim>
 struct KernelTraits {
   static constexpr int kStages = HeadDim <= 128 ? 3 : 2;  // KV ring depth of passes <= 64 rows
@@ -581,26 +603,10 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         if (f >= n_pass) continue;
         const int fi = f_begin + f;
         const int k = p.group_div.div(fi), h = p.group_div.mod(fi, k);
-        const float inv_l = 1.0f / l_run[mb][hr];
-        if (it.writes_final) {
-          const int row = item_rows[k];
-          T* dst = static_cast<T*>(p.out) + static_cast<size_t>(row) * hd_stride +
-                   (it.kv_head * group + h) * HeadDim;
-#pragma unroll
-          for (int j = 0; j < kDb; ++j) {
-            *reinterpret_cast<Pair*>(dst + j * 8 + 2 * t4) =
-                Mma::pair(o[mb][j][2 * hr] * inv_l, o[mb][j][2 * hr + 1] * inv_l);
-          }
-        } else {
-          const size_t slot = static_cast<size_t>(it.partial_begin + k) * group + h;
-          T* dst = static_cast<T*>(p.partial_o) + slot * HeadDim;
-#pragma unroll
-          for (int j = 0; j < kDb; ++j) {
-            *reinterpret_cast<Pair*>(dst + j * 8 + 2 * t4) =
-                Mma::pair(o[mb][j][2 * hr] * inv_l, o[mb][j][2 * hr + 1] * inv_l);
-          }
-          if (t4 == 0) p.partial_lse[slot] = m_run[mb][hr] + log2f(l_run[mb][hr]);
-        }
+        store_row<T, HeadDim>(p, it.writes_final, it.writes_final ? item_rows[k] : 0,
+                              it.kv_head * group + h,
+                              static_cast<size_t>(it.partial_begin + k) * group + h, o[mb], hr,
+                              m_run[mb][hr], l_run[mb][hr]);
       }
     }
   } else {

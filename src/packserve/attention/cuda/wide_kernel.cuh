@@ -226,11 +226,10 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
   using namespace wide;
   using L = Layout<QSlots, KvStages>;
   using Mma = MmaOp<T>;
-  using Pair = decltype(Mma::pair(0.0f, 0.0f));
   constexpr int kDb = kHeadDim / 8;  // n8 blocks of O
   constexpr int kNb = kKeys / 8;     // n8 blocks of S
   const int tid = threadIdx.x - 128 * (c + 1), warp = tid / 32, lane = tid % 32;
-  const int g = lane / 4, t4 = lane % 4;
+  const int g = lane / 4;
   const int row0 = 64 * c + 16 * warp;  // the warp's first folded row of the pass
   const int* pos_all = reinterpret_cast<const int*>(smem + L::kOffPos);
   const int* desc_s = reinterpret_cast<const int*>(smem + L::kOffDesc);
@@ -368,7 +367,6 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
 
     // Epilogue: o / l of each real row, final or partial (persistent_kernel.cuh's formulas).
     const int32_t* item_rows = p.plan + p.off_item_rows + rows_begin;
-    const int hd_stride = p.num_qo_heads * kHeadDim;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       l_run[hr] += __shfl_xor_sync(0xffffffffu, l_run[hr], 1);
@@ -377,21 +375,9 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
       if (fr >= n_pass) continue;
       const int fi = f_begin + fr;
       const int k = p.group_div.div(fi), h = p.group_div.mod(fi, k);
-      const float inv_l = 1.0f / l_run[hr];
-      T* dst;
-      if (writes_final) {
-        dst = static_cast<T*>(p.out) + static_cast<size_t>(item_rows[k]) * hd_stride +
-              (kv_head * group + h) * kHeadDim;
-      } else {
-        const size_t slot_id = static_cast<size_t>(partial_begin + k) * group + h;
-        dst = static_cast<T*>(p.partial_o) + slot_id * kHeadDim;
-        if (t4 == 0) p.partial_lse[slot_id] = m_run[hr] + log2f(l_run[hr]);
-      }
-#pragma unroll
-      for (int j = 0; j < kDb; ++j) {
-        *reinterpret_cast<Pair*>(dst + j * 8 + 2 * t4) =
-            Mma::pair(o[j][2 * hr] * inv_l, o[j][2 * hr + 1] * inv_l);
-      }
+      store_row<T, kHeadDim>(p, writes_final, writes_final ? item_rows[k] : 0, kv_head * group + h,
+                             static_cast<size_t>(partial_begin + k) * group + h, o, hr, m_run[hr],
+                             l_run[hr]);
     }
   }
 }
