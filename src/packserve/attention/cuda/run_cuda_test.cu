@@ -601,6 +601,74 @@ TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
   cudaStreamDestroy(stream);
 }
 
+// A graph captured with the wide kernel's launch (a plan whose wide items carry the cost) replays
+// a plan without wide items, and one captured without it replays a plan with them: the wide
+// kernel takes only the wide tickets there are, the persistent kernel the rest (docs/gpu.md,
+// "Wide-kernel items"). Two batches of the same shape (2 requests, 33 rows, 78 pages): a 32-row
+// prefill over 1200 keys beside a 40-key decode row (wide share 0.93), and a 1200-key decode row
+// beside a 32-row prefill over 40 keys (0.18).
+TEST(RunCuda, GraphReplayMixesPlansWithAndWithoutWideItems) {
+  auto spec_of = [](uint64_t seed, RequestSpec a, RequestSpec b) {
+    BatchSpec spec = decode_spec(seed, 0, 0);
+    spec.requests = {a, b};
+    return spec;
+  };
+  const BatchData wide = build(spec_of(11, {32, 1200, ""}, {1, 40, ""}));
+  const BatchData narrow = build(spec_of(12, {1, 1200, ""}, {32, 40, ""}));
+  const int ctas = 132;
+  const Result<Plan> plan_wide = make_plan(wide.layout, DeviceShape{ctas}, {});
+  const Result<Plan> plan_narrow = make_plan(narrow.layout, DeviceShape{ctas}, {});
+  ASSERT_TRUE(plan_wide.ok() && plan_narrow.ok());
+  int32_t num_wide = 0;
+  buffer_dispatch_order(*plan_wide, &num_wide);
+  ASSERT_GT(num_wide, 0);
+  buffer_dispatch_order(*plan_narrow, &num_wide);
+  ASSERT_EQ(num_wide, 0);
+  SKIP_WITHOUT_DEVICE();
+  Result<Workspace> ws = Workspace::create(capacity_for(wide.layout, ctas), heads_of(wide.layout));
+  ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  for (const BatchData* captured : {&wide, &narrow}) {
+    SCOPED_TRACE(captured == &wide ? "captured with wide items" : "captured without");
+    auto plan_of = [&](const BatchData* d) -> const Plan& {
+      return d == &wide ? *plan_wide : *plan_narrow;
+    };
+    GpuBatch gpu;
+    ASSERT_TRUE(gpu.assign(*captured).ok());
+    ASSERT_TRUE(ws->upload(plan_of(captured), stream).ok());
+    ASSERT_EQ(ws->num_wide_items() > 0, captured == &wide);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Status run = run_cuda(*ws, gpu.view, stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(run.ok()) << run.to_string();
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (const BatchData* data : {&wide, &narrow, &wide, &narrow}) {
+      SCOPED_TRACE(data == &wide ? "replayed with wide items" : "replayed without");
+      const void* q_before = gpu.view.q;
+      const void* pages_before = gpu.view.kv_page_indices;
+      ASSERT_TRUE(gpu.assign(*data).ok());
+      ASSERT_EQ(gpu.view.q, q_before);
+      ASSERT_EQ(gpu.view.kv_page_indices, pages_before);
+      ASSERT_TRUE(ws->upload(plan_of(data), stream).ok());
+      ASSERT_TRUE(gpu.poison_output(stream).ok());
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      const Result<std::vector<float>> out = gpu.read_output(data->layout);
+      ASSERT_TRUE(out.ok());
+      const Result<std::vector<double>> ref = reference_attention(data->layout, data->tensors());
+      ASSERT_TRUE(ref.ok());
+      expect_matches(data->layout, *out, *ref, "graph replay");
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(stream);
+}
+
 // The kernel timeline (DeviceBatch::timeline): one record per (KV head, item), written by the
 // CTA that claimed it (dispatch_order, plan.h), a CTA's items one after the other, each item's
 // phases in order; the output is unchanged by recording, and the dispatch counters are back at
