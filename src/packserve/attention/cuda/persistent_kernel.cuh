@@ -3,18 +3,19 @@
 // Must match: run_cpu.cc (same work items, same outputs), reference.cc (dtype tolerance).
 //
 // Dispatch. The (item, KV head) pairs are tickets 0 .. items * heads - 1: ticket t runs item
-// dispatch[t / heads] (the plan buffer's dispatch region, dispatch_order() of plan.h: the
-// queues' items by their planned start; the items region is stored in that order, so entry
-// t / heads holds its fields) for KV head t % heads. CTA b starts with ticket b and
-// claims each next one from the workspace's counter (grid + atomicAdd) when its current item
-// is done. A CTA that finishes early takes the next item instead of idling while a queue runs
-// past the cost model's estimate (the plan's queue assignment is the static schedule this list
-// scheduling starts from). The merge kernel, which runs after this grid has completed, resets
-// the counter to 0 for the next launch (workspace.h). No CTA ever waits for another, so the grid
-// need not be co-resident. Which CTA runs an item never changes its arithmetic: outputs are the
-// same bits whatever the dispatch. Claiming inside the item's last pass, so that the round trip
-// overlaps the epilogue, was measured slower: it spilled at head_dim 128 (eleventh session, against
-// 249 registers without it).
+// dispatch[t / heads] (the plan buffer's dispatch region, buffer_dispatch_order() of
+// plan_buffer.h: the queues' items by their planned start; the items region is stored in that
+// order, so entry t / heads holds its fields) for KV head t % heads. With
+// KernelParams::skip_wide (the wide kernel ran the leading wide items) the first ticket is
+// num_wide_items * heads. CTA b starts with the first ticket + b and claims each next one from
+// the workspace's counter (first + grid + atomicAdd) when its current item is done. A CTA that
+// finishes early takes the next item instead of idling while a queue runs past the cost model's
+// estimate (the plan's queue assignment is the static schedule this list scheduling starts from).
+// The merge kernel, which runs after this grid has completed, resets the counter to 0 for the next
+// launch (workspace.h). No CTA ever waits for another, so the grid need not be co-resident. Which
+// CTA runs an item never changes its arithmetic: outputs are the same bits whatever the dispatch.
+// Claiming inside the item's last pass, so that the round trip overlaps the epilogue, was measured
+// slower: it spilled at head_dim 128 (eleventh session, against 249 registers without it).
 //
 // Mapping. 128 threads = 4 warps. A work item's rows x its GQA group are folded into
 // n_folded = num_rows * group_size query vectors, folded index f = k * group_size + h (item
