@@ -12,20 +12,19 @@
 namespace packserve::attention::cuda {
 namespace {
 
-template <typename T, int QSlots, int KvStages>
+template <typename T>
 Status launch(const KernelParams& p, int num_ctas, cudaStream_t s) {
-  return launch_programmatic(wide_attention_kernel<T, QSlots, KvStages>, dim3(num_ctas),
-                             dim3(wide::kThreads), wide::Layout<QSlots, KvStages>::kSmemBytes, s,
-                             p);
+  return launch_programmatic(wide_attention_kernel<T>, dim3(num_ctas), dim3(wide::kThreads),
+                             wide::Layout::kSmemBytes, s, p);
 }
 
-template <typename T, int QSlots, int KvStages>
+template <typename T>
 Status prepare(int* ctas_per_sm) {
-  constexpr int smem = wide::Layout<QSlots, KvStages>::kSmemBytes;
-  PS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(wide_attention_kernel<T, QSlots, KvStages>,
+  constexpr int smem = wide::Layout::kSmemBytes;
+  PS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(wide_attention_kernel<T>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   PS_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      ctas_per_sm, wide_attention_kernel<T, QSlots, KvStages>, wide::kThreads, smem));
+      ctas_per_sm, wide_attention_kernel<T>, wide::kThreads, smem));
   return ok_status();
 }
 
@@ -59,13 +58,11 @@ Result<int> wide_kernel_ctas() {
   return ctas;
 }
 
-// Two q slots and two KV stages of 128 keys (one q slot and three stages measured 0.90x on
-// prefill_8k: the next pass's q no longer loads during the current pass).
 Status launch_wide_hd128(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s) {
-  return bf16 ? launch<__nv_bfloat16, 2, 2>(p, num_ctas, s) : launch<__half, 2, 2>(p, num_ctas, s);
+  return bf16 ? launch<__nv_bfloat16>(p, num_ctas, s) : launch<__half>(p, num_ctas, s);
 }
 Status prepare_wide_hd128(bool bf16, int* ctas_per_sm) {
-  return bf16 ? prepare<__nv_bfloat16, 2, 2>(ctas_per_sm) : prepare<__half, 2, 2>(ctas_per_sm);
+  return bf16 ? prepare<__nv_bfloat16>(ctas_per_sm) : prepare<__half>(ctas_per_sm);
 }
 
 }  // namespace packserve::attention::cuda
