@@ -79,8 +79,13 @@ struct MergeParams {
   int num_qo_heads = 0;
   int group_size = 0;
 };
-// Fixed grid (CUDA-graph compatible): walks the header's num_merges entries grid-stride.
-Status launch_merge(int head_dim, DType dtype, const MergeParams& params, int num_blocks,
+// Fixed grid (CUDA-graph compatible; 2 blocks per SM on an H100): walks the header's
+// num_merges entries grid-stride. Merges of more pairs than the grid has warps
+// (kMergeBlocks x kMergeThreads / 32) take 16-byte chunks per thread instead of a warp per pair.
+inline constexpr int kMergeThreads = 256, kMergeBlocks = 264;
+// num_pairs (the uploaded plan's num_merges x KV heads x group size) picks the mapping
+// (merge_states.cu); any value is correct for any plan.
+Status launch_merge(int head_dim, DType dtype, const MergeParams& params, int64_t num_pairs,
                     cudaStream_t stream);
 
 }  // namespace packserve::attention::cuda

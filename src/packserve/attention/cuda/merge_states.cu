@@ -2,12 +2,16 @@
 // LSE composition) in the plan's merge order and writes the final output.
 // Must match: merge.h / run_cpu.cc (same order, same operator), within f32 rounding.
 //
-// Mapping: one warp per (merge entry e, KV head, qo head h of the group); lane l owns dims
-// [l * HeadDim / 32, +HeadDim / 32). Fixed grid, grid-stride over num_merges * num_kv_heads *
-// group_size read from the plan buffer header, so a captured graph replays any plan of the
-// capacity. Slot s of KV head kv is storage slot kv * num_partial_slots + s (plan.h). The
-// merge is a few dependent round trips per warp (latency, not bytes): a warp reads its entry's
-// row and first slot ids before it waits for the attention grid (wait_for_previous_grid).
+// Mapping: kDims consecutive dims per thread, HeadDim / kDims threads per (merge entry e, KV
+// head, qo head h of the group): a warp per pair (kDims = HeadDim / 32), or one 16-byte load per
+// thread and slot (kDims = 8) when the merge has more pairs than the grid has warps (launch_merge
+// picks: fewer, fuller rounds; H100, sixteenth session: PAT [1,256]'s 8192 pairs 1.04x, while a
+// warp per pair keeps PAT [1,4,64]'s 2048 pairs 1.02x faster). Fixed grid, grid-stride over
+// num_merges * num_kv_heads * group_size pairs read from the plan buffer header, so a captured
+// graph replays any plan of the capacity. Slot s of KV head kv is storage slot
+// kv * num_partial_slots + s (plan.h). The merge is a few dependent round trips per thread
+// (latency, not bytes): a thread reads its entry's row and first slot ids before it waits for
+// the attention grid (wait_for_previous_grid).
 // Numerics (base 2, f32; a slot's o is stored in the batch's dtype, its lse in f32): folding
 // slot s into the running state (o, lse):
 //   mx = max(lse, lse_s); w = 2^(lse - mx); w_s = 2^(lse_s - mx);
@@ -17,6 +21,7 @@
 #include <cuda_fp16.h>
 
 #include <string>
+#include <type_traits>
 
 #include "packserve/attention/cuda/cuda_check.h"
 #include "packserve/attention/cuda/kernel_launch.h"
@@ -25,43 +30,43 @@
 namespace packserve::attention::cuda {
 namespace {
 
-constexpr int kMergeThreads = 256;
-
+// A 16-byte chunk of 8 elements as pairs, and a pair's floats.
 template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half from_float(float x) {
-  return __float2half_rn(x);
+using Pair2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+template <typename T, int kDims>
+struct alignas(2 * kDims) Chunk {
+  Pair2<T> v[kDims / 2];
+};
+__device__ __forceinline__ float2 to_float2(__nv_bfloat162 x) { return __bfloat1622float2(x); }
+__device__ __forceinline__ float2 to_float2(__half2 x) { return __half22float2(x); }
+template <typename T>
+__device__ __forceinline__ Pair2<T> from_float2(float a, float b) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __floats2half2_rn(a, b);
+  } else {
+    return __floats2bfloat162_rn(a, b);
+  }
 }
 
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-
-template <int HeadDim, typename T>
+template <int HeadDim, typename T, int kDims>
 __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const MergeParams p) {
-  constexpr int kDims = HeadDim / 32;
-  constexpr int kBatch = 8;  // slots loaded together (registers: kBatch * (kDims + 1))
+  constexpr int kPairThreads = HeadDim / kDims;  // threads per (entry, kv head, qo head)
+  constexpr int kBatch = 8;                      // slots loaded together
   const int num_merges = p.plan[kHdrNumMerges];
   const int group = p.group_size;
-  const int lane = threadIdx.x % 32;
-  const int warps_per_block = blockDim.x / 32;
   const int num_kv_heads = p.plan[kHdrNumKvHeads];
   const int num_partial_slots = p.plan[kHdrNumPartialSlots];
-  const int total = num_merges * num_kv_heads * group;  // warps: (entry, kv head, qo head)
+  const int total = num_merges * num_kv_heads * group * kPairThreads;
   const int32_t* indptr = p.plan + p.off_merge_indptr;
   const int32_t* slots = p.plan + p.off_merge_slots;
   // The next attention launch may be scheduled as soon as every merge block runs: it waits for
   // this grid before it touches the partial states (kernel_launch.h launch_programmatic).
   allow_dependent_launch();
-  // The plan's merge map does not depend on the attention kernel, so a warp reads it first and
-  // waits for the attention grid only before the partial states.
+  // The plan's merge map does not depend on the attention kernel, so a thread reads it first
+  // and waits for the attention grid only before the partial states.
   bool waited = false;
-  for (int w = blockIdx.x * warps_per_block + threadIdx.x / 32; w < total;
-       w += gridDim.x * warps_per_block) {
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
+    const int w = t / kPairThreads, c = t % kPairThreads;
     const int e = w / (num_kv_heads * group);
     const int kv_head = w / group % num_kv_heads, h = w % group;
     const int row = p.plan[p.off_merge_row + e];
@@ -78,27 +83,33 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
     float o[kDims] = {};
     float lse = -INFINITY;
     // Slots are read kBatch at a time, every load of a batch issued before the first fold, so
-    // a row's merge waits on about one L2 round trip per batch; the folds run in the plan's
+    // a pair's merge waits on about one L2 round trip per batch; the folds run in the plan's
     // order (the running state starts as the first slot).
     for (int b = 0; b < n; b += kBatch) {
       float lse_b[kBatch];
-      float o_b[kBatch][kDims];
+      Chunk<T, kDims> o_b[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         if (b + j >= n) break;
         const int sid = b == 0 ? slot0[j] : slots[first + b + j];
         const size_t slot = base + static_cast<size_t>(sid) * group;
         lse_b[j] = p.partial_lse[slot];
-        const T* o_s = static_cast<const T*>(p.partial_o) + slot * HeadDim + lane * kDims;
-#pragma unroll
-        for (int i = 0; i < kDims; ++i) o_b[j][i] = to_float(o_s[i]);
+        o_b[j] = *reinterpret_cast<const Chunk<T, kDims>*>(static_cast<const T*>(p.partial_o) +
+                                                           slot * HeadDim + kDims * c);
       }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         if (b + j >= n) break;
+        float x[kDims];
+#pragma unroll
+        for (int i = 0; i < kDims / 2; ++i) {
+          const float2 f = to_float2(o_b[j].v[i]);
+          x[2 * i] = f.x;
+          x[2 * i + 1] = f.y;
+        }
         if (b + j == 0) {
 #pragma unroll
-          for (int i = 0; i < kDims; ++i) o[i] = o_b[j][i];
+          for (int i = 0; i < kDims; ++i) o[i] = x[i];
           lse = lse_b[j];
           continue;
         }
@@ -106,17 +117,21 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
         const float wa = exp2f(lse - mx), wb = exp2f(lse_b[j] - mx);
         const float inv = 1.0f / (wa + wb);
 #pragma unroll
-        for (int i = 0; i < kDims; ++i) o[i] = (o[i] * wa + o_b[j][i] * wb) * inv;
+        for (int i = 0; i < kDims; ++i) o[i] = (o[i] * wa + x[i] * wb) * inv;
         lse = mx + log2f(wa + wb);
       }
     }
+    // Four 4-byte stores (the output needs only the 4-byte alignment the attention kernel's
+    // stores need); a warp's are contiguous.
     T* dst = static_cast<T*>(p.out) +
              (static_cast<size_t>(row) * p.num_qo_heads + kv_head * group + h) * HeadDim +
-             lane * kDims;
+             kDims * c;
 #pragma unroll
-    for (int i = 0; i < kDims; ++i) dst[i] = from_float<T>(o[i]);
+    for (int i = 0; i < kDims / 2; ++i) {
+      *reinterpret_cast<Pair2<T>*>(dst + 2 * i) = from_float2<T>(o[2 * i], o[2 * i + 1]);
+    }
   }
-  // A warp without entries waits too: this grid's completion must imply the attention grid's
+  // A thread without pairs waits too: this grid's completion must imply the attention grid's
   // for the launch after it.
   if (!waited) wait_for_previous_grid();
   // The attention grids have completed, so no CTA claims any more: reset their claim counters
@@ -125,20 +140,24 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
 }
 
 template <int HeadDim, typename T>
-Status launch(const MergeParams& p, int num_blocks, cudaStream_t s) {
-  return launch_programmatic(merge_states_kernel<HeadDim, T>, dim3(num_blocks), dim3(kMergeThreads),
-                             0, s, p);
+Status launch(const MergeParams& p, int num_blocks, bool chunks, cudaStream_t s) {
+  if (chunks && HeadDim / 32 != 8) {
+    return launch_programmatic(merge_states_kernel<HeadDim, T, 8>, dim3(num_blocks),
+                               dim3(kMergeThreads), 0, s, p);
+  }
+  return launch_programmatic(merge_states_kernel<HeadDim, T, HeadDim / 32>, dim3(num_blocks),
+                             dim3(kMergeThreads), 0, s, p);
 }
 
 template <typename T>
-Status launch_typed(int head_dim, const MergeParams& p, int num_blocks, cudaStream_t s) {
+Status launch_typed(int head_dim, const MergeParams& p, bool chunks, cudaStream_t s) {
   switch (head_dim) {
     case 64:
-      return launch<64, T>(p, num_blocks, s);
+      return launch<64, T>(p, kMergeBlocks, chunks, s);
     case 128:
-      return launch<128, T>(p, num_blocks, s);
+      return launch<128, T>(p, kMergeBlocks, chunks, s);
     case 256:
-      return launch<256, T>(p, num_blocks, s);
+      return launch<256, T>(p, kMergeBlocks, chunks, s);
     default:
       return unimplemented("merge kernel for head_dim=" + std::to_string(head_dim) +
                            " is not compiled (64/128/256)");
@@ -147,11 +166,11 @@ Status launch_typed(int head_dim, const MergeParams& p, int num_blocks, cudaStre
 
 }  // namespace
 
-Status launch_merge(int head_dim, DType dtype, const MergeParams& params, int num_blocks,
+Status launch_merge(int head_dim, DType dtype, const MergeParams& params, int64_t num_pairs,
                     cudaStream_t stream) {
-  if (dtype == DType::kBF16)
-    return launch_typed<__nv_bfloat16>(head_dim, params, num_blocks, stream);
-  if (dtype == DType::kF16) return launch_typed<__half>(head_dim, params, num_blocks, stream);
+  const bool chunks = num_pairs > int64_t{kMergeBlocks} * (kMergeThreads / 32);
+  if (dtype == DType::kBF16) return launch_typed<__nv_bfloat16>(head_dim, params, chunks, stream);
+  if (dtype == DType::kF16) return launch_typed<__half>(head_dim, params, chunks, stream);
   return unimplemented("merge kernel for dtype=" + std::string(dtype_name(dtype)) +
                        " is not compiled (bf16/f16)");
 }

@@ -14,8 +14,6 @@
 namespace packserve::attention::cuda {
 namespace {
 
-constexpr int kMergeBlocks = 264;  // fixed (graph-compatible); grid-stride over merges
-
 bool in(const auto& list, int v) {
   return std::find(std::begin(list), std::end(list), v) != std::end(list);
 }
@@ -106,7 +104,8 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   m.out = b.out;
   m.num_qo_heads = h.num_qo_heads;
   m.group_size = h.group_size();
-  return launch_merge(h.head_dim, h.dtype, m, kMergeBlocks, stream);
+  return launch_merge(h.head_dim, h.dtype, m,
+                      int64_t{ws.num_merges()} * h.num_kv_heads * h.group_size(), stream);
 }
 
 Result<KernelOccupancy> kernel_occupancy(int head_dim, DType dtype) {

@@ -16,6 +16,7 @@
 
 #include "packserve/attention/batch_spec.h"
 #include "packserve/attention/cuda/gpu_batch.h"
+#include "packserve/attention/cuda/kernel_launch.h"
 #include "packserve/attention/cuda/persistent_kernel.cuh"
 #include "packserve/attention/cuda/run_cuda.h"
 #include "packserve/attention/cuda/tile_mma.cuh"
@@ -297,6 +298,40 @@ TEST(RunCuda, FullPassesAtHeadDim128MatchTheReference) {
           if (::testing::Test::HasFatalFailure()) return;
         }
       }
+    }
+  }
+}
+
+// Merges with more (entry, KV head, qo head) pairs than the merge grid has warps take the
+// other mapping (merge_states.cu: 16-byte chunks instead of a warp per pair): 320 decode rows
+// under a shared prefix, 8 qo heads, so the prefix plan merges 2560 pairs and more; head_dim 64
+// and 128, bf16 and f16. Every element matches the reference.
+TEST(RunCuda, LargeMergesMatchTheReference) {
+  for (const int head_dim : {64, 128}) {
+    for (DType dtype : {DType::kBF16, DType::kF16}) {
+      BatchSpec spec;
+      spec.num_kv_heads = 2;
+      spec.num_qo_heads = 8;
+      spec.head_dim = head_dim;
+      spec.page_size = 16;
+      spec.dtype = dtype;
+      spec.seed = 71 + static_cast<uint64_t>(head_dim);
+      spec.prefixes = {{"p", 192, ""}};
+      for (int i = 0; i < 320; ++i) spec.requests.push_back({1, 192 + 9 + i % 41, "p"});
+      SCOPED_TRACE(to_json(spec));
+      const BatchData data = build(spec);
+      PlanOptions options;
+      options.policy = Policy::kPrefix;
+      const Result<Plan> plan = make_plan(data.layout, DeviceShape{33}, options);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      ASSERT_GT(plan->num_merges() * spec.num_qo_heads, kMergeBlocks * kMergeThreads / 32)
+          << "too few pairs for the chunked mapping";
+      SKIP_WITHOUT_DEVICE();
+      const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
+      ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+      expect_matches(data.layout, plan_and_run_gpu(data, Policy::kPrefix, false, 33), *ref,
+                     "large merge");
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }

@@ -71,6 +71,7 @@ class Workspace {
   bool has_plan() const { return has_plan_; }
   // The uploaded plan's wide items (plan_buffer.h is_wide_item), first in its dispatch order.
   int num_wide_items() const { return num_wide_items_; }
+  int num_merges() const { return num_merges_; }  // the uploaded plan's merge entries
   const PlanCapacity& capacity() const { return capacity_; }
   const PlanBufferLayout& layout() const { return layout_; }
   const HeadConfig& heads() const { return heads_; }
@@ -97,6 +98,7 @@ class Workspace {
   size_t total_bytes_ = 0;
   bool has_plan_ = false;
   int num_wide_items_ = 0;
+  int num_merges_ = 0;
 };
 
 }  // namespace packserve::attention::cuda
