@@ -30,7 +30,7 @@
 namespace packserve::attention::cuda {
 namespace {
 
-// A 16-byte chunk of 8 elements as pairs, and a pair's floats.
+// A thread's kDims elements of a slot as pairs (one load), and a pair's floats.
 template <typename T>
 using Pair2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
 template <typename T, int kDims>
@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
         lse = mx + log2f(wa + wb);
       }
     }
-    // Four 4-byte stores (the output needs only the 4-byte alignment the attention kernel's
-    // stores need); a warp's are contiguous.
+    // 4-byte stores (the output needs only the alignment the attention kernel's stores need);
+    // a warp's are contiguous.
     T* dst = static_cast<T*>(p.out) +
              (static_cast<size_t>(row) * p.num_qo_heads + kv_head * group + h) * HeadDim +
              kDims * c;
