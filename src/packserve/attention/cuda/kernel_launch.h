@@ -67,7 +67,6 @@ Status prepare_persistent_hd256(bool bf16, int* ctas_per_sm);
 bool wide_kernel_enabled();
 Result<int> wide_kernel_ctas();
 Status launch_wide_hd128(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s);
-Status prepare_wide_hd128(bool bf16, int* ctas_per_sm);
 
 struct MergeParams {
   const int32_t* plan = nullptr;  // header gives num_merges, num_kv_heads, num_partial_slots

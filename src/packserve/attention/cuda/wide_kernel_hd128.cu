@@ -50,8 +50,9 @@ Result<int> wide_kernel_ctas() {
     int device = 0, sms = 0, per_sm = 0;
     PS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
     PS_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    PS_RETURN_IF_ERROR(prepare_wide_hd128(true, &per_sm));
-    PS_RETURN_IF_ERROR(prepare_wide_hd128(false, &per_sm));
+    // Both instances have the same resources: the second sets per_sm.
+    PS_RETURN_IF_ERROR(prepare<__nv_bfloat16>(&per_sm));
+    PS_RETURN_IF_ERROR(prepare<__half>(&per_sm));
     if (per_sm < 1) return resource_exhausted("wide attention kernel: 0 CTAs per SM");
     return sms * per_sm;
   }();
@@ -60,9 +61,6 @@ Result<int> wide_kernel_ctas() {
 
 Status launch_wide_hd128(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s) {
   return bf16 ? launch<__nv_bfloat16>(p, num_ctas, s) : launch<__half>(p, num_ctas, s);
-}
-Status prepare_wide_hd128(bool bf16, int* ctas_per_sm) {
-  return bf16 ? prepare<__nv_bfloat16>(ctas_per_sm) : prepare<__half>(ctas_per_sm);
 }
 
 }  // namespace packserve::attention::cuda

@@ -162,8 +162,6 @@ Status Workspace::upload(const Plan& plan, StreamHandle stream) {
                                             cudaMemcpyHostToDevice, stream));
   }
   has_plan_ = true;
-  num_wide_items_ = b[kHdrNumWideItems];
-  num_merges_ = b[kHdrNumMerges];
   return ok_status();
 }
 

@@ -69,9 +69,11 @@ class Workspace {
   Status upload(const Plan& plan, StreamHandle stream);
 
   bool has_plan() const { return has_plan_; }
-  // The uploaded plan's wide items (plan_buffer.h is_wide_item), first in its dispatch order.
-  int num_wide_items() const { return num_wide_items_; }
-  int num_merges() const { return num_merges_; }  // the uploaded plan's merge entries
+  // Fields of the uploaded plan's header, read from the host copy of its buffer (a failed
+  // upload leaves the copy as it was; 0 without a plan): its wide items (plan_buffer.h
+  // is_wide_item), first in its dispatch order, and its merge entries.
+  int num_wide_items() const { return has_plan_ ? staging_[kHdrNumWideItems] : 0; }
+  int num_merges() const { return has_plan_ ? staging_[kHdrNumMerges] : 0; }
   const PlanCapacity& capacity() const { return capacity_; }
   const PlanBufferLayout& layout() const { return layout_; }
   const HeadConfig& heads() const { return heads_; }
@@ -97,8 +99,6 @@ class Workspace {
   std::byte* base_ = nullptr;     // device allocation
   size_t total_bytes_ = 0;
   bool has_plan_ = false;
-  int num_wide_items_ = 0;
-  int num_merges_ = 0;
 };
 
 }  // namespace packserve::attention::cuda
