@@ -2,7 +2,8 @@
 # gpu-check.sh: the one GPU check of issue 6, run ON the GPU machine from the repository root:
 #   1. the gpu-labelled tests (run_cuda_test: GPU vs CPU executor vs float64 reference)
 #   2. compute-sanitizer memcheck and racecheck on small mixed batches
-#   3. bench/gpu/attention_bench (ceilings + our kernels), forward_bench, plan_bench (the
+#   3. bench/gpu/attention_bench (ceilings + our kernels), gather_bench (the streaming ceiling of
+#      a few SMs), forward_bench, plan_bench (the
 #      planner on this machine's host CPU), 4. scripts/gpu_peers.py (PyTorch),
 #   5. scripts/model_gpu_check.py (our CUDA forward vs transformers, through forward_logits)
 # and writes a markdown table to $OUT/summary.md (printed last), the profile to profile.txt and
@@ -34,7 +35,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry
 export TESTS="run_cuda_test forward_cuda_test backend_factory_gpu_test"
-TARGETS="$TESTS attention_bench forward_bench packserve plan_bench forward_logits"
+TARGETS="$TESTS attention_bench gather_bench forward_bench packserve plan_bench forward_logits"
 if [[ "${1:-}" == "--targets" ]]; then echo "$TARGETS"; exit 0; fi
 if [[ "${1:-}" == "--pack-base" ]]; then
   set -e
@@ -56,8 +57,9 @@ if [[ "${1:-}" == "--pack" ]]; then
     f=$(find "$BUILD" -name "$b" -type f -perm -u+x | head -1)
     [[ -n "$f" ]] || { echo "no $b under $BUILD: build it first" >&2; exit 1; }
     cp "$f" "$tmp/" && strip "$tmp/$b"
+    # (a binary that needs only the system's libraries leaves grep nothing: not an error)
     ldd "$tmp/$b" | awk '/=> \//{print $3}' |
-      grep -v -E '/lib/x86_64-linux-gnu/lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so|libcublas' |
+      { grep -v -E '/lib/x86_64-linux-gnu/lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so|libcublas' || true; } |
       while read -r lib; do cp -L "$lib" "$tmp/lib/"; done
   done
   tar -cJf $CARRY/carry.tar.xz -C "$tmp" .
@@ -120,6 +122,7 @@ if ! skip bench; then
       2>"$OUT/bench_base-$name.err"
     echo "base $name bench rc=$?"
   done
+  timeout 60 "$BIN/gather_bench" >"$OUT/gather.md" 2>&1; echo "gather_bench rc=$?"
   timeout 200 "$BIN/forward_bench" >"$OUT/forward_bench.jsonl" 2>"$OUT/forward_bench.err"
   echo "forward_bench rc=$?"
   # The planner runs on this machine's host CPU when serving: time it here too.
@@ -207,6 +210,9 @@ for p in lines("peers.jsonl"):
     if "error" in p:
         print(f"| {p['case']} | {p['peer']} | error: {p['error'][:80]} | | | | | | |"); continue
     print(f"| {p['case']} | {p['peer']} | {p['graph_ms']} | {p['eager_ms']} | {p['effective_gbps']:.0f} | {p['effective_gbps']/cbw:.2f} | {p['useful_tflops']:.1f} | {p['useful_tflops']/cmm:.3f} | |")
+gather = os.path.join(out, "gather.md")
+if os.path.exists(gather):
+    print("\n" + open(gather).read())
 fwd = lines("forward_bench.jsonl")
 if fwd:
     print("\n### model forward (bench/gpu/forward_bench.cu)\n")
