@@ -83,6 +83,7 @@ double gbps(const char* src, int* sink, int ctas) {
   check(cudaEventCreate(&e0), "event");
   check(cudaEventCreate(&e1), "event");
   gather_kernel<W><<<ctas, kThreads, kSmemBytes>>>(src, sink);
+  check(cudaGetLastError(), "launch");
   std::vector<float> ms(7);
   for (float& m : ms) {
     check(cudaEventRecord(e0), "record");
