@@ -2,9 +2,9 @@
 # gpu-check.sh: the one GPU check of issue 6, run ON the GPU machine from the repository root:
 #   1. the gpu-labelled tests (run_cuda_test: GPU vs CPU executor vs float64 reference)
 #   2. compute-sanitizer memcheck and racecheck on small mixed batches
-#   3. bench/gpu/attention_bench (ceilings + our kernels), gather_bench (the streaming ceiling of
-#      a few SMs), forward_bench, plan_bench (the
-#      planner on this machine's host CPU), 4. scripts/gpu_peers.py (PyTorch),
+#   3. bench/gpu/attention_bench (ceilings + our kernels), gather_bench (the streaming ceiling
+#      of a few SMs), forward_bench, plan_bench (the planner on this machine's host CPU),
+#   4. scripts/gpu_peers.py (PyTorch),
 #   5. scripts/model_gpu_check.py (our CUDA forward vs transformers, through forward_logits)
 # and writes a markdown table to $OUT/summary.md (printed last), the profile to profile.txt and
 # every other log into $OUT/logs.tar.gz (the device tool returns at most 8 files).
