@@ -21,7 +21,6 @@
 #include <cuda_fp16.h>
 
 #include <string>
-#include <type_traits>
 
 #include "packserve/attention/cuda/cuda_check.h"
 #include "packserve/attention/cuda/kernel_launch.h"
@@ -30,23 +29,16 @@
 namespace packserve::attention::cuda {
 namespace {
 
-// A thread's kDims elements of a slot as pairs (one load), and a pair's floats.
+// Two T in one 32-bit word (tile_mma.cuh MmaOp<T>::pair rounds two floats into one).
 template <typename T>
-using Pair2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+using Pair2 = decltype(MmaOp<T>::pair(0.0f, 0.0f));
+// A thread's kDims elements of a slot as pairs (one load), and a pair's floats.
 template <typename T, int kDims>
 struct alignas(2 * kDims) Chunk {
   Pair2<T> v[kDims / 2];
 };
 __device__ __forceinline__ float2 to_float2(__nv_bfloat162 x) { return __bfloat1622float2(x); }
 __device__ __forceinline__ float2 to_float2(__half2 x) { return __half22float2(x); }
-template <typename T>
-__device__ __forceinline__ Pair2<T> from_float2(float a, float b) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __floats2half2_rn(a, b);
-  } else {
-    return __floats2bfloat162_rn(a, b);
-  }
-}
 
 template <int HeadDim, typename T, int kDims>
 __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const MergeParams p) {
@@ -128,7 +120,7 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
              kDims * c;
 #pragma unroll
     for (int i = 0; i < kDims / 2; ++i) {
-      *reinterpret_cast<Pair2<T>*>(dst + 2 * i) = from_float2<T>(o[2 * i], o[2 * i + 1]);
+      *reinterpret_cast<Pair2<T>*>(dst + 2 * i) = MmaOp<T>::pair(o[2 * i], o[2 * i + 1]);
     }
   }
   // A thread without pairs waits too: this grid's completion must imply the attention grid's
@@ -140,12 +132,12 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
 }
 
 template <int HeadDim, typename T>
-Status launch(const MergeParams& p, int num_blocks, bool chunks, cudaStream_t s) {
+Status launch(const MergeParams& p, bool chunks, cudaStream_t s) {
   if (chunks && HeadDim / 32 != 8) {
-    return launch_programmatic(merge_states_kernel<HeadDim, T, 8>, dim3(num_blocks),
+    return launch_programmatic(merge_states_kernel<HeadDim, T, 8>, dim3(kMergeBlocks),
                                dim3(kMergeThreads), 0, s, p);
   }
-  return launch_programmatic(merge_states_kernel<HeadDim, T, HeadDim / 32>, dim3(num_blocks),
+  return launch_programmatic(merge_states_kernel<HeadDim, T, HeadDim / 32>, dim3(kMergeBlocks),
                              dim3(kMergeThreads), 0, s, p);
 }
 
@@ -153,11 +145,11 @@ template <typename T>
 Status launch_typed(int head_dim, const MergeParams& p, bool chunks, cudaStream_t s) {
   switch (head_dim) {
     case 64:
-      return launch<64, T>(p, kMergeBlocks, chunks, s);
+      return launch<64, T>(p, chunks, s);
     case 128:
-      return launch<128, T>(p, kMergeBlocks, chunks, s);
+      return launch<128, T>(p, chunks, s);
     case 256:
-      return launch<256, T>(p, kMergeBlocks, chunks, s);
+      return launch<256, T>(p, chunks, s);
     default:
       return unimplemented("merge kernel for head_dim=" + std::to_string(head_dim) +
                            " is not compiled (64/128/256)");

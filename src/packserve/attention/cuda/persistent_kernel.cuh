@@ -718,7 +718,7 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     // This kernel is a programmatic dependent launch too: its CTAs may start during the
     // previous kernel's tail (which writes q and the K/V pages, or merges the last run's partial
     // states). Before the first wait a CTA reads only the plan buffer, which an earlier copy
-    // wrote; the first ticket is blockIdx.x, every claimed one is past the grid.
+    // wrote; its first ticket is first_ticket() + blockIdx.x, every claimed one is past it.
     if (ticket == first_ticket() + static_cast<int>(blockIdx.x)) wait_for_previous_grid();
     uint64_t* rec = nullptr;
     if (p.timeline != nullptr && threadIdx.x == 0) {
