@@ -337,27 +337,40 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   cp_async_commit();
   const int32_t* pages = p.kv_page_indices + p.kv_page_indptr[it.kv_request];
 
-  // Loads keys [base, base + kStageKv) of stage `stage`; keys >= bound are zero-filled.
-  auto load_stage = [&](int stage, int bound) {
+  // A stage's copies: thread tid copies chunk tid % kChunks of the keys tid / kChunks + i *
+  // kKeysPerIter (i < kIters), so warp w copies 16 keys of every stage, its key j being
+  // w * kKeysPerWarpIter + j % kKeysPerWarpIter + kKeysPerIter * (j / kKeysPerWarpIter).
+  constexpr int kKeysPerIter = kThreads / Tr::kChunks;
+  constexpr int kIters = kStageKv / kKeysPerIter;
+  constexpr int kKeysPerWarpIter = 32 / Tr::kChunks;
+  static_assert(kKeysPerWarpIter * kIters == 16, "a warp copies 16 keys of a stage");
+  // Page lookup of the warp's key `lane % 16` of stage `stage`: the page id (0 past bound),
+  // loaded here and used a stage later by load_stage, so that the round trip to the page table
+  // overlaps a stage's compute instead of stalling the copies (the long items of every pass).
+  auto lookup_page = [&](int stage, int bound) {
+    const int j = lane % 16;
+    const int tok = it.kv_begin + stage * kStageKv + warp * kKeysPerWarpIter +
+                    j % kKeysPerWarpIter + kKeysPerIter * (j / kKeysPerWarpIter);
+    return tok < bound ? pages[p.page_div.div(tok)] : 0;
+  };
+  // Loads keys [base, base + kStageKv) of stage `stage`, whose page ids lookup_page(stage,
+  // bound) returned in each lane as `page_ids`; keys >= bound are zero-filled.
+  auto load_stage = [&](int stage, int bound, int page_ids) {
     T* k_dst = kv_s + (stage % kStages) * Tr::kStageElems;
     T* v_dst = k_dst + kStageKv * HeadDim;
-    constexpr int kKeysPerIter = kThreads / Tr::kChunks;
-    constexpr int kIters = kStageKv / kKeysPerIter;
     const int key0 = tid / Tr::kChunks, chunk = tid % Tr::kChunks;
     const int base = it.kv_begin + stage * kStageKv;
-    int tok_row[kIters];  // page * page_size + slot (< 2^31 tokens in the pool)
-#pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int tok = base + key0 + i * kKeysPerIter;
-      const int page = p.page_div.div(tok);
-      tok_row[i] = tok < bound ? pages[page] * p.page_size + p.page_div.mod(tok, page) : 0;
-    }
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int key = key0 + i * kKeysPerIter;
-      const bool valid = base + key < bound;
+      const int page =
+          __shfl_sync(0xffffffffu, page_ids, key0 % kKeysPerWarpIter + kKeysPerWarpIter * i);
+      const int tok = base + key;
+      const bool valid = tok < bound;
+      // page * page_size + slot (< 2^31 tokens in the pool)
+      const int tok_row = valid ? page * p.page_size + p.page_div.mod(tok, p.page_div.div(tok)) : 0;
       const size_t off =
-          (static_cast<size_t>(tok_row[i]) * p.num_kv_heads + it.kv_head) * HeadDim + chunk * 8;
+          (static_cast<size_t>(tok_row) * p.num_kv_heads + it.kv_head) * HeadDim + chunk * 8;
       cp_async_16(k_dst + tile_offset(key, chunk, kStageKv), kp + off, valid);
       cp_async_16(v_dst + tile_offset(key, chunk, kStageKv), vp + off, valid);
     }
@@ -369,7 +382,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const int prologue_stages = (it.kv_end - it.kv_begin + kStageKv - 1) / kStageKv;
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < prologue_stages) load_stage(s, it.kv_end);
+    if (s < prologue_stages) load_stage(s, it.kv_end, lookup_page(s, it.kv_end));
     cp_async_commit();
   }
   // Row positions (pad rows: -1, they see nothing).
@@ -454,12 +467,17 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     a[3] = Mma::pack(s[2 * kb + 1][2], s[2 * kb + 1][3]);
   };
 
+  // Page ids of the next stage to load (kStages - 1), looked up one stage ahead.
+  int next_pages = kStages - 1 < num_stages ? lookup_page(kStages - 1, kv_hi) : 0;
   for (int stage = 0; stage < num_stages; ++stage) {
     cp_async_wait<kStages - 2>();
     if constexpr (kWgmma) fence_proxy_async();  // the copies are read by wgmma (async proxy)
     __syncthreads();  // stage landed for all threads; everyone is done with stage - 1
     if (rec != nullptr && stage == 0) timeline_phase(rec, kTimelineFirstStage);
-    if (stage + kStages - 1 < num_stages) load_stage(stage + kStages - 1, kv_hi);
+    if (stage + kStages - 1 < num_stages) {
+      load_stage(stage + kStages - 1, kv_hi, next_pages);
+      if (stage + kStages < num_stages) next_pages = lookup_page(stage + kStages, kv_hi);
+    }
     cp_async_commit();
 
     const T* k_tile = kv_s + (stage % kStages) * Tr::kStageElems;
