@@ -19,7 +19,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "packserve/attention/cuda/tile_mma.cuh"  // smem_addr, cp_async_16 / commit / wait
+
 namespace {
+
+using packserve::attention::cuda::cp_async_16;
+using packserve::attention::cuda::cp_async_commit;
+using packserve::attention::cuda::cp_async_wait;
 
 constexpr int kRowBytes = 256, kStrideBytes = 2048, kStageRows = 128, kStages = 6;
 constexpr int kRowsPerCta = 4096, kThreads = 256;
@@ -32,10 +38,6 @@ void check(cudaError_t e, const char* what) {
     std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
     std::exit(3);
   }
-}
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 // W issuing warps; the stage's 2048 16-byte pieces are split among their threads.
@@ -55,18 +57,15 @@ __global__ void __launch_bounds__(kThreads, 1) gather_kernel(const char* src, in
         const int row = i / (kRowBytes / 16), piece = i % (kRowBytes / 16);
         const char* g =
             base + static_cast<int64_t>(st * kStageRows + row) * kStrideBytes + piece * 16;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                         smem_addr(dst + row * kRowBytes + piece * 16)),
-                     "l"(g)
-                     : "memory");
+        cp_async_16(dst + row * kRowBytes + piece * 16, g, true);
       }
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    cp_async_commit();
   };
   for (int s = 0; s < kStages - 1; ++s) issue(s);
   int acc = 0;
   for (int st = 0; st < kNumStages; ++st) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2) : "memory");
+    cp_async_wait<kStages - 2>();
     __syncthreads();  // stage st landed for every issuer; stage st - 1 is free
     acc += smem[(st % kStages) * kStageBytes + tid * 4];
     issue(st + kStages - 1);

@@ -349,7 +349,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   static_assert(kKeysPerWarpIter * kIters == 16, "a warp copies 16 keys of a stage");
   // Page lookup of the warp's key `lane % 16` of stage `stage`: the page id (0 past bound),
   // loaded here and used a stage later by load_stage, so that the round trip to the page table
-  // overlaps a stage's compute instead of stalling the copies (the long items of every pass).
+  // overlaps a stage's compute instead of stalling that stage's copies.
   auto lookup_page = [&](int stage, int bound) {
     const int j = lane % 16;
     const int tok = it.kv_begin + stage * kStageKv + warp * kKeysPerWarpIter +
