@@ -5,9 +5,9 @@
 // appear in at most q_len(r) + num_pages_of(r) items in total. Summed over requests:
 //   item rows   <= R + P
 //     naive: every row once (R).
-//     balanced: a row at position p sees ceil((p + 1) / L_r) chunks with L_r >=
-//       q_len * page_size and chunks page-aligned from key 0, so a request's rows see at most
-//       q_len + q_len * kv_len / L_r <= q_len + pages chunks (policy_balanced.cc).
+//     balanced: a row at position p sees ceil((p + 1) / L_r) <= 1 + pages / q_len chunks
+//       (L_r >= kv_len / (1 + pages / q_len), chunks page-aligned from key 0), so a request's
+//       rows see at most q_len + pages chunks (policy_balanced.cc).
 //     prefix: decode rows (q_len 1) see at most one piece per page of their context (pieces
 //       are page-aligned and the packs on a path cover disjoint pages); prefill rows stay
 //       under shared nodes only when each node has >= q_len pages and those packs are cut

@@ -79,8 +79,9 @@ struct UnitList {
 // (part_tokens <= 0: no cut). When r >= 0 the rows are one causal query tile of request r and
 // each piece keeps only the rows whose position is >= the piece's start (so no row sees zero
 // keys); r < 0 means every row sees the whole range (rows under a shared prefix).
-// Budget: with part_tokens >= q_len(r) * page_size and kv_begin page-aligned, the rows of a
-// request see at most q_len + pages([kv_begin, kv_end)) pieces in total.
+// Budget: with part_tokens >= (kv_end - kv_begin) / (1 + pages / q_len(r)) (pages of
+// [kv_begin, kv_end)) and kv_begin page-aligned, a row sees at most 1 + pages / q_len pieces,
+// so the rows of a request see at most q_len + pages pieces in total.
 void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, int32_t kv_begin,
                           int32_t kv_end, int64_t part_tokens, int32_t rows_begin, int32_t rows_end,
                           UnitList& out);

@@ -8,10 +8,12 @@
 //    C = the CTAs one head gets (plan.h ctas_per_head, the plan's queues), floored at
 //    kMinChunkTokens (one largest KV tile) and rounded up to a page, so chunk boundaries never
 //    cut a page. With `deterministic`, L_kv = deterministic_kv_chunk_tokens rounded up to a
-//    page, independent of the batch. Per request, L_r = max(L_kv, q_len * page_size): a long
-//    prefill (many tiles, plenty of parallelism) is split less, which keeps every request
-//    within the plan-buffer budget q_len + pages (see append_causal_pieces). L_r depends on the
-//    request only, so determinism holds.
+//    page, independent of the batch. Per request, L_r = max(L_kv, kv_len / (1 + pages / q_len)
+//    rounded up to a page): a row then sees at most 1 + pages / q_len pieces, which keeps
+//    every request within the plan-buffer budget q_len + pages (plan_buffer.cc). A long
+//    prefill (q_len >= pages: many tiles, plenty of parallelism) is not split; a prefill chunk
+//    over a longer context (q_len = 256 over 4096 keys: 2 pieces) is, so that its few tiles
+//    fill the queues. L_r depends on the request only, so determinism holds.
 // 2b. Chunk search (not deterministic; at most kChunkSearchTiles query tiles per queue, where
 //    a few items per queue make the makespan lumpy): the candidate chunks
 //    round_up(L_kv * s / 16, page) for s = 14..24, 28, 32 and, with at most C tiles, the
@@ -55,9 +57,12 @@ void for_each_tile(const BatchLayout& layout, F&& f) {
   }
 }
 
-// L_r of step 2: request r's pieces for the chunk size `chunk`.
+// L_r of step 2: request r's pieces for the chunk size `chunk`, long enough that a row sees
+// at most 1 + pages / q_len of them (page-aligned from key 0), so the request's rows see at
+// most q_len + pages in all.
 int64_t part_tokens(const BatchLayout& layout, int r, int64_t chunk) {
-  return std::max<int64_t>(chunk, static_cast<int64_t>(layout.q_len(r)) * layout.page_size);
+  const int64_t max_pieces = 1 + layout.num_pages_of(r) / std::max(layout.q_len(r), 1);
+  return std::max(chunk, round_up(ceil_div(layout.kv_len(r), max_pieces), layout.page_size));
 }
 
 // The smallest page-multiple chunk >= base whose pieces number at most `ctas` (one per queue),

@@ -89,7 +89,7 @@ TEST(BalancedPolicy, GoldenDecodeDefaultCostKeepsTheLongRequestWhole) {
 TEST(BalancedPolicy, GoldenCausalPrefillChunks) {
   // g = 1, 1 kv head, page 1, 2 CTAs. r0: q_len 6, kv_len 131 -> rows at positions 125..130,
   // one query tile (6 <= 128 rows), causal KV length 130 + 1 = 131.
-  // L_kv = max(ceil(131 / 2) = 66, 128) = 128; L_r = max(128, q_len * page = 6) = 128.
+  // L_kv = max(ceil(131 / 2) = 66, 128) = 128; L_r = max(128, 131 / (1 + 131 / 6) -> 6) = 128.
   // Chunks [0,128) (all rows) and [128,131): only rows at positions >= 128, i.e. local rows
   // 3, 4, 5. LPT: the 128-key chunk -> cta 0, the 3-key chunk -> cta 1.
   // Tiles: 6 rows -> 16, 128 keys -> 64; 3 rows -> 16, 3 keys -> 32.
@@ -113,6 +113,41 @@ TEST(BalancedPolicy, GoldenCausalPrefillChunks) {
   const Plan plan = balanced(b.layout(), 2);
   EXPECT_EQ(to_text(plan), expected);
   EXPECT_TRUE(check_invariants(plan, b.layout()).ok());
+}
+
+TEST(BalancedPolicy, PrefillChunkOverALongerContextIsCutForTheQueues) {
+  // g = 1, 1 kv head, page 16, 2 CTAs. r0: q_len 16 over kv_len 256 (16 pages): one query
+  // tile, causal KV length 256. L_kv = max(ceil(256 / 2), 128) = 128, and a row may see
+  // 1 + pages / q_len = 2 pieces, so L_r = max(128, 256 / 2) = 128 (it was q_len * page = 256:
+  // one piece on one queue). The chunk search keeps 128: two pieces of cost 96 + 16 + 128 =
+  // 240, makespan 240 against 368 uncut (144: 256 | 224). Both pieces hold all 16 rows
+  // (positions 240..255 >= 128); 128 keys -> tile_kv 64.
+  LayoutBuilder b(1, 1, 64, 16);
+  b.add({}, 256, 16);
+  std::string expected =
+      "plan policy=balanced deterministic=0 queues=2 group=1 kv_heads=1 head_dim=64 "
+      "partial_slots=32\n"
+      "item 0: cta=0 rows=[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15] kv=r0[0,128) tile=16x64 "
+      "partial@0\n"
+      "item 1: cta=1 rows=[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15] kv=r0[128,256) tile=16x64 "
+      "partial@16\n";
+  for (int k = 0; k < 16; ++k) {
+    expected += "merge " + std::to_string(k) + ": row=" + std::to_string(k) + " slots=[" +
+                std::to_string(k) + "," + std::to_string(16 + k) + "]\n";
+  }
+  expected += "cta 0: [0]\ncta 1: [1]\n";
+  const Plan plan = balanced(b.layout(), 2);
+  EXPECT_EQ(to_text(plan), expected);
+  EXPECT_TRUE(check_invariants(plan, b.layout()).ok());
+
+  // A prefill with at least as many rows as pages is not cut (1 + 16 / 32 = 1 piece per row):
+  // its tiles are the parallelism, and the plan buffer's budget q_len + pages holds.
+  LayoutBuilder whole(1, 1, 64, 16);
+  whole.add({}, 256, 32);
+  const Plan one = balanced(whole.layout(), 2);
+  ASSERT_EQ(one.items.size(), 1u);
+  EXPECT_TRUE(one.items[0].writes_final);
+  EXPECT_EQ(one.items[0].kv_tokens(), 256);
 }
 
 // Greedy list scheduling (Graham): the busiest queue finishes by total / C + the largest item
