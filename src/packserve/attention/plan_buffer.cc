@@ -11,8 +11,8 @@
 //     prefix: decode rows (q_len 1) see at most one piece per page of their context (pieces
 //       are page-aligned and the packs on a path cover disjoint pages); prefill rows stay
 //       under shared nodes only when each node has >= q_len pages and those packs are cut
-//       into at most pages / q_len parts, and their own causal tiles use parts >=
-//       q_len * page_size: again <= q_len + pages (policy_prefix.cc).
+//       into at most pages / q_len parts, and their own causal tiles are cut so that a row
+//       sees at most 1 + leaf pages / q_len parts: again <= q_len + pages (policy_prefix.cc).
 //   items       <= item rows           (every item has at least one row)
 //   merge slots <= item rows           (one slot per row of a partial item)
 //   merges      <= R                   (at most one entry per row)

@@ -12,6 +12,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -29,6 +30,15 @@ inline constexpr int kMinChunkTokens = 128;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+// The shortest piece (a page multiple) that a causal tile's range of `tokens` keys over
+// `pages` pages may be cut into (page-aligned from its start) when its request has q_len rows:
+// a row then sees at most 1 + pages / q_len pieces, so the request's rows see at most
+// q_len + pages (the plan buffer's budget, plan_buffer.cc). A prefill with at least as many
+// rows as pages is not cut.
+inline int64_t min_piece_tokens(int64_t tokens, int64_t pages, int64_t q_len, int page_size) {
+  return round_up(ceil_div(tokens, 1 + pages / std::max<int64_t>(q_len, 1)), page_size);
+}
 
 // Seed 002 §5.2 round-up rule: the smallest compiled query tile m >= folded rows (capped at
 // the largest tile, which is then used several times).

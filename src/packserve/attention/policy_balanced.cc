@@ -57,12 +57,11 @@ void for_each_tile(const BatchLayout& layout, F&& f) {
   }
 }
 
-// L_r of step 2: request r's pieces for the chunk size `chunk`, long enough that a row sees
-// at most 1 + pages / q_len of them (page-aligned from key 0), so the request's rows see at
-// most q_len + pages in all.
+// L_r of step 2: request r's pieces for the chunk size `chunk`, within the plan buffer's
+// budget (min_piece_tokens).
 int64_t part_tokens(const BatchLayout& layout, int r, int64_t chunk) {
-  const int64_t max_pieces = 1 + layout.num_pages_of(r) / std::max(layout.q_len(r), 1);
-  return std::max(chunk, round_up(ceil_div(layout.kv_len(r), max_pieces), layout.page_size));
+  return std::max(chunk, min_piece_tokens(layout.kv_len(r), layout.num_pages_of(r), layout.q_len(r),
+                                          layout.page_size));
 }
 
 // The smallest page-multiple chunk >= base whose pieces number at most `ctas` (one per queue),

@@ -42,7 +42,8 @@
 //    partial-state bytes of one part and more than the unique KV bytes; the share rule cuts it
 //    into 3.
 //    Caps: a shared pack holding prefill rows (max q_len q) is cut into at most
-//    max(1, pages / q) parts; a leaf tile of request r uses parts >= q_len * page_size.
+//    max(1, pages / q) parts; a leaf tile of request r uses parts that its rows see at most
+//    1 + leaf pages / q_len of (plan_internal.h min_piece_tokens).
 //    The cut is made for a few multiples of T (kShareMultiples) and the least LPT makespan
 //    under the cost model wins, as in the balanced policy's chunk search.
 // 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h) onto
@@ -353,7 +354,9 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
     pack.causal_request = r;
     pack.kv_request = r;
     pack.kv_begin = attached[r] ? static_cast<int32_t>(blocks_begin[leaf_of[r]]) : 0;
-    pack.min_part_tokens = static_cast<int64_t>(q_len) * page;
+    pack.min_part_tokens =
+        min_piece_tokens(layout.kv_len(r) - pack.kv_begin,
+                         layout.num_pages_of(r) - pack.kv_begin / page, q_len, page);
     for (int a = 0; a < q_len; a += tile_rows) {
       const int b = std::min(a + tile_rows, q_len);
       pack.kv_end = first_pos + b;

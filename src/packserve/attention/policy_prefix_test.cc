@@ -259,6 +259,28 @@ TEST(PrefixPolicy, NoSharingSameKvTrafficAsBalanced) {
   }
 }
 
+TEST(PrefixPolicy, PrefillLeafOverALongerContextIsCutForTheQueues) {
+  // The batch of BalancedPolicy.PrefillChunkOverALongerContextIsCutForTheQueues: one request,
+  // q_len 16 over 256 keys (16 pages), page 16, 2 queues. Nothing is shared, so it is one leaf
+  // [0, 256); its rows may see 1 + 16 / 16 = 2 pieces, so parts of 128 are allowed (they were
+  // at least q_len * page = 256). The share rule cuts it at every multiple: T = (96 + 16 + 256)
+  // / 2 = 184 leaves 72 keys -> 4 parts, raised to 128 -> 2 parts, one per queue.
+  LayoutBuilder b(1, 1, 64, 16);
+  b.add({}, 256, 16);
+  const Plan plan = plan_of(b.layout(), Policy::kPrefix, 2);
+  ASSERT_EQ(plan.items.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE("item " + std::to_string(i));
+    const WorkItem& it = plan.items[i];
+    EXPECT_EQ(it.num_rows(), 16);
+    EXPECT_FALSE(it.writes_final);
+    EXPECT_EQ(it.kv_end - it.kv_begin, 128);
+  }
+  EXPECT_NE(plan.items[0].kv_begin, plan.items[1].kv_begin);
+  EXPECT_NE(plan.items[0].cta, plan.items[1].cta);
+  EXPECT_EQ(plan.num_merges(), 16);
+}
+
 TEST(PrefixPolicy, ChunksArePageAligned) {
   for (uint64_t seed = 400; seed < 440; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
