@@ -19,7 +19,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "packserve/attention/cuda/tile_mma.cuh"  // smem_addr, cp_async_16 / commit / wait
+#include "packserve/attention/cuda/tile_mma.cuh"  // cp_async_16 / commit / wait
 
 namespace {
 
@@ -102,11 +102,11 @@ double gbps(const char* src, int* sink, int ctas) {
 }  // namespace
 
 int main() {
-  int device = 0, sms = 0;
+  int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, device), "properties");
+  const int sms = prop.multiProcessorCount;
   char* src = nullptr;
   int* sink = nullptr;
   const size_t bytes = static_cast<size_t>(sms) * kRowsPerCta * kStrideBytes;
