@@ -12,7 +12,8 @@
 //       are page-aligned and the packs on a path cover disjoint pages); prefill rows stay
 //       under shared nodes only when each node has >= q_len pages and those packs are cut
 //       into at most pages / q_len parts, and their own causal tiles are cut so that a row
-//       sees at most 1 + leaf pages / q_len parts: again <= q_len + pages (policy_prefix.cc).
+//       sees at most 1 + leaf pages / q_len parts: again <= q_len + pages (policy_prefix.cc);
+//       deterministic: chunks of D_r >= L_r's floor from key 0, as balanced.
 //   items       <= item rows           (every item has at least one row)
 //   merge slots <= item rows           (one slot per row of a partial item)
 //   merges      <= R                   (at most one entry per row)
