@@ -285,17 +285,18 @@ TEST(PrefixPolicy, DeterministicPrefillChunkIsCutWithinTheBudget) {
   // One request, q_len 256 over 4096 keys (256 pages), page 16, deterministic chunks of 1024:
   // D = max(1024, min_piece_tokens) = max(1024, 4096 / (1 + 256 / 256)) = 2048 (it was
   // max(1024, q_len * page = 4096): one piece). Every query tile has the pieces [0, 2048) and
-  // [2048, 4096) (its rows are at positions 3840..4095), and each of the 256 rows merges two.
+  // [2048, 4096) (its rows are at positions 3840..4095): two tiles of 128 rows (g = 1), and
+  // each of the 256 rows merges two.
   LayoutBuilder b(1, 1, 64, 16);
   b.add({}, 4096, 256);
   const Plan plan = plan_of(b.layout(), Policy::kPrefix, 8, /*det=*/true);
   std::map<std::pair<int, int>, int> ranges;  // [kv_begin, kv_end) -> items
-  for (const WorkItem& it : plan.items) ++ranges[{it.kv_begin, it.kv_end}];
-  int tiles = 0;
-  for (const WorkItem& it : plan.items) tiles += it.kv_begin == 0 ? 1 : 0;
-  const std::map<std::pair<int, int>, int> want = {{{0, 2048}, tiles}, {{2048, 4096}, tiles}};
+  for (const WorkItem& it : plan.items) {
+    ++ranges[{it.kv_begin, it.kv_end}];
+    EXPECT_EQ(it.num_rows(), 128);
+  }
+  const std::map<std::pair<int, int>, int> want = {{{0, 2048}, 2}, {{2048, 4096}, 2}};
   EXPECT_EQ(ranges, want);
-  EXPECT_GT(tiles, 0);
   EXPECT_EQ(plan.num_merges(), 256);
 }
 
