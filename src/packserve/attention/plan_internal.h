@@ -40,6 +40,14 @@ inline int64_t min_piece_tokens(int64_t tokens, int64_t pages, int64_t q_len, in
   return round_up(ceil_div(tokens, 1 + pages / std::max<int64_t>(q_len, 1)), page_size);
 }
 
+// Request r's piece length for a page-multiple chunk size `chunk`: the chunk, raised to the
+// budget's floor over the request's whole KV (the balanced policy's L_r, and both policies'
+// chunks in deterministic mode).
+inline int64_t request_piece_tokens(const BatchLayout& layout, int r, int64_t chunk) {
+  return std::max(chunk, min_piece_tokens(layout.kv_len(r), layout.num_pages_of(r), layout.q_len(r),
+                                          layout.page_size));
+}
+
 // Seed 002 §5.2 round-up rule: the smallest compiled query tile m >= folded rows (capped at
 // the largest tile, which is then used several times).
 int16_t select_tile_q(int64_t folded_rows);

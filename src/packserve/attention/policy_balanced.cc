@@ -57,13 +57,6 @@ void for_each_tile(const BatchLayout& layout, F&& f) {
   }
 }
 
-// L_r of step 2: request r's pieces for the chunk size `chunk`, within the plan buffer's
-// budget (min_piece_tokens).
-int64_t part_tokens(const BatchLayout& layout, int r, int64_t chunk) {
-  return std::max(chunk, min_piece_tokens(layout.kv_len(r), layout.num_pages_of(r), layout.q_len(r),
-                                          layout.page_size));
-}
-
 // The smallest page-multiple chunk >= base whose pieces number at most `ctas` (one per queue),
 // by bisection (FlashInfer's chunk search). Needs at most `ctas` query tiles (one piece per
 // tile always fits).
@@ -72,7 +65,7 @@ int64_t one_piece_per_queue_chunk(const BatchLayout& layout, int ctas, int64_t b
   auto pieces = [&](int64_t chunk) {
     int64_t n = 0;
     for_each_tile(layout, [&](int r, int, int, int64_t kv) {
-      n += ceil_div(kv, part_tokens(layout, r, chunk));
+      n += ceil_div(kv, request_piece_tokens(layout, r, chunk));
     });
     return n;
   };
@@ -113,8 +106,9 @@ Result<Plan> make_plan_balanced(const BatchLayout& layout, const DeviceShape& de
   auto make_units = [&](int64_t chunk) {
     list.units.clear();
     for_each_tile(layout, [&](int r, int a, int b, int64_t kv) {
-      append_causal_pieces(layout, r, r, 0, static_cast<int32_t>(kv), part_tokens(layout, r, chunk),
-                           layout.qo_indptr[r] + a, layout.qo_indptr[r] + b, list);
+      append_causal_pieces(layout, r, r, 0, static_cast<int32_t>(kv),
+                           request_piece_tokens(layout, r, chunk), layout.qo_indptr[r] + a,
+                           layout.qo_indptr[r] + b, list);
     });
   };
   std::vector<int32_t> order;

@@ -50,12 +50,12 @@
 //    the plan's CTA queues, each run once per KV head (plan.h).
 //
 // Deterministic mode (PlanOptions::deterministic): request r's KV is cut at fixed multiples
-// of D_r = max(round_up(deterministic_kv_chunk_tokens, page_size), min_piece_tokens of its
-// kv_len, pages and q_len) from key 0 (the balanced policy's L_r in deterministic mode). Rows share
-// an item iff their chunks have the same [begin, end), the same "last chunk of its request" flag
-// and identical page ids over the chunk; the shared rows (ascending) are cut into query tiles. A
-// request's ranges, tile_kv, writes_final and merge order then depend on the request alone; only
-// which other rows ride in its tiles varies.
+// of D_r = request_piece_tokens(round_up(deterministic_kv_chunk_tokens, page_size)) from key 0
+// (plan_internal.h: the balanced policy's L_r in deterministic mode). Rows share an item iff
+// their chunks have the same [begin, end), the same "last chunk of its request" flag and
+// identical page ids over the chunk; the shared rows (ascending) are cut into query tiles. A
+// request's ranges, tile_kv, writes_final and merge order then depend on the request alone;
+// only which other rows ride in its tiles varies.
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -431,8 +431,7 @@ void deterministic_units(const BatchLayout& layout, const PlanOptions& options, 
   std::vector<Chunk> chunks;
   chunks.reserve(static_cast<size_t>(batch) * 2);
   for (int r = 0; r < batch; ++r) {
-    const int64_t part = std::max(
-        chunk, min_piece_tokens(layout.kv_len(r), layout.num_pages_of(r), layout.q_len(r), page));
+    const int64_t part = request_piece_tokens(layout, r, chunk);
     const int32_t kv_len = layout.kv_len(r);
     for (int64_t b = 0; b < kv_len; b += part) {
       const auto e = static_cast<int32_t>(std::min<int64_t>(b + part, kv_len));
