@@ -198,4 +198,26 @@ Result<BatchData> insert_batch(const BatchData& others, const BatchData& inserte
   return c;
 }
 
+BatchData with_sharers(const BatchData& batch) {
+  BatchData out = batch;
+  BatchLayout& l = out.layout;
+  const BatchLayout& b = batch.layout;
+  const size_t row_bytes =
+      static_cast<size_t>(b.num_qo_heads) * b.head_dim * dtype_size_bytes(b.dtype);
+  for (int r = 0; r < b.batch_size(); ++r) {
+    const int q_len = b.q_len(r) > 1 ? 1 : std::min(b.kv_len(r), 40);
+    l.kv_page_indices.insert(l.kv_page_indices.end(),
+                             b.kv_page_indices.begin() + b.kv_page_indptr[r],
+                             b.kv_page_indices.begin() + b.kv_page_indptr[r + 1]);
+    l.kv_page_indptr.push_back(static_cast<int32_t>(l.kv_page_indices.size()));
+    l.kv_last_page_len.push_back(b.kv_last_page_len[r]);
+    l.qo_indptr.push_back(l.qo_indptr.back() + q_len);
+    for (int k = 0; k < q_len; ++k) {
+      const auto* q = batch.q.data() + (b.qo_indptr[r] + k % b.q_len(r)) * row_bytes;
+      out.q.insert(out.q.end(), q, q + row_bytes);
+    }
+  }
+  return out;
+}
+
 }  // namespace packserve::testing

@@ -25,7 +25,7 @@ struct RandomBatchOptions {
   // Upper bound on sum over requests of q_len * kv_len * num_qo_heads * head_dim (the
   // multiply-adds of Q·K; P·V costs the same again).
   int64_t max_work = 6'000'000;
-  int max_requests = 12;  // requests drawn: 1 .. max_requests (fewer if the budget runs out)
+  int max_requests = 12;      // requests drawn: 1 .. max_requests (fewer if the budget runs out)
   std::vector<DType> dtypes;  // drawn from these; empty = f32, f16 and bf16
   bool allow_prefixes = true;
   // Fixed shape fields; 0 = draw as described above.
@@ -47,5 +47,12 @@ int64_t batch_work(const attention::BatchSpec& spec);
 // groups share no page. Shapes and dtypes must match (kInvalidArgument otherwise).
 Result<attention::BatchData> insert_batch(const attention::BatchData& others,
                                           const attention::BatchData& inserted, int at);
+
+// The batch followed by one sharer per request: a request over exactly the same pages and
+// kv_len, with a different number of query rows (1 after a request of several rows, else
+// min(kv_len, 40): a prefill beside a decode), its rows' Q copied cyclically from the original's
+// rows. Every chunk of a request then has a twin with identical pages whose rows differ in
+// number, which is what a deterministic plan must not let change the request's bits.
+attention::BatchData with_sharers(const attention::BatchData& batch);
 
 }  // namespace packserve::testing

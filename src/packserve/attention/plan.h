@@ -38,8 +38,10 @@
 // executes in order (for each head). num_ctas counts the queues: ctas_per_head() of the
 // device's CTAs, so the grid has num_ctas * num_kv_heads CTAs (when the device has fewer
 // CTAs than heads, one queue and num_kv_heads CTAs). Determinism: with PlanOptions::deterministic,
-// every split boundary, tile_kv and merge order of a request depends only on that request (its
-// lengths and its page ids), never on the rest of the batch. Thread-safety: a value.
+// every split boundary, tile_q, tile_kv and merge order of a request depends only on that request
+// (its lengths and its page ids), never on the rest of the batch: an item holding rows of several
+// requests (the prefix policy) holds only rows whose requests give the same tile_q, which the CUDA
+// kernel then runs as its pass size. Thread-safety: a value.
 #pragma once
 
 #include <cstdint>

@@ -151,7 +151,9 @@ void emit_and_finalize(const UnitList& list, const std::vector<int32_t>& order,
     item.kv_request = u.kv_request;
     item.kv_begin = u.kv_begin;
     item.kv_end = u.kv_end;
-    item.tile.tile_q = select_tile_q(static_cast<int64_t>(u.num_rows()) * plan.group_size);
+    item.tile.tile_q = u.tile_q != 0
+                           ? u.tile_q
+                           : select_tile_q(static_cast<int64_t>(u.num_rows()) * plan.group_size);
     item.tile.tile_kv = select_tile_kv(u.kv_tokens());
     item.cta = cta[k];
   }

@@ -79,6 +79,9 @@ struct Unit {
   int32_t kv_end = 0;
   int32_t rows_begin = 0;  // into a row list (see UnitList)
   int32_t rows_end = 0;
+  // The item's tile_q; 0: select_tile_q(num_rows * group_size). The prefix policy sets it in
+  // deterministic mode, where it must depend on the rows' own requests (plan.h).
+  int16_t tile_q = 0;
   int32_t num_rows() const { return rows_end - rows_begin; }
   int32_t kv_tokens() const { return kv_end - kv_begin; }
 };

@@ -175,9 +175,9 @@ inline BatchLayout random_layout(uint64_t seed, const RandomLayoutOptions& opt =
 
 // What determinism promises for request r (plan.h): per local row (items and merges are
 // head-implicit: the same for every KV head), the KV ranges
-// of its items with their tile_kv, and the merge order (kv_begin of each merged slot), or
-// "final" when one item writes the output. Independent of global row numbering and of
-// which other rows share the items.
+// of its items with their tile_q and tile_kv, and the merge order (kv_begin of each merged slot),
+// or "final" when one item writes the output. Independent of global row numbering and of which
+// other rows share the items.
 inline std::string request_signature(const Plan& plan, const BatchLayout& layout, int r) {
   std::map<int, std::vector<std::string>> per_row;  // local row
   std::vector<int32_t> slot_kv_begin(static_cast<size_t>(plan.num_partial_slots), -1);
@@ -187,8 +187,8 @@ inline std::string request_signature(const Plan& plan, const BatchLayout& layout
       const int32_t row = plan.item_rows[k];
       if (request_of_row(layout, row) != r) continue;
       std::ostringstream s;
-      s << "[" << it.kv_begin << "," << it.kv_end << ")n" << it.tile.tile_kv
-        << (it.writes_final ? " final" : "");
+      s << "[" << it.kv_begin << "," << it.kv_end << ")m" << it.tile.tile_q << "n"
+        << it.tile.tile_kv << (it.writes_final ? " final" : "");
       per_row[row - layout.qo_indptr[r]].push_back(s.str());
     }
   }

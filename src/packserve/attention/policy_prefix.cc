@@ -52,10 +52,14 @@
 // Deterministic mode (PlanOptions::deterministic): request r's KV is cut at fixed multiples
 // of D_r = request_piece_tokens(round_up(deterministic_kv_chunk_tokens, page_size)) from key 0
 // (plan_internal.h: the balanced policy's L_r in deterministic mode). Rows share an item iff
-// their chunks have the same [begin, end), the same "last chunk of its request" flag and
-// identical page ids over the chunk; the shared rows (ascending) are cut into query tiles. A
-// request's ranges, tile_kv, writes_final and merge order then depend on the request alone;
-// only which other rows ride in its tiles varies.
+// their chunks have the same [begin, end), the same "last chunk of its request" flag, identical
+// page ids over the chunk and the same tile_q, select_tile_q(n * group_size) for the n rows of
+// the request that see the chunk; the shared rows (ascending) are cut into query tiles of
+// max(1, tile_q / group_size) rows, each with that tile_q (one kernel pass per item). A request's
+// ranges, tile_q, tile_kv, writes_final and merge order then depend on the request alone; only
+// which other rows ride in its tiles varies. (tile_q is the CUDA kernel's pass size in a
+// deterministic plan: a decode row keeps its 16-row pass beside a prefill sharing its pages, and
+// the prefill's rows take the 128-row pass.)
 #include <algorithm>
 #include <bit>
 #include <climits>
@@ -422,11 +426,12 @@ void cut_packs(const BatchLayout& layout, const std::vector<Pack>& packs,
 void deterministic_units(const BatchLayout& layout, const PlanOptions& options, UnitList& out) {
   const int batch = layout.batch_size();
   const int page = layout.page_size;
-  const int tile_rows = rows_per_tile(layout.group_size());
+  const int group = layout.group_size();
   const int64_t chunk = round_up(options.deterministic_kv_chunk_tokens, page);
   struct Chunk {
     int32_t request, begin, end;
     bool last;
+    int16_t tile_q;  // of the request's rows that see the chunk
   };
   std::vector<Chunk> chunks;
   chunks.reserve(static_cast<size_t>(batch) * 2);
@@ -435,7 +440,8 @@ void deterministic_units(const BatchLayout& layout, const PlanOptions& options, 
     const int32_t kv_len = layout.kv_len(r);
     for (int64_t b = 0; b < kv_len; b += part) {
       const auto e = static_cast<int32_t>(std::min<int64_t>(b + part, kv_len));
-      chunks.push_back({r, static_cast<int32_t>(b), e, e == kv_len});
+      const int64_t rows = layout.qo_indptr[r + 1] - first_row_seeing(layout, r, b);
+      chunks.push_back({r, static_cast<int32_t>(b), e, e == kv_len, select_tile_q(rows * group)});
     }
   }
   auto first_page = [&](const Chunk& c) { return layout.page_of(c.request, c.begin); };
@@ -472,17 +478,21 @@ void deterministic_units(const BatchLayout& layout, const PlanOptions& options, 
       const auto begin = static_cast<int32_t>(out.rows.size());
       for (size_t m = k; m < j; ++m) {  // requests ascending within the run: rows ascending
         const Chunk& c = chunks[order[m]];
-        if (taken[m] || (m != k && !same_pages(rep, c))) continue;
+        if (taken[m] || (m != k && (c.tile_q != rep.tile_q || !same_pages(rep, c)))) continue;
         taken[m] = 1;
         for (int32_t x = first_row_seeing(layout, c.request, c.begin);
              x < layout.qo_indptr[c.request + 1]; ++x) {
           out.rows.push_back(x);
         }
       }
+      // One pass per item: the rows of a class walk the chunk side by side, not one pass
+      // after another in one CTA.
       const auto end = static_cast<int32_t>(out.rows.size());
+      const int tile_rows = std::max(1, rep.tile_q / group);
       for (int32_t a = begin; a < end; a += tile_rows) {
         append_causal_pieces(layout, -1, rep.request, rep.begin, rep.end, 0, a,
                              std::min(a + tile_rows, end), out);
+        out.units.back().tile_q = rep.tile_q;
       }
     }
     i = j;

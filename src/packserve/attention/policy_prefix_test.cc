@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -343,6 +344,43 @@ TEST(PrefixPolicy, DeterministicRequestIndependentOfBatch) {
   bool shared = false;
   for (const WorkItem& it : pa.items) shared = shared || (it.kv_begin == 0 && it.num_rows() == 2);
   EXPECT_TRUE(shared);
+}
+
+TEST(PrefixPolicy, DeterministicRowsShareItemsOnlyWithTheirOwnTileQ) {
+  // A (a 40-row prefill over 2048 keys) and six decode rows share a 1024-token prefix, so with
+  // deterministic chunks of 1024 their chunks [0, 1024) have identical pages. A's 40 rows (160
+  // folded at g = 4) take tile_q 128, a decode row 16: they may not share an item, since a
+  // deterministic item's tile_q is the kernel's pass size (plan.h). Expected items over
+  // [0, 1024): A's rows in tiles of 32 and 8 rows (tile_q 128 both), and the decode rows in
+  // tiles of 16 / 4 = 4 rows (one pass each). Before tile_q joined the rule, A's last 8 rows
+  // rode with the decode rows in a tile of tile_q 128, and alone in one of tile_q 32.
+  auto build = [](bool with_decodes) {
+    LayoutBuilder b(8, 2, 128, 16);
+    const std::vector<int32_t> sys = b.new_pages(64);
+    const int a = b.add(sys, 2048, 40);
+    for (int i = 0; with_decodes && i < 6; ++i) b.add(sys, 1500 + 300 * i, 1);
+    return std::make_pair(b.layout(), a);
+  };
+  const auto [mixed, a_mixed] = build(true);
+  const Plan plan = plan_of(mixed, Policy::kPrefix, 16, /*det=*/true);
+  std::multiset<std::pair<std::vector<int>, int>> first_chunk;  // (rows' requests, tile_q)
+  for (const WorkItem& it : plan.items) {
+    if (it.kv_begin != 0) continue;
+    EXPECT_EQ(it.kv_end, 1024);
+    std::vector<int> requests;
+    for (int32_t k = it.rows_begin; k < it.rows_end; ++k) {
+      requests.push_back(request_of_row(mixed, plan.item_rows[k]));
+    }
+    first_chunk.insert({requests, it.tile.tile_q});
+  }
+  const std::multiset<std::pair<std::vector<int>, int>> want = {{std::vector<int>(32, 0), 128},
+                                                                {std::vector<int>(8, 0), 128},
+                                                                {{1, 2, 3, 4}, 16},
+                                                                {{5, 6}, 16}};
+  EXPECT_EQ(first_chunk, want);
+  const auto [alone, a_alone] = build(false);
+  EXPECT_EQ(request_signature(plan, mixed, a_mixed),
+            request_signature(plan_of(alone, Policy::kPrefix, 16, /*det=*/true), alone, a_alone));
 }
 
 }  // namespace

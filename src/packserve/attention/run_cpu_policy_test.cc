@@ -80,7 +80,8 @@ TEST(RunCpuPolicies, EveryPolicyMatchesReferenceOnRandomBatches) {
 
 // With deterministic=true, a request's output bits do not depend on the rest of the batch:
 // the requests of a small batch (with their prefix sharing) are inserted at different places
-// into different batches (which share no page with them) and give the same bits.
+// into different batches (which share no page with them; in the second, each inserted request
+// comes with a sharer over its very pages, testing::with_sharers) and give the same bits.
 TEST(RunCpuPolicies, DeterministicPlansGiveBatchIndependentBits) {
   for (uint64_t seed = 500; seed < 512; ++seed) {
     testing::RandomBatchOptions small;
@@ -105,7 +106,8 @@ TEST(RunCpuPolicies, DeterministicPlansGiveBatchIndependentBits) {
         for (uint64_t other_seed : {seed + 1000, seed + 2000}) {
           const BatchData others = build(testing::random_batch_spec(other_seed, same_shape));
           const int at = static_cast<int>(other_seed % (others.layout.batch_size() + 1));
-          Result<BatchData> mixed = testing::insert_batch(others, alone, at);
+          Result<BatchData> mixed = testing::insert_batch(
+              others, other_seed == seed + 1000 ? alone : testing::with_sharers(alone), at);
           ASSERT_TRUE(mixed.ok()) << mixed.status().to_string();
           const std::vector<float> b = plan_and_run(*mixed, policy, true, ctas, 2, chunk_tokens);
           const size_t offset = static_cast<size_t>(mixed->layout.qo_indptr[at]) *

@@ -23,15 +23,17 @@
 // and one K/V load serves them all. The item is processed in q passes of P folded rows,
 // P = the smallest of {16, 32, 64, 128} >= min(n_folded, tile_q) (128 only at head_dim 128; at
 // head_dim 64 and 256 a tile_q = 128 item runs as two passes of 64); in a deterministic plan
-// P = the smallest >= min(group_size, that cap), so a row's arithmetic never depends on which other
-// rows share its item. Passes of up to 64 rows: warp w owns the 16 folded rows [16 * (w % WarpsQ),
-// +16) (WarpsQ = P / 16) and the key slice [(w / WarpsQ) * KeysPerWarp, +KeysPerWarp) of every KV
-// stage, where KeysPerWarp = kStageKv * WarpsQ / 4: with few rows (decode) the four warps split
-// each KV stage between them, and their states are combined through shared memory at the end.
-// The 128-row pass: warp w owns two row blocks, [32 w, +16) and [32 w + 16, +16), and every key;
-// each K/V fragment read from shared memory feeds both blocks (half the ldmatrix per MMA of a
-// 64-row pass, and the item's KV is read once instead of twice).
-// Registers: a thread whose o takes 128 registers (two row blocks at head_dim 128, one at
+// P = min(tile_q, that cap): the planners make a deterministic item's tile_q a function of each of
+// its rows' own request (plan.h), and a row's arithmetic depends on P, never on which other rows
+// share its pass (every row's S, softmax and P V are its own; a stage past a row's causal limit
+// adds exact zeros), so its bits do not depend on the rest of the batch. Passes of up to 64 rows:
+// warp w owns the 16 folded rows [16 * (w % WarpsQ), +16) (WarpsQ = P / 16) and the key slice [(w /
+// WarpsQ) * KeysPerWarp, +KeysPerWarp) of every KV stage, where KeysPerWarp = kStageKv * WarpsQ /
+// 4: with few rows (decode) the four warps split each KV stage between them, and their states are
+// combined through shared memory at the end. The 128-row pass: warp w owns two row blocks, [32 w,
+// +16) and [32 w + 16, +16), and every key; each K/V fragment read from shared memory feeds both
+// blocks (half the ldmatrix per MMA of a 64-row pass, and the item's KV is read once instead of
+// twice). Registers: a thread whose o takes 128 registers (two row blocks at head_dim 128, one at
 // head_dim 256) walks each stage's keys in two slices of 32 with one online-softmax update per
 // slice, so S stays at 32 registers.
 // wgmma pass (sm_90a, head_dim 128, the 64- and 128-row passes): the 4 warps are one
@@ -749,11 +751,11 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
       timeline_mark(rec, false);
     }
     const int n_folded = it.num_rows * p.group_size;
-    // Deterministic plans: the pass size (and so the warps' key split, which fixes the
-    // summation order) depends on the group size alone, never on the item's other rows.
+    // Deterministic plans: the pass size (and so the code path and the warps' key split, which
+    // fix the summation order) is the tile_q the planner derived from the rows' own requests,
+    // never from how many rows the item holds.
     constexpr int kMaxPass = Tr::kMaxPassRows;
-    const int want =
-        deterministic ? min(p.group_size, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
+    const int want = deterministic ? min(tile_q, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
     const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
     for (int f_begin = 0; f_begin < n_folded; f_begin += pass) {
       const int n_pass = min(pass, n_folded - f_begin);

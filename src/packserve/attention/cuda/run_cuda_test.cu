@@ -442,7 +442,9 @@ TEST(RunCuda, ChainedPassesInOneQueueMatchTheReference) {
   }
 }
 
-// Deterministic plans: a request's output bits are the same in any batch.
+// Deterministic plans: a request's output bits are the same in any batch, and beside requests
+// over its very pages with other numbers of rows (testing::with_sharers: the prefix policy
+// puts their rows into the same chunks' items, with the tile_q of their own class).
 TEST(RunCuda, DeterministicPlansGiveBatchIndependentBits) {
   SKIP_WITHOUT_DEVICE();
   for (uint64_t seed = 500; seed < 508; ++seed) {
@@ -466,7 +468,8 @@ TEST(RunCuda, DeterministicPlansGiveBatchIndependentBits) {
       for (uint64_t other_seed : {seed + 1000, seed + 2000}) {
         const BatchData others = build(testing::random_batch_spec(other_seed, same_shape));
         const int at = static_cast<int>(other_seed % (others.layout.batch_size() + 1));
-        Result<BatchData> mixed = testing::insert_batch(others, alone, at);
+        Result<BatchData> mixed = testing::insert_batch(
+            others, other_seed == seed + 1000 ? alone : testing::with_sharers(alone), at);
         ASSERT_TRUE(mixed.ok()) << mixed.status().to_string();
         const std::vector<float> b = plan_and_run_gpu(*mixed, policy, true, ctas);
         const size_t offset = static_cast<size_t>(mixed->layout.qo_indptr[at]) *
