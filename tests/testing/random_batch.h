@@ -51,8 +51,8 @@ Result<attention::BatchData> insert_batch(const attention::BatchData& others,
 // The batch followed by one sharer per request: a request over exactly the same pages and
 // kv_len, with another number of query rows where kv_len allows (1 after a request of several
 // rows, else min(kv_len, 40): a prefill beside a decode), its rows' Q copied cyclically from the
-// original's rows. Every chunk of a request then has a twin with identical pages whose rows differ in
-// number, which is what a deterministic plan must not let change the request's bits.
+// original's rows. Every chunk of a request then has a twin with identical pages whose rows differ
+// in number, which is what a deterministic plan must not let change the request's bits.
 attention::BatchData with_sharers(const attention::BatchData& batch);
 
 }  // namespace packserve::testing

@@ -490,9 +490,8 @@ void deterministic_units(const BatchLayout& layout, const PlanOptions& options, 
       const auto end = static_cast<int32_t>(out.rows.size());
       const int tile_rows = std::max(1, rep.tile_q / group);
       for (int32_t a = begin; a < end; a += tile_rows) {
-        append_causal_pieces(layout, -1, rep.request, rep.begin, rep.end, 0, a,
-                             std::min(a + tile_rows, end), out);
-        out.units.back().tile_q = rep.tile_q;
+        out.units.push_back(
+            {rep.request, rep.begin, rep.end, a, std::min(a + tile_rows, end), rep.tile_q});
       }
     }
     i = j;
