@@ -316,8 +316,6 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const int g = lane / 4, t4 = lane % 4;
   const int group = p.group_size;
   const T* q = static_cast<const T*>(p.q);
-  const T* kp = static_cast<const T*>(p.k_pages);
-  const T* vp = static_cast<const T*>(p.v_pages);
   const int32_t* item_rows = p.plan + p.off_item_rows + it.rows_begin;
 
   // The q tile, then the KV prologue, then the row positions: every copy is in flight before
@@ -349,35 +347,47 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   constexpr int kIters = kStageKv / kKeysPerIter;
   constexpr int kKeysPerWarpIter = 32 / Tr::kChunks;
   static_assert(kKeysPerWarpIter * kIters == 16, "a warp copies 16 keys of a stage");
-  // Page lookup of the warp's key `lane % 16` of stage `stage`: the page id (0 past bound),
-  // loaded here and used a stage later by load_stage, so that the round trip to the page table
-  // overlaps a stage's compute instead of stalling that stage's copies.
-  auto lookup_page = [&](int stage, int bound) {
+  // The token of the warp's key `lane % 16` of stage `stage` (each lane owns one of the 16).
+  auto lane_token = [&](int stage) {
     const int j = lane % 16;
-    const int tok = it.kv_begin + stage * kStageKv + warp * kKeysPerWarpIter +
-                    j % kKeysPerWarpIter + kKeysPerIter * (j / kKeysPerWarpIter);
+    return it.kv_begin + stage * kStageKv + warp * kKeysPerWarpIter + j % kKeysPerWarpIter +
+           kKeysPerIter * (j / kKeysPerWarpIter);
+  };
+  // Page lookup of the lane's key of stage `stage`: the page id (0 past bound), loaded here and
+  // used a stage later by load_stage, so that the round trip to the page table overlaps a
+  // stage's compute instead of stalling that stage's copies.
+  auto lookup_page = [&](int stage, int bound) {
+    const int tok = lane_token(stage);
     return tok < bound ? pages[p.page_div.div(tok)] : 0;
   };
   // Loads keys [base, base + kStageKv) of stage `stage`, whose page ids lookup_page(stage,
-  // bound) returned in each lane as `page_ids`; keys >= bound are zero-filled.
+  // bound) returned in each lane as `page_ids`; keys >= bound are zero-filled. Each lane first
+  // turns its own key's page id into the key's row of the pool (-1 past bound), once per stage;
+  // a copy then takes its key's row by shuffle and its address by one wide multiply-add, so the
+  // 16 threads that copy a key's chunks do not each redo the key's slot arithmetic.
   auto load_stage = [&](int stage, int bound, int page_ids) {
     T* k_dst = kv_s + (stage % kStages) * Tr::kStageElems;
     T* v_dst = k_dst + kStageKv * HeadDim;
     const int key0 = tid / Tr::kChunks, chunk = tid % Tr::kChunks;
-    const int base = it.kv_begin + stage * kStageKv;
+    const int tok = lane_token(stage);
+    const int quot = p.page_div.div(tok);
+    // page * page_size + slot (< 2^31 tokens in the pool)
+    const int my_row = tok < bound ? page_ids * p.page_size + p.page_div.mod(tok, quot) : -1;
+    const uint32_t row_bytes = static_cast<uint32_t>(p.num_kv_heads) * HeadDim * sizeof(T);
+    const uint32_t head_off = (static_cast<uint32_t>(it.kv_head) * HeadDim + chunk * 8) *
+                              static_cast<uint32_t>(sizeof(T));
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       const int key = key0 + i * kKeysPerIter;
-      const int page =
-          __shfl_sync(0xffffffffu, page_ids, key0 % kKeysPerWarpIter + kKeysPerWarpIter * i);
-      const int tok = base + key;
-      const bool valid = tok < bound;
-      // page * page_size + slot (< 2^31 tokens in the pool)
-      const int tok_row = valid ? page * p.page_size + p.page_div.mod(tok, p.page_div.div(tok)) : 0;
-      const size_t off =
-          (static_cast<size_t>(tok_row) * p.num_kv_heads + it.kv_head) * HeadDim + chunk * 8;
-      cp_async_16(k_dst + tile_offset(key, chunk, kStageKv), kp + off, valid);
-      cp_async_16(v_dst + tile_offset(key, chunk, kStageKv), vp + off, valid);
+      const int row =
+          __shfl_sync(0xffffffffu, my_row, key0 % kKeysPerWarpIter + kKeysPerWarpIter * i);
+      const bool valid = row >= 0;
+      const uint64_t off =
+          static_cast<uint64_t>(valid ? static_cast<uint32_t>(row) : 0u) * row_bytes;
+      cp_async_16(k_dst + tile_offset(key, chunk, kStageKv),
+                  static_cast<const char*>(p.k_pages) + head_off + off, valid);
+      cp_async_16(v_dst + tile_offset(key, chunk, kStageKv),
+                  static_cast<const char*>(p.v_pages) + head_off + off, valid);
     }
   };
 
