@@ -98,6 +98,9 @@ struct KernelParams {
   const void* q = nullptr;
   const void* k_pages = nullptr;
   const void* v_pages = nullptr;
+  // (const char*) v_pages - (const char*) k_pages: a key's V address is its K address plus this,
+  // one add from the constant bank.
+  int64_t v_minus_k = 0;
   void* out = nullptr;
   void* partial_o = nullptr;  // T elements (Workspace::partial_o)
   float* partial_lse = nullptr;
@@ -365,29 +368,38 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // turns its own key's page id into the key's row of the pool (-1 past bound), once per stage;
   // a copy then takes its key's row by shuffle and its address by one wide multiply-add, so the
   // 16 threads that copy a key's chunks do not each redo the key's slot arithmetic.
+  // A thread's keys of a stage are key0 + i * kKeysPerIter, and a key's swizzle is its row & 7:
+  // with kPeriod = 8 / kKeysPerIter (1 where kKeysPerIter is a multiple of 8) key i has key
+  // i % kPeriod's swizzle, so its tile address is that key's plus a constant, which folds into
+  // the copy's immediate offset.
+  constexpr int kPeriod = kKeysPerIter >= 8 ? 1 : 8 / kKeysPerIter;
+  constexpr uint32_t kPeriodBytes = kPeriod * kKeysPerIter * (kWgmma ? 64 : HeadDim) * sizeof(T);
   auto load_stage = [&](int stage, int bound, int page_ids) {
     T* k_dst = kv_s + (stage % kStages) * Tr::kStageElems;
-    T* v_dst = k_dst + kStageKv * HeadDim;
+    constexpr uint32_t kVBytes = kStageKv * HeadDim * sizeof(T);  // V's tile after K's
     const int key0 = tid / Tr::kChunks, chunk = tid % Tr::kChunks;
     const int tok = lane_token(stage);
     const int quot = p.page_div.div(tok);
     // page * page_size + slot (< 2^31 tokens in the pool)
     const int my_row = tok < bound ? page_ids * p.page_size + p.page_div.mod(tok, quot) : -1;
     const uint32_t row_bytes = static_cast<uint32_t>(p.num_kv_heads) * HeadDim * sizeof(T);
-    const uint32_t head_off = (static_cast<uint32_t>(it.kv_head) * HeadDim + chunk * 8) *
-                              static_cast<uint32_t>(sizeof(T));
+    const char* k_src = static_cast<const char*>(p.k_pages) +
+                        (static_cast<uint32_t>(it.kv_head) * HeadDim + chunk * 8) * sizeof(T);
+    asm("" : "+l"(k_src));  // one 64-bit base for the copies' multiply-adds
+    uint32_t k_dst0[kPeriod];
+#pragma unroll
+    for (int r = 0; r < kPeriod; ++r) {
+      k_dst0[r] = smem_addr(k_dst + tile_offset(key0 + r * kKeysPerIter, chunk, kStageKv));
+    }
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
-      const int key = key0 + i * kKeysPerIter;
       const int row =
           __shfl_sync(0xffffffffu, my_row, key0 % kKeysPerWarpIter + kKeysPerWarpIter * i);
-      const bool valid = row >= 0;
-      const uint64_t off =
-          static_cast<uint64_t>(valid ? static_cast<uint32_t>(row) : 0u) * row_bytes;
-      cp_async_16(k_dst + tile_offset(key, chunk, kStageKv),
-                  static_cast<const char*>(p.k_pages) + head_off + off, valid);
-      cp_async_16(v_dst + tile_offset(key, chunk, kStageKv),
-                  static_cast<const char*>(p.v_pages) + head_off + off, valid);
+      // (row -1, past bound: row 0's address, which the zero-filling copies do not read)
+      const char* src =
+          k_src + static_cast<uint64_t>(static_cast<uint32_t>(max(row, 0))) * row_bytes;
+      const uint32_t dst = k_dst0[i % kPeriod] + i / kPeriod * kPeriodBytes;
+      cp_async_16_pair(dst, src, dst + kVBytes, src + p.v_minus_k, row);
     }
   };
 
@@ -509,23 +521,24 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       float s[kStageKv / 8][4];
       uint32_t a[kStageKv / 16][4];
       float alpha[2];
-      const uint32_t q_base = smem_addr(q_s), k_base = smem_addr(k_tile),
-                     v_base = smem_addr(v_tile);
+      // Each product's descriptors are the tiles' base descriptors advanced by constants.
+      const uint64_t q_desc = smem_desc(smem_addr(q_s), 16, 1024),
+                     k_desc = smem_desc(smem_addr(k_tile), 16, 1024),
+                     v_desc = smem_desc(smem_addr(v_tile), kStageKv * 128, 1024);
       auto issue_qk = [&](int mb) {
 #pragma unroll
         for (int kk = 0; kk < HeadDim / 16; ++kk) {
           const uint32_t step = (kk & 3) * 32;
-          const uint32_t qa = q_base + (kk >> 2) * (kRows * 128) + mb * 64 * 128 + step;
-          const uint32_t ka = k_base + (kk >> 2) * (kStageKv * 128) + step;
-          WgmmaOp<T>::qk_m64n64k16(s, smem_desc(qa, 16, 1024), smem_desc(ka, 16, 1024), kk > 0);
+          WgmmaOp<T>::qk_m64n64k16(
+              s, desc_advance(q_desc, (kk >> 2) * (kRows * 128) + mb * 64 * 128 + step),
+              desc_advance(k_desc, (kk >> 2) * (kStageKv * 128) + step), kk > 0);
         }
         wgmma_commit();
       };
       auto issue_pv = [&](int mb) {
 #pragma unroll
         for (int kb = 0; kb < kStageKv / 16; ++kb) {
-          WgmmaOp<T>::pv_m64n128k16(o[mb], a[kb],
-                                    smem_desc(v_base + kb * 16 * 128, kStageKv * 128, 1024));
+          WgmmaOp<T>::pv_m64n128k16(o[mb], a[kb], desc_advance(v_desc, kb * 16 * 128));
         }
         wgmma_commit();
       };

@@ -66,6 +66,8 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.q = b.q;
   p.k_pages = b.k_pages;
   p.v_pages = b.v_pages;
+  p.v_minus_k = static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.v_pages) -
+                                     reinterpret_cast<uintptr_t>(b.k_pages));
   p.out = b.out;
   p.partial_o = ws.partial_o();
   p.partial_lse = ws.partial_lse();

@@ -3,6 +3,7 @@
 // users, not this file).
 //
 //   cp_async_16      16-byte global -> shared copy (cp.async.cg), zero-filled when !valid
+//   cp_async_16_pair two of them, zero-filled when a row index is negative
 //   ldmatrix_x4(_t)  four 8x8 b16 matrices from a shared-memory byte address (optionally
 //                    transposed); ldmatrix_lane_offset gives each lane's address in a tile
 //   mma_16816        D[16x8] f32 += A[16x16] * B[16x8] with bf16 or f16 operands
@@ -31,11 +32,27 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// (The ignore-src predicate form: one predicate, no source-size register to compute.)
+__device__ __forceinline__ void cp_async_16(uint32_t smem, const void* gmem, bool valid) {
+  asm volatile(
+      "{\n .reg .pred ignore;\n setp.eq.u32 ignore, %2, 0;\n"
+      " cp.async.cg.shared.global [%0], [%1], 16, ignore;\n}\n" ::"r"(smem),
+      "l"(gmem), "r"(static_cast<uint32_t>(valid))
+      : "memory");
+}
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  const int src_bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
-               "r"(src_bytes)
-               : "memory");
+  cp_async_16(smem_addr(smem), gmem, valid);
+}
+// Two 16-byte copies (a key's K chunk and its V chunk), both zero-filled when `row` (the index
+// their sources were computed from) < 0: the predicate comes from the sign in one compare.
+__device__ __forceinline__ void cp_async_16_pair(uint32_t smem0, const void* gmem0, uint32_t smem1,
+                                                 const void* gmem1, int row) {
+  asm volatile(
+      "{\n .reg .pred ignore;\n setp.lt.s32 ignore, %4, 0;\n"
+      " cp.async.cg.shared.global [%0], [%1], 16, ignore;\n"
+      " cp.async.cg.shared.global [%2], [%3], 16, ignore;\n}\n" ::"r"(smem0),
+      "l"(gmem0), "r"(smem1), "l"(gmem1), "r"(row)
+      : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

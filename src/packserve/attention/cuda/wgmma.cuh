@@ -3,6 +3,7 @@
 // fallback keeps the mma.sync path of tile_mma.cuh).
 //
 //   smem_desc        64-bit wgmma shared-memory matrix descriptor, 128-byte swizzle
+//   desc_advance     that descriptor for an operand a number of bytes further on
 //   wgmma_fence / wgmma_commit / wgmma_wait<N> / fence_operand(s) / fence_proxy_async
 //   WgmmaOp<T>::qk_m64n64k16   S[64 x 64] = Q K^T, both operands from shared memory
 //   WgmmaOp<T>::qk_m64n128k16  S[64 x 128] = Q K^T, likewise (wide_kernel.cuh)
@@ -44,6 +45,14 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo_bytes,
   return static_cast<uint64_t>((addr >> 4) & 0x3FFF) |
          (static_cast<uint64_t>((lbo_bytes >> 4) & 0x3FFF) << 16) |
          (static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+// The descriptor of the operand `bytes` (a multiple of 16) past desc's: its start address
+// field (bits 0-13, the address >> 4) gains bytes >> 4. A shared-window address is below
+// 2^18, so the field never carries into the next one and one 32-bit add of the low word does.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
 }
 
 __device__ __forceinline__ void wgmma_fence() {
