@@ -194,18 +194,31 @@ __device__ __forceinline__ bool online_softmax(float (&s)[Nb][4], int key_pos0, 
   }
   float base[2];
   bool grew = false;
+  // A row's max moves only if one of its four lanes' own keys exceed it by the margin: unless
+  // some lane of the warp sees that, every row keeps m (alpha = 1) without the lanes' maxima
+  // being combined. Warp-uniform, and a row's result is the same on either path.
+  const bool own_grow =
+      mx[0] * scale > m_run[0] + kLazyMaxLog2 || mx[1] * scale > m_run[1] + kLazyMaxLog2;
+  if (__any_sync(0xffffffffu, own_grow)) {
 #pragma unroll
-  for (int hr = 0; hr < 2; ++hr) {
-    mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-    mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-    const float mx_scaled = mx[hr] * scale;
-    const bool grow = mx_scaled > m_run[hr] + kLazyMaxLog2;  // never for mx = -inf
-    const float m_new = grow ? mx_scaled : m_run[hr];
-    base[hr] = m_new == -INFINITY ? 0.0f : m_new;
-    alpha[hr] = grow ? exp2_ftz(m_run[hr] - base[hr]) : 1.0f;  // m_run = -inf -> 0
-    m_run[hr] = m_new;
-    l_run[hr] *= alpha[hr];
-    grew |= grow;
+    for (int hr = 0; hr < 2; ++hr) {
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+      mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+      const float mx_scaled = mx[hr] * scale;
+      const bool grow = mx_scaled > m_run[hr] + kLazyMaxLog2;  // never for mx = -inf
+      const float m_new = grow ? mx_scaled : m_run[hr];
+      base[hr] = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[hr] = grow ? exp2_ftz(m_run[hr] - base[hr]) : 1.0f;  // m_run = -inf -> 0
+      m_run[hr] = m_new;
+      l_run[hr] *= alpha[hr];
+      grew |= grow;
+    }
+  } else {
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      base[hr] = m_run[hr] == -INFINITY ? 0.0f : m_run[hr];
+      alpha[hr] = 1.0f;
+    }
   }
 #pragma unroll
   for (int j = 0; j < Nb; ++j) {

@@ -292,19 +292,17 @@ __device__ __forceinline__ void wide_consume(const KernelParams& p, unsigned cha
 #pragma unroll
         for (int kk = 0; kk < kHeadDim / 16; ++kk) {
           const uint32_t step = (kk & 3) * 32;
-          WgmmaOp<T>::qk_m64n128k16(sacc, q_desc + (((kk >> 2) * (kRows * 128) + step) >> 4),
-                                    k_desc + (((kk >> 2) * (kKeys * 128) + step) >> 4), kk > 0);
+          WgmmaOp<T>::qk_m64n128k16(sacc, desc_advance(q_desc, (kk >> 2) * (kRows * 128) + step),
+                                    desc_advance(k_desc, (kk >> 2) * (kKeys * 128) + step), kk > 0);
         }
         wgmma_commit();
       }
       if constexpr (kPv) {
-        // Descriptors differ only in their start address field (addr >> 4, below 2^14 for
-        // any shared address): each product's is its tile's plus a constant.
         const uint64_t v_desc =
             smem_desc(smem_addr(smem + L::kOffV + v_slot * kKvBytes), kKeys * 128, 1024);
 #pragma unroll
         for (int kb = 0; kb < kKeys / 16; ++kb) {
-          WgmmaOp<T>::pv_m64n128k16(o, a[kb], v_desc + (kb * 16 * 128 >> 4));
+          WgmmaOp<T>::pv_m64n128k16(o, a[kb], desc_advance(v_desc, kb * 16 * 128));
         }
         wgmma_commit();
       }
