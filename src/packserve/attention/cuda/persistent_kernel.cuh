@@ -50,8 +50,9 @@
 // (token t -> kv_page_indices[kv_page_indptr[kv_request] + t / page_size], slot
 // t % page_size), so any page size 1..256 works; keys >= kv_hi are zero-filled and masked.
 // A stage's page ids are looked up one stage before its copies are issued (each lane of a warp
-// loads one of the warp's 16 keys' ids; the copying threads take them by shuffle), so the page
-// table's round trip overlaps the compute of a stage instead of stalling every stage's copies.
+// loads one of the warp's 16 keys' ids and turns it into the key's pool row; the copying
+// threads take the rows by shuffle), so the page table's round trip overlaps the compute of a
+// stage instead of stalling every stage's copies.
 // kStages-deep ring: stage i + kStages - 1 is issued before stage i is computed. The first
 // kStages - 1 stages are issued with the bound kv_end before the row positions are known
 // (their keys past kv_hi are masked), so the KV fetch overlaps the q load and position lookup.
