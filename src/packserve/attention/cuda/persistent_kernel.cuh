@@ -15,7 +15,8 @@
 // launch (workspace.h). No CTA ever waits for another, so the grid need not be co-resident. Which
 // CTA runs an item never changes its arithmetic: outputs are the same bits whatever the dispatch.
 // Claiming inside the item's last pass, so that the round trip overlaps the epilogue, was measured
-// slower: it spilled at head_dim 128 (eleventh session, against 249 registers without it).
+// slower: it spilled at head_dim 128 (eleventh session, against 249 registers without it); done
+// after the walk of passes of up to 32 rows only, it was no faster (twenty-second session).
 //
 // Mapping. 128 threads = 4 warps. A work item's rows x its GQA group are folded into
 // n_folded = num_rows * group_size query vectors, folded index f = k * group_size + h (item
