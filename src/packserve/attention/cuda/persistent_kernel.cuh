@@ -378,11 +378,11 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     const int tok = lane_token(stage);
     return tok < bound ? pages[p.page_div.div(tok)] : 0;
   };
-  // Loads keys [base, base + kStageKv) of stage `stage`, whose page ids lookup_page(stage,
-  // bound) returned in each lane as `page_ids`; keys >= bound are zero-filled. Each lane first
-  // turns its own key's page id into the key's row of the pool (-1 past bound), once per stage;
-  // a copy then takes its key's row by shuffle and its address by one wide multiply-add, so the
-  // 16 threads that copy a key's chunks do not each redo the key's slot arithmetic.
+  // Loads the kStageKv keys of stage `stage`, whose page ids lookup_page(stage, bound) returned
+  // in each lane as `page_ids`; keys >= bound are zero-filled. Each lane first turns its own
+  // key's page id into the key's row of the pool (-1 past bound), once per stage; a copy then
+  // takes its key's row by shuffle and its address by one wide multiply-add, so the 16 threads
+  // that copy a key's chunks do not each redo the key's slot arithmetic.
   // A thread's keys of a stage are key0 + i * kKeysPerIter, and a key's swizzle is its row & 7:
   // with kPeriod = 8 / kKeysPerIter (1 where kKeysPerIter is a multiple of 8) key i has key
   // i % kPeriod's swizzle, so its tile address is that key's plus a constant, which folds into
