@@ -223,6 +223,7 @@ void write_timeline(Prepared& p, const std::string& name, const std::string& pol
     for (size_t i = 0; i < plan.items.size(); ++i) {
       const attention::WorkItem& it = plan.items[i];
       const uint64_t* r = host.data() + (h * plan.items.size() + i) * fields;
+      if (r[0] == 0) continue;  // no ticket ran it (a quad item's heads 4 k + 1 .. 4 k + 3)
       auto u = [&](int field) { return static_cast<unsigned long long>(r[field]); };
       std::fprintf(f, "%d,%zu,%d,%d,%d,%d,%d,%d,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", h,
                    i, it.cta, it.num_rows(), it.num_rows() * plan.group_size, it.tile.tile_q,

@@ -98,7 +98,13 @@ bool is_wide_item(const Plan& plan, const WorkItem& item) {
                            item.tile.tile_q) > 64;
 }
 
-std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide) {
+bool is_quad_item(const Plan& plan, const WorkItem& item) {
+  return !plan.deterministic && plan.num_kv_heads % 4 == 0 &&
+         static_cast<int64_t>(item.num_rows()) * plan.group_size <= 4 &&
+         item.kv_tokens() <= kQuadMaxKeys;
+}
+
+std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide, int32_t* num_quad) {
   std::vector<int32_t> order = dispatch_order(plan);
   double wide_cost = 0.0, all_cost = 0.0;
   int32_t wide = 0;
@@ -119,6 +125,16 @@ std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide) 
     });
   }
   if (num_wide != nullptr) *num_wide = wide;
+  const int64_t quad = std::count_if(plan.items.begin(), plan.items.end(),
+                                     [&](const WorkItem& it) { return is_quad_item(plan, it); });
+  if (quad < int64_t{kQuadMinPerQueue} * plan.num_ctas) {
+    if (num_quad != nullptr) *num_quad = 0;
+    return order;
+  }
+  std::stable_partition(order.begin() + wide, order.end(), [&](int32_t i) {
+    return !is_quad_item(plan, plan.items[static_cast<size_t>(i)]);
+  });
+  if (num_quad != nullptr) *num_quad = static_cast<int32_t>(quad);
   return order;
 }
 
@@ -194,7 +210,8 @@ Status serialize_plan(const Plan& plan, const PlanCapacity& capacity, std::span<
   b[kHdrPolicy] = static_cast<int32_t>(plan.policy);
   std::copy(plan.cta_indptr.begin(), plan.cta_indptr.end(), b + layout.off_cta_indptr);
   std::copy(plan.cta_items.begin(), plan.cta_items.end(), b + layout.off_cta_items);
-  const std::vector<int32_t> order = buffer_dispatch_order(plan, &b[kHdrNumWideItems]);
+  const std::vector<int32_t> order =
+      buffer_dispatch_order(plan, &b[kHdrNumWideItems], &b[kHdrNumQuadItems]);
   std::copy(order.begin(), order.end(), b + layout.off_dispatch);
   int32_t* items = b + layout.off_items;
   for (const int32_t i : order) {
@@ -297,6 +314,19 @@ Result<Plan> deserialize_plan(const PlanCapacity& capacity, std::span<const int3
     if (!is_wide_item(plan, plan.items[static_cast<size_t>(b[layout.off_dispatch + k])])) {
       return invalid_argument("buffer: dispatch[" + str(k) + "] is not a wide item, but " +
                               "num_wide_items = " + str(b[kHdrNumWideItems]));
+    }
+  }
+  // ... and at num_items - num_quad_items: the last that many are quad items, run four KV heads
+  // per ticket.
+  const int32_t num_quad = b[kHdrNumQuadItems];
+  if (num_quad < 0 || num_quad > num_items - b[kHdrNumWideItems]) {
+    return invalid_argument("buffer: num_quad_items = " + str(num_quad) + " outside [0, " +
+                            str(num_items - b[kHdrNumWideItems]) + "]");
+  }
+  for (int32_t k = num_items - num_quad; k < num_items; ++k) {
+    if (!is_quad_item(plan, plan.items[static_cast<size_t>(b[layout.off_dispatch + k])])) {
+      return invalid_argument("buffer: dispatch[" + str(k) + "] is not a quad item, but " +
+                              "num_quad_items = " + str(num_quad));
     }
   }
   // The CTA of an item is implied by the queue that lists it.

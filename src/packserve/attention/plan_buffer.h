@@ -38,7 +38,7 @@
 namespace packserve::attention {
 
 inline constexpr int32_t kPlanBufferMagic = 0x50534e50;  // "PNSP"
-inline constexpr int32_t kPlanBufferVersion = 5;
+inline constexpr int32_t kPlanBufferVersion = 6;
 inline constexpr int kItemFields = 9;
 inline constexpr int kPlanBufferAlignInt32 = 16;
 
@@ -58,6 +58,7 @@ enum PlanBufferHeader : int {
   kHdrDeterministic,
   kHdrPolicy,        // Policy as its integer value (appended; informational)
   kHdrNumWideItems,  // the first this many items of the dispatch region are wide (below)
+  kHdrNumQuadItems,  // the last this many items of the dispatch region are quad items (below)
   kHeaderFields,
 };
 
@@ -91,8 +92,23 @@ struct PlanBufferLayout {  // offsets and sizes in int32 elements
 // the others: H100, fifteenth session, docs/benchmarks.md).
 inline constexpr double kWideKernelShare = 0.9;
 bool is_wide_item(const Plan& plan, const WorkItem& item);
-// The dispatch region's order; *num_wide (if not null) = the leading items the wide kernel runs.
-std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide = nullptr);
+// Quad items: short single-query items (num_rows x group_size <= 4 folded rows, at most
+// kQuadMaxKeys keys, num_kv_heads a multiple of 4, not deterministic), which the persistent
+// kernel runs for four KV heads per ticket, one head per warp, in one 16-row pass (cuda/
+// persistent_kernel.cuh): a ticket then moves four heads' bytes for one start-up. When a plan
+// has at least kQuadMinPerQueue of them per CTA queue (one quad ticket per CTA; fewer, and
+// their coarser tickets only lengthen the tail), they are the last items of the dispatch
+// region (stable) and the header's num_quad_items counts them; otherwise it is 0. A kernel's
+// tickets are (num_items - num_quad) x heads single-head ones, then num_quad x heads / 4 quad
+// ones. H100 (twenty-second session, docs/benchmarks.md): PAT [1,256]'s 128-key leaves 1.05x;
+// with 512-key items decode B=32 0.90x and PAT [1,4,64]'s 256-key leaves 0.94x.
+inline constexpr int kQuadMaxKeys = 128;
+inline constexpr int kQuadMinPerQueue = 4;
+bool is_quad_item(const Plan& plan, const WorkItem& item);
+// The dispatch region's order; *num_wide (if not null) = the leading items the wide kernel runs,
+// *num_quad (if not null) = the trailing quad items.
+std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide = nullptr,
+                                           int32_t* num_quad = nullptr);
 
 // Region offsets for a capacity; kInvalidArgument when a field is < 1.
 Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity);

@@ -110,29 +110,41 @@ TEST(PlanBuffer, RoundTripAndBoundsOnRandomBatches) {
         EXPECT_EQ(back->merge_row, plan->merge_row);
         EXPECT_EQ(back->merge_slots, plan->merge_slots);
         EXPECT_EQ(to_text(*back), to_text(*plan));
-        int32_t wide = -1;
-        const std::vector<int32_t> order = buffer_dispatch_order(*plan, &wide);
+        int32_t wide = -1, quad = -1;
+        const std::vector<int32_t> order = buffer_dispatch_order(*plan, &wide, &quad);
         EXPECT_TRUE(std::equal(order.begin(), order.end(), buffer.begin() + l->off_dispatch));
         ASSERT_EQ(buffer[kHdrNumWideItems], wide);
-        // dispatch_order() itself, or (the wide items carrying kWideKernelShare of the cost)
-        // its wide items first, each kind in dispatch_order()'s order.
-        std::vector<int32_t> expect_wide, expect_narrow;
+        ASSERT_EQ(buffer[kHdrNumQuadItems], quad);
+        // dispatch_order() with (the wide items carrying kWideKernelShare of the cost) its
+        // wide items first and its quad items last, each kind in dispatch_order()'s order.
         double wide_cost = 0.0, all_cost = 0.0;
-        for (const int32_t i : dispatch_order(*plan)) {
-          const WorkItem& it = plan->items[static_cast<size_t>(i)];
+        for (const WorkItem& it : plan->items) {
           const double c = plan->cost(int64_t{it.num_rows()} * plan->group_size, it.kv_tokens());
           all_cost += c;
           if (is_wide_item(*plan, it)) wide_cost += c;
-          (is_wide_item(*plan, it) ? expect_wide : expect_narrow).push_back(i);
         }
-        if (expect_wide.empty() || wide_cost < kWideKernelShare * all_cost) {
-          EXPECT_EQ(wide, 0);
-          EXPECT_EQ(order, dispatch_order(*plan));
-        } else {
-          ASSERT_EQ(wide, static_cast<int>(expect_wide.size()));
-          EXPECT_TRUE(std::equal(expect_wide.begin(), expect_wide.end(), order.begin()));
-          EXPECT_TRUE(std::equal(expect_narrow.begin(), expect_narrow.end(), order.begin() + wide));
+        const bool wide_phase = wide_cost > 0.0 && wide_cost >= kWideKernelShare * all_cost;
+        std::vector<int32_t> expect_wide, expect_narrow, expect_quad;
+        for (const int32_t i : dispatch_order(*plan)) {
+          const WorkItem& it = plan->items[static_cast<size_t>(i)];
+          if (wide_phase && is_wide_item(*plan, it)) {
+            expect_wide.push_back(i);
+          } else {
+            (is_quad_item(*plan, it) ? expect_quad : expect_narrow).push_back(i);
+          }
         }
+        if (static_cast<int64_t>(expect_quad.size()) < int64_t{kQuadMinPerQueue} * plan->num_ctas) {
+          expect_narrow = dispatch_order(*plan);  // no quad tickets: dispatch_order() after wide
+          std::erase_if(expect_narrow, [&](int32_t i) {
+            return std::find(expect_wide.begin(), expect_wide.end(), i) != expect_wide.end();
+          });
+          expect_quad.clear();
+        }
+        ASSERT_EQ(wide, static_cast<int>(expect_wide.size()));
+        ASSERT_EQ(quad, static_cast<int>(expect_quad.size()));
+        EXPECT_TRUE(std::equal(expect_wide.begin(), expect_wide.end(), order.begin()));
+        EXPECT_TRUE(std::equal(expect_narrow.begin(), expect_narrow.end(), order.begin() + wide));
+        EXPECT_TRUE(std::equal(expect_quad.begin(), expect_quad.end(), order.end() - quad));
         for (size_t j = 0; j < order.size(); ++j) {  // the items stored in dispatch order
           const WorkItem& it = plan->items[static_cast<size_t>(order[j])];
           const int32_t* f = buffer.data() + l->off_items + j * kItemFields;
@@ -198,6 +210,74 @@ TEST(PlanBuffer, WideItemsLeadTheDispatchRegionWhenTheyCarryTheCost) {
       ASSERT_FALSE(bad.ok());
       EXPECT_NE(bad.status().message().find("is not a wide item"), std::string::npos)
           << bad.status().to_string();
+    }
+  }
+}
+
+// Group 4, head_dim 64, one CTA queue: single decode rows of 16, 128, 144, 64 and (short) 32 or
+// (long) 160 keys and a 2-row request of 32 keys. The naive plan has one item per request; the
+// single rows of at most kQuadMaxKeys keys are quad items (4 folded rows). With four of them
+// (kQuadMinPerQueue per queue) they trail the dispatch region in dispatch_order()'s order,
+// num_quad_items 4; with three, or 2 KV heads (not a multiple of 4), or in a deterministic plan,
+// the order is dispatch_order()'s and num_quad_items 0. A buffer whose num_quad_items names
+// another item, or more than there are, is rejected.
+TEST(PlanBuffer, QuadItemsTrailTheDispatchRegion) {
+  for (const int kv_heads : {8, 2}) {
+    for (const bool det : {false, true}) {
+      for (const int last_kv : {32, 160}) {
+        SCOPED_TRACE("kv_heads " + std::to_string(kv_heads) + " det " + std::to_string(det) +
+                     " last_kv " + std::to_string(last_kv));
+        BatchLayout layout;
+        layout.num_kv_heads = kv_heads;
+        layout.num_qo_heads = 4 * kv_heads;
+        layout.head_dim = 64;
+        layout.page_size = 16;
+        layout.qo_indptr = {0, 1, 2, 3, 4, 5, 7};
+        const int last_pages = last_kv / 16;
+        layout.kv_page_indptr = {0, 1, 9, 18, 22, 22 + last_pages, 24 + last_pages};
+        layout.kv_last_page_len = {16, 16, 16, 16, 16, 16};
+        layout.num_pages = 24 + last_pages;
+        for (int i = 0; i < layout.num_pages; ++i) layout.kv_page_indices.push_back(i);
+        ASSERT_TRUE(validate(layout).ok());
+        PlanOptions options;
+        options.policy = Policy::kNaive;
+        options.deterministic = det;
+        const Result<Plan> plan = make_plan(layout, DeviceShape{1}, options);
+        ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+        ASSERT_EQ(plan->items.size(), 6u);
+        const PlanCapacity cap = capacity_of(layout, 1);
+        const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
+        ASSERT_TRUE(l.ok());
+        std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32), 0);
+        ASSERT_TRUE(serialize_plan(*plan, cap, buffer).ok());
+        const std::vector<int32_t> order(buffer.begin() + l->off_dispatch,
+                                         buffer.begin() + l->off_dispatch + 6);
+        std::vector<int32_t> quad_requests;
+        for (const int32_t i : dispatch_order(*plan)) {
+          const int r = plan->items[static_cast<size_t>(i)].kv_request;
+          if (r == 0 || r == 1 || r == 3 || (r == 4 && last_kv == 32)) quad_requests.push_back(r);
+        }
+        if (kv_heads == 2 || det || last_kv == 160) {
+          EXPECT_EQ(buffer[kHdrNumQuadItems], 0);
+          EXPECT_EQ(order, dispatch_order(*plan));
+          continue;
+        }
+        ASSERT_EQ(buffer[kHdrNumQuadItems], 4);
+        std::vector<int32_t> trailing;
+        for (int k = 2; k < 6; ++k) {
+          trailing.push_back(plan->items[static_cast<size_t>(order[k])].kv_request);
+        }
+        EXPECT_EQ(trailing, quad_requests);
+        EXPECT_TRUE(deserialize_plan(cap, buffer).ok());
+        buffer[kHdrNumQuadItems] = 5;
+        const Result<Plan> bad = deserialize_plan(cap, buffer);
+        ASSERT_FALSE(bad.ok());
+        EXPECT_NE(bad.status().message().find("is not a quad item"), std::string::npos)
+            << bad.status().to_string();
+        buffer[kHdrNumQuadItems] = 7;
+        EXPECT_NE(deserialize_plan(cap, buffer).status().message().find("outside [0, 6]"),
+                  std::string::npos);
+      }
     }
   }
 }

@@ -5,7 +5,9 @@
 // Dispatch. The (item, KV head) pairs are tickets 0 .. items * heads - 1: ticket t runs item
 // dispatch[t / heads] (the plan buffer's dispatch region, buffer_dispatch_order() of
 // plan_buffer.h: the queues' items by their planned start; the items region is stored in that
-// order, so entry t / heads holds its fields) for KV head t % heads. With
+// order, so entry t / heads holds its fields) for KV head t % heads. The plan's trailing
+// num_quad_items quad items (plan_buffer.h) instead take one ticket per four KV heads, after
+// the others' tickets, and run as one quad pass (run_pass). With
 // KernelParams::skip_wide (the wide kernel ran the leading wide items) the first ticket is
 // num_wide_items * heads. CTA b starts with the first ticket + b and claims each next one from
 // the workspace's counter (first + grid + atomicAdd) when its current item is done. A CTA that
@@ -292,7 +294,7 @@ struct ItemDesc {
 // One q pass: folded rows [f_begin, f_begin + n_pass) of the item, Mb row blocks of 16 per warp.
 // rec: the item's timeline record where this thread marks the pass's phases (thread 0 of the
 // item's first pass when recording), else null.
-template <int HeadDim, typename T, int WarpsQ, int Mb>
+template <int HeadDim, typename T, int WarpsQ, int Mb, bool kQuad = false>
 __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& it, int f_begin,
                                          int n_pass, uint64_t* rec, unsigned char* smem) {
   using Tr = KernelTraits<HeadDim>;
@@ -300,6 +302,13 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   using Pair = decltype(Mma::pair(0.0f, 0.0f));  // two T in one 32-bit word
   constexpr int kRows = WarpsQ * 16 * Mb;
   static_assert(Mb == 1 || WarpsQ == kWarps, "two row blocks per warp only with all warps on q");
+  // Quad pass (plan_buffer.h is_quad_item): one query row's <= 4 folded rows for each of the
+  // KV heads it.kv_head + w (w < 4), folded row f = 4 w + h (h < group; the others are pads);
+  // a stage holds 16 tokens of each of the four heads, head w's in the K/V tile rows [16 w,
+  // +16), which are warp w's key slice: warp w computes head w alone (its S rows of the other
+  // heads are never written) and stores its own rows, with no cross-warp combine.
+  static_assert(!kQuad || (WarpsQ == 1 && Mb == 1), "a quad pass is a 16-row pass");
+  constexpr int kStageTokens = kQuad ? kStageKv / 4 : kStageKv;  // tokens (of each head)
   constexpr int kStages = Tr::stages_for(kRows);
   static_assert(kStages >= 2, "the q tile leaves no room for a double-buffered KV ring");
   constexpr int kWarpsKv = kWarps / WarpsQ;
@@ -344,13 +353,19 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 #pragma unroll 1
   for (int c = tid; c < kRows * Tr::kChunks; c += kThreads) {
     const int f = c / Tr::kChunks, chunk = c % Tr::kChunks;
-    const bool valid = f < n_pass;
+    const bool valid = kQuad ? f % 4 < group : f < n_pass;
     const T* src = q;
     if (valid) {
-      const int fi = f_begin + f;
-      const int k = p.group_div.div(fi);
-      const int row = item_rows[k];
-      const int head = it.kv_head * group + p.group_div.mod(fi, k);
+      int row, head;
+      if constexpr (kQuad) {
+        row = item_rows[0];
+        head = (it.kv_head + f / 4) * group + f % 4;
+      } else {
+        const int fi = f_begin + f;
+        const int k = p.group_div.div(fi);
+        row = item_rows[k];
+        head = it.kv_head * group + p.group_div.mod(fi, k);
+      }
       src = q + (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim + chunk * 8;
     }
     cp_async_16(q_s + tile_offset(f, chunk, kRows), src, valid);
@@ -366,8 +381,10 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   constexpr int kKeysPerWarpIter = 32 / Tr::kChunks;
   static_assert(kKeysPerWarpIter * kIters == 16, "a warp copies 16 keys of a stage");
   // The token of the warp's key `lane % 16` of stage `stage` (each lane owns one of the 16).
+  // (Quad pass: lane % 16 owns token lane % 16 of the stage, of every head.)
   auto lane_token = [&](int stage) {
     const int j = lane % 16;
+    if constexpr (kQuad) return it.kv_begin + stage * kStageTokens + j;
     return it.kv_begin + stage * kStageKv + warp * kKeysPerWarpIter + j % kKeysPerWarpIter +
            kKeysPerIter * (j / kKeysPerWarpIter);
   };
@@ -408,11 +425,15 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     }
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
-      const int row =
-          __shfl_sync(0xffffffffu, my_row, key0 % kKeysPerWarpIter + kKeysPerWarpIter * i);
+      // Quad pass: tile row key0 + i kKeysPerIter (key0 < kKeysPerIter, which divides 16) is
+      // token key0 + (i kKeysPerIter) % 16 of head (i kKeysPerIter) / 16, a constant offset.
+      const int owner =
+          kQuad ? key0 + i * kKeysPerIter % 16 : key0 % kKeysPerWarpIter + kKeysPerWarpIter * i;
+      const int row = __shfl_sync(0xffffffffu, my_row, owner);
       // (row -1, past bound: row 0's address, which the zero-filling copies do not read)
-      const char* src =
-          k_src + static_cast<uint64_t>(static_cast<uint32_t>(max(row, 0))) * row_bytes;
+      const char* src = k_src +
+                        static_cast<uint64_t>(static_cast<uint32_t>(max(row, 0))) * row_bytes +
+                        (kQuad ? i * kKeysPerIter / 16 * HeadDim * sizeof(T) : 0);
       const uint32_t dst = k_dst0[i % kPeriod] + i / kPeriod * kPeriodBytes;
       cp_async_16_pair(dst, src, dst + kVBytes, src + p.v_minus_k, row);
     }
@@ -421,7 +442,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // Prologue before the row positions are known (they only lower the end): bounded by kv_end.
   // Keys in [kv_hi, kv_end) it loads are masked (they exceed every row's position); stages it
   // loads past num_stages are never read.
-  const int prologue_stages = (it.kv_end - it.kv_begin + kStageKv - 1) / kStageKv;
+  const int prologue_stages = (it.kv_end - it.kv_begin + kStageTokens - 1) / kStageTokens;
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < prologue_stages) load_stage(s, it.kv_end, lookup_page(s, it.kv_end));
@@ -430,7 +451,11 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // Row positions (pad rows: -1, they see nothing).
 #pragma unroll 1
   for (int f = tid; f < kRows; f += kThreads) {
-    pos_s[f] = f < n_pass ? p.q_positions[item_rows[p.group_div.div(f_begin + f)]] : -1;
+    if constexpr (kQuad) {  // every row (pads too: never written) is the one query row
+      pos_s[f] = p.q_positions[item_rows[0]];
+    } else {
+      pos_s[f] = f < n_pass ? p.q_positions[item_rows[p.group_div.div(f_begin + f)]] : -1;
+    }
   }
   __syncthreads();  // pos_s visible
   if (rec != nullptr) timeline_phase(rec, kTimelinePositions);
@@ -439,7 +464,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   for (int f = lane; f < kRows; f += 32) max_pos = max(max_pos, pos_s[f]);
   max_pos = __reduce_max_sync(0xffffffffu, max_pos);
   const int kv_hi = min(it.kv_end, max_pos + 1);
-  const int num_stages = kv_hi > it.kv_begin ? (kv_hi - it.kv_begin + kStageKv - 1) / kStageKv : 0;
+  const int num_stages =
+      kv_hi > it.kv_begin ? (kv_hi - it.kv_begin + kStageTokens - 1) / kStageTokens : 0;
 
   // Warp row block mb holds the folded rows [block_row(mb), +16) of the pass; a thread
   // holds rows g and g + 8 of each block (hr = 0, 1).
@@ -524,7 +550,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 
     const T* k_tile = kv_s + (stage % kStages) * Tr::kStageElems;
     const T* v_tile = k_tile + kStageKv * HeadDim;
-    const int stage_pos = it.kv_begin + stage * kStageKv;
+    const int stage_pos = it.kv_begin + stage * kStageTokens;
     if constexpr (kWgmma) {
       // Row block by row block, all 64 keys of the stage at once: S = Q K^T (m64n64, 8 k16
       // steps; a step inside a 64-dim half adds 32 bytes to the start addresses, wgmma.cuh),
@@ -620,7 +646,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 #pragma unroll
         for (int mb = 0; mb < Mb; ++mb) {
           float alpha[2];
-          rescale_o(mb, alpha, softmax(s[mb], mb, stage_pos + key_w, alpha));
+          // (a quad pass's warp walks its head's tokens from the stage's first)
+          rescale_o(mb, alpha, softmax(s[mb], mb, stage_pos + (kQuad ? 0 : key_w), alpha));
         }
         // O += P V; one V fragment serves the warp's Mb row blocks.
         const uint32_t v_lane = smem_addr(v_tile) + key_w * kRowBytes + v_lane_off;
@@ -656,7 +683,18 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   __syncthreads();  // every warp is done with the KV ring (reused as scratch below)
 
   const int hd_stride = p.num_qo_heads * HeadDim;
-  if constexpr (kWarpsKv == 1) {
+  if constexpr (kQuad) {  // warp w stores its head's rows 4 w + h, h < group (held at hr = w / 2)
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int f = g + hr * 8, h = f % 4;
+      if (f / 4 != warp || h >= group) continue;
+      const int kv_head = it.kv_head + warp;
+      const size_t slot =
+          static_cast<size_t>(it.partial_begin + warp * p.plan[kHdrNumPartialSlots]) * group + h;
+      store_row<T, HeadDim>(p, it.writes_final, item_rows[0], kv_head * group + h, slot, o[0], hr,
+                            m_run[0][hr], l_run[0][hr]);
+    }
+  } else if constexpr (kWarpsKv == 1) {
 #pragma unroll
     for (int mb = 0; mb < Mb; ++mb) {
 #pragma unroll
@@ -758,13 +796,19 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   // Only the ticket and its bound stay live across the passes (registers are at the limit at
   // head_dim 128); the header fields an item needs are re-read from L1 per item.
   const int heads = p.num_kv_heads;
-  const int tickets = p.plan[kHdrNumItems] * heads;
+  // Tickets: one per (item, KV head) for all but the trailing quad items, then one per (quad
+  // item, four KV heads) (plan_buffer.h is_quad_item).
+  auto single_tickets = [&] { return (p.plan[kHdrNumItems] - p.plan[kHdrNumQuadItems]) * heads; };
+  const int tickets = single_tickets() + p.plan[kHdrNumQuadItems] * (heads / 4);
   // The first ticket of this kernel (re-read where needed: registers are at the limit).
   auto first_ticket = [&] { return p.skip_wide ? p.plan[kHdrNumWideItems] * heads : 0; };
   for (int ticket = first_ticket() + static_cast<int>(blockIdx.x); ticket < tickets;) {
     // The items region is in dispatch order: the ticket locates its item's fields directly.
-    const int kv_head = ticket % heads;
-    const int32_t* f = p.plan + p.off_items + ticket / heads * kItemFields;
+    const int quad_ticket = ticket - single_tickets();  // >= 0: a quad item's
+    const int index =
+        quad_ticket < 0 ? ticket / heads : single_tickets() / heads + quad_ticket / (heads / 4);
+    const int kv_head = quad_ticket < 0 ? ticket % heads : 4 * (quad_ticket % (heads / 4));
+    const int32_t* f = p.plan + p.off_items + index * kItemFields;
     const bool deterministic = p.plan[kHdrDeterministic] != 0;
     ItemDesc it;
     it.kv_head = kv_head;
@@ -783,7 +827,7 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     if (ticket == first_ticket() + static_cast<int>(blockIdx.x)) wait_for_previous_grid();
     uint64_t* rec = nullptr;
     if (p.timeline != nullptr && threadIdx.x == 0) {
-      const int item = p.plan[p.off_dispatch + ticket / heads];  // the plan's item id
+      const int item = p.plan[p.off_dispatch + index];  // the plan's item id
       rec = p.timeline +
             (static_cast<size_t>(kv_head) * p.plan[kHdrNumItems] + item) * kTimelineFields;
       timeline_mark(rec, false);
@@ -795,17 +839,21 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     constexpr int kMaxPass = Tr::kMaxPassRows;
     const int want = deterministic ? min(tile_q, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
     const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
-    for (int f_begin = 0; f_begin < n_folded; f_begin += pass) {
-      const int n_pass = min(pass, n_folded - f_begin);
-      uint64_t* pass_rec = f_begin == 0 ? rec : nullptr;
-      if (pass == 16) {
-        run_pass<HeadDim, T, 1, 1>(p, it, f_begin, n_pass, pass_rec, smem);
-      } else if (pass == 32) {
-        run_pass<HeadDim, T, 2, 1>(p, it, f_begin, n_pass, pass_rec, smem);
-      } else if (pass == 64) {
-        run_pass<HeadDim, T, 4, 1>(p, it, f_begin, n_pass, pass_rec, smem);
-      } else if constexpr (kMaxPass == 128) {  // pass == 128
-        run_pass<HeadDim, T, 4, 2>(p, it, f_begin, n_pass, pass_rec, smem);
+    if (quad_ticket >= 0) {
+      run_pass<HeadDim, T, 1, 1, true>(p, it, 0, 16, rec, smem);
+    } else {
+      for (int f_begin = 0; f_begin < n_folded; f_begin += pass) {
+        const int n_pass = min(pass, n_folded - f_begin);
+        uint64_t* pass_rec = f_begin == 0 ? rec : nullptr;
+        if (pass == 16) {
+          run_pass<HeadDim, T, 1, 1>(p, it, f_begin, n_pass, pass_rec, smem);
+        } else if (pass == 32) {
+          run_pass<HeadDim, T, 2, 1>(p, it, f_begin, n_pass, pass_rec, smem);
+        } else if (pass == 64) {
+          run_pass<HeadDim, T, 4, 1>(p, it, f_begin, n_pass, pass_rec, smem);
+        } else if constexpr (kMaxPass == 128) {  // pass == 128
+          run_pass<HeadDim, T, 4, 2>(p, it, f_begin, n_pass, pass_rec, smem);
+        }
       }
     }
     if (rec != nullptr) timeline_mark(rec, true);
