@@ -175,6 +175,31 @@ BatchLayout prefill_and_decode(int decode_kv) {
   return layout;
 }
 
+// `layout`'s naive plan on one CTA queue, serialized into a buffer of its capacity, with the
+// buffer's dispatch region.
+struct NaiveBuffer {
+  Plan plan;
+  PlanCapacity cap;
+  std::vector<int32_t> buffer;
+  std::vector<int32_t> order;
+};
+void serialize_naive(const BatchLayout& layout, bool deterministic, NaiveBuffer& out) {
+  ASSERT_TRUE(validate(layout).ok());
+  PlanOptions options;
+  options.policy = Policy::kNaive;
+  options.deterministic = deterministic;
+  Result<Plan> plan = make_plan(layout, DeviceShape{1}, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  out.plan = std::move(*plan);
+  out.cap = capacity_of(layout, 1);
+  const Result<PlanBufferLayout> l = plan_buffer_layout(out.cap);
+  ASSERT_TRUE(l.ok());
+  out.buffer.assign(static_cast<size_t>(l->total_int32), 0);
+  ASSERT_TRUE(serialize_plan(out.plan, out.cap, out.buffer).ok());
+  out.order.assign(out.buffer.begin() + l->off_dispatch,
+                   out.buffer.begin() + l->off_dispatch + out.plan.items.size());
+}
+
 // The wide item leads the dispatch region when it carries kWideKernelShare of the modelled
 // cost (decode rows of 16 keys), and the order is dispatch_order()'s with num_wide_items 0
 // when it does not (decode rows of 4096 keys) or the plan is deterministic; a buffer whose
@@ -183,30 +208,18 @@ TEST(PlanBuffer, WideItemsLeadTheDispatchRegionWhenTheyCarryTheCost) {
   for (const int decode_kv : {16, 4096}) {
     for (const bool det : {false, true}) {
       SCOPED_TRACE("decode_kv " + std::to_string(decode_kv) + " det " + std::to_string(det));
-      const BatchLayout layout = prefill_and_decode(decode_kv);
-      ASSERT_TRUE(validate(layout).ok());
-      PlanOptions options;
-      options.policy = Policy::kNaive;
-      options.deterministic = det;
-      const Result<Plan> plan = make_plan(layout, DeviceShape{1}, options);
-      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-      const PlanCapacity cap = capacity_of(layout, 1);
-      const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
-      ASSERT_TRUE(l.ok());
-      std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32), 0);
-      ASSERT_TRUE(serialize_plan(*plan, cap, buffer).ok());
-      const std::vector<int32_t> order(buffer.begin() + l->off_dispatch,
-                                       buffer.begin() + l->off_dispatch + plan->items.size());
+      NaiveBuffer nb;
+      ASSERT_NO_FATAL_FAILURE(serialize_naive(prefill_and_decode(decode_kv), det, nb));
       if (decode_kv == 4096 || det) {
-        EXPECT_EQ(buffer[kHdrNumWideItems], 0);
-        EXPECT_EQ(order, dispatch_order(*plan));
+        EXPECT_EQ(nb.buffer[kHdrNumWideItems], 0);
+        EXPECT_EQ(nb.order, dispatch_order(nb.plan));
         continue;
       }
-      ASSERT_EQ(buffer[kHdrNumWideItems], 1);
-      EXPECT_EQ(plan->items[static_cast<size_t>(order[0])].kv_request, 2);
-      EXPECT_TRUE(deserialize_plan(cap, buffer).ok());
-      buffer[kHdrNumWideItems] = 2;
-      const Result<Plan> bad = deserialize_plan(cap, buffer);
+      ASSERT_EQ(nb.buffer[kHdrNumWideItems], 1);
+      EXPECT_EQ(nb.plan.items[static_cast<size_t>(nb.order[0])].kv_request, 2);
+      EXPECT_TRUE(deserialize_plan(nb.cap, nb.buffer).ok());
+      nb.buffer[kHdrNumWideItems] = 2;
+      const Result<Plan> bad = deserialize_plan(nb.cap, nb.buffer);
       ASSERT_FALSE(bad.ok());
       EXPECT_NE(bad.status().message().find("is not a wide item"), std::string::npos)
           << bad.status().to_string();
@@ -238,44 +251,33 @@ TEST(PlanBuffer, QuadItemsTrailTheDispatchRegion) {
         layout.kv_last_page_len = {16, 16, 16, 16, 16, 16};
         layout.num_pages = 24 + last_pages;
         for (int i = 0; i < layout.num_pages; ++i) layout.kv_page_indices.push_back(i);
-        ASSERT_TRUE(validate(layout).ok());
-        PlanOptions options;
-        options.policy = Policy::kNaive;
-        options.deterministic = det;
-        const Result<Plan> plan = make_plan(layout, DeviceShape{1}, options);
-        ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-        ASSERT_EQ(plan->items.size(), 6u);
-        const PlanCapacity cap = capacity_of(layout, 1);
-        const Result<PlanBufferLayout> l = plan_buffer_layout(cap);
-        ASSERT_TRUE(l.ok());
-        std::vector<int32_t> buffer(static_cast<size_t>(l->total_int32), 0);
-        ASSERT_TRUE(serialize_plan(*plan, cap, buffer).ok());
-        const std::vector<int32_t> order(buffer.begin() + l->off_dispatch,
-                                         buffer.begin() + l->off_dispatch + 6);
+        NaiveBuffer nb;
+        ASSERT_NO_FATAL_FAILURE(serialize_naive(layout, det, nb));
+        ASSERT_EQ(nb.plan.items.size(), 6u);
         std::vector<int32_t> quad_requests;
-        for (const int32_t i : dispatch_order(*plan)) {
-          const int r = plan->items[static_cast<size_t>(i)].kv_request;
+        for (const int32_t i : dispatch_order(nb.plan)) {
+          const int r = nb.plan.items[static_cast<size_t>(i)].kv_request;
           if (r == 0 || r == 1 || r == 3 || (r == 4 && last_kv == 32)) quad_requests.push_back(r);
         }
         if (kv_heads == 2 || det || last_kv == 160) {
-          EXPECT_EQ(buffer[kHdrNumQuadItems], 0);
-          EXPECT_EQ(order, dispatch_order(*plan));
+          EXPECT_EQ(nb.buffer[kHdrNumQuadItems], 0);
+          EXPECT_EQ(nb.order, dispatch_order(nb.plan));
           continue;
         }
-        ASSERT_EQ(buffer[kHdrNumQuadItems], 4);
+        ASSERT_EQ(nb.buffer[kHdrNumQuadItems], 4);
         std::vector<int32_t> trailing;
         for (int k = 2; k < 6; ++k) {
-          trailing.push_back(plan->items[static_cast<size_t>(order[k])].kv_request);
+          trailing.push_back(nb.plan.items[static_cast<size_t>(nb.order[k])].kv_request);
         }
         EXPECT_EQ(trailing, quad_requests);
-        EXPECT_TRUE(deserialize_plan(cap, buffer).ok());
-        buffer[kHdrNumQuadItems] = 5;
-        const Result<Plan> bad = deserialize_plan(cap, buffer);
+        EXPECT_TRUE(deserialize_plan(nb.cap, nb.buffer).ok());
+        nb.buffer[kHdrNumQuadItems] = 5;
+        const Result<Plan> bad = deserialize_plan(nb.cap, nb.buffer);
         ASSERT_FALSE(bad.ok());
         EXPECT_NE(bad.status().message().find("is not a quad item"), std::string::npos)
             << bad.status().to_string();
-        buffer[kHdrNumQuadItems] = 7;
-        EXPECT_NE(deserialize_plan(cap, buffer).status().message().find("outside [0, 6]"),
+        nb.buffer[kHdrNumQuadItems] = 7;
+        EXPECT_NE(deserialize_plan(nb.cap, nb.buffer).status().message().find("outside [0, 6]"),
                   std::string::npos);
       }
     }
