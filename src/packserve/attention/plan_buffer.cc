@@ -99,9 +99,8 @@ bool is_wide_item(const Plan& plan, const WorkItem& item) {
 }
 
 bool is_quad_item(const Plan& plan, const WorkItem& item) {
-  return !plan.deterministic && plan.num_kv_heads % 4 == 0 &&
-         static_cast<int64_t>(item.num_rows()) * plan.group_size <= 4 &&
-         item.kv_tokens() <= kQuadMaxKeys;
+  return !plan.deterministic && plan.num_kv_heads % 4 == 0 && item.num_rows() == 1 &&
+         plan.group_size <= 4 && item.kv_tokens() <= kQuadMaxKeys;
 }
 
 std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide, int32_t* num_quad) {

@@ -92,8 +92,8 @@ struct PlanBufferLayout {  // offsets and sizes in int32 elements
 // the others: H100, fifteenth session, docs/benchmarks.md).
 inline constexpr double kWideKernelShare = 0.9;
 bool is_wide_item(const Plan& plan, const WorkItem& item);
-// Quad items: short single-query items (num_rows x group_size <= 4 folded rows, at most
-// kQuadMaxKeys keys, num_kv_heads a multiple of 4, not deterministic), which the persistent
+// Quad items: short single-query items (one row, group_size <= 4, so at most 4 folded rows; at
+// most kQuadMaxKeys keys; num_kv_heads a multiple of 4; not deterministic), which the persistent
 // kernel runs for four KV heads per ticket, one head per warp, in one 16-row pass (cuda/
 // persistent_kernel.cuh): a ticket then moves four heads' bytes for one start-up. When a plan
 // has at least kQuadMinPerQueue of them per CTA queue (one quad ticket per CTA; fewer, and

@@ -227,58 +227,61 @@ TEST(PlanBuffer, WideItemsLeadTheDispatchRegionWhenTheyCarryTheCost) {
   }
 }
 
-// Group 4, head_dim 64, one CTA queue: single decode rows of 16, 128, 144, 64 and (short) 32 or
-// (long) 160 keys and a 2-row request of 32 keys. The naive plan has one item per request; the
-// single rows of at most kQuadMaxKeys keys are quad items (4 folded rows). With four of them
-// (kQuadMinPerQueue per queue) they trail the dispatch region in dispatch_order()'s order,
+// Group 4 or 2, head_dim 64, one CTA queue: single decode rows of 16, 128, 144, 64 and (short)
+// 32 or (long) 160 keys and a 2-row request of 32 keys. The naive plan has one item per request;
+// the single rows of at most kQuadMaxKeys keys are quad items (4 or 2 folded rows), the 2-row
+// item never (the quad pass holds one row: at group 2 its 4 folded rows would fit). With four of
+// them (kQuadMinPerQueue per queue) they trail the dispatch region in dispatch_order()'s order,
 // num_quad_items 4; with three, or 2 KV heads (not a multiple of 4), or in a deterministic plan,
 // the order is dispatch_order()'s and num_quad_items 0. A buffer whose num_quad_items names
 // another item, or more than there are, is rejected.
 TEST(PlanBuffer, QuadItemsTrailTheDispatchRegion) {
-  for (const int kv_heads : {8, 2}) {
-    for (const bool det : {false, true}) {
-      for (const int last_kv : {32, 160}) {
-        SCOPED_TRACE("kv_heads " + std::to_string(kv_heads) + " det " + std::to_string(det) +
-                     " last_kv " + std::to_string(last_kv));
-        BatchLayout layout;
-        layout.num_kv_heads = kv_heads;
-        layout.num_qo_heads = 4 * kv_heads;
-        layout.head_dim = 64;
-        layout.page_size = 16;
-        layout.qo_indptr = {0, 1, 2, 3, 4, 5, 7};
-        const int last_pages = last_kv / 16;
-        layout.kv_page_indptr = {0, 1, 9, 18, 22, 22 + last_pages, 24 + last_pages};
-        layout.kv_last_page_len = {16, 16, 16, 16, 16, 16};
-        layout.num_pages = 24 + last_pages;
-        for (int i = 0; i < layout.num_pages; ++i) layout.kv_page_indices.push_back(i);
-        NaiveBuffer nb;
-        ASSERT_NO_FATAL_FAILURE(serialize_naive(layout, det, nb));
-        ASSERT_EQ(nb.plan.items.size(), 6u);
-        std::vector<int32_t> quad_requests;
-        for (const int32_t i : dispatch_order(nb.plan)) {
-          const int r = nb.plan.items[static_cast<size_t>(i)].kv_request;
-          if (r == 0 || r == 1 || r == 3 || (r == 4 && last_kv == 32)) quad_requests.push_back(r);
+  for (const int group : {4, 2}) {
+    for (const int kv_heads : {8, 2}) {
+      for (const bool det : {false, true}) {
+        for (const int last_kv : {32, 160}) {
+          SCOPED_TRACE("group " + std::to_string(group) + " kv_heads " + std::to_string(kv_heads) +
+                       " det " + std::to_string(det) + " last_kv " + std::to_string(last_kv));
+          BatchLayout layout;
+          layout.num_kv_heads = kv_heads;
+          layout.num_qo_heads = group * kv_heads;
+          layout.head_dim = 64;
+          layout.page_size = 16;
+          layout.qo_indptr = {0, 1, 2, 3, 4, 5, 7};
+          const int last_pages = last_kv / 16;
+          layout.kv_page_indptr = {0, 1, 9, 18, 22, 22 + last_pages, 24 + last_pages};
+          layout.kv_last_page_len = {16, 16, 16, 16, 16, 16};
+          layout.num_pages = 24 + last_pages;
+          for (int i = 0; i < layout.num_pages; ++i) layout.kv_page_indices.push_back(i);
+          NaiveBuffer nb;
+          ASSERT_NO_FATAL_FAILURE(serialize_naive(layout, det, nb));
+          ASSERT_EQ(nb.plan.items.size(), 6u);
+          std::vector<int32_t> quad_requests;
+          for (const int32_t i : dispatch_order(nb.plan)) {
+            const int r = nb.plan.items[static_cast<size_t>(i)].kv_request;
+            if (r == 0 || r == 1 || r == 3 || (r == 4 && last_kv == 32)) quad_requests.push_back(r);
+          }
+          if (kv_heads == 2 || det || last_kv == 160) {
+            EXPECT_EQ(nb.buffer[kHdrNumQuadItems], 0);
+            EXPECT_EQ(nb.order, dispatch_order(nb.plan));
+            continue;
+          }
+          ASSERT_EQ(nb.buffer[kHdrNumQuadItems], 4);
+          std::vector<int32_t> trailing;
+          for (int k = 2; k < 6; ++k) {
+            trailing.push_back(nb.plan.items[static_cast<size_t>(nb.order[k])].kv_request);
+          }
+          EXPECT_EQ(trailing, quad_requests);
+          EXPECT_TRUE(deserialize_plan(nb.cap, nb.buffer).ok());
+          nb.buffer[kHdrNumQuadItems] = 5;
+          const Result<Plan> bad = deserialize_plan(nb.cap, nb.buffer);
+          ASSERT_FALSE(bad.ok());
+          EXPECT_NE(bad.status().message().find("is not a quad item"), std::string::npos)
+              << bad.status().to_string();
+          nb.buffer[kHdrNumQuadItems] = 7;
+          EXPECT_NE(deserialize_plan(nb.cap, nb.buffer).status().message().find("outside [0, 6]"),
+                    std::string::npos);
         }
-        if (kv_heads == 2 || det || last_kv == 160) {
-          EXPECT_EQ(nb.buffer[kHdrNumQuadItems], 0);
-          EXPECT_EQ(nb.order, dispatch_order(nb.plan));
-          continue;
-        }
-        ASSERT_EQ(nb.buffer[kHdrNumQuadItems], 4);
-        std::vector<int32_t> trailing;
-        for (int k = 2; k < 6; ++k) {
-          trailing.push_back(nb.plan.items[static_cast<size_t>(nb.order[k])].kv_request);
-        }
-        EXPECT_EQ(trailing, quad_requests);
-        EXPECT_TRUE(deserialize_plan(nb.cap, nb.buffer).ok());
-        nb.buffer[kHdrNumQuadItems] = 5;
-        const Result<Plan> bad = deserialize_plan(nb.cap, nb.buffer);
-        ASSERT_FALSE(bad.ok());
-        EXPECT_NE(bad.status().message().find("is not a quad item"), std::string::npos)
-            << bad.status().to_string();
-        nb.buffer[kHdrNumQuadItems] = 7;
-        EXPECT_NE(deserialize_plan(nb.cap, nb.buffer).status().message().find("outside [0, 6]"),
-                  std::string::npos);
       }
     }
   }
