@@ -99,8 +99,8 @@ bool is_wide_item(const Plan& plan, const WorkItem& item) {
 }
 
 bool is_quad_item(const Plan& plan, const WorkItem& item) {
-  return !plan.deterministic && plan.num_kv_heads % 4 == 0 && item.num_rows() == 1 &&
-         plan.group_size <= 4 && item.kv_tokens() <= kQuadMaxKeys;
+  return !plan.deterministic && plan.num_kv_heads % 4 == 0 &&
+         is_quad_shape(item.num_rows(), plan.group_size, item.kv_tokens());
 }
 
 std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide, int32_t* num_quad) {
@@ -126,7 +126,7 @@ std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide, 
   if (num_wide != nullptr) *num_wide = wide;
   const int64_t quad = std::count_if(plan.items.begin(), plan.items.end(),
                                      [&](const WorkItem& it) { return is_quad_item(plan, it); });
-  if (quad < int64_t{kQuadMinPerQueue} * plan.num_ctas) {
+  if (!uses_quad_tickets(plan, quad)) {
     if (num_quad != nullptr) *num_quad = 0;
     return order;
   }

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "packserve/attention/plan_buffer.h"
+
 namespace packserve::attention::internal {
 
 int16_t select_tile_q(int64_t folded_rows) {
@@ -85,7 +87,7 @@ void sort_longest_first(const UnitList& list, std::vector<int32_t>& order) {
 }  // namespace
 
 double assign_lpt(const UnitList& list, int group_size, int num_queues, const CostModel& cost,
-                  std::vector<int32_t>& order, std::vector<int32_t>& queue) {
+                  std::vector<int32_t>& order, std::vector<int32_t>& queue, bool quad) {
   const size_t n = list.units.size();
   sort_longest_first(list, order);
   queue.resize(n);
@@ -115,8 +117,11 @@ double assign_lpt(const UnitList& list, int group_size, int num_queues, const Co
     const int32_t best = winner[1];  // the root (a lone leaf is its own root)
     const Unit& u = units[order[k]];
     queue[k] = best;
-    int64_t best_load = bits(std::bit_cast<double>(load[best]) +
-                             cost(static_cast<int64_t>(u.num_rows()) * group_size, u.kv_tokens()));
+    const int64_t folded = static_cast<int64_t>(u.num_rows()) * group_size;
+    const double c = quad && is_quad_shape(u.num_rows(), group_size, u.kv_tokens())
+                         ? cost.quad(folded, u.kv_tokens())
+                         : cost(folded, u.kv_tokens());
+    int64_t best_load = bits(std::bit_cast<double>(load[best]) + c);
     load[best] = best_load;
     // Replay the path: at each level the winner is the lighter of this side's winner (with
     // its load carried in a register) and the sibling's.

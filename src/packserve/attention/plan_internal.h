@@ -109,11 +109,12 @@ void append_causal_pieces(const BatchLayout& layout, int r, int32_t kv_request, 
 
 // Assigns units to `num_queues` CTA queues by seed 004 Algorithm 1: units sorted by KV length
 // descending (ties: lower unit index first), each popped onto the least-loaded CTA of a
-// tournament tree (ties: lower queue index) with the cost model `cost` (plan.h).
+// tournament tree (ties: lower queue index) with the cost model `cost` (plan.h); with `quad`,
+// the units of a quad item's shape (plan_buffer.h is_quad_shape) cost cost.quad().
 // Returns, in execution order, the unit indices and their queue, and the largest queue cost
 // (the makespan under `cost`).
 double assign_lpt(const UnitList& list, int group_size, int num_queues, const CostModel& cost,
-                  std::vector<int32_t>& order, std::vector<int32_t>& queue);
+                  std::vector<int32_t>& order, std::vector<int32_t>& queue, bool quad = false);
 
 // Turns the units, in execution order with their CTA queue, into the plan's items (tiles
 // from the selectors) and finalizes it. The plan is head-implicit (plan.h): these items are

@@ -45,7 +45,11 @@
 //    max(1, pages / q) parts; a leaf tile of request r uses parts that its rows see at most
 //    1 + leaf pages / q_len of (plan_internal.h min_piece_tokens).
 //    The cut is made for a few multiples of T (kShareMultiples) and the least LPT makespan
-//    under the cost model wins, as in the balanced policy's chunk search.
+//    under the cost model wins, as in the balanced policy's chunk search. Where the units
+//    include enough of a quad item's shape (plan_buffer.h uses_quad_tickets: short single-row
+//    leaves, which the CUDA kernel runs four KV heads per ticket), the makespan costs them by
+//    CostModel::quad: PAT B=[1,256]'s 4096-token root is then cut into 3 parts instead of 2,
+//    1.0x-1.05x on the H100 (twenty-third session, docs/benchmarks.md).
 // 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h) onto
 //    the plan's CTA queues, each run once per KV head (plan.h).
 //
@@ -68,6 +72,7 @@
 #include <limits>
 #include <numeric>
 
+#include "packserve/attention/plan_buffer.h"
 #include "packserve/attention/plan_internal.h"
 
 namespace packserve::attention::internal {
@@ -422,6 +427,14 @@ void cut_packs(const BatchLayout& layout, const std::vector<Pack>& packs,
   }
 }
 
+// The units of a quad item's shape (plan_buffer.h): with enough of them the CUDA kernel runs
+// each for four KV heads per ticket, so the split search costs them by CostModel::quad.
+int64_t count_quad_shaped(const BatchLayout& layout, const UnitList& list) {
+  return std::count_if(list.units.begin(), list.units.end(), [&](const Unit& u) {
+    return is_quad_shape(u.num_rows(), layout.group_size(), u.kv_tokens());
+  });
+}
+
 // Deterministic mode: fixed chunks per request, rows grouped by identical chunk pages.
 void deterministic_units(const BatchLayout& layout, const PlanOptions& options, UnitList& out) {
   const int batch = layout.batch_size();
@@ -530,8 +543,9 @@ Result<Plan> make_plan_prefix(const BatchLayout& layout, const DeviceShape& devi
       if (std::find(tried.begin(), tried.end(), parts) != tried.end()) continue;
       cut_packs(layout, packs, parts, candidate);
       tried.push_back(std::move(parts));
-      const double makespan = assign_lpt(candidate, layout.group_size(), plan.num_ctas,
-                                         options.cost, candidate_order, candidate_cta);
+      const double makespan =
+          assign_lpt(candidate, layout.group_size(), plan.num_ctas, options.cost, candidate_order,
+                     candidate_cta, uses_quad_tickets(plan, count_quad_shaped(layout, candidate)));
       if (makespan < best) {
         best = makespan;
         std::swap(list, candidate);

@@ -153,7 +153,11 @@ TEST(PrefixPolicy, PatTreeReadsAlmostOnlyUniqueKv) {
 // -> 316 keys -> 13 parts of 320 (the last 256).
 // Default model (96 per item, w = 1.5): total 8 (96 + 128 + 1.5 * 4096) + 256 (96 + 4 + 128)
 // = 109312. On 33 queues the share is 3312.5, a root tile may take (3312.5 - 224) / 1.5 =
-// 2059 keys -> 2 parts of 2048; on 132 queues 828.1 -> 402.7 keys -> 11 parts of
+// 2059 keys -> 2 parts of 2048 (3296 each), but the 256 leaves are quad items there (>= 4 per
+// queue), which the makespan costs 24 + 4 + 128 = 156 (CostModel::quad): 2 parts' makespan is
+// 3296, 0.8 times the share's 3 parts of 1376, 1376, 1344 (2288 each) 2912, kept (costed as
+// single items, 228 each, 3524 and 3608 would keep 2 parts); on 132 queues 256 leaves are
+// fewer than 4 per queue (no quad items), the share 828.1 -> 402.7 keys -> 11 parts of
 // round_up(ceil(4096 / 11), 16) = 384 (the last 256), LPT makespan 1028, but 1.25 times the
 // share gives 540.7 keys -> 8 parts of 512, makespan 992 (8 x 992 on 64 queues, four leaves
 // of 228 on each other queue), which the search keeps. Leaves fit their share and stay whole.
@@ -170,7 +174,7 @@ TEST(PrefixPolicy, LongKvSplitFollowsTheQueueShare) {
         Case{testing::kHandCost,
              1056,
              {0, 320, 640, 960, 1280, 1600, 1920, 2240, 2560, 2880, 3200, 3520, 3840, 4096}},
-        Case{CostModel{}, 264, {0, 2048, 4096}},
+        Case{CostModel{}, 264, {0, 1376, 2752, 4096}},
         Case{CostModel{}, 1056, {0, 512, 1024, 1536, 2048, 2560, 3072, 3584, 4096}}}) {
     const int ctas = c.ctas;
     const std::vector<int>& bounds = c.bounds;
