@@ -345,33 +345,22 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const T* q = static_cast<const T*>(p.q);
   const int32_t* item_rows = p.plan + p.off_item_rows + it.rows_begin;
 
-  // The q tile, then the KV prologue, then the row positions: every copy is in flight before
-  // a thread waits for its position loads. The loops that run once per pass stay rolled
-  // (unroll 1), and so do the prologue's stages: the kernel's code is several times the
-  // SM's instruction cache, and an item's start-up code is fetched again whenever a
-  // co-resident CTA of another pass size has evicted it (docs/gpu.md, "Code size").
-#pragma unroll 1
-  for (int c = tid; c < kRows * Tr::kChunks; c += kThreads) {
-    const int f = c / Tr::kChunks, chunk = c % Tr::kChunks;
-    const bool valid = kQuad ? f % 4 < group : f < n_pass;
-    const T* src = q;
-    if (valid) {
-      int row, head;
-      if constexpr (kQuad) {
-        row = item_rows[0];
-        head = (it.kv_head + f / 4) * group + f % 4;
-      } else {
-        const int fi = f_begin + f;
-        const int k = p.group_div.div(fi);
-        row = item_rows[k];
-        head = it.kv_head * group + p.group_div.mod(fi, k);
-      }
-      src = q + (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim + chunk * 8;
-    }
-    cp_async_16(q_s + tile_offset(f, chunk, kRows), src, valid);
-  }
-  cp_async_commit();
+  // Start-up: the loads that depend only on the item (the page list's offset, the thread's
+  // query row) are issued first, then those that depend on them (the prologue stages' page
+  // ids, the row's position), then the q copies and the KV prologue's copies; a row position
+  // reaches shared memory last. So the chain before the first KV copy is three dependent loads
+  // (item fields, page offset, page id) and the row positions are known by then. The loops
+  // that run once per pass stay rolled (unroll 1): the kernel's code is several times the SM's
+  // instruction cache, and an item's start-up code is fetched again whenever a co-resident CTA
+  // of another pass size has evicted it (docs/gpu.md, "Code size").
+  static_assert(kRows <= kThreads, "a thread holds at most one row position");
   const int32_t* pages = p.kv_page_indices + p.kv_page_indptr[it.kv_request];
+  int pos_row = -1;  // the query row whose position this thread stores (pad rows: none)
+  if constexpr (kQuad) {  // every row (pads too: never written) is the one query row
+    if (tid < kRows) pos_row = item_rows[0];
+  } else {
+    if (tid < n_pass) pos_row = item_rows[p.group_div.div(f_begin + tid)];
+  }
 
   // A stage's copies: thread tid copies chunk tid % kChunks of the keys tid / kChunks + i *
   // kKeysPerIter (i < kIters), so warp w copies 16 keys of every stage, its key j being
@@ -441,22 +430,40 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 
   // Prologue before the row positions are known (they only lower the end): bounded by kv_end.
   // Keys in [kv_hi, kv_end) it loads are masked (they exceed every row's position); stages it
-  // loads past num_stages are never read.
+  // loads past num_stages are never read. Its page ids and the row position are loaded before
+  // any copy is issued.
+  static_assert(kStages <= 3, "the prologue holds at most two stages' page ids");
   const int prologue_stages = (it.kv_end - it.kv_begin + kStageTokens - 1) / kStageTokens;
+  const int page_id0 = prologue_stages > 0 ? lookup_page(0, it.kv_end) : 0;
+  const int page_id1 = kStages > 2 && prologue_stages > 1 ? lookup_page(1, it.kv_end) : 0;
+  const int row_pos = pos_row >= 0 ? p.q_positions[pos_row] : -1;  // pad rows see nothing
+#pragma unroll 1
+  for (int c = tid; c < kRows * Tr::kChunks; c += kThreads) {
+    const int f = c / Tr::kChunks, chunk = c % Tr::kChunks;
+    const bool valid = kQuad ? f % 4 < group : f < n_pass;
+    const T* src = q;
+    if (valid) {
+      int row, head;
+      if constexpr (kQuad) {
+        row = item_rows[0];
+        head = (it.kv_head + f / 4) * group + f % 4;
+      } else {
+        const int fi = f_begin + f;
+        const int k = p.group_div.div(fi);
+        row = item_rows[k];
+        head = it.kv_head * group + p.group_div.mod(fi, k);
+      }
+      src = q + (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim + chunk * 8;
+    }
+    cp_async_16(q_s + tile_offset(f, chunk, kRows), src, valid);
+  }
+  cp_async_commit();
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < prologue_stages) load_stage(s, it.kv_end, lookup_page(s, it.kv_end));
+    if (s < prologue_stages) load_stage(s, it.kv_end, s == 0 ? page_id0 : page_id1);
     cp_async_commit();
   }
-  // Row positions (pad rows: -1, they see nothing).
-#pragma unroll 1
-  for (int f = tid; f < kRows; f += kThreads) {
-    if constexpr (kQuad) {  // every row (pads too: never written) is the one query row
-      pos_s[f] = p.q_positions[item_rows[0]];
-    } else {
-      pos_s[f] = f < n_pass ? p.q_positions[item_rows[p.group_div.div(f_begin + f)]] : -1;
-    }
-  }
+  if (tid < kRows) pos_s[tid] = row_pos;
   __syncthreads();  // pos_s visible
   if (rec != nullptr) timeline_phase(rec, kTimelinePositions);
   int max_pos = -1;  // over the pass's rows: each lane takes every 32nd, then the warp's max
