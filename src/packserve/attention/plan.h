@@ -85,10 +85,10 @@ struct TileConfig {
 // cheaper when few CTAs stream (PAT leaves beside compute-bound root items). The defaults are
 // the best of an H100 sweep of (item, wide_key) over the decode, PAT and mixed cases
 // (docs/benchmarks.md); the mma.sync pass alone measured wide_key 2.
-// A quad item (plan_buffer.h is_quad_item) runs in one ticket with three other KV heads' and
-// shares its start-up with them: quad() charges a quarter of `item` (H100: PAT [1,256]'s leaves
-// 14.1 us per four-head ticket beside 71.5 us root parts of cost 3296, i.e. about 161 per head
-// against quad()'s 156; twenty-third session, docs/benchmarks.md).
+// A quad item (plan_buffer.h is_quad_item) runs in one ticket with up to seven other KV heads'
+// and shares its start-up with them: quad() charges an eighth of `item` (H100: PAT [1,256]'s
+// leaves take 22.9 us per eight-head ticket beside 46 us root parts of cost 2288, about 142 per
+// head against quad()'s 144; twenty-third session, docs/benchmarks.md).
 struct CostModel {
   double alpha = 1.0;
   double beta = 1.0;
@@ -100,7 +100,7 @@ struct CostModel {
            beta * w * static_cast<double>(kv_tokens);
   }
   double quad(int64_t folded_rows, int64_t kv_tokens) const {  // of one quad item, per KV head
-    return item / 4 + alpha * static_cast<double>(folded_rows) +
+    return item / 8 + alpha * static_cast<double>(folded_rows) +
            beta * static_cast<double>(kv_tokens);
   }
 };

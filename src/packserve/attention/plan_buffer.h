@@ -94,14 +94,16 @@ inline constexpr double kWideKernelShare = 0.9;
 bool is_wide_item(const Plan& plan, const WorkItem& item);
 // Quad items: short single-query items (one row, group_size <= 4, so at most 4 folded rows; at
 // most kQuadMaxKeys keys; num_kv_heads a multiple of 4; not deterministic), which the persistent
-// kernel runs for four KV heads per ticket, one head per warp, in one 16-row pass (cuda/
-// persistent_kernel.cuh): a ticket then moves four heads' bytes for one start-up. When a plan
+// kernel runs for eight KV heads per ticket (two groups of four, or an item's last four), one
+// head of a group per warp, in one 16-row pass (cuda/persistent_kernel.cuh): a ticket then moves
+// eight heads' bytes for one start-up. When a plan
 // has at least kQuadMinPerQueue of them per CTA queue (one quad ticket per CTA; fewer, and
 // their coarser tickets only lengthen the tail), they are the last items of the dispatch
 // region (stable) and the header's num_quad_items counts them; otherwise it is 0. A kernel's
-// tickets are (num_items - num_quad) x heads single-head ones, then num_quad x heads / 4 quad
-// ones. H100 (twenty-second session, docs/benchmarks.md): PAT [1,256]'s 128-key leaves 1.05x;
-// with 512-key items decode B=32 0.90x and PAT [1,4,64]'s 256-key leaves 0.94x.
+// tickets are (num_items - num_quad) x heads single-head ones, then num_quad x ceil(heads / 8)
+// quad ones. H100 (twenty-second session, docs/benchmarks.md): PAT [1,256]'s 128-key leaves
+// 1.05x with four heads per ticket (eight: 1.01x more, twenty-third session); with 512-key
+// items decode B=32 0.90x and PAT [1,4,64]'s 256-key leaves 0.94x.
 inline constexpr int kQuadMaxKeys = 128;
 inline constexpr int kQuadMinPerQueue = 4;
 bool is_quad_item(const Plan& plan, const WorkItem& item);

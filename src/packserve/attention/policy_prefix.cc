@@ -49,7 +49,7 @@
 //    include enough of a quad item's shape (plan_buffer.h uses_quad_tickets: short single-row
 //    leaves, which the CUDA kernel runs four KV heads per ticket), the makespan costs them by
 //    CostModel::quad: PAT B=[1,256]'s 4096-token root is then cut into 3 parts instead of 2,
-//    1.0x-1.05x on the H100 (twenty-third session, docs/benchmarks.md).
+//    1.03x on the H100 (twenty-third session, docs/benchmarks.md).
 // 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h) onto
 //    the plan's CTA queues, each run once per KV head (plan.h).
 //

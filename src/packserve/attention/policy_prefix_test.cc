@@ -154,8 +154,8 @@ TEST(PrefixPolicy, PatTreeReadsAlmostOnlyUniqueKv) {
 // Default model (96 per item, w = 1.5): total 8 (96 + 128 + 1.5 * 4096) + 256 (96 + 4 + 128)
 // = 109312. On 33 queues the share is 3312.5, a root tile may take (3312.5 - 224) / 1.5 =
 // 2059 keys -> 2 parts of 2048 (3296 each), but the 256 leaves are quad items there (>= 4 per
-// queue), which the makespan costs 24 + 4 + 128 = 156 (CostModel::quad): 2 parts' makespan is
-// 3296, 0.8 times the share's 3 parts of 1376, 1376, 1344 (2288 each) 2912, kept (costed as
+// queue), which the makespan costs 12 + 4 + 128 = 144 (CostModel::quad): 2 parts' makespan is
+// 3296, 0.8 times the share's 3 parts of 1376, 1376, 1344 (2288 each) 2864, kept (costed as
 // single items, 228 each, 3524 and 3608 would keep 2 parts); on 132 queues 256 leaves are
 // fewer than 4 per queue (no quad items), the share 828.1 -> 402.7 keys -> 11 parts of
 // round_up(ceil(4096 / 11), 16) = 384 (the last 256), LPT makespan 1028, but 1.25 times the

@@ -6,8 +6,9 @@
 // dispatch[t / heads] (the plan buffer's dispatch region, buffer_dispatch_order() of
 // plan_buffer.h: the queues' items by their planned start; the items region is stored in that
 // order, so entry t / heads holds its fields) for KV head t % heads. The plan's trailing
-// num_quad_items quad items (plan_buffer.h) instead take one ticket per four KV heads, after
-// the others' tickets, and run as one quad pass (run_pass). With
+// num_quad_items quad items (plan_buffer.h) instead take one ticket per eight KV heads (two
+// groups of four, or an item's last four), after the others' tickets, and run as one quad pass
+// (run_pass). With
 // KernelParams::skip_wide (the wide kernel ran the leading wide items) the first ticket is
 // num_wide_items * heads. CTA b starts with the first ticket + b and claims each next one from
 // the workspace's counter (first + grid + atomicAdd) when its current item is done. A CTA that
@@ -296,7 +297,8 @@ struct ItemDesc {
 // item's first pass when recording), else null.
 template <int HeadDim, typename T, int WarpsQ, int Mb, bool kQuad = false>
 __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& it, int f_begin,
-                                         int n_pass, uint64_t* rec, unsigned char* smem) {
+                                         int n_pass, uint64_t* rec, unsigned char* smem,
+                                         int quad_groups = 1) {
   using Tr = KernelTraits<HeadDim>;
   using Mma = MmaOp<T>;
   using Pair = decltype(Mma::pair(0.0f, 0.0f));  // two T in one 32-bit word
@@ -307,9 +309,16 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // a stage holds 16 tokens of each of the four heads, head w's in the K/V tile rows [16 w,
   // +16), which are warp w's key slice: warp w computes head w alone (its S rows of the other
   // heads are never written) and stores its own rows, with no cross-warp combine.
+  // A quad ticket walks quad_groups (<= kQuadGroups) such groups of four heads one after the
+  // other in one KV walk: group q's heads are it.kv_head + 4 q + w, its q rows are the tile's
+  // [16 q, +16), and its stages follow the previous group's in the ring, so the next group's
+  // first stages are in flight while the last ones of the group before are computed; each
+  // warp stores its head's rows when its group's walk is done and starts the next from zero.
   static_assert(!kQuad || (WarpsQ == 1 && Mb == 1), "a quad pass is a 16-row pass");
+  constexpr int kQuadGroups = 2;
+  constexpr int kQRows = kQuad ? 16 * kQuadGroups : kRows;       // rows of the q tile
   constexpr int kStageTokens = kQuad ? kStageKv / 4 : kStageKv;  // tokens (of each head)
-  constexpr int kStages = Tr::stages_for(kRows);
+  constexpr int kStages = Tr::stages_for(kQRows);
   static_assert(kStages >= 2, "the q tile leaves no room for a double-buffered KV ring");
   constexpr int kWarpsKv = kWarps / WarpsQ;
   constexpr int kKeysPerWarp = kStageKv / kWarpsKv;  // 16, 32 or 64
@@ -332,7 +341,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     }
   };
   T* q_s = reinterpret_cast<T*>(smem);
-  T* kv_s = q_s + kRows * HeadDim;
+  T* kv_s = q_s + kQRows * HeadDim;
   int* pos_s = reinterpret_cast<int*>(smem + Tr::kTileBytes);
   float* m_s = reinterpret_cast<float*>(pos_s + kPassRowsMax);
   float* l_s = m_s + kWarps * 16;
@@ -355,7 +364,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // of another pass size has evicted it (docs/gpu.md, "Code size").
   static_assert(kRows <= kThreads, "a thread holds at most one row position");
   const int32_t* pages = p.kv_page_indices + p.kv_page_indptr[it.kv_request];
-  int pos_row = -1;  // the query row whose position this thread stores (pad rows: none)
+  int pos_row = -1;       // the query row whose position this thread stores (pad rows: none)
   if constexpr (kQuad) {  // every row (pads too: never written) is the one query row
     if (tid < kRows) pos_row = item_rows[0];
   } else {
@@ -371,9 +380,15 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   static_assert(kKeysPerWarpIter * kIters == 16, "a warp copies 16 keys of a stage");
   // The token of the warp's key `lane % 16` of stage `stage` (each lane owns one of the 16).
   // (Quad pass: lane % 16 owns token lane % 16 of the stage, of every head.)
+  // Quad pass: every head group walks the stages [0, quad_stages) of the item's keys (to kv_end,
+  // whatever the row position: keys past it are masked), group q as ring stages q quad_stages +.
+  const int quad_stages = (it.kv_end - it.kv_begin + kStageTokens - 1) / kStageTokens;
   auto lane_token = [&](int stage) {
     const int j = lane % 16;
-    if constexpr (kQuad) return it.kv_begin + stage * kStageTokens + j;
+    if constexpr (kQuad) {
+      static_assert(kQuadGroups == 2, "a stage's group is found by one compare");
+      return it.kv_begin + (stage >= quad_stages ? stage - quad_stages : stage) * kStageTokens + j;
+    }
     return it.kv_begin + stage * kStageKv + warp * kKeysPerWarpIter + j % kKeysPerWarpIter +
            kKeysPerIter * (j / kKeysPerWarpIter);
   };
@@ -404,8 +419,10 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     // page * page_size + slot (< 2^31 tokens in the pool)
     const int my_row = tok < bound ? page_ids * p.page_size + p.page_div.mod(tok, quot) : -1;
     const uint32_t row_bytes = static_cast<uint32_t>(p.num_kv_heads) * HeadDim * sizeof(T);
+    // (quad pass: the second head group's stages read four heads further)
+    const int head0 = kQuad && stage >= quad_stages ? it.kv_head + 4 : it.kv_head;
     const char* k_src = static_cast<const char*>(p.k_pages) +
-                        (static_cast<uint32_t>(it.kv_head) * HeadDim + chunk * 8) * sizeof(T);
+                        (static_cast<uint32_t>(head0) * HeadDim + chunk * 8) * sizeof(T);
     asm("" : "+l"(k_src));  // one 64-bit base for the copies' multiply-adds
     uint32_t k_dst0[kPeriod];
 #pragma unroll
@@ -433,14 +450,15 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // loads past num_stages are never read. Its page ids and the row position are loaded before
   // any copy is issued.
   static_assert(kStages <= 3, "the prologue holds at most two stages' page ids");
-  const int prologue_stages = (it.kv_end - it.kv_begin + kStageTokens - 1) / kStageTokens;
+  const int prologue_stages = kQuad ? quad_groups * quad_stages
+                                    : (it.kv_end - it.kv_begin + kStageTokens - 1) / kStageTokens;
   const int page_id0 = prologue_stages > 0 ? lookup_page(0, it.kv_end) : 0;
   const int page_id1 = kStages > 2 && prologue_stages > 1 ? lookup_page(1, it.kv_end) : 0;
   const int row_pos = pos_row >= 0 ? p.q_positions[pos_row] : -1;  // pad rows see nothing
 #pragma unroll 1
-  for (int c = tid; c < kRows * Tr::kChunks; c += kThreads) {
+  for (int c = tid; c < kQRows * Tr::kChunks; c += kThreads) {
     const int f = c / Tr::kChunks, chunk = c % Tr::kChunks;
-    const bool valid = kQuad ? f % 4 < group : f < n_pass;
+    const bool valid = kQuad ? f % 4 < group && f / 16 < quad_groups : f < n_pass;
     const T* src = q;
     if (valid) {
       int row, head;
@@ -455,7 +473,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       }
       src = q + (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim + chunk * 8;
     }
-    cp_async_16(q_s + tile_offset(f, chunk, kRows), src, valid);
+    cp_async_16(q_s + tile_offset(f, chunk, kQRows), src, valid);
   }
   cp_async_commit();
 #pragma unroll 1
@@ -471,8 +489,10 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   for (int f = lane; f < kRows; f += 32) max_pos = max(max_pos, pos_s[f]);
   max_pos = __reduce_max_sync(0xffffffffu, max_pos);
   const int kv_hi = min(it.kv_end, max_pos + 1);
-  const int num_stages =
-      kv_hi > it.kv_begin ? (kv_hi - it.kv_begin + kStageTokens - 1) / kStageTokens : 0;
+  const int num_stages = kv_hi <= it.kv_begin
+                             ? 0
+                             : (kQuad ? quad_groups * quad_stages
+                                      : (kv_hi - it.kv_begin + kStageTokens - 1) / kStageTokens);
 
   // Warp row block mb holds the folded rows [block_row(mb), +16) of the pass; a thread
   // holds rows g and g + 8 of each block (hr = 0, 1).
@@ -542,6 +562,29 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     a[3] = Mma::pack(s[2 * kb + 1][2], s[2 * kb + 1][3]);
   };
 
+  // Quad pass: head group q's walk is done; warp w stores its head's rows 4 w + h, h < group
+  // (held at hr = w / 2; the row sums first combine the four lanes of a row) and starts the
+  // next group from zero.
+  auto finish_quad = [&](int q) {
+    const int hd_slots = p.plan[kHdrNumPartialSlots];
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      l_run[0][hr] += __shfl_xor_sync(0xffffffffu, l_run[0][hr], 1);
+      l_run[0][hr] += __shfl_xor_sync(0xffffffffu, l_run[0][hr], 2);
+      const int f = g + hr * 8, h = f % 4;
+      if (f / 4 == warp && h < group) {
+        const int head = 4 * q + warp;  // of the ticket's
+        const size_t slot = static_cast<size_t>(it.partial_begin + head * hd_slots) * group + h;
+        store_row<T, HeadDim>(p, it.writes_final, item_rows[0], (it.kv_head + head) * group + h,
+                              slot, o[0], hr, m_run[0][hr], l_run[0][hr]);
+      }
+      m_run[0][hr] = -INFINITY;
+      l_run[0][hr] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kDb; ++j) o[0][j][0] = o[0][j][1] = o[0][j][2] = o[0][j][3] = 0.0f;
+  };
+
   // Page ids of the next stage to load (kStages - 1), looked up one stage ahead.
   int next_pages = kStages - 1 < num_stages ? lookup_page(kStages - 1, kv_hi) : 0;
   for (int stage = 0; stage < num_stages; ++stage) {
@@ -557,7 +600,15 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 
     const T* k_tile = kv_s + (stage % kStages) * Tr::kStageElems;
     const T* v_tile = k_tile + kStageKv * HeadDim;
-    const int stage_pos = it.kv_begin + stage * kStageTokens;
+    int stage_pos = it.kv_begin + stage * kStageTokens;
+    uint32_t q_group = 0;  // quad pass: the byte offset of the stage's head group's q rows
+    if constexpr (kQuad) {
+      if (stage == quad_stages) finish_quad(0);
+      if (stage >= quad_stages) {
+        stage_pos -= quad_stages * kStageTokens;
+        q_group = 16 * kRowBytes;
+      }
+    }
     if constexpr (kWgmma) {
       // Row block by row block, all 64 keys of the stage at once: S = Q K^T (m64n64, 8 k16
       // steps; a step inside a 64-dim half adds 32 bytes to the start addresses, wgmma.cuh),
@@ -637,7 +688,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
           uint32_t a[Mb][4];
 #pragma unroll
           for (int mb = 0; mb < Mb; ++mb) {
-            ldmatrix_x4(a[mb], (q_lane + (wq * Mb + mb) * 16 * kRowBytes) ^ (kk << 5));
+            ldmatrix_x4(a[mb], (q_lane + q_group + (wq * Mb + mb) * 16 * kRowBytes) ^ (kk << 5));
           }
 #pragma unroll
           for (int j = 0; j < kNb / 2; ++j) {
@@ -679,28 +730,25 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   }
   if (rec != nullptr) timeline_phase(rec, kTimelineWalkDone);
   cp_async_wait<0>();
+  if constexpr (kQuad) {
+    // The groups the walk has not finished: its last, or each one when no stage ran.
+#pragma unroll 1
+    for (int q = num_stages > quad_stages ? 1 : 0; q < quad_groups; ++q) finish_quad(q);
+  } else {
 #pragma unroll
-  for (int mb = 0; mb < Mb; ++mb) {
+    for (int mb = 0; mb < Mb; ++mb) {
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      l_run[mb][hr] += __shfl_xor_sync(0xffffffffu, l_run[mb][hr], 1);
-      l_run[mb][hr] += __shfl_xor_sync(0xffffffffu, l_run[mb][hr], 2);
+      for (int hr = 0; hr < 2; ++hr) {
+        l_run[mb][hr] += __shfl_xor_sync(0xffffffffu, l_run[mb][hr], 1);
+        l_run[mb][hr] += __shfl_xor_sync(0xffffffffu, l_run[mb][hr], 2);
+      }
     }
   }
   __syncthreads();  // every warp is done with the KV ring (reused as scratch below)
 
   const int hd_stride = p.num_qo_heads * HeadDim;
-  if constexpr (kQuad) {  // warp w stores its head's rows 4 w + h, h < group (held at hr = w / 2)
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int f = g + hr * 8, h = f % 4;
-      if (f / 4 != warp || h >= group) continue;
-      const int kv_head = it.kv_head + warp;
-      const size_t slot =
-          static_cast<size_t>(it.partial_begin + warp * p.plan[kHdrNumPartialSlots]) * group + h;
-      store_row<T, HeadDim>(p, it.writes_final, item_rows[0], kv_head * group + h, slot, o[0], hr,
-                            m_run[0][hr], l_run[0][hr]);
-    }
+  if constexpr (kQuad) {
+    // stored by finish_quad
   } else if constexpr (kWarpsKv == 1) {
 #pragma unroll
     for (int mb = 0; mb < Mb; ++mb) {
@@ -804,17 +852,19 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   // head_dim 128); the header fields an item needs are re-read from L1 per item.
   const int heads = p.num_kv_heads;
   // Tickets: one per (item, KV head) for all but the trailing quad items, then one per (quad
-  // item, four KV heads) (plan_buffer.h is_quad_item).
+  // item, eight KV heads: two groups of four, or the item's last four) (plan_buffer.h
+  // is_quad_item; heads is a multiple of 4 where there are quad items).
   auto single_tickets = [&] { return (p.plan[kHdrNumItems] - p.plan[kHdrNumQuadItems]) * heads; };
-  const int tickets = single_tickets() + p.plan[kHdrNumQuadItems] * (heads / 4);
+  const int quad_per_item = (heads + 7) / 8;
+  const int tickets = single_tickets() + p.plan[kHdrNumQuadItems] * quad_per_item;
   // The first ticket of this kernel (re-read where needed: registers are at the limit).
   auto first_ticket = [&] { return p.skip_wide ? p.plan[kHdrNumWideItems] * heads : 0; };
   for (int ticket = first_ticket() + static_cast<int>(blockIdx.x); ticket < tickets;) {
     // The items region is in dispatch order: the ticket locates its item's fields directly.
     const int quad_ticket = ticket - single_tickets();  // >= 0: a quad item's
     const int index =
-        quad_ticket < 0 ? ticket / heads : single_tickets() / heads + quad_ticket / (heads / 4);
-    const int kv_head = quad_ticket < 0 ? ticket % heads : 4 * (quad_ticket % (heads / 4));
+        quad_ticket < 0 ? ticket / heads : single_tickets() / heads + quad_ticket / quad_per_item;
+    const int kv_head = quad_ticket < 0 ? ticket % heads : 8 * (quad_ticket % quad_per_item);
     const int32_t* f = p.plan + p.off_items + index * kItemFields;
     const bool deterministic = p.plan[kHdrDeterministic] != 0;
     ItemDesc it;
@@ -847,7 +897,7 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     const int want = deterministic ? min(tile_q, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
     const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
     if (quad_ticket >= 0) {
-      run_pass<HeadDim, T, 1, 1, true>(p, it, 0, 16, rec, smem);
+      run_pass<HeadDim, T, 1, 1, true>(p, it, 0, 16, rec, smem, min(2, (heads - kv_head) / 4));
     } else {
       for (int f_begin = 0; f_begin < n_folded; f_begin += pass) {
         const int n_pass = min(pass, n_folded - f_begin);

@@ -23,6 +23,7 @@
 #include "packserve/attention/cuda/wgmma.cuh"
 #include "packserve/attention/cuda/workspace.h"
 #include "packserve/attention/plan.h"
+#include "packserve/attention/plan_buffer.h"
 #include "packserve/attention/reference.h"
 #include "packserve/attention/run_cpu.h"
 #include "testing/random_batch.h"
@@ -246,6 +247,53 @@ TEST(RunCuda, EdgeShapes) {
     for (Policy policy : kPolicies) {
       SCOPED_TRACE(std::string(policy_name(policy)));
       expect_matches(data.layout, plan_and_run_gpu(data, policy, false, 5), *ref, "edge");
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// Quad tickets (plan_buffer.h is_quad_item): short single-row items run four KV heads per warp
+// group, two groups per ticket. KV heads 8 (one ticket of two groups per item), 4 (one group)
+// and 12 (two groups, then one), GQA groups 4, 2 and 1, head_dim 128 / 64 / 256, page sizes 16
+// and 3, 1..128 keys (partial stages; a shared prefix's leaves write partial states, the other
+// requests' items their final rows). Each plan must hold quad items, or the test would not
+// reach the quad pass.
+TEST(RunCuda, QuadTicketsMatchTheReference) {
+  SKIP_WITHOUT_DEVICE();
+  struct Case {
+    int kv, group, head_dim, page_size;
+  };
+  for (const Case& c : {Case{8, 4, 128, 16}, Case{4, 2, 64, 3}, Case{12, 1, 256, 16}}) {
+    BatchSpec spec;
+    spec.num_qo_heads = c.kv * c.group;
+    spec.num_kv_heads = c.kv;
+    spec.head_dim = c.head_dim;
+    spec.page_size = c.page_size;
+    spec.dtype = DType::kBF16;
+    spec.seed = 23;
+    const int prefix_len = 4 * c.page_size;
+    spec.prefixes = {{"p", prefix_len, ""}};
+    for (int i = 0; i < 24; ++i) {
+      if (i % 2 == 0) {
+        spec.requests.push_back({1, prefix_len + 1 + (i * 37) % 127, "p"});
+      } else {
+        spec.requests.push_back({1, 1 + (i * 53) % 128, ""});
+      }
+    }
+    SCOPED_TRACE(to_json(spec));
+    const BatchData data = build(spec);
+    const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    for (Policy policy : kPolicies) {
+      SCOPED_TRACE(std::string(policy_name(policy)));
+      PlanOptions options;
+      options.policy = policy;
+      const Result<Plan> plan = make_plan(data.layout, DeviceShape{c.kv}, options);
+      ASSERT_TRUE(plan.ok());
+      int32_t num_quad = 0;
+      buffer_dispatch_order(*plan, nullptr, &num_quad);
+      EXPECT_GE(num_quad, 4);
+      expect_matches(data.layout, plan_and_run_gpu(data, policy, false, c.kv), *ref, "quad");
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
