@@ -96,10 +96,10 @@ if ! skip tests; then
 fi
 if ! skip sanitizer; then
   timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/run_cuda_test" \
-    --gtest_filter='RunCuda.EdgeShapes:RunCuda.GraphReplay*:RunCuda.KvAppend*:RunCuda.ChainedPasses*:RunCuda.PlansWithWide*' >"$OUT/sanitizer.log" 2>&1
+    --gtest_filter='RunCuda.EdgeShapes:RunCuda.GraphReplay*:RunCuda.KvAppend*:RunCuda.ChainedPasses*:RunCuda.PlansWithWide*:RunCuda.QuadTickets*' >"$OUT/sanitizer.log" 2>&1
   memcheck_rc=$?
   timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/run_cuda_test" \
-    --gtest_filter='RunCuda.GraphReplay*:RunCuda.ChainedPasses*:RunCuda.WideKernelSmallBatch' >>"$OUT/sanitizer.log" 2>&1
+    --gtest_filter='RunCuda.GraphReplay*:RunCuda.ChainedPasses*:RunCuda.WideKernelSmallBatch:RunCuda.QuadTickets*' >>"$OUT/sanitizer.log" 2>&1
   racecheck_rc=$?
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log"
 fi

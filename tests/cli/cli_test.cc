@@ -102,6 +102,26 @@ TEST(AttentionVerifyCli, PrefixPolicyReadsSharedPagesOnceWhereBalancedDoesNot) {
             p.at("work_items").get<size_t>());
 }
 
+// Without --ctas a plan is made for 132 CTAs off the GPU (with --device cuda: the GPU's grid,
+// checked by scripts/gpu-check.sh's cli step); --ctas sets it, and 0 is rejected.
+TEST(AttentionVerifyCli, PlanCtasDefaultAndOverride) {
+  auto plan = [](const std::string& extra) {
+    return run_packserve("attention plan --batch " + data("batches/decode_shared_prefix.json") +
+                         " --policy balanced --json" + extra);
+  };
+  const CliRun def = plan("");
+  ASSERT_EQ(def.exit_code, 0) << def.err;
+  const json d = json::parse(def.out);
+  EXPECT_EQ(d.at("ctas").get<int>(), 132);
+  EXPECT_EQ(d.at("cta_queues").get<int>(), 132 / d.at("kv_heads").get<int>());
+  const CliRun set = plan(" --ctas 16");
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_EQ(json::parse(set.out).at("ctas").get<int>(), 16);
+  const CliRun zero = plan(" --ctas 0");
+  EXPECT_NE(zero.exit_code, 0);
+  EXPECT_NE(zero.err.find("--ctas"), std::string::npos) << zero.err;
+}
+
 TEST(AttentionVerifyCli, BadSpecExitsTwoNamingTheField) {
   const auto spec =
       write_temp("bad_q_len.json",

@@ -41,7 +41,7 @@ struct AttentionCmdArgs {
   std::string batch_path;
   std::string policy = "balanced";
   bool deterministic = false;
-  int ctas = 132;
+  int ctas = 0;  // 0: the device's persistent grid with --device cuda, else 132 (an H100's SMs)
   int threads = 1;
   bool json_output = false;
   std::string device = "cpu";  // cpu | cuda (issue 6)
@@ -80,8 +80,20 @@ json stats_json(const PlanStats& stats) {
 struct Prepared {
   BatchData data;
   Plan plan;
+  int ctas = 0;  // the plan's DeviceShape::num_ctas (--ctas, or its default)
   double plan_us = 0;
 };
+
+// --ctas, or by default the current GPU's persistent grid (SMs x CTAs per SM for the batch's
+// head_dim and dtype) with --device cuda, and 132 otherwise.
+Result<int> plan_ctas(const AttentionCmdArgs& args, const BatchLayout& layout) {
+  if (args.ctas > 0) return args.ctas;
+#ifdef PACKSERVE_HAVE_CUDA
+  if (args.device == "cuda") return cuda::device_grid_ctas(layout);
+#endif
+  (void)layout;
+  return 132;
+}
 int prepare(const AttentionCmdArgs& args, Prepared& out) {
   const Result<BatchSpec> spec = load_batch_spec(args.batch_path);
   if (!spec.ok()) return fail_input(spec.status());
@@ -92,8 +104,11 @@ int prepare(const AttentionCmdArgs& args, Prepared& out) {
   PlanOptions options;
   options.policy = *policy;
   options.deterministic = args.deterministic;
+  const Result<int> ctas = plan_ctas(args, data->layout);
+  if (!ctas.ok()) return fail_input(ctas.status());
+  out.ctas = *ctas;
   const auto start = std::chrono::steady_clock::now();
-  Result<Plan> plan = make_plan(data->layout, DeviceShape{args.ctas}, options);
+  Result<Plan> plan = make_plan(data->layout, DeviceShape{out.ctas}, options);
   out.plan_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   if (!plan.ok()) return fail_input(plan.status());
@@ -128,7 +143,7 @@ int run_verify(const AttentionCmdArgs& args) {
   json line = {{"ok", false},
                {"policy", args.policy},
                {"deterministic", args.deterministic},
-               {"ctas", args.ctas},
+               {"ctas", p.ctas},
                {"threads", args.threads},
                {"device", args.device},
                {"dtype", std::string(dtype_name(layout.dtype))},
@@ -186,7 +201,7 @@ int run_bench(const AttentionCmdArgs& args) {
   const double bytes = static_cast<double>(stats.kv_bytes_unique);
   json line = {{"policy", args.policy},
                {"deterministic", args.deterministic},
-               {"ctas", args.ctas},
+               {"ctas", p.ctas},
                {"device", args.device},
                {"requests", layout.batch_size()},
                {"total_rows", layout.total_rows()},
@@ -244,7 +259,7 @@ int run_plan(const AttentionCmdArgs& args) {
   const PlanStats stats = compute_plan_stats(p.plan, p.data.layout);
   if (!args.json_output) {
     std::cout << std::boolalpha << "policy=" << args.policy
-              << " deterministic=" << args.deterministic << " ctas=" << args.ctas
+              << " deterministic=" << args.deterministic << " ctas=" << p.ctas
               << " requests=" << p.data.layout.batch_size()
               << " total_rows=" << p.data.layout.total_rows() << " plan_us=" << p.plan_us << "\n";
     const json fields = stats_json(stats);
@@ -255,7 +270,7 @@ int run_plan(const AttentionCmdArgs& args) {
   }
   json doc = {{"policy", args.policy},
               {"deterministic", args.deterministic},
-              {"ctas", args.ctas},
+              {"ctas", p.ctas},
               {"cta_queues", p.plan.num_ctas},
               {"kv_heads", p.plan.num_kv_heads},
               {"plan_us", p.plan_us},
@@ -300,9 +315,11 @@ void add_common_options(CLI::App* cmd, AttentionCmdArgs& args, bool policy_requi
   cmd->add_flag("--deterministic", args.deterministic,
                 "fixed KV split sizes and merge order: a request's output bits do not depend "
                 "on the rest of the batch");
-  cmd->add_option("--ctas", args.ctas, "persistent CTAs the plan is made for (e.g. 132 on H100)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  cmd->add_option("--ctas", args.ctas,
+                  "persistent CTAs the plan is made for (default: with --device cuda the GPU's "
+                  "persistent grid, SMs x CTAs per SM, e.g. 264 on an H100 at head_dim 128; "
+                  "otherwise 132)")
+      ->check(CLI::PositiveNumber);
 }
 
 }  // namespace

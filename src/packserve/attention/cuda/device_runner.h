@@ -5,6 +5,9 @@
 //
 //   run_plan_on_device    a warm-up run, then one poisoned run whose output (f32) and kernel
 //                         time (CUDA events around run_cuda, L2 warm) it returns
+//   device_grid_ctas      the persistent grid of the current device for a layout's head_dim
+//                         and dtype: SMs x CTAs per SM (kernel_occupancy of run_cuda.h), the
+//                         DeviceShape::num_ctas its plans are made for
 //   bench_plan_on_device  median of `reps` eager launches (each after an L2 flush) and the
 //                         median per call of CUDA-graph replays of 10 back-to-back calls, plus
 //                         the ceilings: device-to-device copy bandwidth (bytes read + written,
@@ -21,6 +24,8 @@
 #include "packserve/common/status.h"
 
 namespace packserve::attention::cuda {
+
+Result<int> device_grid_ctas(const BatchLayout& layout);
 
 struct DeviceRun {
   std::vector<float> out;  // [total_rows, num_qo_heads, head_dim]
