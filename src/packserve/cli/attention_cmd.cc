@@ -85,11 +85,15 @@ struct Prepared {
 };
 
 // --ctas, or by default the current GPU's persistent grid (SMs x CTAs per SM for the batch's
-// head_dim and dtype) with --device cuda, and 132 otherwise.
-Result<int> plan_ctas(const AttentionCmdArgs& args, const BatchLayout& layout) {
+// head_dim and dtype) with --device cuda, and 132 otherwise. Where the GPU has no kernel for the
+// batch (an f32 batch, no device), 132: the run then reports the cause in its JSON line.
+int plan_ctas(const AttentionCmdArgs& args, const BatchLayout& layout) {
   if (args.ctas > 0) return args.ctas;
 #ifdef PACKSERVE_HAVE_CUDA
-  if (args.device == "cuda") return cuda::device_grid_ctas(layout);
+  if (args.device == "cuda") {
+    const Result<int> grid = cuda::device_grid_ctas(layout);
+    if (grid.ok()) return *grid;
+  }
 #endif
   (void)layout;
   return 132;
@@ -104,9 +108,7 @@ int prepare(const AttentionCmdArgs& args, Prepared& out) {
   PlanOptions options;
   options.policy = *policy;
   options.deterministic = args.deterministic;
-  const Result<int> ctas = plan_ctas(args, data->layout);
-  if (!ctas.ok()) return fail_input(ctas.status());
-  out.ctas = *ctas;
+  out.ctas = plan_ctas(args, data->layout);
   const auto start = std::chrono::steady_clock::now();
   Result<Plan> plan = make_plan(data->layout, DeviceShape{out.ctas}, options);
   out.plan_us =
