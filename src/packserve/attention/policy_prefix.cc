@@ -47,7 +47,7 @@
 //    The cut is made for a few multiples of T (kShareMultiples) and the least LPT makespan
 //    under the cost model wins, as in the balanced policy's chunk search. Where the units
 //    include enough of a quad item's shape (plan_buffer.h uses_quad_tickets: short single-row
-//    leaves, which the CUDA kernel runs four KV heads per ticket), the makespan costs them by
+//    leaves, which the CUDA kernel runs eight KV heads per ticket), the makespan costs them by
 //    CostModel::quad: PAT B=[1,256]'s 4096-token root is then cut into 3 parts instead of 2,
 //    1.03x on the H100 (twenty-third session, docs/benchmarks.md).
 // 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h) onto
@@ -428,7 +428,7 @@ void cut_packs(const BatchLayout& layout, const std::vector<Pack>& packs,
 }
 
 // The units of a quad item's shape (plan_buffer.h): with enough of them the CUDA kernel runs
-// each for four KV heads per ticket, so the split search costs them by CostModel::quad.
+// each for eight KV heads per ticket, so the split search costs them by CostModel::quad.
 int64_t count_quad_shaped(const BatchLayout& layout, const UnitList& list) {
   return std::count_if(list.units.begin(), list.units.end(), [&](const Unit& u) {
     return is_quad_shape(u.num_rows(), layout.group_size(), u.kv_tokens());

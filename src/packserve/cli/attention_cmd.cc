@@ -98,6 +98,7 @@ int plan_ctas(const AttentionCmdArgs& args, const BatchLayout& layout) {
   (void)layout;
   return 132;
 }
+
 int prepare(const AttentionCmdArgs& args, Prepared& out) {
   const Result<BatchSpec> spec = load_batch_spec(args.batch_path);
   if (!spec.ok()) return fail_input(spec.status());

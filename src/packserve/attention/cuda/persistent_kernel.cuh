@@ -379,9 +379,9 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   constexpr int kKeysPerWarpIter = 32 / Tr::kChunks;
   static_assert(kKeysPerWarpIter * kIters == 16, "a warp copies 16 keys of a stage");
   // The token of the warp's key `lane % 16` of stage `stage` (each lane owns one of the 16).
-  // (Quad pass: lane % 16 owns token lane % 16 of the stage, of every head.)
-  // Quad pass: every head group walks the stages [0, quad_stages) of the item's keys (to kv_end,
-  // whatever the row position: keys past it are masked), group q as ring stages q quad_stages +.
+  // Quad pass: lane % 16 owns token lane % 16 of the stage, of every head; each head group
+  // walks the item's keys to kv_end (whatever the row position: keys past it are masked) in
+  // quad_stages stages, group q's being the ring's stages [q quad_stages, (q + 1) quad_stages).
   const int quad_stages = (it.kv_end - it.kv_begin + kStageTokens - 1) / kStageTokens;
   auto lane_token = [&](int stage) {
     const int j = lane % 16;
