@@ -124,14 +124,16 @@ std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide, 
     });
   }
   if (num_wide != nullptr) *num_wide = wide;
-  const int64_t quad = std::count_if(plan.items.begin(), plan.items.end(),
-                                     [&](const WorkItem& it) { return is_quad_item(plan, it); });
+  auto quad_shaped = [&](const WorkItem& it) {
+    return is_quad_shape(it.num_rows(), plan.group_size, it.kv_tokens());
+  };
+  const int64_t quad = std::count_if(plan.items.begin(), plan.items.end(), quad_shaped);
   if (!uses_quad_tickets(plan, quad)) {
     if (num_quad != nullptr) *num_quad = 0;
     return order;
   }
   std::stable_partition(order.begin() + wide, order.end(), [&](int32_t i) {
-    return !is_quad_item(plan, plan.items[static_cast<size_t>(i)]);
+    return !quad_shaped(plan.items[static_cast<size_t>(i)]);
   });
   if (num_quad != nullptr) *num_quad = static_cast<int32_t>(quad);
   return order;

@@ -381,13 +381,13 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // The token of the warp's key `lane % 16` of stage `stage` (each lane owns one of the 16).
   // Quad pass: lane % 16 owns token lane % 16 of the stage, of every head; each head group
   // walks the item's keys to kv_end (whatever the row position: keys past it are masked) in
-  // quad_stages stages, group q's being the ring's stages [q quad_stages, (q + 1) quad_stages).
-  const int quad_stages = (it.kv_end - it.kv_begin + kStageTokens - 1) / kStageTokens;
+  // end_stages stages, group q's being the ring's stages [q end_stages, (q + 1) end_stages).
+  const int end_stages = (it.kv_end - it.kv_begin + kStageTokens - 1) / kStageTokens;  // to kv_end
   auto lane_token = [&](int stage) {
     const int j = lane % 16;
     if constexpr (kQuad) {
       static_assert(kQuadGroups == 2, "a stage's group is found by one compare");
-      return it.kv_begin + (stage >= quad_stages ? stage - quad_stages : stage) * kStageTokens + j;
+      return it.kv_begin + (stage >= end_stages ? stage - end_stages : stage) * kStageTokens + j;
     }
     return it.kv_begin + stage * kStageKv + warp * kKeysPerWarpIter + j % kKeysPerWarpIter +
            kKeysPerIter * (j / kKeysPerWarpIter);
@@ -420,7 +420,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     const int my_row = tok < bound ? page_ids * p.page_size + p.page_div.mod(tok, quot) : -1;
     const uint32_t row_bytes = static_cast<uint32_t>(p.num_kv_heads) * HeadDim * sizeof(T);
     // (quad pass: the second head group's stages read four heads further)
-    const int head0 = kQuad && stage >= quad_stages ? it.kv_head + 4 : it.kv_head;
+    const int head0 = kQuad && stage >= end_stages ? it.kv_head + 4 : it.kv_head;
     const char* k_src = static_cast<const char*>(p.k_pages) +
                         (static_cast<uint32_t>(head0) * HeadDim + chunk * 8) * sizeof(T);
     asm("" : "+l"(k_src));  // one 64-bit base for the copies' multiply-adds
@@ -450,8 +450,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // loads past num_stages are never read. Its page ids and the row position are loaded before
   // any copy is issued.
   static_assert(kStages <= 3, "the prologue holds at most two stages' page ids");
-  const int prologue_stages = kQuad ? quad_groups * quad_stages
-                                    : (it.kv_end - it.kv_begin + kStageTokens - 1) / kStageTokens;
+  const int prologue_stages = kQuad ? quad_groups * end_stages : end_stages;
   const int page_id0 = prologue_stages > 0 ? lookup_page(0, it.kv_end) : 0;
   const int page_id1 = kStages > 2 && prologue_stages > 1 ? lookup_page(1, it.kv_end) : 0;
   const int row_pos = pos_row >= 0 ? p.q_positions[pos_row] : -1;  // pad rows see nothing
@@ -491,7 +490,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   const int kv_hi = min(it.kv_end, max_pos + 1);
   const int num_stages = kv_hi <= it.kv_begin
                              ? 0
-                             : (kQuad ? quad_groups * quad_stages
+                             : (kQuad ? quad_groups * end_stages
                                       : (kv_hi - it.kv_begin + kStageTokens - 1) / kStageTokens);
 
   // Warp row block mb holds the folded rows [block_row(mb), +16) of the pass; a thread
@@ -603,9 +602,9 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     int stage_pos = it.kv_begin + stage * kStageTokens;
     uint32_t q_group = 0;  // quad pass: the byte offset of the stage's head group's q rows
     if constexpr (kQuad) {
-      if (stage == quad_stages) finish_quad(0);
-      if (stage >= quad_stages) {
-        stage_pos -= quad_stages * kStageTokens;
+      if (stage == end_stages) finish_quad(0);
+      if (stage >= end_stages) {
+        stage_pos -= end_stages * kStageTokens;
         q_group = 16 * kRowBytes;
       }
     }
@@ -733,7 +732,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   if constexpr (kQuad) {
     // The groups the walk has not finished: its last, or each one when no stage ran.
 #pragma unroll 1
-    for (int q = num_stages > quad_stages ? 1 : 0; q < quad_groups; ++q) finish_quad(q);
+    for (int q = num_stages > end_stages ? 1 : 0; q < quad_groups; ++q) finish_quad(q);
   } else {
 #pragma unroll
     for (int mb = 0; mb < Mb; ++mb) {
