@@ -79,11 +79,17 @@ struct MergeParams {
   int group_size = 0;
 };
 // Fixed grid (CUDA-graph compatible; 2 blocks per SM on an H100): walks the header's
-// num_merges entries grid-stride. Merges of more pairs than the grid has warps
-// (kMergeBlocks x kMergeThreads / 32) take 16-byte chunks per thread instead of a warp per pair.
+// num_merges entries grid-stride, merge_threads_per_pair threads per (entry, KV head, qo head).
 inline constexpr int kMergeThreads = 256, kMergeBlocks = 264;
+// Threads per pair for a merge of num_pairs pairs at head_dim (64/128/256): the most of a warp
+// (32), head_dim / 8 (a 16-byte load per thread and slot) and head_dim / 16 (32 bytes) with
+// which every pair runs in one round of the grid (kMergeBlocks x kMergeThreads threads); else
+// head_dim / 16, the fewest rounds. Each round is a chain of dependent loads after the wait for
+// the attention grid (H100: PAT [1,256]'s 8192 pairs 0.0763 ms at 8 threads per pair against
+// 0.0780 at 16, which took two rounds; twenty-fourth session).
+int merge_threads_per_pair(int head_dim, int64_t num_pairs);
 // num_pairs (the uploaded plan's num_merges x KV heads x group size) picks the mapping
-// (merge_states.cu); any value is correct for any plan.
+// (merge_threads_per_pair); any value is correct for any plan.
 Status launch_merge(int head_dim, DType dtype, const MergeParams& params, int64_t num_pairs,
                     cudaStream_t stream);
 

@@ -3,10 +3,12 @@
 // Must match: merge.h / run_cpu.cc (same order, same operator), within f32 rounding.
 //
 // Mapping: kDims consecutive dims per thread, HeadDim / kDims threads per (merge entry e, KV
-// head, qo head h of the group): a warp per pair (kDims = HeadDim / 32), or one 16-byte load per
-// thread and slot (kDims = 8) when the merge has more pairs than the grid has warps (launch_merge
-// picks: fewer, fuller rounds; H100, sixteenth session: PAT [1,256]'s 8192 pairs 1.04x, while a
-// warp per pair keeps PAT [1,4,64]'s 2048 pairs 1.02x faster). Fixed grid, grid-stride over
+// head, qo head h of the group): a warp per pair (kDims = HeadDim / 32), or one 16-byte
+// (kDims = 8) or 32-byte (kDims = 16) load per thread and slot where the merge has more pairs
+// than a warp each fits in one round of the grid (kernel_launch.h merge_threads_per_pair; H100:
+// a warp per pair keeps PAT [1,4,64]'s 2048 pairs 1.02x faster than 16-byte chunks, sixteenth
+// session; PAT [1,256]'s 8192 pairs take one round at 32 bytes, 1.02x faster than two at 16,
+// twenty-fourth). Fixed grid, grid-stride over
 // num_merges * num_kv_heads * group_size pairs read from the plan buffer header, so a captured
 // graph replays any plan of the capacity. Slot s of KV head kv is storage slot
 // kv * num_partial_slots + s (plan.h). The merge is a few dependent round trips per thread
@@ -43,7 +45,9 @@ __device__ __forceinline__ float2 to_float2(__half2 x) { return __half22float2(x
 template <int HeadDim, typename T, int kDims>
 __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const MergeParams p) {
   constexpr int kPairThreads = HeadDim / kDims;  // threads per (entry, kv head, qo head)
-  constexpr int kBatch = 8;                      // slots loaded together
+  // Slots loaded together (at 32 bytes per slot, four keep the registers under the bound of two
+  // blocks per SM).
+  constexpr int kBatch = kDims == 16 ? 4 : 8;
   const int num_merges = p.plan[kHdrNumMerges];
   const int group = p.group_size;
   const int num_kv_heads = p.plan[kHdrNumKvHeads];
@@ -132,24 +136,26 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
 }
 
 template <int HeadDim, typename T>
-Status launch(const MergeParams& p, bool chunks, cudaStream_t s) {
-  if (chunks && HeadDim / 32 != 8) {
-    return launch_programmatic(merge_states_kernel<HeadDim, T, 8>, dim3(kMergeBlocks),
-                               dim3(kMergeThreads), 0, s, p);
+Status launch(const MergeParams& p, int threads_per_pair, cudaStream_t s) {
+  const dim3 grid(kMergeBlocks), block(kMergeThreads);
+  if (threads_per_pair == HeadDim / 16) {
+    return launch_programmatic(merge_states_kernel<HeadDim, T, 16>, grid, block, 0, s, p);
   }
-  return launch_programmatic(merge_states_kernel<HeadDim, T, HeadDim / 32>, dim3(kMergeBlocks),
-                             dim3(kMergeThreads), 0, s, p);
+  if (threads_per_pair == HeadDim / 8 && HeadDim / 8 != 32) {
+    return launch_programmatic(merge_states_kernel<HeadDim, T, 8>, grid, block, 0, s, p);
+  }
+  return launch_programmatic(merge_states_kernel<HeadDim, T, HeadDim / 32>, grid, block, 0, s, p);
 }
 
 template <typename T>
-Status launch_typed(int head_dim, const MergeParams& p, bool chunks, cudaStream_t s) {
+Status launch_typed(int head_dim, const MergeParams& p, int threads_per_pair, cudaStream_t s) {
   switch (head_dim) {
     case 64:
-      return launch<64, T>(p, chunks, s);
+      return launch<64, T>(p, threads_per_pair, s);
     case 128:
-      return launch<128, T>(p, chunks, s);
+      return launch<128, T>(p, threads_per_pair, s);
     case 256:
-      return launch<256, T>(p, chunks, s);
+      return launch<256, T>(p, threads_per_pair, s);
     default:
       return unimplemented("merge kernel for head_dim=" + std::to_string(head_dim) +
                            " is not compiled (64/128/256)");
@@ -158,11 +164,19 @@ Status launch_typed(int head_dim, const MergeParams& p, bool chunks, cudaStream_
 
 }  // namespace
 
+int merge_threads_per_pair(int head_dim, int64_t num_pairs) {
+  constexpr int64_t kGridThreads = int64_t{kMergeBlocks} * kMergeThreads;
+  for (const int threads : {32, head_dim / 8}) {
+    if (num_pairs * threads <= kGridThreads) return threads;
+  }
+  return head_dim / 16;
+}
+
 Status launch_merge(int head_dim, DType dtype, const MergeParams& params, int64_t num_pairs,
                     cudaStream_t stream) {
-  const bool chunks = num_pairs > int64_t{kMergeBlocks} * (kMergeThreads / 32);
-  if (dtype == DType::kBF16) return launch_typed<__nv_bfloat16>(head_dim, params, chunks, stream);
-  if (dtype == DType::kF16) return launch_typed<__half>(head_dim, params, chunks, stream);
+  const int threads = merge_threads_per_pair(head_dim, num_pairs);
+  if (dtype == DType::kBF16) return launch_typed<__nv_bfloat16>(head_dim, params, threads, stream);
+  if (dtype == DType::kF16) return launch_typed<__half>(head_dim, params, threads, stream);
   return unimplemented("merge kernel for dtype=" + std::string(dtype_name(dtype)) +
                        " is not compiled (bf16/f16)");
 }

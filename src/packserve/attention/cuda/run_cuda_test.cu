@@ -354,27 +354,55 @@ TEST(RunCuda, FullPassesAtHeadDim128MatchTheReference) {
 // other mapping (merge_states.cu: 16-byte chunks instead of a warp per pair): 320 decode rows
 // under a shared prefix, 8 qo heads, so the prefix plan merges 2560 pairs and more; head_dim 64
 // and 128, bf16 and f16. Every element matches the reference.
+// The merge's threads per pair (kernel_launch.h): the most of a warp, 16-byte and 32-byte
+// chunks with which every pair fits in one round of the 264 x 256-thread grid (67,584 threads).
+TEST(RunCuda, MergeThreadsPerPairFillOneRound) {
+  EXPECT_EQ(merge_threads_per_pair(128, 1), 32);
+  EXPECT_EQ(merge_threads_per_pair(128, 2112), 32);  // 2112 x 32 = 67,584
+  EXPECT_EQ(merge_threads_per_pair(128, 2113), 16);
+  EXPECT_EQ(merge_threads_per_pair(128, 4224), 16);
+  EXPECT_EQ(merge_threads_per_pair(128, 4225), 8);
+  EXPECT_EQ(merge_threads_per_pair(128, 8192), 8);    // PAT [1,256]
+  EXPECT_EQ(merge_threads_per_pair(128, 100000), 8);  // several rounds at the fewest threads
+  EXPECT_EQ(merge_threads_per_pair(64, 2113), 8);
+  EXPECT_EQ(merge_threads_per_pair(64, 8448), 8);
+  EXPECT_EQ(merge_threads_per_pair(64, 8449), 4);
+  EXPECT_EQ(merge_threads_per_pair(256, 2112), 32);
+  EXPECT_EQ(merge_threads_per_pair(256, 2113), 16);
+  EXPECT_EQ(merge_threads_per_pair(256, 9000), 16);
+}
+
+// Merges of more pairs than the grid has warps, at every chunk width and in one or two rounds:
+// every request is a shared root and its own leaf, so its row is one merge entry, and a plan of
+// R requests merges R x 8 (row, qo head) pairs.
 TEST(RunCuda, LargeMergesMatchTheReference) {
-  for (const int head_dim : {64, 128}) {
+  struct Case {
+    int head_dim, requests, threads_per_pair;
+  };
+  // 2560 / 5120 / 8800 pairs; 8800 x 8 threads (head_dim 128) and 5120 x 16 (256) take two rounds.
+  for (const Case c : {Case{64, 320, 8}, Case{64, 1100, 4}, Case{128, 320, 16}, Case{128, 640, 8},
+                       Case{128, 1100, 8}, Case{256, 320, 16}, Case{256, 640, 16}}) {
     for (DType dtype : {DType::kBF16, DType::kF16}) {
       BatchSpec spec;
       spec.num_kv_heads = 2;
       spec.num_qo_heads = 8;
-      spec.head_dim = head_dim;
+      spec.head_dim = c.head_dim;
       spec.page_size = 16;
       spec.dtype = dtype;
-      spec.seed = 71 + static_cast<uint64_t>(head_dim);
+      spec.seed = 71 + static_cast<uint64_t>(c.head_dim + c.requests);
       spec.prefixes = {{"p", 192, ""}};
-      for (int i = 0; i < 320; ++i) spec.requests.push_back({1, 192 + 9 + i % 41, "p"});
-      SCOPED_TRACE(to_json(spec));
+      for (int i = 0; i < c.requests; ++i) spec.requests.push_back({1, 192 + 9 + i % 41, "p"});
+      SCOPED_TRACE("head_dim " + std::to_string(c.head_dim) + ", " + std::to_string(c.requests) +
+                   " requests, " + std::string(dtype_name(dtype)));
       const BatchData data = build(spec);
       PlanOptions options;
       options.policy = Policy::kPrefix;
       const Result<Plan> plan = make_plan(data.layout, DeviceShape{33}, options);
       ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-      ASSERT_GT(plan->num_merges() * spec.num_qo_heads, kMergeBlocks * kMergeThreads / 32)
-          << "too few pairs for the chunked mapping";
-      SKIP_WITHOUT_DEVICE();
+      const int64_t pairs = int64_t{plan->num_merges()} * spec.num_qo_heads;
+      ASSERT_EQ(pairs, int64_t{c.requests} * spec.num_qo_heads) << "one merge entry per request";
+      ASSERT_EQ(merge_threads_per_pair(c.head_dim, pairs), c.threads_per_pair);
+      if (!has_device()) continue;  // (the plans are checked; skipped below)
       const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
       ASSERT_TRUE(ref.ok()) << ref.status().to_string();
       expect_matches(data.layout, plan_and_run_gpu(data, Policy::kPrefix, false, 33), *ref,
@@ -382,6 +410,7 @@ TEST(RunCuda, LargeMergesMatchTheReference) {
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
+  SKIP_WITHOUT_DEVICE();
 }
 
 // Runs `spec` under each policy and CTA count on the GPU against the reference; for the policies
