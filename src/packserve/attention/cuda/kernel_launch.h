@@ -85,8 +85,8 @@ inline constexpr int kMergeThreads = 256, kMergeBlocks = 264;
 // (32), head_dim / 8 (a 16-byte load per thread and slot) and head_dim / 16 (32 bytes) with
 // which every pair runs in one round of the grid (kMergeBlocks x kMergeThreads threads); else
 // head_dim / 16, the fewest rounds. Each round is a chain of dependent loads after the wait for
-// the attention grid (H100: PAT [1,256]'s 8192 pairs 0.0763 ms at 8 threads per pair against
-// 0.0780 at 16, which took two rounds; twenty-fourth session).
+// the attention grid (H100, twenty-fourth session: PAT [1,256]'s 8192 pairs 0.0766-0.0773 ms at 8
+// threads per pair against 0.0782-0.0786 at 16, which took two rounds).
 int merge_threads_per_pair(int head_dim, int64_t num_pairs);
 // num_pairs (the uploaded plan's num_merges x KV heads x group size) picks the mapping
 // (merge_threads_per_pair); any value is correct for any plan.
