@@ -8,7 +8,10 @@
 // order, so entry t / heads holds its fields) for KV head t % heads. The plan's trailing
 // num_quad_items quad items (plan_buffer.h) instead take one ticket per eight KV heads (two
 // groups of four, or an item's last four), after the others' tickets, and run as one quad pass
-// (run_pass). With
+// (run_pass); the last min(num_quad_items, grid / 2) of them take one ticket per four KV heads
+// instead (with more than four heads), so that the final wave of claims, about one ticket per
+// CTA, runs tickets of half the length (H100, twenty-fourth session: PAT [1,256] 0.0757-0.0763
+// ms against 0.0765-0.0787 with whole tickets only). With
 // KernelParams::skip_wide (the wide kernel ran the leading wide items) the first ticket is
 // num_wide_items * heads. CTA b starts with the first ticket + b and claims each next one from
 // the workspace's counter (first + grid + atomicAdd) when its current item is done. A CTA that
@@ -853,17 +856,30 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
   // Tickets: one per (item, KV head) for all but the trailing quad items, then one per (quad
   // item, eight KV heads: two groups of four, or the item's last four) (plan_buffer.h
   // is_quad_item; heads is a multiple of 4 where there are quad items).
+  // The last `halved` quad items take heads / 4 tickets of one group each (the final wave).
   auto single_tickets = [&] { return (p.plan[kHdrNumItems] - p.plan[kHdrNumQuadItems]) * heads; };
   const int quad_per_item = (heads + 7) / 8;
-  const int tickets = single_tickets() + p.plan[kHdrNumQuadItems] * quad_per_item;
+  const int halved = heads > 4 ? min(p.plan[kHdrNumQuadItems], static_cast<int>(gridDim.x) / 2) : 0;
+  const int whole_quad_tickets = (p.plan[kHdrNumQuadItems] - halved) * quad_per_item;
+  const int tickets = single_tickets() + whole_quad_tickets + halved * (heads / 4);
   // The first ticket of this kernel (re-read where needed: registers are at the limit).
   auto first_ticket = [&] { return p.skip_wide ? p.plan[kHdrNumWideItems] * heads : 0; };
   for (int ticket = first_ticket() + static_cast<int>(blockIdx.x); ticket < tickets;) {
     // The items region is in dispatch order: the ticket locates its item's fields directly.
-    const int quad_ticket = ticket - single_tickets();  // >= 0: a quad item's
-    const int index =
-        quad_ticket < 0 ? ticket / heads : single_tickets() / heads + quad_ticket / quad_per_item;
-    const int kv_head = quad_ticket < 0 ? ticket % heads : 8 * (quad_ticket % quad_per_item);
+    const int quad_ticket = ticket - single_tickets();         // >= 0: a quad item's
+    const int half_ticket = quad_ticket - whole_quad_tickets;  // >= 0: a halved quad item's
+    int index, kv_head;
+    if (quad_ticket < 0) {
+      index = ticket / heads;
+      kv_head = ticket % heads;
+    } else if (half_ticket < 0) {
+      index = single_tickets() / heads + quad_ticket / quad_per_item;
+      kv_head = 8 * (quad_ticket % quad_per_item);
+    } else {
+      index =
+          single_tickets() / heads + whole_quad_tickets / quad_per_item + half_ticket / (heads / 4);
+      kv_head = 4 * (half_ticket % (heads / 4));
+    }
     const int32_t* f = p.plan + p.off_items + index * kItemFields;
     const bool deterministic = p.plan[kHdrDeterministic] != 0;
     ItemDesc it;
@@ -896,7 +912,8 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     const int want = deterministic ? min(tile_q, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
     const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
     if (quad_ticket >= 0) {
-      run_pass<HeadDim, T, 1, 1, true>(p, it, 0, 16, rec, smem, min(2, (heads - kv_head) / 4));
+      run_pass<HeadDim, T, 1, 1, true>(p, it, 0, 16, rec, smem,
+                                       half_ticket >= 0 ? 1 : min(2, (heads - kv_head) / 4));
     } else {
       for (int f_begin = 0; f_begin < n_folded; f_begin += pass) {
         const int n_pass = min(pass, n_folded - f_begin);
