@@ -357,10 +357,6 @@ TEST(RunCuda, FullPassesAtHeadDim128MatchTheReference) {
   }
 }
 
-// Merges with more (entry, KV head, qo head) pairs than the merge grid has warps take the
-// other mapping (merge_states.cu: 16-byte chunks instead of a warp per pair): 320 decode rows
-// under a shared prefix, 8 qo heads, so the prefix plan merges 2560 pairs and more; head_dim 64
-// and 128, bf16 and f16. Every element matches the reference.
 // The merge's threads per pair (kernel_launch.h): the most of a warp, 16-byte and 32-byte
 // chunks with which every pair fits in one round of the 264 x 256-thread grid (67,584 threads).
 TEST(RunCuda, MergeThreadsPerPairFillOneRound) {
@@ -379,9 +375,10 @@ TEST(RunCuda, MergeThreadsPerPairFillOneRound) {
   EXPECT_EQ(merge_threads_per_pair(256, 9000), 16);
 }
 
-// Merges of more pairs than the grid has warps, at every chunk width and in one or two rounds:
-// every request is a shared root and its own leaf, so its row is one merge entry, and a plan of
-// R requests merges R x 8 (row, qo head) pairs.
+// Merges of more (entry, KV head, qo head) pairs than the grid has warps, at every chunk width
+// and in one or two rounds: decode rows under a shared prefix, so every request's row is one
+// merge entry and a plan of R requests merges R x 8 pairs; bf16 and f16, every element checked
+// against the reference.
 TEST(RunCuda, LargeMergesMatchTheReference) {
   struct Case {
     int head_dim, requests, threads_per_pair;
