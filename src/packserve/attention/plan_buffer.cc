@@ -99,7 +99,7 @@ bool is_wide_item(const Plan& plan, const WorkItem& item) {
 }
 
 bool is_quad_item(const Plan& plan, const WorkItem& item) {
-  return !plan.deterministic && plan.num_kv_heads % 4 == 0 &&
+  return allows_quad_items(plan) &&
          is_quad_shape(item.num_rows(), plan.group_size, item.kv_tokens());
 }
 

@@ -108,13 +108,16 @@ inline constexpr int kQuadMaxKeys = 128;
 inline constexpr int kQuadMinPerQueue = 4;
 bool is_quad_item(const Plan& plan, const WorkItem& item);
 // is_quad_item's rule in parts, for planners that cost units before they are items: the shape
-// of one item, and whether a plan with `count` items of that shape runs them as quad tickets.
+// of one item, whether the plan allows quad items at all, and whether a plan with `count` items
+// of that shape runs them as quad tickets.
 inline bool is_quad_shape(int64_t num_rows, int group_size, int64_t kv_tokens) {
   return num_rows == 1 && group_size <= 4 && kv_tokens <= kQuadMaxKeys;
 }
+inline bool allows_quad_items(const Plan& plan) {
+  return !plan.deterministic && plan.num_kv_heads % 4 == 0;
+}
 inline bool uses_quad_tickets(const Plan& plan, int64_t count) {
-  return !plan.deterministic && plan.num_kv_heads % 4 == 0 &&
-         count >= int64_t{kQuadMinPerQueue} * plan.num_ctas;
+  return allows_quad_items(plan) && count >= int64_t{kQuadMinPerQueue} * plan.num_ctas;
 }
 // The dispatch region's order; *num_wide (if not null) = the leading items the wide kernel runs,
 // *num_quad (if not null) = the trailing quad items.
