@@ -63,6 +63,10 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
   bool waited = false;
   for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
     const int w = t / kPairThreads, c = t % kPairThreads;
+    const unsigned pair_lanes = kPairThreads == 32
+                                    ? 0xffffffffu
+                                    : ((1u << kPairThreads) - 1)
+                                          << (threadIdx.x % 32 / kPairThreads * kPairThreads);
     const int e = w / (num_kv_heads * group);
     const int kv_head = w / group % num_kv_heads, h = w % group;
     const int row = p.plan[p.off_merge_row + e];
@@ -115,6 +119,20 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
 #pragma unroll
         for (int i = 0; i < kDims; ++i) o[i] = (o[i] * wa + x[i] * wb) * inv;
         lse = mx + log2f(wa + wb);
+      }
+      // The batch's slots are dead once all of the pair's threads hold them: the first thread
+      // of each 128-byte line drops it from L2 unwritten (tile_mma.cuh discard_l2; the
+      // attention kernel stored them as evict_last). A pair's threads are consecutive lanes
+      // that run the same slots.
+      __syncwarp(pair_lanes);
+      if ((kDims * sizeof(T) * c) % 128 == 0) {
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          if (b + j >= n) break;
+          const int sid = b == 0 ? slot0[j] : slots[first + b + j];
+          discard_l2(static_cast<const T*>(p.partial_o) +
+                     (base + static_cast<size_t>(sid) * group) * HeadDim + kDims * c);
+        }
       }
     }
     // 4-byte stores (the output needs only the alignment the attention kernel's stores need);

@@ -250,15 +250,22 @@ __device__ __forceinline__ void store_row(const KernelParams& p, bool writes_fin
   using Pair = decltype(Mma::pair(0.0f, 0.0f));
   const int t4 = threadIdx.x % 4;
   const float inv_l = 1.0f / l;
-  T* dst = writes_final ? static_cast<T*>(p.out) +
-                              (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim
-                        : static_cast<T*>(p.partial_o) + slot * HeadDim;
+  if (writes_final) {
+    T* dst = static_cast<T*>(p.out) + (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim;
+#pragma unroll
+    for (int j = 0; j < HeadDim / 8; ++j) {
+      *reinterpret_cast<Pair*>(dst + j * 8 + 2 * t4) =
+          Mma::pair(o[j][2 * hr] * inv_l, o[j][2 * hr + 1] * inv_l);
+    }
+    return;
+  }
+  // A partial state stays in L2 for the merge (tile_mma.cuh st_keep_l2).
+  T* dst = static_cast<T*>(p.partial_o) + slot * HeadDim;
 #pragma unroll
   for (int j = 0; j < HeadDim / 8; ++j) {
-    *reinterpret_cast<Pair*>(dst + j * 8 + 2 * t4) =
-        Mma::pair(o[j][2 * hr] * inv_l, o[j][2 * hr + 1] * inv_l);
+    st_keep_l2(dst + j * 8 + 2 * t4, Mma::pack(o[j][2 * hr] * inv_l, o[j][2 * hr + 1] * inv_l));
   }
-  if (!writes_final && t4 == 0) p.partial_lse[slot] = m + log2f(l);
+  if (t4 == 0) p.partial_lse[slot] = m + log2f(l);
 }
 
 template <int HeadDim>
@@ -812,8 +819,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         *reinterpret_cast<Pair*>(dst) = Mma::pair(acc0 * inv_l, acc1 * inv_l);
       } else {
         const size_t slot = static_cast<size_t>(it.partial_begin + k) * group + h;
-        *reinterpret_cast<Pair*>(static_cast<T*>(p.partial_o) + slot * HeadDim + d) =
-            Mma::pair(acc0 * inv_l, acc1 * inv_l);
+        st_keep_l2(static_cast<T*>(p.partial_o) + slot * HeadDim + d,
+                   Mma::pack(acc0 * inv_l, acc1 * inv_l));
         if (d == 0) p.partial_lse[slot] = m_all + log2f(l);
       }
     }

@@ -4,6 +4,8 @@
 //
 //   cp_async_16      16-byte global -> shared copy (cp.async.cg), zero-filled when !valid
 //   cp_async_16_pair two of them, zero-filled when a row index is negative
+//   st_keep_l2       a 32-bit global store that L2 keeps before other lines (evict_last)
+//   discard_l2       drop a dead 128-byte line from L2 without writing it back
 //   ldmatrix_x4(_t)  four 8x8 b16 matrices from a shared-memory byte address (optionally
 //                    transposed); ldmatrix_lane_offset gives each lane's address in a tile
 //   mma_16816        D[16x8] f32 += A[16x16] * B[16x8] with bf16 or f16 operands
@@ -53,6 +55,24 @@ __device__ __forceinline__ void cp_async_16_pair(uint32_t smem0, const void* gme
       " cp.async.cg.shared.global [%2], [%3], 16, ignore;\n}\n" ::"r"(smem0),
       "l"(gmem0), "r"(smem1), "l"(gmem1), "r"(row)
       : "memory");
+}
+// Partial states are written by the attention kernel and read once by the merge kernel, while
+// the step streams far more K/V bytes than L2 holds. Stored as evict_last, they are still in L2
+// when the merge reads them (H100: PAT [1,256] prefix 3 % faster, docs/benchmarks.md); the
+// merge then discards them, so scratch lines kept at that priority neither pile up in L2 across
+// steps nor are written back to DRAM.
+// (The policy is made inside each store: a 64-bit register held across an epilogue costs the
+// head_dim 128 kernel a spill.)
+__device__ __forceinline__ void st_keep_l2(void* gmem, uint32_t v) {
+  asm volatile(
+      "{\n .reg .b64 policy;\n createpolicy.fractional.L2::evict_last.b64 policy, 1.0;\n"
+      " st.global.L2::cache_hint.b32 [%0], %1, policy;\n}\n" ::"l"(gmem),
+      "r"(v)
+      : "memory");
+}
+// `line` is 128-byte aligned; its bytes are undefined afterwards.
+__device__ __forceinline__ void discard_l2(const void* line) {
+  asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(line) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
