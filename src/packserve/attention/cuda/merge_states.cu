@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
         if (b + j >= n) break;
         const int sid = b == 0 ? slot0[j] : slots[first + b + j];
         const size_t slot = base + static_cast<size_t>(sid) * group;
-        lse_b[j] = p.partial_lse[slot];
+        lse_b[j] = ld_last_use_l2(p.partial_lse + slot);
         o_b[j] = *reinterpret_cast<const Chunk<T, kDims>*>(static_cast<const T*>(p.partial_o) +
                                                            slot * HeadDim + kDims * c);
       }

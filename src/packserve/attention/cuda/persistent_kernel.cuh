@@ -265,7 +265,7 @@ __device__ __forceinline__ void store_row(const KernelParams& p, bool writes_fin
   for (int j = 0; j < HeadDim / 8; ++j) {
     st_keep_l2(dst + j * 8 + 2 * t4, Mma::pack(o[j][2 * hr] * inv_l, o[j][2 * hr + 1] * inv_l));
   }
-  if (t4 == 0) p.partial_lse[slot] = m + log2f(l);
+  if (t4 == 0) st_keep_l2(p.partial_lse + slot, __float_as_uint(m + log2f(l)));
 }
 
 template <int HeadDim>
@@ -821,7 +821,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         const size_t slot = static_cast<size_t>(it.partial_begin + k) * group + h;
         st_keep_l2(static_cast<T*>(p.partial_o) + slot * HeadDim + d,
                    Mma::pack(acc0 * inv_l, acc1 * inv_l));
-        if (d == 0) p.partial_lse[slot] = m_all + log2f(l);
+        if (d == 0) st_keep_l2(p.partial_lse + slot, __float_as_uint(m_all + log2f(l)));
       }
     }
   }

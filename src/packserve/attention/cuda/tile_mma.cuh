@@ -6,6 +6,7 @@
 //   cp_async_16_pair two of them, zero-filled when a row index is negative
 //   st_keep_l2       a 32-bit global store that L2 keeps before other lines (evict_last)
 //   discard_l2       drop a dead 128-byte line from L2 without writing it back
+//   ld_last_use_l2   a 32-bit global load that leaves its line at evict_first
 //   ldmatrix_x4(_t)  four 8x8 b16 matrices from a shared-memory byte address (optionally
 //                    transposed); ldmatrix_lane_offset gives each lane's address in a tile
 //   mma_16816        D[16x8] f32 += A[16x16] * B[16x8] with bf16 or f16 operands
@@ -58,9 +59,9 @@ __device__ __forceinline__ void cp_async_16_pair(uint32_t smem0, const void* gme
 }
 // Partial states are written by the attention kernel and read once by the merge kernel, while
 // the step streams far more K/V bytes than L2 holds. Stored as evict_last, they are still in L2
-// when the merge reads them (H100: PAT [1,256] prefix 3 % faster, docs/benchmarks.md); the
-// merge then discards them, so scratch lines kept at that priority neither pile up in L2 across
-// steps nor are written back to DRAM.
+// when the merge reads them (H100: PAT [1,256] prefix 3 % faster, docs/benchmarks.md). The
+// merge then discards a slot's o lines and reads the lse with ld_last_use_l2, so scratch lines
+// kept at that priority do not pile up in L2 across steps (and o is never written back).
 // (The policy is made inside each store: a 64-bit register held across an epilogue costs the
 // head_dim 128 kernel a spill.)
 __device__ __forceinline__ void st_keep_l2(void* gmem, uint32_t v) {
@@ -73,6 +74,18 @@ __device__ __forceinline__ void st_keep_l2(void* gmem, uint32_t v) {
 // `line` is 128-byte aligned; its bytes are undefined afterwards.
 __device__ __forceinline__ void discard_l2(const void* line) {
   asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(line) : "memory");
+}
+// A load that leaves its line at evict_first: the merge's read of a partial lse, whose lines
+// hold other pairs' lse too (so they cannot be discarded) and are dead once every pair has read
+// them.
+__device__ __forceinline__ float ld_last_use_l2(const float* gmem) {
+  float v;
+  asm volatile(
+      "{\n .reg .b64 policy;\n createpolicy.fractional.L2::evict_first.b64 policy, 1.0;\n"
+      " ld.global.L2::cache_hint.f32 %0, [%1], policy;\n}\n"
+      : "=f"(v)
+      : "l"(gmem));
+  return v;
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
