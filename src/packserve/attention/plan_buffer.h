@@ -100,10 +100,11 @@ bool is_wide_item(const Plan& plan, const WorkItem& item);
 // has at least kQuadMinPerQueue of them per CTA queue (one quad ticket per CTA; fewer, and
 // their coarser tickets only lengthen the tail), they are the last items of the dispatch
 // region (stable) and the header's num_quad_items counts them; otherwise it is 0. A kernel's
-// tickets are (num_items - num_quad) x heads single-head ones, then num_quad x ceil(heads / 8)
-// quad ones. H100 (twenty-second session, docs/benchmarks.md): PAT [1,256]'s 128-key leaves
-// 1.05x with four heads per ticket (eight: 1.01x more, twenty-third session); with 512-key
-// items decode B=32 0.90x and PAT [1,4,64]'s 256-key leaves 0.94x.
+// tickets are (num_items - num_quad) x heads single-head ones, then ceil(heads / 8) per quad
+// item, except that the last of them (the final wave) take heads / 4 tickets of four heads
+// each (cuda/persistent_kernel.cuh). H100 (twenty-second session, docs/benchmarks.md): PAT
+// [1,256]'s 128-key leaves 1.05x with four heads per ticket (eight: 1.01x more, twenty-third
+// session); with 512-key items decode B=32 0.90x and PAT [1,4,64]'s 256-key leaves 0.94x.
 inline constexpr int kQuadMaxKeys = 128;
 inline constexpr int kQuadMinPerQueue = 4;
 bool is_quad_item(const Plan& plan, const WorkItem& item);

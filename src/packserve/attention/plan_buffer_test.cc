@@ -200,6 +200,14 @@ void serialize_naive(const BatchLayout& layout, bool deterministic, NaiveBuffer&
                    out.buffer.begin() + l->off_dispatch + out.plan.items.size());
 }
 
+// deserialize_plan rejects nb's buffer with header field `field` set to `value`, naming `what`.
+void expect_rejected(NaiveBuffer nb, int field, int32_t value, const std::string& what) {
+  nb.buffer[static_cast<size_t>(field)] = value;
+  const Result<Plan> bad = deserialize_plan(nb.cap, nb.buffer);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(what), std::string::npos) << bad.status().to_string();
+}
+
 // The wide item leads the dispatch region when it carries kWideKernelShare of the modelled
 // cost (decode rows of 16 keys), and the order is dispatch_order()'s with num_wide_items 0
 // when it does not (decode rows of 4096 keys) or the plan is deterministic; a buffer whose
@@ -218,11 +226,7 @@ TEST(PlanBuffer, WideItemsLeadTheDispatchRegionWhenTheyCarryTheCost) {
       ASSERT_EQ(nb.buffer[kHdrNumWideItems], 1);
       EXPECT_EQ(nb.plan.items[static_cast<size_t>(nb.order[0])].kv_request, 2);
       EXPECT_TRUE(deserialize_plan(nb.cap, nb.buffer).ok());
-      nb.buffer[kHdrNumWideItems] = 2;
-      const Result<Plan> bad = deserialize_plan(nb.cap, nb.buffer);
-      ASSERT_FALSE(bad.ok());
-      EXPECT_NE(bad.status().message().find("is not a wide item"), std::string::npos)
-          << bad.status().to_string();
+      expect_rejected(nb, kHdrNumWideItems, 2, "is not a wide item");
     }
   }
 }
@@ -273,14 +277,8 @@ TEST(PlanBuffer, QuadItemsTrailTheDispatchRegion) {
           }
           EXPECT_EQ(trailing, quad_requests);
           EXPECT_TRUE(deserialize_plan(nb.cap, nb.buffer).ok());
-          nb.buffer[kHdrNumQuadItems] = 5;
-          const Result<Plan> bad = deserialize_plan(nb.cap, nb.buffer);
-          ASSERT_FALSE(bad.ok());
-          EXPECT_NE(bad.status().message().find("is not a quad item"), std::string::npos)
-              << bad.status().to_string();
-          nb.buffer[kHdrNumQuadItems] = 7;
-          EXPECT_NE(deserialize_plan(nb.cap, nb.buffer).status().message().find("outside [0, 6]"),
-                    std::string::npos);
+          expect_rejected(nb, kHdrNumQuadItems, 5, "is not a quad item");
+          expect_rejected(nb, kHdrNumQuadItems, 7, "outside [0, 6]");
         }
       }
     }

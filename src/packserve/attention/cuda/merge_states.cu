@@ -76,6 +76,11 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
     int slot0[kBatch];  // the first batch's slot ids, read before the wait
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) slot0[j] = j < n ? slots[first + j] : 0;
+    // Storage slot of slot b + j of the entry (of this KV head and qo head).
+    auto storage_slot = [&](int b, int j) {
+      const int sid = b == 0 ? slot0[j] : slots[first + b + j];
+      return base + static_cast<size_t>(sid) * group;
+    };
     if (!waited) {
       wait_for_previous_grid();
       waited = true;
@@ -91,8 +96,7 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         if (b + j >= n) break;
-        const int sid = b == 0 ? slot0[j] : slots[first + b + j];
-        const size_t slot = base + static_cast<size_t>(sid) * group;
+        const size_t slot = storage_slot(b, j);
         lse_b[j] = ld_last_use_l2(p.partial_lse + slot);
         o_b[j] = *reinterpret_cast<const Chunk<T, kDims>*>(static_cast<const T*>(p.partial_o) +
                                                            slot * HeadDim + kDims * c);
@@ -129,9 +133,7 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
 #pragma unroll
         for (int j = 0; j < kBatch; ++j) {
           if (b + j >= n) break;
-          const int sid = b == 0 ? slot0[j] : slots[first + b + j];
-          discard_l2(static_cast<const T*>(p.partial_o) +
-                     (base + static_cast<size_t>(sid) * group) * HeadDim + kDims * c);
+          discard_l2(static_cast<const T*>(p.partial_o) + storage_slot(b, j) * HeadDim + kDims * c);
         }
       }
     }
