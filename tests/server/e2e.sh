@@ -87,7 +87,7 @@ start_server main "$main_port" --api-key e2e-key --max-model-len 512 \
 main_pid="$server_pid"
 small_port="$(free_port)"
 start_server small "$small_port" --max-waiting 1 --max-num-running-requests 1 \
-  --max-model-len 4096 --drain-grace-s 20
+  --max-model-len 4096 --drain-grace-s "${E2E_DRAIN_GRACE_S:-20}"
 small_pid="$server_pid"
 tokdir="$XDG_CACHE_HOME/packserve/dummy-models/tiny-seed0-bf16"
 [ -f "$tokdir/tokenizer.json" ] || tokdir="$(dirname "$(find "$XDG_CACHE_HOME" -name tokenizer.json | head -1)")"

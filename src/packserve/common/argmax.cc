@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "packserve/common/target_clones.h"
+
 namespace packserve {
 
 namespace {
@@ -11,9 +13,7 @@ constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
 }  // namespace
 
 // `x > m ? x : m` is NaN-safe; eight independent lanes let it vectorize (maxps).
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx2", "default")))
-#endif
+PACKSERVE_AVX2_CLONES
 float max_ignoring_nan(std::span<const float> x) {
   float lanes[8];
   std::fill(lanes, lanes + 8, kNegInfF);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "packserve/common/argmax.h"
+#include "packserve/common/target_clones.h"
 
 namespace packserve::engine {
 namespace {
@@ -74,12 +75,9 @@ __attribute__((always_inline)) inline float block_sum(const float* w, size_t n,
 // likely token, whose weight is 1); block_sums[b] = sum of block b of kWeightBlock weights.
 // Returns the total. An AVX2 clone is picked at load time where the CPU has it: no FMA and a
 // fixed summation order, so both clones give the same bits.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-double
-compute_weights(const float* x, size_t n, float max_logit, float inv_t, float min_p, float* w,
-                double* block_sums) {
+PACKSERVE_AVX2_CLONES
+double compute_weights(const float* x, size_t n, float max_logit, float inv_t, float min_p,
+                       float* w, double* block_sums) {
   for (size_t i = 0; i < n; ++i) {
     const float v = exp_nonpositive((x[i] - max_logit) * inv_t);
     w[i] = v >= min_p ? v : 0.0f;
@@ -95,11 +93,8 @@ compute_weights(const float* x, size_t n, float max_logit, float inv_t, float mi
 // Sum of exp(x[i] - m) over i, for m >= every x[i] (NaN and -inf entries add 0): the terms by
 // exp_nonpositive (relative error < 2e-7), summed in eight float32 lanes per block of
 // kWeightBlock and the blocks in float64. The maximum contributes exactly 1.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-double
-sum_exp_shifted(const float* x, size_t n, float m) {
+PACKSERVE_AVX2_CLONES
+double sum_exp_shifted(const float* x, size_t n, float m) {
   double total = 0.0;
   float terms[kWeightBlock];
   for (size_t begin = 0; begin < n; begin += kWeightBlock) {
@@ -111,11 +106,8 @@ sum_exp_shifted(const float* x, size_t n, float m) {
 }
 
 // Sum of w[0, n) in float64 (four independent lanes: a fixed order).
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-double
-sum_f64(const float* w, size_t n) {
+PACKSERVE_AVX2_CLONES
+double sum_f64(const float* w, size_t n) {
   double lanes[4] = {};
   size_t i = 0;
   for (; i + 4 <= n; i += 4) {
@@ -127,12 +119,8 @@ sum_f64(const float* w, size_t n) {
 }
 
 // Sum of the weights >= floor, in float32 lanes (an estimate: callers keep a margin).
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-float mass_at_least(const float* w, size_t n, float floor) {
-  return block_sum(w, n, floor);
-}
+PACKSERVE_AVX2_CLONES
+float mass_at_least(const float* w, size_t n, float floor) { return block_sum(w, n, floor); }
 
 // log_softmax_at with m = max_ignoring_nan(logits) already known.
 double log_softmax_with_max(std::span<const float> logits, int32_t token, float m) {
