@@ -61,6 +61,9 @@ class Loader {
   bool has_byte_level_ = false;
   // Vocabulary tokens as written (byte-level alphabet), for the decode table.
   std::vector<std::pair<std::string, TokenId>> vocab_strings_;
+  // The post-processor's special token ids with their fields, checked against the vocabulary
+  // and added tokens once the decode table is built.
+  std::vector<std::pair<TokenId, std::string>> template_ids_;
 };
 
 Result<const Json*> Loader::required_object(const Json& object, const char* key,
@@ -353,10 +356,11 @@ Status Loader::load_post_processor(const Json& node, const std::string& field) {
       return error(field + ".special_tokens[\"" + name + "\"].ids", "expected an array of ids");
     }
     for (std::size_t k = 0; k < ids->size(); ++k) {
-      PS_ASSIGN_OR_RETURN(const TokenId id,
-                          token_id((*ids)[k], field + ".special_tokens[\"" + name + "\"].ids[" +
-                                                  std::to_string(k) + "]"));
+      std::string id_field =
+          field + ".special_tokens[\"" + name + "\"].ids[" + std::to_string(k) + "]";
+      PS_ASSIGN_OR_RETURN(const TokenId id, token_id((*ids)[k], id_field));
       (seen_sequence ? impl_->suffix_ids : impl_->prefix_ids).push_back(id);
+      template_ids_.emplace_back(id, std::move(id_field));
     }
   }
   if (!seen_sequence) return error(field + ".single", "expected a {\"Sequence\": {\"id\": \"A\"}}");
@@ -439,6 +443,13 @@ Result<std::shared_ptr<const TokenizerImpl>> Loader::load(std::string_view text)
   if (decoder == nullptr) return error("decoder", "missing; expected {\"type\": \"ByteLevel\"}");
   PS_RETURN_IF_ERROR(load_decoder(*decoder, "decoder"));
   PS_RETURN_IF_ERROR(build_decode_table());
+  for (const auto& [id, field] : template_ids_) {  // encode adds them: each must decode
+    if (static_cast<std::size_t>(id) >= impl_->token_kinds.size() ||
+        impl_->token_kinds[static_cast<std::size_t>(id)] == TokenKind::kUnused) {
+      return error(field, "token id " + std::to_string(id) +
+                              " is neither in model.vocab nor in added_tokens");
+    }
+  }
   return std::shared_ptr<const TokenizerImpl>(impl_);
 }
 
