@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "packserve/common/rng.h"
+
 namespace packserve::model {
 namespace {
 
@@ -276,6 +278,63 @@ TEST(ModelConfigErrors, DtypeAndTokenIds) {
 TEST(ModelConfigErrors, LoadMissingFile) {
   auto c = load_model_config("/nonexistent/dir/config.json");
   expect_error(c.status(), StatusCode::kNotFound, {"/nonexistent/dir/config.json"});
+}
+
+// Seeded character mutations (replaced, inserted, deleted) of the four real configs: each
+// parses with the header's invariants (every count > 0, num_qo_heads % num_kv_heads == 0, even
+// head_dim, rope_theta and rms_norm_eps > 0, a sane llama3 scaling), or fails with
+// kInvalidArgument or kUnimplemented naming the file.
+TEST(ModelConfigErrors, MutatedConfigsParseWithTheInvariantsOrFailNamingTheFile) {
+  const std::string alphabet = "{}[],:\"0123456789-.e aflnrstu";
+  Rng rng(20261124);
+  int parsed = 0;
+  for (const char* source : {kQwen3, kLlama32, kQwen2, kMistral, kLlama31New}) {
+    for (int trial = 0; trial < 600; ++trial) {
+      std::string text = source;
+      const int mutations = static_cast<int>(rng.uniform_int(1, 3));
+      for (int m = 0; m < mutations && !text.empty(); ++m) {
+        const size_t at =
+            static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(text.size()) - 1));
+        const char c = alphabet[static_cast<size_t>(
+            rng.uniform_int(0, static_cast<int64_t>(alphabet.size()) - 1))];
+        const int64_t kind = rng.uniform_int(0, 2);
+        if (kind == 0) {
+          text[at] = c;
+        } else if (kind == 1) {
+          text.insert(text.begin() + static_cast<std::ptrdiff_t>(at), c);
+        } else {
+          text.erase(at, 1);
+        }
+      }
+      const auto config = parse_model_config(text, "mutated.json");
+      if (!config.ok()) {
+        ASSERT_TRUE(config.status().code() == StatusCode::kInvalidArgument ||
+                    config.status().code() == StatusCode::kUnimplemented)
+            << config.status().to_string();
+        ASSERT_NE(config.status().message().find("mutated.json"), std::string::npos)
+            << config.status().to_string();
+        continue;
+      }
+      ++parsed;
+      SCOPED_TRACE("trial " + std::to_string(trial) + ": " + text);
+      const ModelConfig& m = *config;
+      for (int64_t n : {m.vocab_size, m.hidden_size, m.intermediate_size, m.num_layers,
+                        m.num_qo_heads, m.num_kv_heads, m.head_dim, m.max_position_embeddings}) {
+        ASSERT_GT(n, 0);
+      }
+      ASSERT_EQ(m.num_qo_heads % m.num_kv_heads, 0);
+      ASSERT_EQ(m.head_dim % 2, 0);
+      ASSERT_GT(m.rope_theta, 0);
+      ASSERT_GT(m.rms_norm_eps, 0);
+      if (m.rope_scaling) {
+        ASSERT_GT(m.rope_scaling->factor, 0);
+        ASSERT_GT(m.rope_scaling->original_max_position_embeddings, 0);
+        ASSERT_GT(m.rope_scaling->high_freq_factor, m.rope_scaling->low_freq_factor);
+      }
+    }
+  }
+  EXPECT_GT(parsed, 0);
+  EXPECT_LT(parsed, 3000);
 }
 
 }  // namespace
