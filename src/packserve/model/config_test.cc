@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "packserve/common/rng.h"
+#include "testing/mutate.h"
 
 namespace packserve::model {
 namespace {
@@ -292,20 +292,7 @@ TEST(ModelConfigErrors, MutatedConfigsParseWithTheInvariantsOrFailNamingTheFile)
     for (int trial = 0; trial < 600; ++trial) {
       std::string text = source;
       const int mutations = static_cast<int>(rng.uniform_int(1, 3));
-      for (int m = 0; m < mutations && !text.empty(); ++m) {
-        const size_t at =
-            static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(text.size()) - 1));
-        const char c = alphabet[static_cast<size_t>(
-            rng.uniform_int(0, static_cast<int64_t>(alphabet.size()) - 1))];
-        const int64_t kind = rng.uniform_int(0, 2);
-        if (kind == 0) {
-          text[at] = c;
-        } else if (kind == 1) {
-          text.insert(text.begin() + static_cast<std::ptrdiff_t>(at), c);
-        } else {
-          text.erase(at, 1);
-        }
-      }
+      for (int m = 0; m < mutations; ++m) testing::mutate_char(text, rng, alphabet);
       const auto config = parse_model_config(text, "mutated.json");
       if (!config.ok()) {
         ASSERT_TRUE(config.status().code() == StatusCode::kInvalidArgument ||

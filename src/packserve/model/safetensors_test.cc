@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "packserve/common/rng.h"
 #include "packserve/model/test_dir.h"
+#include "testing/mutate.h"
 
 namespace packserve::model {
 namespace {
@@ -169,20 +169,13 @@ TEST(Safetensors, MutatedFilesOpenConsistentlyOrFailNamingTheFile) {
   for (int trial = 0; trial < 3000; ++trial) {
     std::string bytes = valid;
     const int mutations = static_cast<int>(rng.uniform_int(1, 3));
-    for (int m = 0; m < mutations && bytes.size() > 8; ++m) {
-      const size_t at =
-          static_cast<size_t>(rng.uniform_int(8, static_cast<int64_t>(bytes.size()) - 1));
-      const char c = alphabet[static_cast<size_t>(
-          rng.uniform_int(0, static_cast<int64_t>(alphabet.size()) - 1))];
+    for (int m = 0; m < mutations; ++m) {
       const int64_t kind = rng.uniform_int(0, 4);
-      if (kind == 0) {  // a character replaced
-        bytes[at] = c;
-      } else if (kind == 1) {  // inserted
-        bytes.insert(bytes.begin() + static_cast<std::ptrdiff_t>(at), c);
-      } else if (kind == 2) {  // deleted
-        bytes.erase(at, 1);
-      } else if (kind == 3) {  // the file cut short
-        bytes.resize(at);
+      if (kind <= 2) {  // a header or data character replaced, inserted or deleted
+        testing::mutate_char(bytes, rng, alphabet, 8);
+      } else if (kind == 3 && bytes.size() > 8) {  // the file cut short
+        bytes.resize(static_cast<size_t>(
+            rng.uniform_int(8, static_cast<int64_t>(bytes.size()) - 1)));
       } else {  // the length field moved a little, or to near 2^64
         const int64_t delta = rng.uniform_int(-16, 16);
         uint64_t n = 0;

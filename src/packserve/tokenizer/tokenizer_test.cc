@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "packserve/common/rng.h"
 #include "packserve/tokenizer/tokenizer_test_util.h"
+#include "testing/mutate.h"
 
 namespace packserve::tokenizer {
 namespace {
@@ -180,20 +180,7 @@ TEST(TokenizerLoadTest, MutatedFilesLoadAndRunOrFailNamingTheFile) {
   for (int trial = 0; trial < 2000; ++trial) {
     std::string text = valid;
     const int mutations = static_cast<int>(rng.uniform_int(1, 3));
-    for (int m = 0; m < mutations && !text.empty(); ++m) {
-      const size_t at =
-          static_cast<size_t>(rng.uniform_int(0, static_cast<int64_t>(text.size()) - 1));
-      const char c = alphabet[static_cast<size_t>(
-          rng.uniform_int(0, static_cast<int64_t>(alphabet.size()) - 1))];
-      const int64_t kind = rng.uniform_int(0, 2);
-      if (kind == 0) {
-        text[at] = c;
-      } else if (kind == 1) {
-        text.insert(text.begin() + static_cast<std::ptrdiff_t>(at), c);
-      } else {
-        text.erase(at, 1);
-      }
-    }
+    for (int m = 0; m < mutations; ++m) packserve::testing::mutate_char(text, rng, alphabet);
     const auto t = Tokenizer::from_json_text(text, "mutated.json");
     if (!t.ok()) {
       ASSERT_EQ(t.status().code(), StatusCode::kInvalidArgument)
