@@ -2,9 +2,9 @@
 # scripts/sanitize-check.sh [address|thread]: builds the CPU code with sanitizers (no CUDA, no
 # benchmarks; -O1) and runs every CPU test under them; any report fails the test that made it.
 #   address (default): AddressSanitizer (leaks too) + UndefinedBehaviorSanitizer, in build-asan/
-#   thread: ThreadSanitizer, in build-tsan/, with scripts/tsan.supp (OpenBLAS is not
-#           instrumented) and a longer drain grace for the server e2e test (the generation it
-#           waits for runs about ten times slower)
+#   thread: ThreadSanitizer, in build-tsan/, with scripts/tsan.supp (OpenBLAS and cpp-httplib
+#           are not instrumented) and a longer drain grace for the server e2e test (the
+#           generation it waits for runs about ten times slower)
 # Not part of .ci/run: each is a second build of about 11 minutes on 2 cores (README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
