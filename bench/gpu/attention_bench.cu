@@ -331,7 +331,7 @@ int main(int argc, char** argv) {
   const Result<attention::cuda::KernelOccupancy> occ =
       attention::cuda::kernel_occupancy(kHeadDim, DType::kBF16);
   die(occ.ok() ? ok_status() : occ.status(), "occupancy");
-  const int ctas = occ->num_sms * occ->ctas_per_sm;
+  const int ctas = occ->grid_ctas();
   std::printf(
       "{\"ceilings\":true,\"copy_gbps\":%.1f,\"matmul_tflops\":%.1f,\"num_sms\":%d,"
       "\"ctas_per_sm\":%d,\"smem_bytes_per_cta\":%d,"

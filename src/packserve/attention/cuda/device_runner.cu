@@ -137,7 +137,7 @@ Status measure_ceilings(Timing& t, DeviceBench& b) {
 
 Result<int> device_grid_ctas(const BatchLayout& layout) {
   PS_ASSIGN_OR_RETURN(const KernelOccupancy occ, kernel_occupancy(layout.head_dim, layout.dtype));
-  return occ.num_sms * occ.ctas_per_sm;
+  return occ.grid_ctas();
 }
 
 Result<DeviceRun> run_plan_on_device(const Plan& plan, const BatchData& data) {

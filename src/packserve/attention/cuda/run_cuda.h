@@ -86,12 +86,13 @@ Status supports_plan(const Plan& plan, DType dtype);
 Status run_cuda(const Workspace& workspace, const DeviceBatch& batch, StreamHandle stream);
 
 // Persistent CTAs per SM that fit for (head_dim, dtype) and the device's SM count, so a
-// caller can build DeviceShape{num_ctas = sms * ctas_per_sm}. Queries the current device
-// (the planner itself never does).
+// caller can build DeviceShape{grid_ctas()}. Queries the current device (the planner itself
+// never does).
 struct KernelOccupancy {
   int num_sms = 0;
   int ctas_per_sm = 0;
   int smem_bytes_per_cta = 0;
+  int grid_ctas() const { return num_sms * ctas_per_sm; }  // the persistent grid
 };
 Result<KernelOccupancy> kernel_occupancy(int head_dim, DType dtype);
 

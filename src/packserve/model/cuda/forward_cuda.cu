@@ -175,7 +175,7 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
 
   PS_ASSIGN_OR_RETURN(acuda::KernelOccupancy occ,
                       acuda::kernel_occupancy(static_cast<int>(D), DType::kBF16));
-  num_ctas = occ.num_sms * occ.ctas_per_sm;
+  num_ctas = occ.grid_ctas();
   PS_ASSIGN_OR_RETURN(
       acuda::Workspace ws,
       acuda::Workspace::create(
