@@ -95,19 +95,18 @@ if ! skip tests; then
   done
 fi
 if ! skip sanitizer; then
+  sanitize() {  # TOOL GTEST_FILTER: run_cuda_test under compute-sanitizer, into sanitizer.log
+    timeout 200 compute-sanitizer --tool "$1" --error-exitcode 9 "$BIN/run_cuda_test" \
+      --gtest_filter="$2" >>"$OUT/sanitizer.log" 2>&1
+  }
+  : >"$OUT/sanitizer.log"
   small='RunCuda.EdgeShapes:RunCuda.GraphReplay*:RunCuda.KvAppend*:RunCuda.ChainedPasses*:RunCuda.PlansWithWide*:RunCuda.QuadTickets*'
-  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/run_cuda_test" \
-    --gtest_filter="$small" >"$OUT/sanitizer.log" 2>&1
-  memcheck_rc=$?
+  sanitize memcheck "$small"; memcheck_rc=$?
   # initcheck only on the attention engine: the model's cuBLASLt GEMMs store their outputs in
   # a way initcheck does not see, so it reports every read of them (docs/forward-cuda.md).
-  for tool in initcheck synccheck; do
-    timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/run_cuda_test" \
-      --gtest_filter="$small" >>"$OUT/sanitizer.log" 2>&1
-    eval "${tool}_rc=$?"
-  done
-  timeout 200 compute-sanitizer --tool racecheck --error-exitcode 9 "$BIN/run_cuda_test" \
-    --gtest_filter='RunCuda.GraphReplay*:RunCuda.ChainedPasses*:RunCuda.WideKernelSmallBatch:RunCuda.QuadTickets*' >>"$OUT/sanitizer.log" 2>&1
+  sanitize initcheck "$small"; initcheck_rc=$?
+  sanitize synccheck "$small"; synccheck_rc=$?
+  sanitize racecheck 'RunCuda.GraphReplay*:RunCuda.ChainedPasses*:RunCuda.WideKernelSmallBatch:RunCuda.QuadTickets*'
   racecheck_rc=$?
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log"
 fi
