@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-
 #include <nlohmann/json.hpp>
 
 #include "testing/mutate.h"
@@ -231,9 +230,13 @@ TEST(ModelConfigErrors, HeadCounts) {
 TEST(ModelConfigErrors, RopeFields) {
   expect_error(parse_edited([](auto& j) { j["rope_theta"] = -1; }), StatusCode::kInvalidArgument,
                {"rope_theta", "positive number"});
-  expect_error(parse_edited([](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}}; }),
+  expect_error(parse_edited([](auto& j) {
+                 j["rope_scaling"] = {{"rope_type", "yarn"}};
+               }),
                StatusCode::kUnimplemented, {"rope_scaling.rope_type", "yarn", "llama3"});
-  expect_error(parse_edited([](auto& j) { j["rope_scaling"] = {{"type", "dynamic"}}; }),
+  expect_error(parse_edited([](auto& j) {
+                 j["rope_scaling"] = {{"type", "dynamic"}};
+               }),
                StatusCode::kUnimplemented, {"rope_scaling.type", "dynamic"});
   expect_error(parse_edited([](auto& j) {
                  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
@@ -241,7 +244,9 @@ TEST(ModelConfigErrors, RopeFields) {
                StatusCode::kInvalidArgument, {"rope_scaling.low_freq_factor", "missing"});
   expect_error(parse_edited([](auto& j) { j["rope_scaling"] = 3; }), StatusCode::kInvalidArgument,
                {"rope_scaling", "expected an object"});
-  expect_error(parse_edited([](auto& j) { j["rope_parameters"] = {{"rope_type", "default"}}; }),
+  expect_error(parse_edited([](auto& j) {
+                 j["rope_parameters"] = {{"rope_type", "default"}};
+               }),
                StatusCode::kInvalidArgument, {"rope_parameters.rope_theta", "missing"});
   // "default" means unscaled RoPE.
   nlohmann::json j = nlohmann::json::parse(kQwen3);
@@ -255,8 +260,8 @@ TEST(ModelConfigErrors, RopeFields) {
 TEST(ModelConfigErrors, UnsupportedFeatures) {
   expect_error(parse_edited([](auto& j) { j["attention_bias"] = true; }),
                StatusCode::kUnimplemented, {"attention_bias"});
-  expect_error(parse_edited([](auto& j) { j["hidden_act"] = "gelu"; }),
-               StatusCode::kUnimplemented, {"hidden_act", "silu", "gelu"});
+  expect_error(parse_edited([](auto& j) { j["hidden_act"] = "gelu"; }), StatusCode::kUnimplemented,
+               {"hidden_act", "silu", "gelu"});
   expect_error(parse_edited([](auto& j) {
                  j["use_sliding_window"] = true;
                  j["sliding_window"] = 4096;
@@ -269,9 +274,13 @@ TEST(ModelConfigErrors, UnsupportedFeatures) {
 TEST(ModelConfigErrors, DtypeAndTokenIds) {
   expect_error(parse_edited([](auto& j) { j["torch_dtype"] = "int8"; }),
                StatusCode::kInvalidArgument, {"torch_dtype", "bfloat16", "int8"});
-  expect_error(parse_edited([](auto& j) { j["eos_token_id"] = {1, "two"}; }),
+  expect_error(parse_edited([](auto& j) {
+                 j["eos_token_id"] = {1, "two"};
+               }),
                StatusCode::kInvalidArgument, {"eos_token_id[1]", "token id"});
-  expect_error(parse_edited([](auto& j) { j["bos_token_id"] = {1, 2}; }),
+  expect_error(parse_edited([](auto& j) {
+                 j["bos_token_id"] = {1, 2};
+               }),
                StatusCode::kInvalidArgument, {"bos_token_id", "one token id"});
 }
 

@@ -19,12 +19,14 @@ namespace {
 std::string safetensors_bytes(const std::string& header, const std::string& data) {
   std::string out(8, '\0');
   uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + header + data;
 }
 
 void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string f32_bytes(std::initializer_list<float> values) {
@@ -50,11 +52,10 @@ TEST(Safetensors, ReadsEveryDtypeWithExactValues) {
   // bf16 0x3f80 = 1.0, 0xc000 = -2.0; f16 0x3c00 = 1.0, 0x3800 = 0.5.
   const std::string data = f32_bytes({1.5f, -2.25f, 3.0f, 0.0f, 1e-3f, 7.0f}) +
                            u16_bytes({0x3f80, 0xc000}) + u16_bytes({0x3c00, 0x3800});
-  const std::string header =
-      R"({"__metadata__":{"format":"pt"},)"
-      R"("a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
-      R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[24,28]},)"
-      R"("c":{"dtype":"F16","shape":[2],"data_offsets":[28,32]}})";
+  const std::string header = R"({"__metadata__":{"format":"pt"},)"
+                             R"("a":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]},)"
+                             R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[24,28]},)"
+                             R"("c":{"dtype":"F16","shape":[2],"data_offsets":[28,32]}})";
   const std::string path = dir.path() + "/x.safetensors";
   write_file(path, safetensors_bytes(header, data));
   HostTensor a, b, c;
@@ -106,26 +107,35 @@ TEST(Safetensors, CorruptFilesAreClearErrors) {
   const std::string ok_header = R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   const std::vector<CorruptCase> cases = {
       {"shorter than the length field", std::string(5, '\0'), {"truncated", "5 bytes"}},
-      {"header length past the end", safetensors_bytes(ok_header, "").substr(0, 20),
+      {"header length past the end",
+       safetensors_bytes(ok_header, "").substr(0, 20),
        {"header length", "exceeds the file"}},
-      {"data truncated", safetensors_bytes(ok_header, std::string(4, '\0')),
+      {"data truncated",
+       safetensors_bytes(ok_header, std::string(4, '\0')),
        {"tensor \"t\"", "data_offsets [0, 8]", "outside the data section of 4 bytes"}},
-      {"header not JSON", safetensors_bytes("{\"t\": [", ""), {"malformed header", "not valid JSON"}},
+      {"header not JSON",
+       safetensors_bytes("{\"t\": [", ""),
+       {"malformed header", "not valid JSON"}},
       {"header not an object", safetensors_bytes("[1, 2]", ""), {"malformed header", "object"}},
       {"unknown dtype",
-       safetensors_bytes(R"({"t":{"dtype":"F7","shape":[2],"data_offsets":[0,8]}})", std::string(8, '\0')),
+       safetensors_bytes(R"({"t":{"dtype":"F7","shape":[2],"data_offsets":[0,8]}})",
+                         std::string(8, '\0')),
        {"tensor \"t\"", "unknown dtype \"F7\""}},
       {"size mismatch",
-       safetensors_bytes(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(12, '\0')),
+       safetensors_bytes(R"({"t":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+                         std::string(12, '\0')),
        {"tensor \"t\"", "hold 8 bytes, expected 12", "shape [3], F32"}},
       {"begin after end",
-       safetensors_bytes(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})", std::string(8, '\0')),
+       safetensors_bytes(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})",
+                         std::string(8, '\0')),
        {"tensor \"t\"", "data_offsets [8, 4]"}},
       {"negative offset",
-       safetensors_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", std::string(8, '\0')),
+       safetensors_bytes(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})",
+                         std::string(8, '\0')),
        {"tensor \"t\"", "data_offsets: expected [begin, end]"}},
       {"negative dimension",
-       safetensors_bytes(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", std::string(8, '\0')),
+       safetensors_bytes(R"({"t":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})",
+                         std::string(8, '\0')),
        {"tensor \"t\"", "shape"}},
       {"missing shape",
        safetensors_bytes(R"({"t":{"dtype":"F32","data_offsets":[0,8]}})", std::string(8, '\0')),
@@ -174,8 +184,8 @@ TEST(Safetensors, MutatedFilesOpenConsistentlyOrFailNamingTheFile) {
       if (kind <= 2) {  // a header or data character replaced, inserted or deleted
         testing::mutate_char(bytes, rng, alphabet, 8);
       } else if (kind == 3 && bytes.size() > 8) {  // the file cut short
-        bytes.resize(static_cast<size_t>(
-            rng.uniform_int(8, static_cast<int64_t>(bytes.size()) - 1)));
+        bytes.resize(
+            static_cast<size_t>(rng.uniform_int(8, static_cast<int64_t>(bytes.size()) - 1)));
       } else {  // the length field moved a little, or to near 2^64
         const int64_t delta = rng.uniform_int(-16, 16);
         uint64_t n = 0;
@@ -221,9 +231,8 @@ TEST(Safetensors, MutatedFilesOpenConsistentlyOrFailNamingTheFile) {
 TEST(SafetensorsWriter, StreamsAndReadsBack) {
   TestDir dir("st_write");
   const std::string path = dir.path() + "/w.safetensors";
-  std::vector<SafetensorsTensorSpec> specs = {{"x", DType::kF32, {2, 2}},
-                                              {"y", DType::kBF16, {3}},
-                                              {"empty", DType::kF16, {0, 4}}};
+  std::vector<SafetensorsTensorSpec> specs = {
+      {"x", DType::kF32, {2, 2}}, {"y", DType::kBF16, {3}}, {"empty", DType::kF16, {0, 4}}};
   auto writer = SafetensorsWriter::create(path, specs, {{"k", "v"}});
   ASSERT_TRUE(writer.ok()) << writer.status().to_string();
   EXPECT_EQ(writer->next_tensor(), 0u);
@@ -267,9 +276,9 @@ TEST(SafetensorsWriter, IncompleteOrInvalidLeavesNoFile) {
   }
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-  expect_error(SafetensorsWriter::create(path, {{"x", DType::kF32, {1}}, {"x", DType::kF32, {1}}})
-                   .status(),
-               StatusCode::kInvalidArgument, {"\"x\"", "unique"});
+  expect_error(
+      SafetensorsWriter::create(path, {{"x", DType::kF32, {1}}, {"x", DType::kF32, {1}}}).status(),
+      StatusCode::kInvalidArgument, {"\"x\"", "unique"});
   expect_error(SafetensorsWriter::create(path, {{"x", DType::kF32, {-1}}}).status(),
                StatusCode::kInvalidArgument, {"\"x\"", "negative"});
 }
