@@ -16,11 +16,16 @@
 #                                         # build-gpu-serve/qwen3-tokenizer (skipped when present);
 #                                         # makeqwen8b = ARCH=qwen3-8b makemodel
 #   TRACE=... scripts/gpu-serve-check.sh matrix  # 3 request rates x (defaults, prefix caching
-#                                                # off, naive attention)
+#                                                # off, naive attention; VARIANTS=prefixattn:
+#                                                # the prefix attention policy)
+#   scripts/gpu-serve-check.sh sharedtrace       # $DIR/shared_prefix.jsonl: N requests reading
+#                                                # one long shared prompt (for TRACE=)
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
 # MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000); matrix: ARCH (qwen3-8b),
 # TIME_SCALES ("2 1 0.5"), VARIANTS ("default noprefix naive"), ABLATE_SCALES (mid: the
-# ablations at the middle scale only; all: at every scale), BENCH_FLAGS (extra bench flags).
+# ablations at the middle scale only; all: at every scale), BENCH_FLAGS (extra bench flags),
+# ROUNDS (1: each run once; N: N rounds of every run, names suffixed _r1.._rN);
+# sharedtrace: SHARED_REQUESTS (256), SHARED_TOKENS (4096), UNIQUE_TOKENS (128), OUTPUT_TOKENS (128).
 # The dummy checkpoints live in build-gpu-serve/cache (kept between calls on a warm machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -161,23 +166,29 @@ matrix)
         --out "$OUT/$name" >"$OUT/$name.txt" 2>"$OUT/bench_$name.log"
       echo "$name: bench exit $?"
       python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
-        "http://127.0.0.1:$PORT/metrics" | grep -E '^packserve_engine_' >"$OUT/$name.metrics"
+        "http://127.0.0.1:$PORT/metrics" | grep -E '^packserve_(engine_|prefix_cache_hit_rate)' >"$OUT/$name.metrics"
     else
       echo "$name: server not ready"; tail -5 "$OUT/serve_$name.log"
     fi
     kill -INT $server 2>/dev/null; wait $server
   }
   mid=${SCALES[1]:-${SCALES[0]}}
-  for variant in "${RUN_VARIANTS[@]}"; do
-    case $variant in
-      default) flags=() ;;
-      noprefix) flags=(--no-prefix-caching) ;;
-      naive) flags=(--attention-policy naive) ;;
-      *) echo "unknown variant '$variant': expected default, noprefix or naive" >&2; exit 2 ;;
-    esac
-    for scale in "${SCALES[@]}"; do
-      if [[ $variant != default && ${ABLATE_SCALES:-mid} != all && $scale != "$mid" ]]; then continue; fi
-      run_variant "${tag}_${variant}_scale$scale" "$scale" "${flags[@]}"
+  rounds=${ROUNDS:-1}
+  for ((round = 1; round <= rounds; ++round)); do
+    suffix=""
+    ((rounds > 1)) && suffix="_r$round"
+    for variant in "${RUN_VARIANTS[@]}"; do
+      case $variant in
+        default) flags=() ;;
+        noprefix) flags=(--no-prefix-caching) ;;
+        naive) flags=(--attention-policy naive) ;;
+        prefixattn) flags=(--attention-policy prefix) ;;
+        *) echo "unknown variant '$variant': expected default, noprefix, naive or prefixattn" >&2; exit 2 ;;
+      esac
+      for scale in "${SCALES[@]}"; do
+        if [[ $variant != default && ${ABLATE_SCALES:-mid} != all && $scale != "$mid" ]]; then continue; fi
+        run_variant "${tag}_${variant}_scale$scale$suffix" "$scale" "${flags[@]}"
+      done
     done
   done
   python3 - "$OUT" <<'EOF'
@@ -191,14 +202,16 @@ def step_times(name):
             k, v = line.split()
             m[k] = float(v)
     except OSError:
-        return "-"
+        return "- | -"
     s = m.get("packserve_engine_step_seconds_total", 0.0)
     f = m.get("packserve_engine_forward_seconds_total", 0.0)
     p = m.get("packserve_engine_sample_seconds_total", 0.0)
     n = m.get("packserve_engine_steps_total", 0.0)
-    return f"{s:.1f} / {f:.1f} / {p:.1f} / {1000 * s / max(n, 1):.1f}"
-print("| run | done/failed | req/s | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | TBT p99 ms | goodput req/s | engine s: steps / forward / sample, ms per step |")
-print("|---|---|---|---|---|---|---|---|---|")
+    h = m.get("packserve_prefix_cache_hit_rate")
+    hit = "-" if h is None else f"{h:.2f}"
+    return f"{s:.1f} / {f:.1f} / {p:.1f} / {1000 * s / max(n, 1):.1f} | {hit}"
+print("| run | done/failed | req/s | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | TBT p99 ms | goodput req/s | engine s: steps / forward / sample, ms per step | prefix cache hit rate |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for name in sorted(os.listdir(out)):
     p = os.path.join(out, name, "result.json")
     if not os.path.exists(p): continue
@@ -208,8 +221,28 @@ for name in sorted(os.listdir(out)):
           f"{r['p99_itl_ms']:.0f} | {fmt(r.get('request_goodput'))} | {step_times(name)} |")
 EOF
   ;;
+sharedtrace)
+  # A synthetic Mooncake-format trace of one long shared prompt (a system prompt or document
+  # that every request reads, PAT's B=[1,N] tree): request 0 at 0 s fills the prefix cache,
+  # requests 1..N-1 arrive evenly over the next second, each with SHARED_TOKENS shared tokens
+  # (hash ids 0..SHARED_TOKENS/512-1) and its own UNIQUE_TOKENS, OUTPUT_TOKENS out. Run the
+  # matrix on it with MAX_INPUT_TOKENS at least the prompt length.
+  python3 - "$DIR/shared_prefix.jsonl" "${SHARED_REQUESTS:-256}" "${SHARED_TOKENS:-4096}" \
+    "${UNIQUE_TOKENS:-128}" "${OUTPUT_TOKENS:-128}" <<'EOF'
+import json, sys
+path, n, shared, unique, out = sys.argv[1], *map(int, sys.argv[2:])
+assert shared % 512 == 0 and 0 < unique <= 512, "shared: whole 512-token blocks; unique: one block"
+blocks = shared // 512
+with open(path, "w") as f:
+    for i in range(n):
+        t = 0 if i == 0 else 1000 + (i - 1) * 1000 // max(n - 1, 1)
+        f.write(json.dumps({"timestamp": t, "input_length": shared + unique, "output_length": out,
+                            "hash_ids": list(range(blocks)) + [blocks + i]}) + "\n")
+print(f"{path}: {n} requests, {shared} shared + {unique} own tokens, {out} out")
+EOF
+  ;;
 *)
-  echo "unknown step '$STEP': expected --pack, generate, make8b, serve, makemodel, makeqwen8b or matrix" >&2
+  echo "unknown step '$STEP': expected --pack, generate, make8b, serve, makemodel, makeqwen8b, sharedtrace or matrix" >&2
   exit 2
   ;;
 esac
