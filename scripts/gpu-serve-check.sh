@@ -17,7 +17,8 @@
 #                                         # makeqwen8b = ARCH=qwen3-8b makemodel
 #   TRACE=... scripts/gpu-serve-check.sh matrix  # 3 request rates x (defaults, prefix caching
 #                                                # off, naive attention; VARIANTS=prefixattn:
-#                                                # the prefix attention policy)
+#                                                # the prefix attention policy, hostsample:
+#                                                # --no-backend-sampling)
 #   scripts/gpu-serve-check.sh sharedtrace       # $DIR/shared_prefix.jsonl: N requests reading
 #                                                # one long shared prompt (for TRACE=)
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
@@ -183,7 +184,8 @@ matrix)
         noprefix) flags=(--no-prefix-caching) ;;
         naive) flags=(--attention-policy naive) ;;
         prefixattn) flags=(--attention-policy prefix) ;;
-        *) echo "unknown variant '$variant': expected default, noprefix, naive or prefixattn" >&2; exit 2 ;;
+        hostsample) flags=(--no-backend-sampling) ;;
+        *) echo "unknown variant '$variant': expected default, noprefix, naive, prefixattn or hostsample" >&2; exit 2 ;;
       esac
       for scale in "${SCALES[@]}"; do
         if [[ $variant != default && ${ABLATE_SCALES:-mid} != all && $scale != "$mid" ]]; then continue; fi

@@ -27,6 +27,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
   cmd.add_option("--sampler-threads", f.sampler_threads,
                  p + "host threads sampling a step's rows; 0: min(8, hardware threads)")
       ->capture_default_str();
+  cmd.add_flag("--no-backend-sampling", f.no_backend_sampling,
+               p + "sample temperature-only rows on the host from their logits instead of in "
+                   "the forward backend (the same tokens; cuda then copies every row's logits)");
   add_backend_flags(cmd, f.backend, p);
 }
 
@@ -49,6 +52,7 @@ Status apply_engine_flags(const EngineFlags& f, engine::EngineConfig& config) {
                             std::to_string(f.sampler_threads));
   }
   config.num_sampler_threads = f.sampler_threads;
+  config.backend_sampling = !f.no_backend_sampling;
   return ok_status();
 }
 

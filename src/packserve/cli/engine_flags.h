@@ -27,6 +27,7 @@ struct EngineFlags {
   std::string policy = "fcfs";
   std::string attention_policy = "balanced";
   bool no_prefix_caching = false;
+  bool no_backend_sampling = false;
   int threads = 1;
   int32_t sampler_threads = 0;  // 0: auto
   BackendFlags backend;
@@ -37,8 +38,8 @@ struct EngineFlags {
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& help_prefix = "");
 
 // Sets config.kv (pages, page size, prefix caching), config.scheduler (budget, running limit,
-// policy), config.plan.policy and config.num_sampler_threads. Errors: kInvalidArgument naming the
-// flag.
+// policy), config.plan.policy, config.num_sampler_threads and config.backend_sampling. Errors:
+// kInvalidArgument naming the flag.
 Status apply_engine_flags(const EngineFlags& flags, engine::EngineConfig& config);
 
 }  // namespace packserve::cli

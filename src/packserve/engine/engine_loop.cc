@@ -4,6 +4,7 @@
 // The thread sleeps on wake_cv while nothing is live.
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "packserve/common/log.h"
 #include "packserve/engine/engine_internal.h"
@@ -27,9 +28,11 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     fb.page_indptr.assign(1, 0);
     fb.page_ids.clear();
     fb.samples.clear();
+    fb.draws.clear();
     fb.page_copies = batch.page_copies;
     rows.clear();
     argmax_rows.clear();
+    draw_rows.clear();
     for (size_t i = 0; i < batch.sequences.size(); ++i) {
       const sched::ScheduledSequence& seq = batch.sequences[i];
       batch_ids.push_back(seq.id);
@@ -43,10 +46,24 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         auto it = impl.live.find(seq.id);
         PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
         LiveRequest& r = *it->second;
-        // A greedy row without logprobs needs only the argmax, unless its logits are captured.
-        output = r.sampler.argmax_only() && !r.captures_logits_now() ? model::kOutputArgmax
-                                                                     : model::kOutputLogits;
-        (output == model::kOutputArgmax ? argmax_rows : rows).push_back({i, &r});
+        // A greedy row without logprobs needs only the argmax and a temperature-only row
+        // only its draw, unless its logits are captured.
+        output = model::kOutputLogits;
+        if (!r.captures_logits_now()) {
+          if (r.sampler.argmax_only()) {
+            output = model::kOutputArgmax;
+          } else if (impl.config.backend_sampling && r.sampler.temperature_only()) {
+            output = model::kOutputSample;
+          }
+        }
+        if (output == model::kOutputSample) {
+          fb.draws.resize(batch.sequences.size());
+          fb.draws[i] = r.sampler.next_draw();
+        }
+        (output == model::kOutputArgmax   ? argmax_rows
+         : output == model::kOutputSample ? draw_rows
+                                          : rows)
+            .push_back({i, &r});
       }
       fb.samples.push_back(output);
     }
@@ -55,24 +72,28 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     const auto t1 = std::chrono::steady_clock::now();
     const int64_t vocab = impl.vocab_size;
     if (static_cast<int64_t>(fwd.logits.size()) != static_cast<int64_t>(rows.size()) * vocab ||
-        fwd.argmax.size() != argmax_rows.size()) {
-      return internal_error("backend " + std::string(impl.backend->name()) + " returned " +
-                            std::to_string(fwd.logits.size()) + " logits and " +
-                            std::to_string(fwd.argmax.size()) + " argmax ids, expected " +
-                            std::to_string(rows.size()) + " rows x vocab_size " +
-                            std::to_string(vocab) + " and " + std::to_string(argmax_rows.size()));
+        fwd.argmax.size() != argmax_rows.size() || fwd.sampled.size() != draw_rows.size()) {
+      return internal_error(
+          "backend " + std::string(impl.backend->name()) + " returned " +
+          std::to_string(fwd.logits.size()) + " logits, " + std::to_string(fwd.argmax.size()) +
+          " argmax ids and " + std::to_string(fwd.sampled.size()) + " sampled ids, expected " +
+          std::to_string(rows.size()) + " rows x vocab_size " + std::to_string(vocab) + ", " +
+          std::to_string(argmax_rows.size()) + " and " + std::to_string(draw_rows.size()));
     }
     sched::StepOutput out;
     out.sampled_token_ids.assign(batch.sequences.size(), 0);
-    for (size_t j = 0; j < argmax_rows.size(); ++j) {
-      const int32_t token = fwd.argmax[j];
-      if (token < 0 || token >= vocab) {
-        return internal_error("backend " + std::string(impl.backend->name()) +
-                              " returned argmax id " + std::to_string(token) +
-                              ", expected in [0, vocab_size = " + std::to_string(vocab) + ")");
+    for (const auto& [ids, jobs, kind] : {std::tuple{&fwd.argmax, &argmax_rows, "argmax"},
+                                          std::tuple{&fwd.sampled, &draw_rows, "sampled"}}) {
+      for (size_t j = 0; j < jobs->size(); ++j) {
+        const int32_t token = (*ids)[j];
+        if (token < 0 || token >= vocab) {
+          return internal_error("backend " + std::string(impl.backend->name()) + " returned " +
+                                kind + " id " + std::to_string(token) +
+                                ", expected in [0, vocab_size = " + std::to_string(vocab) + ")");
+        }
+        out.sampled_token_ids[(*jobs)[j].sequence] = token;
+        (*jobs)[j].request->step_logprob = 0.0f;
       }
-      out.sampled_token_ids[argmax_rows[j].sequence] = token;
-      argmax_rows[j].request->step_logprob = 0.0f;
     }
     // Each row touches only its own request (its sampler and RNG): the rows run in parallel
     // and the tokens do not depend on the number of threads.
@@ -107,6 +128,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   };
   std::vector<SampleRow> rows;         // this step's kOutputLogits rows, in logits order
   std::vector<SampleRow> argmax_rows;  // this step's kOutputArgmax rows, in argmax order
+  std::vector<SampleRow> draw_rows;    // this step's kOutputSample rows, in sampled order
 };
 
 namespace {

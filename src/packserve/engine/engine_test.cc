@@ -31,6 +31,7 @@ struct EngineSetup {
   bool prefix_caching = true;
   sched::SchedulingPolicy policy = sched::SchedulingPolicy::kFcfs;
   int32_t num_sampler_threads = 0;
+  bool backend_sampling = true;
 };
 
 struct TestEngine {
@@ -48,6 +49,7 @@ TestEngine make_engine(NextTokenFn next, const EngineSetup& s = {}) {
   config.max_waiting_requests = s.max_waiting_requests;
   config.scheduler.policy = s.policy;
   config.num_sampler_threads = s.num_sampler_threads;
+  config.backend_sampling = s.backend_sampling;
   auto backend = std::make_unique<FakeBackend>(kVocab, s.num_pages, s.page_size, std::move(next));
   TestEngine t;
   t.backend = backend.get();
@@ -352,7 +354,7 @@ TEST(EngineTest, BackendErrorFailsOnlyThatStepsRequests) {
   EXPECT_EQ(t.engine->metrics().requests_error, 1);
 }
 
-TEST(EngineTest, ArgmaxOutsideTheVocabularyFailsTheStep) {
+TEST(EngineTest, ArgmaxOrSampledIdOutsideTheVocabularyFailsTheStep) {
   auto t = make_engine(testing::hash_next_token);
   t.backend->bad_argmax = true;
   auto bad = t.engine->submit(greedy_request(ids_of("argmax"), 5));
@@ -364,6 +366,16 @@ TEST(EngineTest, ArgmaxOutsideTheVocabularyFailsTheStep) {
             std::string::npos)
       << cb.last.error;
   EXPECT_TRUE(cb.token_ids.empty());
+  // A sampled id out of range as well.
+  GenerateRequest warm = greedy_request(ids_of("sampled"), 5);
+  warm.sampling.temperature = 1.0;
+  auto bad_sampled = t.engine->submit(warm);
+  ASSERT_TRUE(bad_sampled.ok());
+  const Collected cs = collect(**bad_sampled);
+  EXPECT_EQ(cs.last.finish_reason, "error");
+  EXPECT_NE(cs.last.error.find("returned sampled id -1, expected in [0, vocab_size = 308)"),
+            std::string::npos)
+      << cs.last.error;
   t.backend->bad_argmax = false;
   auto good = t.engine->submit(greedy_request(ids_of("good"), 3));
   ASSERT_TRUE(good.ok());
@@ -419,6 +431,50 @@ TEST(EngineTest, SameSeedSameTokensAcrossBatchCompositions) {
   // Temperature 1 departs from greedy somewhere in 40 tokens (p(peak) ~ 0.9 each).
   EXPECT_NE(alone.token_ids,
             testing::reference_greedy(testing::hash_next_token, ids_of("seeded"), 40, {}));
+}
+
+// Temperature-only rows drawn by the backend (kOutputSample) give the same tokens as the
+// host sampler on the logits: same seed, same draws, whatever the batch; min-p included.
+// Rows with top-k, top-p or logprobs still come back as logits.
+TEST(EngineTest, BackendSamplingGivesTheHostSamplersTokens) {
+  auto run = [](bool backend_sampling, int num_others) {
+    EngineSetup setup;
+    setup.backend_sampling = backend_sampling;
+    auto t = make_engine(testing::hash_next_token, setup);
+    std::vector<std::shared_ptr<RequestStream>> others;
+    for (int i = 0; i < num_others; ++i) {
+      GenerateRequest o = greedy_request(ids_of("other " + std::to_string(i * 37)), 3 + i);
+      o.sampling.temperature = 0.5 + 0.25 * i;
+      if (i % 3 == 1) o.sampling.top_p = 0.8;
+      others.push_back(*t.engine->submit(o));
+    }
+    std::vector<Collected> seeded;
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (double min_p : {0.0, 0.2}) {
+      GenerateRequest r = greedy_request(ids_of("seeded"), 40);
+      r.sampling.temperature = 2.0;
+      r.sampling.min_p = min_p;
+      r.sampling.seed = 42;
+      streams.push_back(*t.engine->submit(r));
+    }
+    for (auto& s : streams) seeded.push_back(collect(*s));
+    for (auto& o : others) collect(*o);
+    return std::pair{seeded, t.backend->num_sample_rows.load()};
+  };
+  const auto [host, host_rows] = run(false, 0);
+  EXPECT_EQ(host_rows, 0);
+  for (int others : {0, 6}) {
+    const auto [backend, backend_rows] = run(true, others);
+    ASSERT_EQ(backend.size(), 2u);
+    EXPECT_EQ(backend[0].token_ids, host[0].token_ids) << others << " others";
+    EXPECT_EQ(backend[1].token_ids, host[1].token_ids) << others << " others";
+    EXPECT_GE(backend_rows, 80);  // every token of the two seeded requests
+  }
+  EXPECT_EQ(host[0].token_ids.size(), 40u);
+  // Temperature 2 departs from greedy, and min-p 0.2 changes the draws.
+  EXPECT_NE(host[0].token_ids,
+            testing::reference_greedy(testing::hash_next_token, ids_of("seeded"), 40, {}));
+  EXPECT_NE(host[0].token_ids, host[1].token_ids);
 }
 
 TEST(EngineTest, LogprobsAndCapturedLogitsMatchTheModel) {

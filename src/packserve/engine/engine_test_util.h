@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "packserve/common/argmax.h"
+#include "packserve/common/temperature_sample.h"
 #include "packserve/engine/engine.h"
 #include "packserve/tokenizer/tokenizer.h"
 #include "packserve/tokenizer/tokenizer_test_util.h"
@@ -84,6 +85,7 @@ class FakeBackend : public model::ForwardBackend {
     }
     out.logits.clear();
     out.argmax.clear();
+    out.sampled.clear();
     const int64_t vocab = config_.vocab_size;
     for (int r = 0; r < batch.num_requests(); ++r) {
       const int32_t q_len = batch.qo_indptr[r + 1] - batch.qo_indptr[r];
@@ -107,6 +109,12 @@ class FakeBackend : public model::ForwardBackend {
       if (batch.samples[r] == model::kOutputArgmax) {
         out.argmax.push_back(bad_argmax ? static_cast<int32_t>(vocab) : argmax_lowest(row));
         ++num_argmax_rows;
+      } else if (batch.samples[r] == model::kOutputSample) {
+        TemperatureScratch scratch;
+        out.sampled.push_back(
+            bad_argmax ? -1
+                       : sample_temperature(row, max_ignoring_nan(row), batch.draws[r], scratch));
+        ++num_sample_rows;
       } else {
         out.logits.insert(out.logits.end(), row.begin(), row.end());
       }
@@ -134,7 +142,9 @@ class FakeBackend : public model::ForwardBackend {
   std::atomic<int32_t> fail_on_token{-1};
   int step_sleep_ms = 0;
   std::atomic<int64_t> num_argmax_rows{0};  // rows served as kOutputArgmax so far
-  std::atomic<bool> bad_argmax{false};      // return vocab_size (out of range) as the argmax
+  std::atomic<int64_t> num_sample_rows{0};  // rows served as kOutputSample so far
+  // Return vocab_size (out of range) as the argmax and -1 as a sampled id.
+  std::atomic<bool> bad_argmax{false};
 
  private:
   int32_t& slot(int32_t page, int32_t s) {

@@ -9,13 +9,16 @@
 
 #include "packserve/common/argmax.h"
 #include "packserve/common/target_clones.h"
+#include "packserve/common/temperature_sample.h"
 
 namespace packserve::engine {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
-constexpr size_t kWeightBlock = 1024;
+using sample_math::block_sum;
+using sample_math::exp_nonpositive;
+using sample_math::kWeightBlock;
 
 double finite_or_neg_inf(float x) { return std::isnan(x) ? kNegInf : static_cast<double>(x); }
 
@@ -27,67 +30,6 @@ bool is_greedy(const SamplingParams& params) {
 // maximum, equally likely.
 bool degenerate_max(float m) {
   return m == kNegInfF || m == std::numeric_limits<float>::infinity();
-}
-
-// exp(y) for y <= 0 in float32; 0 for y < -87 (where the result would be subnormal) and for
-// NaN. y = n ln2 + f with |f| <= ln2 / 2 (ln2 split in two so f is exact), e^f by its Taylor
-// polynomial of degree 7 (truncation < 4e-9), 2^n from the exponent bits. Branch-free, so
-// the weight loop vectorizes; no libm, so every machine gets the same bits.
-inline float exp_nonpositive(float y) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693145751953125f;  // 11 significant bits: n * kLn2Hi is exact
-  constexpr float kLn2Lo = 1.42860682030941723e-6f;
-  constexpr float kRound = 12582912.0f;      // 1.5 * 2^23: t + kRound rounds t to an integer
-  const float yc = y > -87.0f ? y : -87.0f;  // also maps NaN to -87 (the result is fixed below)
-  const float shifted = yc * kLog2e + kRound;
-  const float n = shifted - kRound;  // round(y log2 e), in [-126, 0]
-  const float f = (yc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 5040.0f;
-  p = p * f + 1.0f / 720.0f;
-  p = p * f + 1.0f / 120.0f;
-  p = p * f + 1.0f / 24.0f;
-  p = p * f + 1.0f / 6.0f;
-  p = p * f + 0.5f;
-  p = p * f + 1.0f;
-  p = p * f + 1.0f;
-  const int32_t e = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kRound);
-  const float two_n = std::bit_cast<float>((e + 127) << 23);
-  return y >= -87.0f ? p * two_n : 0.0f;
-}
-
-// Sum of the w[i] >= floor over [0, n) in eight independent float32 lanes (a fixed order, so
-// the same bits everywhere); floor 0 sums every weight (weights are >= 0). Always inlined, so
-// each target clone of its callers vectorizes it.
-__attribute__((always_inline)) inline float block_sum(const float* w, size_t n,
-                                                      float floor = 0.0f) {
-  float lanes[8] = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (size_t l = 0; l < 8; ++l) lanes[l] += w[i + l] >= floor ? w[i + l] : 0.0f;
-  }
-  float sum = 0.0f;
-  for (; i < n; ++i) sum += w[i] >= floor ? w[i] : 0.0f;
-  for (float lane : lanes) sum += lane;
-  return sum;
-}
-
-// Weights w[i] = exp((x[i] - max_logit) inv_t), 0 where below min_p (relative to the most
-// likely token, whose weight is 1); block_sums[b] = sum of block b of kWeightBlock weights.
-// Returns the total. An AVX2 clone is picked at load time where the CPU has it: no FMA and a
-// fixed summation order, so both clones give the same bits.
-PACKSERVE_AVX2_CLONES
-double compute_weights(const float* x, size_t n, float max_logit, float inv_t, float min_p,
-                       float* w, double* block_sums) {
-  for (size_t i = 0; i < n; ++i) {
-    const float v = exp_nonpositive((x[i] - max_logit) * inv_t);
-    w[i] = v >= min_p ? v : 0.0f;
-  }
-  double total = 0.0;
-  for (size_t begin = 0, b = 0; begin < n; begin += kWeightBlock, ++b) {
-    block_sums[b] = block_sum(w + begin, std::min(kWeightBlock, n - begin));
-    total += block_sums[b];
-  }
-  return total;
 }
 
 // Sum of exp(x[i] - m) over i, for m >= every x[i] (NaN and -inf entries add 0): the terms by
@@ -138,57 +80,43 @@ double log_softmax_with_max(std::span<const float> logits, int32_t token, float 
 
 bool RequestSampler::argmax_only() const { return is_greedy(params_) && !params_.logprobs; }
 
+bool RequestSampler::temperature_only() const {
+  return !is_greedy(params_) && params_.top_k <= 0 && params_.top_p >= 1.0 && !params_.logprobs;
+}
+
+float RequestSampler::inv_temperature() const {
+  return static_cast<float>(1.0 / params_.temperature);
+}
+
+float RequestSampler::min_p() const { return static_cast<float>(params_.min_p); }
+
+TemperatureDraw RequestSampler::next_draw() { return {inv_temperature(), min_p(), rng_.uniform()}; }
+
 double log_softmax_at(std::span<const float> logits, int32_t token) {
   return log_softmax_with_max(logits, token, max_ignoring_nan(logits));
 }
 
 double RequestSampler::fill_weights(std::span<const float> logits, float max_logit) {
-  weights_.resize(logits.size());
-  block_sums_.resize((logits.size() + kWeightBlock - 1) / kWeightBlock);
-  return compute_weights(logits.data(), logits.size(), max_logit,
-                         static_cast<float>(1.0 / params_.temperature),
-                         static_cast<float>(params_.min_p), weights_.data(), block_sums_.data());
-}
-
-int32_t RequestSampler::walk_weights(double total) {
-  const double target = rng_.uniform() * total;
-  double cum = 0.0;
-  size_t b = 0;
-  for (; b + 1 < block_sums_.size(); ++b) {
-    if (cum + block_sums_[b] > target) break;
-    cum += block_sums_[b];
-  }
-  // Block b holds the target (or is the last block, when rounding left it unreached).
-  const size_t begin = b * kWeightBlock;
-  const size_t end = std::min(weights_.size(), begin + kWeightBlock);
-  int32_t last_kept = -1;
-  for (size_t i = begin; i < end; ++i) {
-    if (weights_[i] == 0.0f) continue;
-    last_kept = static_cast<int32_t>(i);
-    cum += weights_[i];
-    if (cum > target) return last_kept;
-  }
-  if (last_kept >= 0) return last_kept;  // rounding fallback: the last kept token of the block
-  for (size_t i = begin; i-- > 0;) {
-    if (weights_[i] != 0.0f) return static_cast<int32_t>(i);
-  }
-  return 0;  // unreachable: the most likely token always has weight 1
+  scratch_.weights.resize(logits.size());
+  scratch_.block_sums.resize((logits.size() + kWeightBlock - 1) / kWeightBlock);
+  return packserve::compute_weights(logits.data(), logits.size(), max_logit, inv_temperature(),
+                                    min_p(), scratch_.weights.data(), scratch_.block_sums.data());
 }
 
 float RequestSampler::candidate_floor(double& total_all) const {
-  const size_t n = weights_.size();
+  const size_t n = scratch_.weights.size();
   if (params_.top_k > 0) {
     // The k-th largest weight is >= the k-th largest block maximum (those k maxima are k
     // distinct tokens), so no token of the top k lies below it.
     const size_t k = static_cast<size_t>(params_.top_k);
-    const size_t num_blocks = block_sums_.size();
+    const size_t num_blocks = scratch_.block_sums.size();
     if (k > num_blocks) return 0.0f;
     std::vector<float> block_max(num_blocks, 0.0f);
     for (size_t b = 0; b < num_blocks; ++b) {
       const size_t begin = b * kWeightBlock;
       const size_t end = std::min(n, begin + kWeightBlock);
       float mx = 0.0f;
-      for (size_t i = begin; i < end; ++i) mx = weights_[i] > mx ? weights_[i] : mx;
+      for (size_t i = begin; i < end; ++i) mx = scratch_.weights[i] > mx ? scratch_.weights[i] : mx;
       block_max[b] = mx;
     }
     std::nth_element(block_max.begin(), block_max.begin() + static_cast<std::ptrdiff_t>(k - 1),
@@ -198,11 +126,11 @@ float RequestSampler::candidate_floor(double& total_all) const {
   // top-p alone: its set is a most-likely-first prefix of all tokens, so every weight >= a
   // floor whose tokens already hold the target mass covers it. Floors 2^-4, 2^-8, ... of the
   // largest weight (1); a relative margin covers the float32 estimate of the mass.
-  total_all = sum_f64(weights_.data(), n);
+  total_all = sum_f64(scratch_.weights.data(), n);
   const double need = params_.top_p * total_all * (1.0 + 1e-5);
   for (int shift = 4; shift <= 64; shift *= 2) {
     const float floor = std::ldexp(1.0f, -shift);
-    if (static_cast<double>(mass_at_least(weights_.data(), n, floor)) >= need) return floor;
+    if (static_cast<double>(mass_at_least(scratch_.weights.data(), n, floor)) >= need) return floor;
   }
   return 0.0f;
 }
@@ -273,8 +201,8 @@ std::vector<RequestSampler::Candidate> RequestSampler::candidates_below_max(
     // With top-k or top-p on, only tokens at or above a floor can be kept: gather those.
     const bool ordered = params_.top_k > 0 || params_.top_p < 1.0;
     const float floor = ordered ? candidate_floor(total_all) : 0.0f;
-    for (size_t i = 0; i < weights_.size(); ++i) {
-      const float w = weights_[i];
+    for (size_t i = 0; i < scratch_.weights.size(); ++i) {
+      const float w = scratch_.weights[i];
       if (w != 0.0f && w >= floor) out.push_back({static_cast<int32_t>(i), w});
     }
   }
@@ -290,8 +218,8 @@ SampledToken RequestSampler::sample(std::span<const float> logits) {
   const float m = max_ignoring_nan(logits);  // one pass, shared by the draw and the logprob
   if (is_greedy(params_)) {
     result.token_id = first_index_of_max(logits, m);
-  } else if (params_.top_k <= 0 && params_.top_p >= 1.0 && !degenerate_max(m)) {
-    result.token_id = walk_weights(fill_weights(logits, m));
+  } else if (params_.top_k <= 0 && params_.top_p >= 1.0) {
+    result.token_id = sample_temperature(logits, m, next_draw(), scratch_);
   } else {
     result.token_id = draw(candidates_below_max(logits, m));
   }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "packserve/common/rng.h"
+#include "packserve/common/temperature_sample.h"
 #include "packserve/engine/engine.h"
 
 namespace packserve::engine {
@@ -50,6 +51,14 @@ class RequestSampler {
   // draws nothing from the RNG, so the caller may take the argmax from the forward backend
   // (ForwardBatch::samples = kOutputArgmax) and never call sample() for this request.
   bool argmax_only() const;
+  // Temperature (and min-p) without top-k, top-p or logprobs: sample() is
+  // sample_temperature (common/temperature_sample.h) of the logits with next_draw(), so the
+  // caller may pass next_draw() to the forward backend (ForwardBatch::samples =
+  // kOutputSample), take its token, and never call sample() for this request.
+  bool temperature_only() const;
+  // The parameters of this request's next temperature draw; draws its one uniform from the
+  // RNG, as sample() does for that token.
+  TemperatureDraw next_draw();
 
   // The kept tokens and their renormalized probabilities (most likely first) that sample()
   // would draw from; for tests and debugging. Greedy gives the single argmax with p = 1.
@@ -62,11 +71,11 @@ class RequestSampler {
  private:
   // candidates() of a non-greedy row whose maximum logit (NaN ignored) is m.
   std::vector<Candidate> candidates_below_max(std::span<const float> logits, float m);
-  // Steps 2-3 into weights_ (0 = dropped) and block_sums_; returns the sum of the weights.
-  // `max_logit`: the finite maximum of the logits (NaN counting as -inf).
+  // Steps 2-3 into scratch_.weights (0 = dropped) and scratch_.block_sums; returns the sum of
+  // the weights. `max_logit`: the finite maximum of the logits (NaN counting as -inf).
   double fill_weights(std::span<const float> logits, float max_logit);
-  // Step 6 in token-id order over weights_ (total: fill_weights' result).
-  int32_t walk_weights(double total);
+  float inv_temperature() const;  // (float) (1 / temperature), as the weights use it
+  float min_p() const;
   // A weight below which no token survives steps 4-5 (0 = none found): top-k from block
   // maxima, top-p from the mass at or above powers of two. For top-p alone, also sets
   // total_all to the float64 sum of all weights (its cut is relative to that).
@@ -80,8 +89,7 @@ class RequestSampler {
 
   SamplingParams params_;
   Rng rng_;
-  std::vector<float> weights_;      // [vocab], reused per token
-  std::vector<double> block_sums_;  // sum of weights_ per block of kWeightBlock tokens
+  TemperatureScratch scratch_;  // weights [vocab] and their block sums, reused per token
 };
 
 // log_softmax(logits)[token] (NaN entries count as -inf), |error| < 2e-6: float32 exponentials,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "packserve/common/argmax.h"
+#include "packserve/common/temperature_sample.h"
 
 namespace packserve::engine {
 namespace {
@@ -78,6 +79,56 @@ TEST(SamplerTest, ArgmaxOnlyForGreedyWithoutLogprobs) {
   SamplingParams with_logprobs = params(0.0);
   with_logprobs.logprobs = true;
   EXPECT_FALSE(RequestSampler(with_logprobs, 1).argmax_only());
+}
+
+TEST(SamplerTest, TemperatureOnlyWithoutTopKTopPOrLogprobs) {
+  EXPECT_TRUE(RequestSampler(params(0.8), 1).temperature_only());
+  EXPECT_TRUE(RequestSampler(params(0.8, 0, 1.0, 0.1), 1).temperature_only());
+  EXPECT_FALSE(RequestSampler(params(0.0), 1).temperature_only());
+  EXPECT_FALSE(RequestSampler(params(0.8, 5), 1).temperature_only());
+  EXPECT_FALSE(RequestSampler(params(0.8, 0, 0.9), 1).temperature_only());
+  SamplingParams with_logprobs = params(0.8);
+  with_logprobs.logprobs = true;
+  EXPECT_FALSE(RequestSampler(with_logprobs, 1).temperature_only());
+}
+
+// A temperature-only sampler's tokens are sample_temperature of next_draw() on a twin
+// sampler (the path the forward backends run for kOutputSample rows), token for token,
+// including rows with NaN, -inf and +inf entries and a min-p cut.
+TEST(SamplerTest, NextDrawReproducesSample) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::mt19937 gen(17);
+  std::uniform_real_distribution<float> dist(-6.0f, 6.0f);
+  std::vector<std::vector<float>> rows;
+  for (size_t n : {size_t{5}, size_t{1023}, size_t{1024}, size_t{3000}}) {
+    std::vector<float> row(n);
+    for (float& x : row) x = dist(gen);
+    rows.push_back(row);
+  }
+  rows.push_back({1.0f, NAN, -kInf, 2.0f, NAN});
+  rows.push_back({1.0f, kInf, 0.0f, kInf, NAN, kInf});  // +inf: uniform over the three
+  rows.push_back({-kInf, -kInf, NAN});                  // max -inf: the two -inf entries
+  for (double min_p : {0.0, 0.3}) {
+    RequestSampler host(params(0.7, 0, 1.0, min_p), 5), twin(params(0.7, 0, 1.0, min_p), 5);
+    TemperatureScratch scratch;
+    for (int round = 0; round < 50; ++round) {
+      for (const std::vector<float>& row : rows) {
+        const int32_t want = host.sample(row).token_id;
+        const TemperatureDraw d = twin.next_draw();
+        EXPECT_FLOAT_EQ(d.inv_temperature, static_cast<float>(1.0 / 0.7));
+        ASSERT_EQ(sample_temperature(row, max_ignoring_nan(row), d, scratch), want)
+            << "round " << round << ", row of " << row.size() << ", min_p " << min_p;
+      }
+    }
+  }
+}
+
+// Every logit NaN: no candidate; the draw gives greedy's token 0 (it used to read past an
+// empty candidate list).
+TEST(SamplerTest, AllNanRowSamplesTokenZero) {
+  RequestSampler sampler(params(1.0), 3);
+  const std::vector<float> nan_row(7, NAN);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(sampler.sample(nan_row).token_id, 0);
 }
 
 TEST(SamplerTest, TopKOneIsAlwaysArgmax) {

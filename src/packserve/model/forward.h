@@ -7,8 +7,10 @@
 // covering [0, kv_len[r]) (the scheduler's page table, kv::PageId). The forward writes the rows'
 // K/V into those pages (KV append), runs attention with one plan for all layers, and returns
 // for the last row of each request with samples[r] != kNoOutput either its logits
-// (kOutputLogits) or only their argmax (kOutputArgmax: greedy sampling without logprobs; by
-// the rules of common/argmax.h, and a GPU backend keeps the logits on the device).
+// (kOutputLogits), only their argmax (kOutputArgmax: greedy sampling without logprobs; by
+// the rules of common/argmax.h), or only the token of a temperature draw (kOutputSample:
+// sample_temperature of common/temperature_sample.h with draws[r]). A GPU backend keeps the
+// logits of argmax and sample rows on the device.
 // page_copies (copy-on-write, kv_cache.h) run before anything else.
 // Failure contract: an error leaves the KV of pages not written by this batch unchanged.
 // Thread-safety: one thread drives a backend.
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "packserve/common/status.h"
+#include "packserve/common/temperature_sample.h"
 #include "packserve/kv/kv_cache.h"
 #include "packserve/model/config.h"
 
@@ -29,6 +32,7 @@ namespace packserve::model {
 inline constexpr uint8_t kNoOutput = 0;
 inline constexpr uint8_t kOutputLogits = 1;
 inline constexpr uint8_t kOutputArgmax = 2;
+inline constexpr uint8_t kOutputSample = 3;
 
 struct ForwardBatch {
   std::vector<int32_t> token_ids;    // [total_rows]
@@ -36,7 +40,10 @@ struct ForwardBatch {
   std::vector<int32_t> kv_len;       // [num_requests], context length after this step's rows
   std::vector<int32_t> page_indptr;  // [num_requests + 1]
   std::vector<int32_t> page_ids;     // [page_indptr.back()]
-  std::vector<uint8_t> samples;      // [num_requests]: kNoOutput, kOutputLogits, kOutputArgmax
+  std::vector<uint8_t> samples;      // [num_requests]: kNoOutput, kOutputLogits, kOutputArgmax,
+                                     // kOutputSample
+  // [num_requests] when any samples[r] is kOutputSample (read only for those), else empty.
+  std::vector<TemperatureDraw> draws;
   std::vector<kv::PageCopy> page_copies;
   int num_requests() const { return static_cast<int>(kv_len.size()); }
   int total_rows() const { return static_cast<int>(token_ids.size()); }
@@ -51,6 +58,7 @@ struct KvPoolShape {
 struct ForwardOutput {
   std::vector<float> logits;    // [requests with kOutputLogits, vocab_size] f32
   std::vector<int32_t> argmax;  // [requests with kOutputArgmax]: argmax_lowest of the logits
+  std::vector<int32_t> sampled;  // [requests with kOutputSample]: sample_temperature's token
 };
 
 class ForwardBackend {
@@ -59,7 +67,7 @@ class ForwardBackend {
   virtual std::string_view name() const = 0;  // "cpu", "cuda"
   virtual const ModelConfig& config() const = 0;
   // Runs the batch; `out`'s vectors are resized (their capacity is reused across steps).
-  // Errors: kInvalidArgument (sizes, page ids, positions, samples values) with nothing
+  // Errors: kInvalidArgument (sizes, page ids, positions, samples values, draws) with nothing
   // written; kInternal for a device failure.
   virtual Status forward(const ForwardBatch& batch, ForwardOutput& out) = 0;
 };

@@ -1,6 +1,7 @@
 #include "packserve/model/forward_batch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -59,10 +60,32 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
     return invalid_argument("samples: length " + str(b.samples.size()) +
                             ", expected num_requests = " + str(n));
   }
+  bool any_draw = false;
   for (size_t r = 0; r < n; ++r) {
-    if (b.samples[r] > kOutputArgmax) {
+    if (b.samples[r] > kOutputSample) {
       return invalid_argument("samples[" + str(r) + "] = " + str(b.samples[r]) +
-                              ": expected 0 (no output), 1 (logits) or 2 (argmax)");
+                              ": expected 0 (no output), 1 (logits), 2 (argmax) or 3 (sample)");
+    }
+    any_draw = any_draw || b.samples[r] == kOutputSample;
+  }
+  if (any_draw && b.draws.size() != n) {
+    return invalid_argument("draws: length " + str(b.draws.size()) + ", expected num_requests = " +
+                            str(n) + " (some samples are 3, sample)");
+  }
+  for (size_t r = 0; r < n; ++r) {
+    if (b.samples[r] != kOutputSample) continue;
+    const TemperatureDraw& d = b.draws[r];
+    if (!(d.inv_temperature > 0.0f) || !std::isfinite(d.inv_temperature)) {
+      return invalid_argument("draws[" + str(r) + "].inv_temperature = " +
+                              std::to_string(d.inv_temperature) + ": expected finite and > 0");
+    }
+    if (!(d.min_p >= 0.0f && d.min_p <= 1.0f)) {
+      return invalid_argument("draws[" + str(r) + "].min_p = " + std::to_string(d.min_p) +
+                              ": expected in [0, 1]");
+    }
+    if (!(d.u >= 0.0 && d.u < 1.0)) {
+      return invalid_argument("draws[" + str(r) + "].u = " + std::to_string(d.u) +
+                              ": expected in [0, 1)");
     }
   }
   const int64_t ps = pool.page_size;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -70,8 +71,31 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
       {"page_indptr end", [](ForwardBatch& x) { x.page_ids.push_back(3); },
        "page_indptr[2] = 3: expected page_ids.size() = 4"},
       {"samples", [](ForwardBatch& x) { x.samples.pop_back(); }, "samples: length 1"},
-      {"samples value", [](ForwardBatch& x) { x.samples[1] = 3; },
-       "samples[1] = 3: expected 0 (no output), 1 (logits) or 2 (argmax)"},
+      {"samples value", [](ForwardBatch& x) { x.samples[1] = 4; },
+       "samples[1] = 4: expected 0 (no output), 1 (logits), 2 (argmax) or 3 (sample)"},
+      {"draws missing", [](ForwardBatch& x) { x.samples[1] = kOutputSample; },
+       "draws: length 0, expected num_requests = 2"},
+      {"draws temperature",
+       [](ForwardBatch& x) {
+         x.samples[1] = kOutputSample;
+         x.draws.assign(2, TemperatureDraw{});
+         x.draws[1].inv_temperature = 0.0f;
+       },
+       "draws[1].inv_temperature = 0.000000: expected finite and > 0"},
+      {"draws min_p",
+       [](ForwardBatch& x) {
+         x.samples[1] = kOutputSample;
+         x.draws.assign(2, TemperatureDraw{});
+         x.draws[1].min_p = NAN;
+       },
+       "draws[1].min_p = nan: expected in [0, 1]"},
+      {"draws u",
+       [](ForwardBatch& x) {
+         x.samples[0] = kOutputSample;
+         x.draws.assign(2, TemperatureDraw{});
+         x.draws[0].u = 1.0;
+       },
+       "draws[0].u = 1.000000: expected in [0, 1)"},
       {"kv_len < q_len", [](ForwardBatch& x) { x.kv_len[1] = 2; }, "kv_len[1] = 2"},
       {"too few pages", [](ForwardBatch& x) { x.kv_len[1] = 17; },
        "request 1 has 1 pages, expected ceil(kv_len[1] = 17"},
@@ -128,10 +152,11 @@ TEST(ForwardBatchValidation, EmptyBatchRunsOnlyPageCopies) {
   ForwardBatch empty;
   empty.qo_indptr = {0};
   empty.page_indptr = {0};
-  ForwardOutput out{std::vector<float>(3, 1.0f), {4}};
+  ForwardOutput out{std::vector<float>(3, 1.0f), {4}, {5}};
   ASSERT_TRUE(backend->forward(empty, out).ok());
   EXPECT_TRUE(out.logits.empty());
   EXPECT_TRUE(out.argmax.empty());
+  EXPECT_TRUE(out.sampled.empty());
 }
 
 TEST(CpuForwardBackendCreate, RejectsUnsupportedShapesAndBadWeights) {

@@ -137,6 +137,7 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   copy_pages(batch.page_copies);
   out.logits.clear();
   out.argmax.clear();
+  out.sampled.clear();
   if (num_requests == 0) return ok_status();
 
   const int64_t rows = batch.total_rows();
@@ -151,9 +152,10 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   for (Layer& layer : layers_) PS_RETURN_IF_ERROR(run_layer(layer, batch));
 
   // Final norm and LM head on the last row of each sampling request: the logits rows first,
-  // then the argmax rows, whose logits are reduced to their argmax and dropped.
+  // then the argmax rows and the sample rows, whose logits are reduced to their token and
+  // dropped.
   std::vector<float> last;
-  for (uint8_t kind : {kOutputLogits, kOutputArgmax}) {
+  for (uint8_t kind : {kOutputLogits, kOutputArgmax, kOutputSample}) {
     for (int r = 0; r < num_requests; ++r) {
       if (batch.samples[r] != kind) continue;
       const float* xr = x_.data() + static_cast<int64_t>(batch.qo_indptr[r + 1] - 1) * hid;
@@ -167,9 +169,18 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   linear(last, num_samples, hid, lm_head_, vocab, {}, logits);
   const auto num_logits =
       static_cast<int64_t>(std::count(batch.samples.begin(), batch.samples.end(), kOutputLogits));
-  for (int64_t i = num_logits; i < num_samples; ++i) {
-    out.argmax.push_back(argmax_lowest(
-        std::span<const float>(logits).subspan(static_cast<size_t>(i * vocab), vocab)));
+  const auto row = [&](int64_t i) {
+    return std::span<const float>(logits).subspan(static_cast<size_t>(i * vocab), vocab);
+  };
+  int64_t i = num_logits;
+  for (int r = 0; r < num_requests; ++r) {
+    if (batch.samples[r] == kOutputArgmax) out.argmax.push_back(argmax_lowest(row(i++)));
+  }
+  for (int r = 0; r < num_requests; ++r) {
+    if (batch.samples[r] != kOutputSample) continue;
+    const std::span<const float> x = row(i++);
+    out.sampled.push_back(
+        sample_temperature(x, max_ignoring_nan(x), batch.draws[static_cast<size_t>(r)], scratch_));
   }
   logits.resize(static_cast<size_t>(num_logits * vocab));
   out.logits = std::move(logits);

@@ -86,6 +86,7 @@ class CpuForwardBackend final : public ForwardBackend {
   attention::Plan plan_;
   std::vector<int32_t> positions_;
   std::vector<float> cos_sin_, x_, h_, qkv_, q_, attn_, gate_up_, act_;
+  TemperatureScratch scratch_;  // kOutputSample rows
 };
 
 }  // namespace packserve::model

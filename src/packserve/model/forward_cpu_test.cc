@@ -193,19 +193,24 @@ TEST_P(ForwardCpuArch, ChunkedPrefillEqualsUnchunked) {
 }
 
 // The argmax rows of a batch are argmax_lowest of the logits the same rows give as logits
-// rows; the logits rows beside them are unchanged (a second backend on the same weights).
-TEST_P(ForwardCpuArch, ArgmaxRowsAreTheArgmaxOfTheirLogits) {
+// rows, and its sample rows sample_temperature of them with their draws; the logits rows
+// beside them are unchanged (a second backend on the same weights).
+TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   const ModelConfig config = GetParam().config();
   const ModelWeights w = make_weights(config, 8);
   Rng rng(9);
   const std::vector<Seq> seqs = {{random_tokens(19, config.vocab_size, rng), {0, 1}, 0},
                                  {random_tokens(7, config.vocab_size, rng), {2}, 0},
                                  {random_tokens(33, config.vocab_size, rng), {3, 4, 5}, 0}};
+  // Row 0 at temperature 0.7 with a min-p cut, row 2 at temperature 1.5.
+  const std::vector<TemperatureDraw> draws = {
+      {1.0f / 0.7f, 0.05f, 0.61}, {}, {1.0f / 1.5f, 0.0f, 0.23}};
   const auto run = [&](const std::vector<uint8_t>& outputs) {
     ForwardBatch b;
     for (size_t i = 0; i < seqs.size(); ++i) {
       add(b, seqs[i], static_cast<int>(seqs[i].tokens.size()), outputs[i], kPool.page_size);
     }
+    if (std::count(outputs.begin(), outputs.end(), kOutputSample) > 0) b.draws = draws;
     ForwardOutput out;
     const Status st = make_backend(w)->forward(b, out);
     EXPECT_TRUE(st.ok()) << st.to_string();
@@ -219,6 +224,18 @@ TEST_P(ForwardCpuArch, ArgmaxRowsAreTheArgmaxOfTheirLogits) {
   EXPECT_LT(rel_err(mixed.logits, row(1)), 1e-6);
   EXPECT_EQ(mixed.argmax, (std::vector<int32_t>{argmax_lowest(row(0)), argmax_lowest(row(2))}));
   EXPECT_TRUE(all.argmax.empty());
+  EXPECT_TRUE(mixed.sampled.empty());
+
+  const ForwardOutput drawn = run({kOutputSample, kOutputArgmax, kOutputSample});
+  TemperatureScratch scratch;
+  const auto expect = [&](size_t i) {
+    return sample_temperature(row(i), max_ignoring_nan(row(i)), draws[i], scratch);
+  };
+  EXPECT_EQ(drawn.sampled, (std::vector<int32_t>{expect(0), expect(2)}));
+  EXPECT_EQ(drawn.argmax, std::vector<int32_t>{argmax_lowest(row(1))});
+  EXPECT_TRUE(drawn.logits.empty());
+  // The two draws differ from greedy here (flat dummy logits), so the rows really sampled.
+  EXPECT_NE(drawn.sampled, mixed.argmax);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardCpuArch,

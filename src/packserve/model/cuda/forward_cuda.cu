@@ -157,7 +157,8 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   rope = reinterpret_cast<float*>(s + x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b);
 
   // Metadata at a fixed address (graphs read it): MetaLayout at the largest R = n = S, P.
-  meta_capacity = cuda::meta_layout(R, R, R, static_cast<size_t>(options.max_batch_page_ids)).end;
+  meta_capacity =
+      cuda::meta_layout(R, R, R, R, static_cast<size_t>(options.max_batch_page_ids)).end;
   PS_RETURN_IF_ERROR(meta.alloc(meta_capacity * 4, "step metadata"));
   PS_RETURN_IF_ERROR(meta_pinned.reserve(meta_capacity * 4));
   PS_RETURN_IF_ERROR(argmax_dev.alloc(R * 4, "argmax ids"));

@@ -10,9 +10,11 @@
 //   scratch  activations for max_batch_rows
 //   meta  the step's int32 metadata (MetaLayout), capacity for max_batch_rows and
 //         max_batch_page_ids; fixed address (graphs read it)
-//   argmax  int32 [max_batch_rows]: the argmax ids of the kOutputArgmax rows; fixed address
+//   argmax  int32 [max_batch_rows]: the argmax ids of the kOutputArgmax rows, then the sampled
+//           ids of the kOutputSample rows; fixed address
 // Graph invariant: every pointer and size a captured graph bakes in is fixed for a GraphKey
-// (rows, requests, sampling rows, argmax rows): the scratch, meta and workspace addresses never
+// (rows, requests, sampling rows, argmax rows, draw rows): the scratch, meta and workspace
+// addresses never
 // change, the MetaLayout offsets depend only on the key, and the logits buffer only changes when it
 // grows, which drops every graph.
 #pragma once
@@ -141,28 +143,35 @@ struct LayerDev {
 };
 
 // int32 offsets of the step's metadata regions; every offset but the end depends only on
-// (rows R, requests n, sampling rows S), page_ids last (P varies between steps of one shape):
+// (rows R, requests n, sampling rows S, draw rows D), page_ids last (P varies between steps of
+// one shape):
 //   token_ids [R] | positions [R] | kv_page [R] | kv_slot [R] | page_indptr [n + 1] |
-//   sample_rows [S] | page_ids [P]
-// sample_rows lists the kOutputLogits rows first, then the kOutputArgmax rows (each in
-// request order), so the logits to copy are the first rows of the LM head's output.
+//   sample_rows [S] | (one int32 of padding when needed) draws [D] TemperatureDraw
+//   (4 int32 each, 8-byte aligned) | page_ids [P]
+// sample_rows lists the kOutputLogits rows first, then the kOutputArgmax rows, then the
+// kOutputSample rows (each in request order), so the logits to copy are the first rows of the
+// LM head's output; draws holds the kOutputSample rows' draws in the same order.
 struct MetaLayout {
-  size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, pind = 0, samp = 0, pids = 0, end = 0;
+  size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, pind = 0, samp = 0, draw = 0, pids = 0,
+         end = 0;
 };
-inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t P) {
+static_assert(sizeof(TemperatureDraw) == 16 && alignof(TemperatureDraw) == 8);
+inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t D, size_t P) {
   MetaLayout m;
   m.pos = m.tok + R;
   m.kv_page = m.pos + R;
   m.kv_slot = m.kv_page + R;
   m.pind = m.kv_slot + R;
   m.samp = m.pind + n + 1;
-  m.pids = m.samp + S;
+  m.draw = (m.samp + S + 1) / 2 * 2;
+  m.pids = m.draw + 4 * D;
   m.end = m.pids + P;
   return m;
 }
 
 struct GraphKey {
-  int rows = 0, requests = 0, sample_rows = 0, argmax_rows = 0;  // argmax_rows <= sample_rows
+  // argmax_rows + draw_rows <= sample_rows
+  int rows = 0, requests = 0, sample_rows = 0, argmax_rows = 0, draw_rows = 0;
   auto operator<=>(const GraphKey&) const = default;
 };
 struct CachedGraph {

@@ -8,8 +8,9 @@
 // bit-identical and the logits agree to 1e-3 of max |logit| (a bf16 rounding is 2^-9 = 2e-3;
 // cuBLAS may pick another algorithm inside a capture); observed differences are printed (0 on
 // the H100 so far). Argmax rows (kOutputArgmax: the graph backend's on-device argmax) must
-// equal argmax_lowest of eager's logits of the row exactly; with a nonzero logits difference
-// a near-tie could flip one, and the printed difference would show it.
+// equal argmax_lowest of eager's logits of the row exactly, and draw rows (kOutputSample: its
+// on-device draw) sample_temperature of them with the row's draw; with a nonzero logits
+// difference a near-tie could flip one, and the printed difference would show it.
 // Every test skips without a CUDA device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #include "packserve/common/argmax.h"
 #include "packserve/common/dtype.h"
 #include "packserve/common/rng.h"
+#include "packserve/common/temperature_sample.h"
 #include "packserve/model/cuda/forward_cuda.h"
 #include "packserve/model/forward_test_util.h"
 
@@ -90,19 +92,25 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
   ASSERT_TRUE(sg.ok()) << sg.to_string();
   const size_t V = static_cast<size_t>(be.eager->config().vocab_size);
   std::vector<float> want;
-  std::vector<int32_t> want_argmax;
+  std::vector<int32_t> want_argmax, want_sampled;
+  TemperatureScratch scratch;
   size_t row = 0;
-  for (uint8_t s : step.samples) {
+  for (size_t r = 0; r < step.samples.size(); ++r) {
+    const uint8_t s = step.samples[r];
     if (s == kNoOutput) continue;
     const std::span<const float> logits =
         std::span<const float>(eager.logits).subspan(row++ * V, V);
     if (s == kOutputArgmax) {
       want_argmax.push_back(argmax_lowest(logits));
+    } else if (s == kOutputSample) {
+      want_sampled.push_back(
+          sample_temperature(logits, max_ignoring_nan(logits), step.draws[r], scratch));
     } else {
       want.insert(want.end(), logits.begin(), logits.end());
     }
   }
   EXPECT_EQ(got.argmax, want_argmax);
+  EXPECT_EQ(got.sampled, want_sampled);
   ASSERT_EQ(got.logits.size(), want.size());
   double num = 0, den = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -209,6 +217,24 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
   expect_same_step(be, s8, L, "chunk of 2 + decode, argmax only (capture)");
   EXPECT_TRUE(prof.graph_captured);
   EXPECT_EQ(be.graph->num_cuda_graphs(), 5);
+
+  // Draw rows: (3, 3, 3) with 1 argmax and 2 draw rows is another shape; its replay reads
+  // other draws (temperature, min-p, u) from the step's metadata.
+  ForwardBatch s9;
+  add(s9, a, 1, kOutputSample);
+  add(s9, b, 1, kOutputArgmax);
+  add(s9, cc, 1, kOutputSample);
+  s9.draws = {{1.0f / 0.8f, 0.0f, 0.37}, {}, {1.0f / 1.3f, 0.02f, 0.91}};
+  expect_same_step(be, s9, L, "decode with 2 draw rows (capture)");
+  EXPECT_TRUE(prof.graph_captured);
+  ForwardBatch s10;
+  add(s10, d, 1, kOutputSample);
+  add(s10, e, 1, kOutputArgmax);
+  add(s10, b, 1, kOutputSample);
+  s10.draws = {{1.0f / 2.0f, 0.1f, 0.05}, {}, {1.0f, 0.0f, 0.999}};
+  expect_same_step(be, s10, L, "decode with 2 draw rows (replay)");
+  EXPECT_TRUE(prof.graph_replayed);
+  EXPECT_EQ(be.graph->num_cuda_graphs(), 6);
   EXPECT_EQ(be.eager->num_cuda_graphs(), 0);
 }
 

@@ -1,8 +1,10 @@
 // forward_step.cu: one CudaForwardBackend step (forward_cuda.h "forward"):
 //   host:   validate -> capacity checks -> attention layout + make_plan -> Workspace::upload
 //   stream: page copies -> metadata (one pinned copy) -> the device step -> logits of the
-//           kOutputLogits rows and argmax ids of the kOutputArgmax rows -> host
-// The device step (embedding, every layer, final norm of the sampling rows, LM head, argmax) is
+//           kOutputLogits rows, argmax ids of the kOutputArgmax rows and sampled ids of the
+//           kOutputSample rows -> host
+// The device step (embedding, every layer, final norm of the sampling rows, LM head, argmax,
+// draws) is
 // launched eagerly, or, for steps of at most max_graph_rows rows, replayed from a CUDA graph
 // captured for the step's GraphKey (forward_cuda_impl.cuh states why that is sound: every
 // argument a launch bakes in is fixed per key; what varies between steps of one shape, the
@@ -62,6 +64,8 @@ const char* step_op_name(StepOp op) {
       return "lm_head";
     case StepOp::kArgmax:
       return "argmax";
+    case StepOp::kSample:
+      return "sample";
     case StepOp::kLogitsCopy:
       return "logits_copy";
     case StepOp::kCount:
@@ -73,7 +77,7 @@ const char* step_op_name(StepOp op) {
 Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const MetaLayout& m,
                                                      cuda::OpTimeline* timeline) {
   const ModelConfig& c = config;
-  const int R = key.rows, S = key.sample_rows, A = key.argmax_rows;
+  const int R = key.rows, S = key.sample_rows, A = key.argmax_rows, D = key.draw_rows;
   const size_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, Q = c.q_size(),
                KV = c.kv_size();
   const int32_t* dm = meta.as<int32_t>();
@@ -145,10 +149,18 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     PS_RETURN_IF_ERROR(gemm->linear(h, S, H, lm_head, V, logits_dev.as<void>(), DType::kF32));
     PS_RETURN_IF_ERROR(mark(StepOp::kLmHead));
   }
-  if (A > 0) {  // the argmax rows are the last A of the S
-    PS_RETURN_IF_ERROR(cuda::argmax_rows(logits_dev.as<float>() + static_cast<size_t>(S - A) * V, A,
-                                         static_cast<int>(V), argmax_dev.as<int32_t>(), stream));
+  if (A > 0) {  // the argmax rows come after the logits rows, before the D draw rows
+    PS_RETURN_IF_ERROR(
+        cuda::argmax_rows(logits_dev.as<float>() + static_cast<size_t>(S - D - A) * V, A,
+                          static_cast<int>(V), argmax_dev.as<int32_t>(), stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kArgmax));
+  }
+  if (D > 0) {  // the last D rows; their ids after the argmax ids
+    PS_RETURN_IF_ERROR(cuda::sample_rows(logits_dev.as<float>() + static_cast<size_t>(S - D) * V, D,
+                                         static_cast<int>(V),
+                                         reinterpret_cast<const TemperatureDraw*>(dm + m.draw),
+                                         argmax_dev.as<int32_t>() + A, stream));
+    PS_RETURN_IF_ERROR(mark(StepOp::kSample));
   }
   return ok_status();
 }
@@ -211,14 +223,14 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
                               str(options.max_batch_page_ids));
   }
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
-  // Sampling rows S: the logits rows first, then the A argmax rows.
-  const int A =
-      static_cast<int>(std::count(batch.samples.begin(), batch.samples.end(), kOutputArgmax));
-  const int S =
-      A + static_cast<int>(std::count(batch.samples.begin(), batch.samples.end(), kOutputLogits));
-  const int SL = S - A;
+  // Sampling rows S: the SL logits rows first, then the A argmax rows, then the D draw rows.
+  const auto count = [&](uint8_t kind) {
+    return static_cast<int>(std::count(batch.samples.begin(), batch.samples.end(), kind));
+  };
+  const int SL = count(kOutputLogits), A = count(kOutputArgmax), D = count(kOutputSample);
+  const int S = SL + A + D;
   const size_t V = c.vocab_size, KV = c.kv_size();
-  const MetaLayout m = cuda::meta_layout(R, n, S, P);
+  const MetaLayout m = cuda::meta_layout(R, n, S, D, P);
   // Allocations (which synchronise) and the plan upload before anything is written.
   const size_t logits_bytes = static_cast<size_t>(S) * V * 4;
   const bool use_graph = options.step.max_graph_rows > 0 && R <= options.step.max_graph_rows &&
@@ -267,6 +279,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   if (n == 0) {
     out.logits.clear();
     out.argmax.clear();
+    out.sampled.clear();
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     profile.total_ms = total.lap();
     return ok_status();
@@ -287,28 +300,33 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     }
   }
   std::copy(batch.page_indptr.begin(), batch.page_indptr.end(), hm + m.pind);
-  for (int r = 0, l = 0, a = SL; r < n; ++r) {
+  auto* draws = reinterpret_cast<TemperatureDraw*>(hm + m.draw);
+  for (int r = 0, l = 0, a = SL, d = 0; r < n; ++r) {
     if (batch.samples[r] == kOutputLogits) hm[m.samp + l++] = batch.qo_indptr[r + 1] - 1;
     if (batch.samples[r] == kOutputArgmax) hm[m.samp + a++] = batch.qo_indptr[r + 1] - 1;
+    if (batch.samples[r] == kOutputSample) {
+      hm[m.samp + SL + A + d] = batch.qo_indptr[r + 1] - 1;
+      draws[d++] = batch.draws[static_cast<size_t>(r)];
+    }
   }
   std::copy(batch.page_ids.begin(), batch.page_ids.end(), hm + m.pids);
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(meta.as<void>(), hm, m.end * 4, cudaMemcpyHostToDevice, stream));
   profile.metadata_ms = clock.lap();
 
-  const GraphKey key{R, n, S, A};
+  const GraphKey key{R, n, S, A, D};
   if (use_graph) {
     PS_RETURN_IF_ERROR(launch_graph(key, m));
   } else {
     if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
     PS_RETURN_IF_ERROR(enqueue_device_step(key, m, options.step.profile_ops ? &timeline : nullptr));
   }
-  // The argmax ids (tiny) first; then the logits in up to kLogitsChunks pieces of whole rows,
-  // an event after each: the host copies piece i into the caller's vector while piece i + 1
-  // is still on its way.
-  if (A > 0) {
+  // The argmax and sampled ids (tiny) first; then the logits in up to kLogitsChunks pieces of
+  // whole rows, an event after each: the host copies piece i into the caller's vector while
+  // piece i + 1 is still on its way.
+  if (A + D > 0) {
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(argmax_pinned.as<void>(), argmax_dev.as<void>(),
-                                                  A * 4, cudaMemcpyDeviceToHost, stream));
+                                                  (A + D) * 4, cudaMemcpyDeviceToHost, stream));
   }
   const int rows_per_chunk = SL > 0 ? (SL + kLogitsChunks - 1) / kLogitsChunks : 1;
   const int chunks = (SL + rows_per_chunk - 1) / rows_per_chunk;  // <= kLogitsChunks, >= 1 row each
@@ -340,6 +358,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   profile.sync_ms += clock.lap();
   out.argmax.assign(argmax_pinned.as<int32_t>(), argmax_pinned.as<int32_t>() + A);
+  out.sampled.assign(argmax_pinned.as<int32_t>() + A, argmax_pinned.as<int32_t>() + A + D);
   float gpu_ms = 0.0f;
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaEventElapsedTime(&gpu_ms, step_events.start(), step_events.stop()));

@@ -291,6 +291,129 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   if (lane == 0) out[blockIdx.x] = v == -CUDART_INF_F ? 0 : idx;
 }
 
+// sample_rows (ops.h): one CTA of kSampleThreads per row, common/temperature_sample.h's
+// arithmetic in its order. The walk is serial (one thread) so that its float64 sums are the
+// host's, bit for bit; the block it walks is staged in shared memory first.
+constexpr int kSampleThreads = 1024;
+constexpr int kSampleLanes = sample_math::kBlockLanes;
+constexpr int kSampleBlock = static_cast<int>(sample_math::kWeightBlock);
+
+// Dynamic shared memory of sample_rows_kernel: block sums (double) and lane sums (float).
+constexpr int kMaxSampleVocab = 1 << 20;  // 40 KiB of dynamic shared memory
+size_t sample_rows_smem(int vocab) {
+  const size_t blocks = (static_cast<size_t>(vocab) + kSampleBlock - 1) / kSampleBlock;
+  return blocks * sizeof(double) + blocks * kSampleLanes * sizeof(float);
+}
+
+__global__ void __launch_bounds__(kSampleThreads)
+    sample_rows_kernel(float* logits, int vocab, const TemperatureDraw* draws, int32_t* out) {
+  extern __shared__ double block_sums[];  // [blocks], then float lane sums [blocks * 8]
+  __shared__ float staged[kSampleBlock];
+  __shared__ float warp_max[kSampleThreads / 32];
+  __shared__ int walk_block;
+  __shared__ double walk_cum;
+  const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
+  float* lane_sums = reinterpret_cast<float*>(block_sums + blocks);
+  float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
+  const TemperatureDraw d = draws[blockIdx.x];
+  const int t = threadIdx.x;
+
+  // m = max_ignoring_nan(row): NaN compares false, fmaxf drops NaN.
+  float m = -CUDART_INF_F;
+  for (int j = t; j < vocab; j += kSampleThreads) m = row[j] > m ? row[j] : m;
+  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  if (t % 32 == 0) warp_max[t / 32] = m;
+  __syncthreads();
+  m = warp_max[0];
+  for (int w = 1; w < kSampleThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+
+  if (m == CUDART_INF_F || m == -CUDART_INF_F) {  // degenerate: equally likely at m
+    if (t != 0) return;
+    long long count = 0;
+    for (int j = 0; j < vocab; ++j) count += row[j] == m ? 1 : 0;
+    int32_t token = 0;
+    if (count > 0) {
+      const double p = 1.0 / static_cast<double>(count);
+      double cum = 0.0;
+      for (int j = 0; j < vocab; ++j) {
+        if (row[j] != m) continue;
+        token = j;
+        cum = __dadd_rn(cum, p);
+        if (cum > d.u) break;
+      }
+    }
+    out[blockIdx.x] = token;
+    return;
+  }
+
+  // Weights in place of the logits.
+  for (int j = t; j < vocab; j += kSampleThreads) {
+    row[j] = sample_math::weight(row[j], m, d.inv_temperature, d.min_p);
+  }
+  __syncthreads();
+  // Lane l of block b: w[8k + l] of the block's whole octets, in order.
+  for (int task = t; task < blocks * kSampleLanes; task += kSampleThreads) {
+    const int b = task / kSampleLanes, l = task % kSampleLanes;
+    const int len = min(kSampleBlock, vocab - b * kSampleBlock);
+    const float* w = row + static_cast<size_t>(b) * kSampleBlock;
+    const int whole = len - len % kSampleLanes;
+    float s = 0.0f;
+    for (int i = l; i < whole; i += kSampleLanes) s = sample_math::add(s, w[i]);
+    lane_sums[task] = s;
+  }
+  __syncthreads();
+  // Block b: its tail in order from zero, then lanes 0..7.
+  for (int b = t; b < blocks; b += kSampleThreads) {
+    const int len = min(kSampleBlock, vocab - b * kSampleBlock);
+    const float* w = row + static_cast<size_t>(b) * kSampleBlock;
+    float s = 0.0f;
+    for (int i = len - len % kSampleLanes; i < len; ++i) s = sample_math::add(s, w[i]);
+    for (int l = 0; l < kSampleLanes; ++l) s = sample_math::add(s, lane_sums[b * kSampleLanes + l]);
+    block_sums[b] = static_cast<double>(s);
+  }
+  __syncthreads();
+  double target = 0.0;
+  if (t == 0) {
+    double total = 0.0;
+    for (int b = 0; b < blocks; ++b) total = __dadd_rn(total, block_sums[b]);
+    target = __dmul_rn(d.u, total);
+    double cum = 0.0;
+    int b = 0;
+    for (; b + 1 < blocks; ++b) {
+      if (__dadd_rn(cum, block_sums[b]) > target) break;
+      cum = __dadd_rn(cum, block_sums[b]);
+    }
+    walk_block = b;
+    walk_cum = cum;
+  }
+  __syncthreads();
+  const int b = walk_block;
+  const int begin = b * kSampleBlock;
+  const int len = min(kSampleBlock, vocab - begin);
+  for (int i = t; i < len; i += kSampleThreads) staged[i] = row[begin + i];
+  __syncthreads();
+  if (t != 0) return;
+  double cum = walk_cum;
+  int last_kept = -1;
+  for (int i = 0; i < len; ++i) {
+    const float w = staged[i];
+    if (w == 0.0f) continue;
+    last_kept = begin + i;
+    cum = __dadd_rn(cum, static_cast<double>(w));
+    if (cum > target) break;
+  }
+  if (last_kept < 0) {  // rounding fallback: the last nonzero weight before the block
+    last_kept = 0;
+    for (int i = begin - 1; i >= 0; --i) {
+      if (row[i] != 0.0f) {
+        last_kept = i;
+        break;
+      }
+    }
+  }
+  out[blockIdx.x] = last_kept;
+}
+
 Status check_positive(int v, const char* name) {
   if (v > 0) return ok_status();
   return invalid_argument(std::string(name) + " = " + std::to_string(v) + ": expected > 0");
@@ -376,6 +499,20 @@ Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, Strea
   PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
   argmax_rows_kernel<<<rows, kArgmaxThreads, 0, stream>>>(logits, vocab, out);
   return launched("argmax_rows");
+}
+
+Status sample_rows(float* logits, int rows, int vocab, const TemperatureDraw* draws, int32_t* out,
+                   StreamHandle stream) {
+  if (rows == 0) return ok_status();
+  PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
+  PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
+  if (vocab > kMaxSampleVocab) {
+    return invalid_argument("sample_rows: vocab = " + std::to_string(vocab) +
+                            ": expected at most " + std::to_string(kMaxSampleVocab));
+  }
+  sample_rows_kernel<<<rows, kSampleThreads, sample_rows_smem(vocab), stream>>>(logits, vocab,
+                                                                                draws, out);
+  return launched("sample_rows");
 }
 
 Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,

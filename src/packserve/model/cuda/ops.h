@@ -20,6 +20,9 @@
 //                  (16-byte vectors when I % 8 == 0)
 //   argmax_rows:   out[r] = argmax_lowest(logits[r, :]) (common/argmax.h: NaN never wins, ties
 //                  to the lowest index, 0 when the maximum is -inf); one CTA per row
+//   sample_rows:   out[r] = sample_temperature(logits[r, :], draws[r]) (common/
+//                  temperature_sample.h, the same bits as the host); the row's logits are
+//                  overwritten by its weights. One CTA per row; vocab <= 2^20
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
@@ -33,6 +36,7 @@
 #include "packserve/attention/cuda/run_cuda.h"
 #include "packserve/common/dtype.h"
 #include "packserve/common/status.h"
+#include "packserve/common/temperature_sample.h"
 
 namespace packserve::model::cuda {
 
@@ -76,6 +80,10 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
 // logits: [rows, vocab] f32, 16-byte aligned when vocab % 4 == 0 (then read as float4);
 // out: [rows].
 Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, StreamHandle stream);
+
+// logits: [rows, vocab] f32, overwritten; draws: [rows] (device); out: [rows].
+Status sample_rows(float* logits, int rows, int vocab, const TemperatureDraw* draws, int32_t* out,
+                   StreamHandle stream);
 
 // dtype: kBF16 or kF32.
 Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,

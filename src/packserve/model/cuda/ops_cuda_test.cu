@@ -13,6 +13,7 @@
 #include "packserve/common/argmax.h"
 #include "packserve/common/dtype.h"
 #include "packserve/common/rng.h"
+#include "packserve/common/temperature_sample.h"
 #include "packserve/model/cuda/gemm.h"
 #include "packserve/model/cuda/ops.h"
 #include "packserve/model/ops_cpu.h"
@@ -336,6 +337,66 @@ TEST(ModelCudaOps, ArgmaxRowsEqualsTheHostArgmax) {
     cudaFree(dout);
   }
   EXPECT_EQ(argmax_rows(nullptr, 1, 0, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+// sample_rows equals sample_temperature (common/temperature_sample.h) token for token: rows
+// of random logits at several temperatures and min-p cuts with uniforms across [0, 1) (0 and
+// just below 1 included), vocabularies below, at and across the 1024-weight blocks and
+// Qwen3's, rows with NaN, -inf, +inf, a peaked row and an all-NaN one.
+TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(31);
+  const float inf = INFINITY;
+  for (int vocab : {5, 1000, 1024, 1025, 4099, 151669}) {
+    SCOPED_TRACE(vocab);
+    const int rows = 40;
+    std::vector<float> x = random_f32(static_cast<size_t>(rows) * vocab, rng, 0.0, 4.0);
+    const auto at = [&](int r, int i) -> float& { return x[static_cast<size_t>(r) * vocab + i]; };
+    for (int i = 0; i < vocab; i += 3) at(1, i) = NAN;
+    at(2, vocab / 2) = inf;  // +inf entries: uniform over them
+    at(2, vocab - 1) = inf;
+    for (int i = 0; i < vocab; ++i) at(3, i) = i % 2 == 0 ? NAN : -inf;  // max -inf
+    for (int i = 0; i < vocab; ++i) at(4, i) = NAN;                      // nothing: 0
+    at(5, vocab / 3) = 60.0f;                                            // one dominant
+    for (int i = 0; i < vocab; i += 7) at(6, i) = -inf;
+    std::vector<TemperatureDraw> draws(rows);
+    for (int r = 0; r < rows; ++r) {
+      const double temperatures[] = {0.3, 0.7, 1.0, 1.6, 4.0};
+      draws[r].inv_temperature = static_cast<float>(1.0 / temperatures[r % 5]);
+      draws[r].min_p = r % 4 == 3 ? static_cast<float>(rng.uniform(0.0, 0.5)) : 0.0f;
+      draws[r].u = r == 7 ? 0.0 : r == 8 ? 1.0 - 0x1.0p-53 : rng.uniform();
+    }
+    float* dx = to_device(x);
+    TemperatureDraw* dd = nullptr;
+    int32_t* dout = nullptr;
+    ASSERT_EQ(cudaMalloc(&dd, rows * sizeof(TemperatureDraw)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dd, draws.data(), rows * sizeof(TemperatureDraw), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dout, rows * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dout, 0xff, rows * 4), cudaSuccess);
+    ASSERT_TRUE(sample_rows(dx, rows, vocab, dd, dout, nullptr).ok());
+    const std::vector<int32_t> got = to_host(dout, rows);
+    TemperatureScratch scratch;
+    std::vector<int32_t> want(rows);
+    for (int r = 0; r < rows; ++r) {
+      const std::span<const float> row(x.data() + static_cast<size_t>(r) * vocab, vocab);
+      want[r] = sample_temperature(row, max_ignoring_nan(row), draws[r], scratch);
+      EXPECT_EQ(got[static_cast<size_t>(r)], want[r]) << "row " << r;
+    }
+    EXPECT_EQ(want[4], 0);
+    if (vocab > 5) {
+      EXPECT_TRUE(want[2] == vocab / 2 || want[2] == vocab - 1);
+      EXPECT_EQ(want[5], vocab / 3);
+      EXPECT_EQ(want[3] % 2, 1);
+    }
+    cudaFree(dx);
+    cudaFree(dd);
+    cudaFree(dout);
+  }
+  EXPECT_EQ(sample_rows(nullptr, 1, (1 << 20) + 1, nullptr, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(sample_rows(nullptr, 1, 0, nullptr, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(ModelCudaOps, FillRandomHasTheAskedMoments) {
