@@ -39,41 +39,21 @@ namespace packserve::sample_math {
 inline constexpr size_t kWeightBlock = 1024;
 inline constexpr int kBlockLanes = 8;
 
-PS_SAMPLE_HD float mul(float a, float b) {
+// Single roundings and bit casts: the CUDA intrinsics on the device (nvcc fuses nothing into
+// them), plain operators on the host.
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
+PS_SAMPLE_HD float mul(float a, float b) { return __fmul_rn(a, b); }
+PS_SAMPLE_HD float add(float a, float b) { return __fadd_rn(a, b); }
+PS_SAMPLE_HD float sub(float a, float b) { return __fsub_rn(a, b); }
+PS_SAMPLE_HD int32_t float_bits(float x) { return __float_as_int(x); }
+PS_SAMPLE_HD float bits_float(int32_t x) { return __int_as_float(x); }
 #else
-  return a * b;
+PS_SAMPLE_HD float mul(float a, float b) { return a * b; }
+PS_SAMPLE_HD float add(float a, float b) { return a + b; }
+PS_SAMPLE_HD float sub(float a, float b) { return a - b; }
+PS_SAMPLE_HD int32_t float_bits(float x) { return __builtin_bit_cast(int32_t, x); }
+PS_SAMPLE_HD float bits_float(int32_t x) { return __builtin_bit_cast(float, x); }
 #endif
-}
-PS_SAMPLE_HD float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-PS_SAMPLE_HD float sub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-PS_SAMPLE_HD int32_t float_bits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_int(x);
-#else
-  return __builtin_bit_cast(int32_t, x);
-#endif
-}
-PS_SAMPLE_HD float bits_float(int32_t x) {
-#if defined(__CUDA_ARCH__)
-  return __int_as_float(x);
-#else
-  return __builtin_bit_cast(float, x);
-#endif
-}
 
 // exp(y) for y <= 0 in float32; 0 for y < -87 (where the result would be subnormal) and for
 // NaN. y = n ln2 + f with |f| <= ln2 / 2 (ln2 split in two so f is exact), e^f by its Taylor

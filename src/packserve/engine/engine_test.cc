@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -400,17 +401,26 @@ TEST(EngineTest, BadSamplerThreadsIsAClearError) {
   }
 }
 
+// Submits n other requests (prompt "other <37 i>", 3 + i tokens) with sampling set by
+// set(params, i): company for a request under test.
+std::vector<std::shared_ptr<RequestStream>> submit_others(
+    Engine& engine, int n, const std::function<void(SamplingParams&, int)>& set) {
+  std::vector<std::shared_ptr<RequestStream>> others;
+  for (int i = 0; i < n; ++i) {
+    GenerateRequest o = greedy_request(ids_of("other " + std::to_string(i * 37)), 3 + i);
+    set(o.sampling, i);
+    others.push_back(*engine.submit(o));
+  }
+  return others;
+}
+
 TEST(EngineTest, SameSeedSameTokensAcrossBatchCompositions) {
   auto run = [](int num_others, int32_t sampler_threads) {
     EngineSetup setup;
     setup.num_sampler_threads = sampler_threads;
     auto t = make_engine(testing::hash_next_token, setup);
-    std::vector<std::shared_ptr<RequestStream>> others;
-    for (int i = 0; i < num_others; ++i) {
-      GenerateRequest o = greedy_request(ids_of("other " + std::to_string(i * 37)), 3 + i);
-      o.sampling.temperature = 1.0;
-      others.push_back(*t.engine->submit(o));
-    }
+    const auto others =
+        submit_others(*t.engine, num_others, [](SamplingParams& p, int) { p.temperature = 1.0; });
     GenerateRequest r = greedy_request(ids_of("seeded"), 40);
     r.sampling.temperature = 1.0;
     r.sampling.seed = 42;
@@ -441,13 +451,10 @@ TEST(EngineTest, BackendSamplingGivesTheHostSamplersTokens) {
     EngineSetup setup;
     setup.backend_sampling = backend_sampling;
     auto t = make_engine(testing::hash_next_token, setup);
-    std::vector<std::shared_ptr<RequestStream>> others;
-    for (int i = 0; i < num_others; ++i) {
-      GenerateRequest o = greedy_request(ids_of("other " + std::to_string(i * 37)), 3 + i);
-      o.sampling.temperature = 0.5 + 0.25 * i;
-      if (i % 3 == 1) o.sampling.top_p = 0.8;
-      others.push_back(*t.engine->submit(o));
-    }
+    const auto others = submit_others(*t.engine, num_others, [](SamplingParams& p, int i) {
+      p.temperature = 0.5 + 0.25 * i;
+      if (i % 3 == 1) p.top_p = 0.8;
+    });
     std::vector<Collected> seeded;
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (double min_p : {0.0, 0.2}) {

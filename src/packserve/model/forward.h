@@ -56,8 +56,8 @@ struct KvPoolShape {
 
 // What forward() returns, each in request order.
 struct ForwardOutput {
-  std::vector<float> logits;    // [requests with kOutputLogits, vocab_size] f32
-  std::vector<int32_t> argmax;  // [requests with kOutputArgmax]: argmax_lowest of the logits
+  std::vector<float> logits;     // [requests with kOutputLogits, vocab_size] f32
+  std::vector<int32_t> argmax;   // [requests with kOutputArgmax]: argmax_lowest of the logits
   std::vector<int32_t> sampled;  // [requests with kOutputSample]: sample_temperature's token
 };
 

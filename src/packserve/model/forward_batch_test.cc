@@ -36,6 +36,13 @@ std::vector<float> snapshot(const CpuForwardBackend& b) {
   return all;
 }
 
+// Makes request r of x a kOutputSample row with valid draws for every request; its draw.
+TemperatureDraw& draw_row(ForwardBatch& x, size_t r) {
+  x.samples[r] = kOutputSample;
+  x.draws.assign(x.samples.size(), TemperatureDraw{});
+  return x.draws[r];
+}
+
 TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
   const ModelConfig config = llama_config();
   const ModelWeights w = make_weights(config);
@@ -75,26 +82,11 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
        "samples[1] = 4: expected 0 (no output), 1 (logits), 2 (argmax) or 3 (sample)"},
       {"draws missing", [](ForwardBatch& x) { x.samples[1] = kOutputSample; },
        "draws: length 0, expected num_requests = 2"},
-      {"draws temperature",
-       [](ForwardBatch& x) {
-         x.samples[1] = kOutputSample;
-         x.draws.assign(2, TemperatureDraw{});
-         x.draws[1].inv_temperature = 0.0f;
-       },
+      {"draws temperature", [](ForwardBatch& x) { draw_row(x, 1).inv_temperature = 0.0f; },
        "draws[1].inv_temperature = 0.000000: expected finite and > 0"},
-      {"draws min_p",
-       [](ForwardBatch& x) {
-         x.samples[1] = kOutputSample;
-         x.draws.assign(2, TemperatureDraw{});
-         x.draws[1].min_p = NAN;
-       },
+      {"draws min_p", [](ForwardBatch& x) { draw_row(x, 1).min_p = NAN; },
        "draws[1].min_p = nan: expected in [0, 1]"},
-      {"draws u",
-       [](ForwardBatch& x) {
-         x.samples[0] = kOutputSample;
-         x.draws.assign(2, TemperatureDraw{});
-         x.draws[0].u = 1.0;
-       },
+      {"draws u", [](ForwardBatch& x) { draw_row(x, 0).u = 1.0; },
        "draws[0].u = 1.000000: expected in [0, 1)"},
       {"kv_len < q_len", [](ForwardBatch& x) { x.kv_len[1] = 2; }, "kv_len[1] = 2"},
       {"too few pages", [](ForwardBatch& x) { x.kv_len[1] = 17; },
