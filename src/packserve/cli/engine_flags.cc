@@ -22,6 +22,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
                  p + "attention planner: naive | balanced | prefix")
       ->capture_default_str();
   cmd.add_flag("--no-prefix-caching", f.no_prefix_caching, p + "disable the prefix cache");
+  cmd.add_option("--prefix-wait-min-tokens", f.prefix_wait_min_tokens,
+                 p + "a waiting request whose next N+ prompt tokens running requests are "
+                     "computing waits for them instead of computing them too (0 = never)")
+      ->capture_default_str();
   cmd.add_option("--threads", f.threads, p + "CPU attention executor threads")
       ->capture_default_str();
   cmd.add_option("--sampler-threads", f.sampler_threads,
@@ -39,6 +43,7 @@ Status apply_engine_flags(const EngineFlags& f, engine::EngineConfig& config) {
   config.kv.enable_prefix_caching = !f.no_prefix_caching;
   config.scheduler.max_num_batched_tokens = f.max_num_batched_tokens;
   config.scheduler.max_num_running_requests = f.max_num_running_requests;
+  config.scheduler.prefix_wait_min_tokens = f.prefix_wait_min_tokens;
   auto policy = sched::parse_scheduling_policy(f.policy);
   if (!policy.ok()) return invalid_argument("--policy: " + policy.status().message());
   config.scheduler.policy = *policy;

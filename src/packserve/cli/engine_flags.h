@@ -4,6 +4,7 @@
 //   --num-pages N (0: cpu_default_num_pages on cpu, from --gpu-memory-utilization on cuda)
 //   --page-size N  --max-num-batched-tokens N  --max-num-running-requests N
 //   --policy fcfs|aimd  --attention-policy naive|balanced|prefix  --no-prefix-caching
+//   --prefix-wait-min-tokens N
 //   --threads N (CPU attention executor)  --sampler-threads N  and the backend flags of
 //   backend_flags.h.
 // Thread-safety: call from one thread at start-up.
@@ -27,6 +28,7 @@ struct EngineFlags {
   std::string policy = "fcfs";
   std::string attention_policy = "balanced";
   bool no_prefix_caching = false;
+  int32_t prefix_wait_min_tokens = 256;
   bool no_backend_sampling = false;
   int threads = 1;
   int32_t sampler_threads = 0;  // 0: auto
@@ -38,8 +40,8 @@ struct EngineFlags {
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& help_prefix = "");
 
 // Sets config.kv (pages, page size, prefix caching), config.scheduler (budget, running limit,
-// policy), config.plan.policy, config.num_sampler_threads and config.backend_sampling. Errors:
-// kInvalidArgument naming the flag.
+// prefix wait, policy), config.plan.policy, config.num_sampler_threads and config.backend_sampling.
+// Errors: kInvalidArgument naming the flag.
 Status apply_engine_flags(const EngineFlags& flags, engine::EngineConfig& config);
 
 }  // namespace packserve::cli

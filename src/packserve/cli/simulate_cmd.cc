@@ -77,6 +77,7 @@ json report_json(const SimulationReport& r, const SimulateArgs& a, const trace::
           {"recomputed_tokens", r.num_recomputed_tokens},
           {"busy_s", r.busy_ms / 1000.0},
           {"aimd_releases", r.aimd_releases},
+          {"prefix_waits", r.prefix_waits},
           {"aimd_final_threshold", r.aimd_final_threshold}};
 }
 
@@ -192,6 +193,10 @@ void register_simulate_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--prefill-bin-max-requests", s.prefill_bin_max_requests,
                   "AIMD packing bin size B_max, requests (0 = unlimited)")
+      ->capture_default_str();
+  cmd->add_option("--prefix-wait-min-tokens", s.prefix_wait_min_tokens,
+                  "a waiting request whose next N+ prompt tokens running requests are computing "
+                  "waits for them (0 = never)")
       ->capture_default_str();
   cmd->add_flag("--check-invariants-every-step", s.check_invariants_every_step,
                 "run the KV/scheduler invariant check after every step (slow)");

@@ -109,6 +109,11 @@ void KvCacheManager::release_page(PageId page) {
   }
 }
 
+void KvCacheManager::drop_pending(PageKey key, RequestId owner) {
+  const auto it = pending_owner_.find(key);
+  if (it != pending_owner_.end() && it->second == owner) pending_owner_.erase(it);
+}
+
 // ---- requests ----
 
 int32_t KvCacheManager::pages_needed(const RequestPages& req, int32_t num_new_tokens) const {
@@ -173,20 +178,15 @@ Result<AdmitResult> KvCacheManager::add_request(RequestId id, std::span<const To
     return invalid_argument(fmt::format("req={}: tokens: {} tokens is too many", id, n));
   }
 
-  // Longest run of published full pages; scratch_keys_[i] = key of adopted page i.
+  // Longest run of published full pages; scratch_keys_[i] = key of full page i.
   RequestPages req;
   scratch_keys_.clear();
   if (config_.enable_prefix_caching) {
-    const size_t page = static_cast<size_t>(config_.page_size);
-    const size_t num_full = tokens.size() / page;
-    PageKey parent = kRootPageKey;
-    for (size_t i = 0; i < num_full; ++i) {
-      const PageKey key = page_key(parent, tokens.subspan(i * page, page));
+    full_page_keys(tokens, config_.page_size, &scratch_keys_);
+    for (const PageKey key : scratch_keys_) {
       const auto it = key_to_page_.find(key);
       if (it == key_to_page_.end()) break;
       req.pages.push_back(it->second);
-      scratch_keys_.push_back(key);
-      parent = key;
     }
   }
   const int32_t num_tokens = static_cast<int32_t>(n);
@@ -219,6 +219,11 @@ Result<AdmitResult> KvCacheManager::add_request(RequestId id, std::span<const To
   }
   req.num_keyed_pages = static_cast<int32_t>(req.pages.size());
   req.chain_key = req.pages.empty() ? kRootPageKey : scratch_keys_[req.pages.size() - 1];
+  // The full pages it will compute and publish are pending until it commits them.
+  req.pending_keys.assign(scratch_keys_.begin() + req.num_keyed_pages, scratch_keys_.end());
+  for (const PageKey key : req.pending_keys) {
+    if (key_to_page_.count(key) == 0) pending_owner_.emplace(key, id);
+  }
 
   for (const PageId p : req.pages) {
     PageMeta& m = pages_[p];
@@ -280,6 +285,7 @@ Status KvCacheManager::commit_computed(RequestId id, std::span<const TokenId> to
     req.chain_key = page_key(req.chain_key, tokens.subspan(static_cast<size_t>(i) * page, page));
     ++req.num_keyed_pages;
     if (!config_.enable_prefix_caching) continue;
+    drop_pending(req.chain_key, id);
     // A page with the same content may already be published (two requests computed the same
     // prefix at once); then this copy stays private and is freed when the request ends.
     const auto [slot, inserted] = key_to_page_.emplace(req.chain_key, req.pages[i]);
@@ -302,6 +308,7 @@ Status KvCacheManager::fork(RequestId parent, RequestId child) {
     return invalid_argument(fmt::format("req={}: fork child id is already live", child));
   }
   RequestPages copy = it->second;
+  copy.pending_keys.clear();  // the parent owns them
   for (const PageId p : copy.pages) ++pages_[p].refcount;
   requests_.emplace(child, std::move(copy));
   return ok_status();
@@ -314,6 +321,7 @@ Status KvCacheManager::free_request(RequestId id) {
   }
   const std::vector<PageId>& pages = it->second.pages;
   for (auto p = pages.rbegin(); p != pages.rend(); ++p) release_page(*p);
+  for (const PageKey key : it->second.pending_keys) drop_pending(key, id);
   requests_.erase(it);
   return ok_status();
 }
@@ -349,6 +357,17 @@ int32_t KvCacheManager::page_refcount(PageId page) const {
 bool KvCacheManager::page_is_published(PageId page) const {
   PS_CHECK(page >= 0 && page < config_.num_pages) << "page " << page;
   return pages_[page].published;
+}
+
+PrefixProbe KvCacheManager::probe_prefix(std::span<const PageKey> keys) const {
+  PrefixProbe probe;
+  if (!config_.enable_prefix_caching) return probe;
+  size_t i = 0;
+  while (i < keys.size() && key_to_page_.count(keys[i]) != 0) ++i;
+  probe.num_cached_pages = static_cast<int32_t>(i);
+  while (i < keys.size() && pending_owner_.count(keys[i]) != 0) ++i;
+  probe.num_pending_pages = static_cast<int32_t>(i) - probe.num_cached_pages;
+  return probe;
 }
 
 std::vector<PageId> KvCacheManager::lru_order() const {
@@ -441,6 +460,17 @@ Status KvCacheManager::check_invariants() const {
   if (num_published != static_cast<int64_t>(key_to_page_.size())) {
     return internal_error(
         fmt::format("{} published pages but {} keys", num_published, key_to_page_.size()));
+  }
+  size_t num_owned = 0;  // pending keys whose owner lists them
+  for (const auto& [id, req] : requests_) {
+    for (const PageKey key : req.pending_keys) {
+      const auto it = pending_owner_.find(key);
+      if (it != pending_owner_.end() && it->second == id) ++num_owned;
+    }
+  }
+  if (num_owned != pending_owner_.size()) {
+    return internal_error(fmt::format("{} pending keys but only {} listed by a live owner",
+                                      pending_owner_.size(), num_owned));
   }
   if (requests_.empty() &&
       static_cast<int64_t>(free_pages_.size()) + num_cached_ != config_.num_pages) {

@@ -26,6 +26,12 @@
 // the src page's first num_tokens KV slots into dst before the forward. The src page loses one
 // reference (and may become cached or free).
 //
+// Pending pages. add_request() also registers the keys of the request's other full pages,
+// the ones it will compute and publish, as *pending* with the request as owner (the first
+// request to register a key owns it). A key stops being pending when its owner commits that
+// page or ends. probe_prefix() reports them, so a scheduler can let a request whose prefix
+// another request is computing right now wait for it instead of computing it twice.
+//
 // Eviction. A page is allocated from the free list first, else by evicting the least recently
 // used cached page (its key is unpublished). When a request ends its pages are released from
 // the last to the first, so a chain's tail is evicted before its head (a head evicted first
@@ -40,13 +46,14 @@
 // Invariants (check_invariants(), run by tests and, in debug builds, by the scheduler after
 // every step): each page is in exactly one state; refcount = number of tables holding it;
 // free list and LRU list hold exactly the free and cached pages; the key map and the pages'
-// keys agree; a table covers its computed tokens. Once all requests have ended,
-// pages_free + pages_cached = pages_total.
+// keys agree; a table covers its computed tokens; every pending key's owner is live and lists
+// it among its pending keys. Once all requests have ended, pages_free + pages_cached =
+// pages_total and nothing is pending.
 //
-// Cost: add_request is O(prompt tokens) (hashing) + O(pages adopted); allocate_slots,
-// commit_computed (amortized, one page hash per page_size tokens) and page allocation are
-// O(pages touched); free_request is O(table length). Nothing scans the pool except
-// check_invariants().
+// Cost: add_request is O(prompt tokens) (hashing) + O(full pages) (adoption, pending keys);
+// allocate_slots, commit_computed (amortized, one page hash per page_size tokens) and page
+// allocation are O(pages touched); free_request is O(table length + pending keys);
+// probe_prefix is O(keys it counts). Nothing scans the pool except check_invariants().
 // Thread-safety: none; owned and called by the scheduler's single thread.
 #pragma once
 
@@ -102,6 +109,13 @@ struct KvCacheStats {
   double prefix_hit_rate() const;
 };
 
+// What a request whose full pages have the keys `keys` (block_hash.h full_page_keys) would find
+// now (probe_prefix()).
+struct PrefixProbe {
+  int32_t num_cached_pages = 0;   // leading pages published now: adoptable
+  int32_t num_pending_pages = 0;  // the pages right after them that live requests are computing
+};
+
 struct AdmitResult {
   int32_t num_cached_tokens = 0;  // leading tokens adopted from the prefix cache (computed)
   int32_t num_new_tokens = 0;     // tokens after them with slots allocated for the next step
@@ -140,13 +154,14 @@ class KvCacheManager {
 
   // Makes `child` a new request sharing every page of `parent` (refcount + 1 each) with the
   // same computed-token count: parallel sampling / beam search. The first write by either into
-  // a shared partial page copies it. Errors: unknown parent, child already live
-  // (kInvalidArgument).
+  // a shared partial page copies it. The parent stays the owner of its pending keys. Errors:
+  // unknown parent, child already live (kInvalidArgument).
   Status fork(RequestId parent, RequestId child);
 
   // Ends request `id` (finished, cancelled, length limit, preempted): its pages lose a
   // reference, last page first; a page reaching 0 becomes cached if published (and prefix
-  // caching is on), else free. Errors: unknown id (kInvalidArgument).
+  // caching is on), else free; the keys it had pending stop being pending. Errors: unknown id
+  // (kInvalidArgument).
   Status free_request(RequestId id);
 
   // ---- queries ----
@@ -167,6 +182,12 @@ class KvCacheManager {
   PageState page_state(PageId page) const;  // page in [0, num_pages), else PS_CHECK
   int32_t page_refcount(PageId page) const;
   bool page_is_published(PageId page) const;
+  // How many of `keys` (the chained keys of a token list's full pages, in order) are
+  // published from the first on, and how many right after those are pending (see the header
+  // comment). Both 0 when prefix caching is off. O(pages counted).
+  PrefixProbe probe_prefix(std::span<const PageKey> keys) const;
+  // Keys pending now (a key is counted once whatever its number of computing requests).
+  int64_t num_pending_pages() const { return static_cast<int64_t>(pending_owner_.size()); }
   // The cached pages from least to most recently used (the eviction order). O(pages cached).
   std::vector<PageId> lru_order() const;
   KvCacheStats stats() const;
@@ -192,6 +213,9 @@ class KvCacheManager {
     // page num_keyed_pages chains from chain_key (kRootPageKey before the first page).
     int32_t num_keyed_pages = 0;
     PageKey chain_key = kRootPageKey;
+    // The keys of the full pages after the adopted ones at admission, registered as pending
+    // (owned in pending_owner_ only where this request registered first).
+    std::vector<PageKey> pending_keys;
   };
 
   // Pages allocate_slots(req, num_new_tokens) would take from the pool.
@@ -202,6 +226,8 @@ class KvCacheManager {
   void release_page(PageId page);
   void lru_push_back(PageId page);
   void lru_remove(PageId page);
+  // Removes `key` from pending_owner_ if `owner` owns it.
+  void drop_pending(PageKey key, RequestId owner);
 
   KvCacheConfig config_;
   std::vector<PageMeta> pages_;
@@ -210,6 +236,7 @@ class KvCacheManager {
   PageId lru_tail_ = -1;
   int32_t num_cached_ = 0;
   std::unordered_map<PageKey, PageId> key_to_page_;
+  std::unordered_map<PageKey, RequestId> pending_owner_;  // pending key -> its owner
   std::unordered_map<RequestId, RequestPages> requests_;
   std::vector<PageKey> scratch_keys_;
   KvCacheStats counters_;  // only the cumulative counters are kept current here

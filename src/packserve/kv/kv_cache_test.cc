@@ -380,6 +380,66 @@ TEST(KvCacheTest, PrefixCachingOffNeverCaches) {
   EXPECT_TRUE(kv.check_invariants().ok());
 }
 
+std::vector<PageKey> keys_of(const std::vector<TokenId>& tokens, int32_t page_size) {
+  std::vector<PageKey> keys;
+  full_page_keys(tokens, page_size, &keys);
+  return keys;
+}
+
+void expect_probe(const KvCacheManager& kv, const std::vector<PageKey>& keys, int32_t cached,
+                  int32_t pending) {
+  const PrefixProbe probe = kv.probe_prefix(keys);
+  EXPECT_EQ(probe.num_cached_pages, cached);
+  EXPECT_EQ(probe.num_pending_pages, pending);
+  EXPECT_TRUE(kv.check_invariants().ok()) << kv.check_invariants().to_string();
+}
+
+// A's full pages are pending from admission until it commits them; B (3 full pages, the first
+// two A's) sees them move from pending to cached. A's partial third page is never pending.
+TEST(KvCacheTest, PendingPagesLastUntilCommitted) {
+  KvCacheManager kv(small_config(16));
+  const std::vector<TokenId> a = iota_tokens(10, 1);
+  const std::vector<PageKey> b = keys_of(iota_tokens(12, 1), 4);
+  std::vector<PageCopy> copies;
+  ASSERT_TRUE(kv.add_request(1, a, 10, &copies).ok());
+  EXPECT_EQ(kv.num_pending_pages(), 2);
+  expect_probe(kv, b, 0, 2);
+  ASSERT_TRUE(kv.commit_computed(1, a, 4).ok());
+  EXPECT_EQ(kv.num_pending_pages(), 1);
+  expect_probe(kv, b, 1, 1);
+  ASSERT_TRUE(kv.commit_computed(1, a, 6).ok());
+  EXPECT_EQ(kv.num_pending_pages(), 0);
+  expect_probe(kv, b, 2, 0);
+  // A second request over the same prompt adopts both pages and has nothing pending.
+  ASSERT_TRUE(kv.add_request(2, a, 10, &copies).ok());
+  EXPECT_EQ(kv.num_pending_pages(), 0);
+  ASSERT_TRUE(kv.free_request(1).ok());
+  ASSERT_TRUE(kv.free_request(2).ok());
+  expect_probe(kv, b, 2, 0);  // cached
+}
+
+// An owner that ends uncommitted takes its pending keys with it; a fork child owns none.
+TEST(KvCacheTest, PendingPagesEndWithTheirOwnerNotWithAForkChild) {
+  KvCacheManager kv(small_config(16));
+  const std::vector<TokenId> c = iota_tokens(8, 100);
+  const std::vector<PageKey> keys = keys_of(c, 4);
+  std::vector<PageCopy> copies;
+  ASSERT_TRUE(kv.add_request(1, c, 8, &copies).ok());
+  ASSERT_TRUE(kv.fork(1, 2).ok());
+  ASSERT_TRUE(kv.free_request(2).ok());
+  expect_probe(kv, keys, 0, 2);
+  ASSERT_TRUE(kv.free_request(1).ok());
+  expect_probe(kv, keys, 0, 0);
+  EXPECT_EQ(kv.num_pending_pages(), 0);
+
+  KvCacheConfig off = small_config(16);
+  off.enable_prefix_caching = false;
+  KvCacheManager uncached(off);
+  ASSERT_TRUE(uncached.add_request(1, c, 8, &copies).ok());
+  EXPECT_EQ(uncached.num_pending_pages(), 0);
+  expect_probe(uncached, keys, 0, 0);
+}
+
 // Random admissions, chunked computes, decodes, forks and frees over a small pool with shared
 // prefixes. After every operation: invariants hold and every live request reads back its own
 // tokens; after everything ends, free + cached = total.

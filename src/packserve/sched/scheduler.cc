@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "packserve/common/log.h"
+#include "packserve/kv/block_hash.h"
 #include "packserve/sched/scheduler_state.h"
 
 namespace packserve::sched {
@@ -388,6 +389,7 @@ void Scheduler::admit_waiting() {
                                 : std::numeric_limits<int32_t>::max();
   bool have_group = false;
   uint64_t group = 0;
+  scratch_waits_.clear();
   while (budget_left_ > 0 && !waiting_.empty() &&
          num_running_live_ < config_.max_num_running_requests) {
     const QueueEntry entry = waiting_.front();
@@ -400,6 +402,13 @@ void Scheduler::admit_waiting() {
     if (kv_.pages_for_tokens(s->num_tokens()) > kv_.config().num_pages) {
       waiting_.pop_front();
       finish(*s, FinishReason::kKvExhausted, batch_.start_time_ms);
+      continue;
+    }
+    if (waits_for_prefix(*s)) {
+      // Put back at its place below; the requests behind it are considered.
+      waiting_.pop_front();
+      scratch_waits_.push_back(entry);
+      ++stats_.num_prefix_waits;
       continue;
     }
     Result<kv::AdmitResult> admitted =
@@ -435,6 +444,20 @@ void Scheduler::admit_waiting() {
                  batch_.start_time_ms - s->arrival_time_ms);
     add_sequence(*s, !s->is_decode(), admitted->num_new_tokens);
   }
+  for (auto it = scratch_waits_.rbegin(); it != scratch_waits_.rend(); ++it) {
+    waiting_.push_front(*it);
+  }
+}
+
+bool Scheduler::waits_for_prefix(RequestState& state) {
+  if (config_.prefix_wait_min_tokens == 0 || kv_.num_pending_pages() == 0) return false;
+  const int32_t page_size = kv_.config().page_size;
+  if (state.page_keys.size() != static_cast<size_t>(state.num_tokens() / page_size)) {
+    kv::full_page_keys(state.tokens, page_size, &state.page_keys);
+  }
+  const kv::PrefixProbe probe = kv_.probe_prefix(state.page_keys);
+  return static_cast<int64_t>(probe.num_pending_pages) * page_size >=
+         config_.prefix_wait_min_tokens;
 }
 
 void Scheduler::finalize_batch() {

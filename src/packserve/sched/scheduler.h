@@ -19,6 +19,12 @@
 //      No admission in a step that had to preempt: it is short of pages, and admitting would
 //      only readmit the victim into pages the running requests need next (thrashing).
 //      Under aimd one step admits from one admission group (bin) only.
+//      Prefix wait: a waiting request whose next prefix_wait_min_tokens or more prompt tokens
+//      (whole pages after its cached ones) are being computed by running requests right now
+//      (the KV manager's pending pages) stays in the queue, keeping its place, and the
+//      requests behind it are considered; it is admitted once those pages are published and
+//      then adopts them instead of computing the same prefix a second time. The wait ends at
+//      the latest when their owners commit them or end (preemption, cancel).
 // Because decode rows are placed before any prefill, a long prompt never delays a decode row
 // by more than the one step it shares (its chunk is bounded by the budget): chunked prefill.
 //
@@ -92,6 +98,10 @@ struct SchedulerConfig {
   int32_t prefill_bin_tokens = 0;
   // AIMD packing bin size limit B_max, requests; 0 = unlimited. >= 0.
   int32_t prefill_bin_max_requests = 0;
+  // Prefix wait (see above): a waiting request whose next this-many prompt tokens or more are
+  // being computed by running requests waits for them; 0 = never wait. >= 0. Needs prefix
+  // caching.
+  int32_t prefix_wait_min_tokens = 256;
   // The AIMD controller (policy aimd only; validated only then).
   AimdConfig aimd;
   // Run check_invariants() after every schedule() and commit() and abort (PS_CHECK) on a
@@ -116,6 +126,7 @@ struct SchedulerStats {
   int64_t num_decode_rows = 0;
   int64_t num_output_tokens = 0;
   int64_t num_aimd_releases = 0;  // staging-queue releases (policy aimd)
+  int64_t num_prefix_waits = 0;   // steps x waiting requests held back by the prefix wait
 };
 
 class Scheduler {
@@ -194,6 +205,8 @@ class Scheduler {
   void release_staged(double now_ms);
   void schedule_running(bool decode_pass);
   void admit_waiting();
+  // The prefix wait's test for a waiting request (see the header comment).
+  bool waits_for_prefix(RequestState& state);
   // Allocates slots for `state`, preempting newer running requests as needed. Returns false
   // when `state` itself was preempted or finished (kv_exhausted).
   bool allocate_or_preempt(RequestState& state, int32_t num_new_tokens);
@@ -234,6 +247,7 @@ class Scheduler {
   std::vector<RequestId> reissue_owner_;
   std::vector<ScheduledSequence> scratch_sequences_;
   std::vector<RequestState*> scratch_states_;
+  std::vector<QueueEntry> scratch_waits_;  // entries held back by the prefix wait this step
   StepEvents pending_events_;
   StepEvents returned_events_;
   double last_utilization_ = 0.0;

@@ -74,6 +74,11 @@ Status SchedulerConfig::validate() const {
         "scheduler.prefill_bin_max_requests: expected an integer >= 0 (0 = unlimited), got {}",
         prefill_bin_max_requests));
   }
+  if (prefix_wait_min_tokens < 0) {
+    return invalid_argument(fmt::format(
+        "scheduler.prefix_wait_min_tokens: expected an integer >= 0 (0 = never wait), got {}",
+        prefix_wait_min_tokens));
+  }
   if (policy == SchedulingPolicy::kAimd) {
     const Status aimd_status = aimd.validate();
     if (!aimd_status.ok()) {

@@ -30,6 +30,9 @@ struct Scheduler::RequestState {
   int32_t num_cached_prompt_tokens = 0;
   bool admitted_once = false;
   std::optional<double> first_token_time_ms;
+  // The chained keys of tokens' full pages, filled while waiting when the prefix wait looks
+  // (kv::full_page_keys); recomputed when tokens grew by a page.
+  std::vector<kv::PageKey> page_keys;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   // A decode row: the prompt is done and only the last sampled token lacks KV.

@@ -58,15 +58,23 @@ struct Harness {
     scheduler = std::move(created).value();
   }
 
+  // A prompt of prompt_len consecutive token ids from first_token.
   Status add(RequestId id, int32_t prompt_len, int32_t max_output, double arrival_ms,
              TokenId first_token = 1) {
+    std::vector<TokenId> prompt;
+    for (int32_t i = 0; i < prompt_len; ++i) prompt.push_back(first_token + i);
+    return add_prompt(id, std::move(prompt), max_output, arrival_ms);
+  }
+
+  Status add_prompt(RequestId id, std::vector<TokenId> prompt, int32_t max_output,
+                    double arrival_ms) {
     Request r;
     r.id = id;
     r.arrival_time_ms = arrival_ms;
-    for (int32_t i = 0; i < prompt_len; ++i) r.prompt_token_ids.push_back(first_token + i);
+    r.prompt_token_ids = std::move(prompt);
     r.max_output_tokens = max_output;
     known[id] = r.prompt_token_ids;
-    prompt_len_of[id] = prompt_len;
+    prompt_len_of[id] = static_cast<int32_t>(r.prompt_token_ids.size());
     max_output_of[id] = max_output;
     return scheduler->add_request(std::move(r));
   }

@@ -182,6 +182,7 @@ Result<SimulationReport> simulate(const trace::Trace& trace, const CostModel& co
   report.num_recomputed_tokens = st.num_recomputed_tokens;
   report.busy_ms = executor.busy_ms();
   report.aimd_releases = st.num_aimd_releases;
+  report.prefix_waits = st.num_prefix_waits;
   report.aimd_final_threshold = scheduler->aimd() ? scheduler->aimd()->threshold() : 0;
   return report;
 }

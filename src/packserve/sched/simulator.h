@@ -69,6 +69,7 @@ struct SimulationReport {
   int64_t num_recomputed_tokens = 0;  // after preemptions
   double busy_ms = 0;                 // sum of step durations
   int64_t aimd_releases = 0;
+  int64_t prefix_waits = 0;  // SchedulerStats::num_prefix_waits
   int32_t aimd_final_threshold = 0;
 };
 
