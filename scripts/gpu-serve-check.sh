@@ -18,15 +18,20 @@
 #   TRACE=... scripts/gpu-serve-check.sh matrix  # 3 request rates x (defaults, prefix caching
 #                                                # off, naive attention; VARIANTS=prefixattn:
 #                                                # the prefix attention policy, hostsample:
-#                                                # --no-backend-sampling)
+#                                                # --no-backend-sampling, nowait:
+#                                                # --prefix-wait-min-tokens 0)
 #   scripts/gpu-serve-check.sh sharedtrace       # $DIR/shared_prefix.jsonl: N requests reading
-#                                                # one long shared prompt (for TRACE=)
+#                                                # one long shared prompt, or one of G (for TRACE=)
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
 # MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000); matrix: ARCH (qwen3-8b),
+# MAX_BATCHED_TOKENS (2048, the server's --max-num-batched-tokens),
 # TIME_SCALES ("2 1 0.5"), VARIANTS ("default noprefix naive"), ABLATE_SCALES (mid: the
 # ablations at the middle scale only; all: at every scale), BENCH_FLAGS (extra bench flags),
 # ROUNDS (1: each run once; N: N rounds of every run, names suffixed _r1.._rN);
-# sharedtrace: SHARED_REQUESTS (256), SHARED_TOKENS (4096), UNIQUE_TOKENS (128), OUTPUT_TOKENS (128).
+# sharedtrace: SHARED_REQUESTS (256), SHARED_TOKENS (4096), UNIQUE_TOKENS (128), OUTPUT_TOKENS
+# (128), SHARED_GROUPS (1: shared prompts, each read by REQUESTS/GROUPS consecutive requests),
+# SHARED_LEAD_MS (1000: request 0's head start), SHARED_SPREAD_MS (1000: the others' arrivals);
+# both 0: one burst.
 # The dummy checkpoints live in build-gpu-serve/cache (kept between calls on a warm machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -153,7 +158,7 @@ matrix)
   run_variant() {  # name, time scale, server flags...
     local name=$1 scale=$2; shift 2
     $PS serve --model "$MODEL" --backend cuda --gpu-memory-utilization 0.9 --port "$PORT" \
-      --max-num-batched-tokens 2048 "$@" >"$OUT/serve_$name.log" 2>&1 &
+      --max-num-batched-tokens "${MAX_BATCHED_TOKENS:-2048}" "$@" >"$OUT/serve_$name.log" 2>&1 &
     local server=$!
     for _ in $(seq 300); do
       grep -q "packserve serve: ready" "$OUT/serve_$name.log" && break
@@ -185,7 +190,8 @@ matrix)
         naive) flags=(--attention-policy naive) ;;
         prefixattn) flags=(--attention-policy prefix) ;;
         hostsample) flags=(--no-backend-sampling) ;;
-        *) echo "unknown variant '$variant': expected default, noprefix, naive, prefixattn or hostsample" >&2; exit 2 ;;
+        nowait) flags=(--prefix-wait-min-tokens 0) ;;
+        *) echo "unknown variant '$variant': expected default, noprefix, naive, prefixattn, hostsample or nowait" >&2; exit 2 ;;
       esac
       for scale in "${SCALES[@]}"; do
         if [[ $variant != default && ${ABLATE_SCALES:-mid} != all && $scale != "$mid" ]]; then continue; fi
@@ -224,23 +230,31 @@ for name in sorted(os.listdir(out)):
 EOF
   ;;
 sharedtrace)
-  # A synthetic Mooncake-format trace of one long shared prompt (a system prompt or document
-  # that every request reads, PAT's B=[1,N] tree): request 0 at 0 s fills the prefix cache,
-  # requests 1..N-1 arrive evenly over the next second, each with SHARED_TOKENS shared tokens
-  # (hash ids 0..SHARED_TOKENS/512-1) and its own UNIQUE_TOKENS, OUTPUT_TOKENS out. Run the
-  # matrix on it with MAX_INPUT_TOKENS at least the prompt length.
+  # A synthetic Mooncake-format trace of long shared prompts (a system prompt or document that
+  # many requests read, PAT's B=[1,N] tree): SHARED_GROUPS prompts of SHARED_TOKENS, each read
+  # by SHARED_REQUESTS / SHARED_GROUPS consecutive requests with UNIQUE_TOKENS of their own
+  # (hash ids: the group's blocks, then the request's own block), OUTPUT_TOKENS out. Request 0
+  # arrives at 0 s, the others evenly over SHARED_SPREAD_MS from SHARED_LEAD_MS on (the
+  # defaults: request 0 fills the prefix cache first); both 0: one burst. Run the matrix on it
+  # with MAX_INPUT_TOKENS at least the prompt length.
   python3 - "$DIR/shared_prefix.jsonl" "${SHARED_REQUESTS:-256}" "${SHARED_TOKENS:-4096}" \
-    "${UNIQUE_TOKENS:-128}" "${OUTPUT_TOKENS:-128}" <<'EOF'
+    "${UNIQUE_TOKENS:-128}" "${OUTPUT_TOKENS:-128}" "${SHARED_GROUPS:-1}" \
+    "${SHARED_LEAD_MS:-1000}" "${SHARED_SPREAD_MS:-1000}" <<'EOF'
 import json, sys
-path, n, shared, unique, out = sys.argv[1], *map(int, sys.argv[2:])
+path, n, shared, unique, out, groups, lead, spread = sys.argv[1], *map(int, sys.argv[2:])
 assert shared % 512 == 0 and 0 < unique <= 512, "shared: whole 512-token blocks; unique: one block"
+assert 1 <= groups <= n, "SHARED_GROUPS: 1 to SHARED_REQUESTS"
 blocks = shared // 512
+per_group = -(-n // groups)
 with open(path, "w") as f:
     for i in range(n):
-        t = 0 if i == 0 else 1000 + (i - 1) * 1000 // max(n - 1, 1)
+        t = 0 if i == 0 else lead + (i - 1) * spread // max(n - 1, 1)
+        g = i // per_group
+        own = groups * blocks + i
         f.write(json.dumps({"timestamp": t, "input_length": shared + unique, "output_length": out,
-                            "hash_ids": list(range(blocks)) + [blocks + i]}) + "\n")
-print(f"{path}: {n} requests, {shared} shared + {unique} own tokens, {out} out")
+                            "hash_ids": list(range(g * blocks, (g + 1) * blocks)) + [own]}) + "\n")
+print(f"{path}: {n} requests over {groups} shared prompt(s) of {shared} tokens + {unique} own, "
+      f"{out} out, request 0 {lead} ms ahead, the rest over {spread} ms")
 EOF
   ;;
 *)
