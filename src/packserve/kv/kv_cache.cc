@@ -109,9 +109,20 @@ void KvCacheManager::release_page(PageId page) {
   }
 }
 
-void KvCacheManager::drop_pending(PageKey key, RequestId owner) {
-  const auto it = pending_owner_.find(key);
-  if (it != pending_owner_.end() && it->second == owner) pending_owner_.erase(it);
+const PageKey* KvCacheManager::frontier_key(const RequestPages& req) {
+  const size_t j = static_cast<size_t>(req.num_keyed_pages - req.first_pending_page);
+  return j < req.pending_keys.size() ? &req.pending_keys[j] : nullptr;
+}
+
+void KvCacheManager::index_frontier(const RequestPages& req, RequestId id) {
+  const PageKey* key = frontier_key(req);
+  if (key != nullptr && key_to_page_.count(*key) == 0) frontier_owner_.emplace(*key, id);
+}
+
+void KvCacheManager::unindex_frontier(const PageKey* key, RequestId id) {
+  if (key == nullptr) return;
+  const auto it = frontier_owner_.find(*key);
+  if (it != frontier_owner_.end() && it->second == id) frontier_owner_.erase(it);
 }
 
 // ---- requests ----
@@ -220,10 +231,9 @@ Result<AdmitResult> KvCacheManager::add_request(RequestId id, std::span<const To
   req.num_keyed_pages = static_cast<int32_t>(req.pages.size());
   req.chain_key = req.pages.empty() ? kRootPageKey : scratch_keys_[req.pages.size() - 1];
   // The full pages it will compute and publish are pending until it commits them.
+  req.first_pending_page = req.num_keyed_pages;
   req.pending_keys.assign(scratch_keys_.begin() + req.num_keyed_pages, scratch_keys_.end());
-  for (const PageKey key : req.pending_keys) {
-    if (key_to_page_.count(key) == 0) pending_owner_.emplace(key, id);
-  }
+  index_frontier(req, id);
 
   for (const PageId p : req.pages) {
     PageMeta& m = pages_[p];
@@ -280,12 +290,17 @@ Status KvCacheManager::commit_computed(RequestId id, std::span<const TokenId> to
   req.num_computed_tokens = static_cast<int32_t>(end);
   const int32_t num_full = req.num_computed_tokens / config_.page_size;
   const size_t page = static_cast<size_t>(config_.page_size);
+  const PageKey* old_frontier = frontier_key(req);
+  const int32_t keyed_before = req.num_keyed_pages;
   while (req.num_keyed_pages < num_full) {
     const int32_t i = req.num_keyed_pages;
-    req.chain_key = page_key(req.chain_key, tokens.subspan(static_cast<size_t>(i) * page, page));
+    const PageKey* pending = frontier_key(req);
+    req.chain_key =
+        pending != nullptr
+            ? *pending
+            : page_key(req.chain_key, tokens.subspan(static_cast<size_t>(i) * page, page));
     ++req.num_keyed_pages;
     if (!config_.enable_prefix_caching) continue;
-    drop_pending(req.chain_key, id);
     // A page with the same content may already be published (two requests computed the same
     // prefix at once); then this copy stays private and is freed when the request ends.
     const auto [slot, inserted] = key_to_page_.emplace(req.chain_key, req.pages[i]);
@@ -295,6 +310,10 @@ Status KvCacheManager::commit_computed(RequestId id, std::span<const TokenId> to
     m.published = true;
     m.key = req.chain_key;
     ++counters_.num_pages_published;
+  }
+  if (req.num_keyed_pages != keyed_before) {
+    unindex_frontier(old_frontier, id);
+    index_frontier(req, id);
   }
   return ok_status();
 }
@@ -308,7 +327,7 @@ Status KvCacheManager::fork(RequestId parent, RequestId child) {
     return invalid_argument(fmt::format("req={}: fork child id is already live", child));
   }
   RequestPages copy = it->second;
-  copy.pending_keys.clear();  // the parent owns them
+  copy.pending_keys.clear();  // the parent computes them
   for (const PageId p : copy.pages) ++pages_[p].refcount;
   requests_.emplace(child, std::move(copy));
   return ok_status();
@@ -321,7 +340,7 @@ Status KvCacheManager::free_request(RequestId id) {
   }
   const std::vector<PageId>& pages = it->second.pages;
   for (auto p = pages.rbegin(); p != pages.rend(); ++p) release_page(*p);
-  for (const PageKey key : it->second.pending_keys) drop_pending(key, id);
+  unindex_frontier(frontier_key(it->second), id);
   requests_.erase(it);
   return ok_status();
 }
@@ -365,8 +384,16 @@ PrefixProbe KvCacheManager::probe_prefix(std::span<const PageKey> keys) const {
   size_t i = 0;
   while (i < keys.size() && key_to_page_.count(keys[i]) != 0) ++i;
   probe.num_cached_pages = static_cast<int32_t>(i);
-  while (i < keys.size() && pending_owner_.count(keys[i]) != 0) ++i;
-  probe.num_pending_pages = static_cast<int32_t>(i) - probe.num_cached_pages;
+  if (i == keys.size()) return probe;
+  const auto owner = frontier_owner_.find(keys[i]);
+  if (owner == frontier_owner_.end()) return probe;
+  const RequestPages& req = requests_.at(owner->second);
+  const std::span<const PageKey> pending =
+      std::span<const PageKey>(req.pending_keys)
+          .subspan(static_cast<size_t>(req.num_keyed_pages - req.first_pending_page));
+  size_t n = 0;
+  while (i + n < keys.size() && n < pending.size() && keys[i + n] == pending[n]) ++n;
+  probe.num_pending_pages = static_cast<int32_t>(n);
   return probe;
 }
 
@@ -461,16 +488,13 @@ Status KvCacheManager::check_invariants() const {
     return internal_error(
         fmt::format("{} published pages but {} keys", num_published, key_to_page_.size()));
   }
-  size_t num_owned = 0;  // pending keys whose owner lists them
-  for (const auto& [id, req] : requests_) {
-    for (const PageKey key : req.pending_keys) {
-      const auto it = pending_owner_.find(key);
-      if (it != pending_owner_.end() && it->second == id) ++num_owned;
+  for (const auto& [key, owner] : frontier_owner_) {
+    const auto it = requests_.find(owner);
+    const PageKey* frontier = it == requests_.end() ? nullptr : frontier_key(it->second);
+    if (frontier == nullptr || *frontier != key) {
+      return internal_error(fmt::format(
+          "frontier key {:#x}: owner req={} is not live or its frontier is elsewhere", key, owner));
     }
-  }
-  if (num_owned != pending_owner_.size()) {
-    return internal_error(fmt::format("{} pending keys but only {} listed by a live owner",
-                                      pending_owner_.size(), num_owned));
   }
   if (requests_.empty() &&
       static_cast<int64_t>(free_pages_.size()) + num_cached_ != config_.num_pages) {

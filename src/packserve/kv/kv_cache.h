@@ -26,11 +26,13 @@
 // the src page's first num_tokens KV slots into dst before the forward. The src page loses one
 // reference (and may become cached or free).
 //
-// Pending pages. add_request() also registers the keys of the request's other full pages,
-// the ones it will compute and publish, as *pending* with the request as owner (the first
-// request to register a key owns it). A key stops being pending when its owner commits that
-// page or ends. probe_prefix() reports them, so a scheduler can let a request whose prefix
-// another request is computing right now wait for it instead of computing it twice.
+// Pending pages. add_request() keeps the keys of the request's full pages after the adopted
+// ones: the pages it will compute and publish, *pending* until it commits them, which then
+// takes their keys from there (no page is hashed twice). Its first uncommitted one, its
+// frontier, is indexed under its key with the request as owner (the first request to index a
+// key owns it) until the request commits it or ends. probe_prefix() finds a token list's next
+// pages there, so a scheduler can let a request whose prefix another request is computing
+// right now wait for it instead of computing it twice.
 //
 // Eviction. A page is allocated from the free list first, else by evicting the least recently
 // used cached page (its key is unpublished). When a request ends its pages are released from
@@ -46,14 +48,14 @@
 // Invariants (check_invariants(), run by tests and, in debug builds, by the scheduler after
 // every step): each page is in exactly one state; refcount = number of tables holding it;
 // free list and LRU list hold exactly the free and cached pages; the key map and the pages'
-// keys agree; a table covers its computed tokens; every pending key's owner is live and lists
-// it among its pending keys. Once all requests have ended, pages_free + pages_cached =
-// pages_total and nothing is pending.
+// keys agree; a table covers its computed tokens; every indexed frontier is its live owner's
+// frontier. Once all requests have ended, pages_free + pages_cached = pages_total and nothing
+// is pending.
 //
-// Cost: add_request is O(prompt tokens) (hashing) + O(full pages) (adoption, pending keys);
-// allocate_slots, commit_computed (amortized, one page hash per page_size tokens) and page
-// allocation are O(pages touched); free_request is O(table length + pending keys);
-// probe_prefix is O(keys it counts). Nothing scans the pool except check_invariants().
+// Cost: add_request is O(prompt tokens) (hashing) + O(pages adopted); allocate_slots,
+// commit_computed (amortized, one page hash per page_size generated tokens) and page
+// allocation are O(pages touched); free_request is O(table length); probe_prefix is O(keys it
+// counts). Nothing scans the pool except check_invariants().
 // Thread-safety: none; owned and called by the scheduler's single thread.
 #pragma once
 
@@ -113,7 +115,7 @@ struct KvCacheStats {
 // now (probe_prefix()).
 struct PrefixProbe {
   int32_t num_cached_pages = 0;   // leading pages published now: adoptable
-  int32_t num_pending_pages = 0;  // the pages right after them that live requests are computing
+  int32_t num_pending_pages = 0;  // the pages right after them that a live request is computing
 };
 
 struct AdmitResult {
@@ -147,20 +149,21 @@ class KvCacheManager {
 
   // Records that the KV of the next num_new_tokens positions of `id` has been written
   // (c += num_new_tokens) and publishes every page that became full. `tokens` is the request's
-  // known token list; its first c + num_new_tokens entries are hashed. Errors: unknown id,
+  // known token list, starting with the tokens it was admitted with (their page keys were taken
+  // then); the pages after those are hashed from it. Errors: unknown id,
   // num_new_tokens < 0, c + num_new_tokens beyond the allocated slots or beyond tokens.size()
   // (kInvalidArgument, nothing changed).
   Status commit_computed(RequestId id, std::span<const TokenId> tokens, int32_t num_new_tokens);
 
   // Makes `child` a new request sharing every page of `parent` (refcount + 1 each) with the
   // same computed-token count: parallel sampling / beam search. The first write by either into
-  // a shared partial page copies it. The parent stays the owner of its pending keys. Errors:
+  // a shared partial page copies it. The child has no pending pages. Errors:
   // unknown parent, child already live (kInvalidArgument).
   Status fork(RequestId parent, RequestId child);
 
   // Ends request `id` (finished, cancelled, length limit, preempted): its pages lose a
   // reference, last page first; a page reaching 0 becomes cached if published (and prefix
-  // caching is on), else free; the keys it had pending stop being pending. Errors: unknown id
+  // caching is on), else free; its pending pages stop being pending. Errors: unknown id
   // (kInvalidArgument).
   Status free_request(RequestId id);
 
@@ -183,11 +186,12 @@ class KvCacheManager {
   int32_t page_refcount(PageId page) const;
   bool page_is_published(PageId page) const;
   // How many of `keys` (the chained keys of a token list's full pages, in order) are
-  // published from the first on, and how many right after those are pending (see the header
-  // comment). Both 0 when prefix caching is off. O(pages counted).
+  // published from the first on, and how many right after those are pending pages of the live
+  // request whose frontier is the next key (see the header comment). Both 0 when prefix
+  // caching is off. O(pages counted).
   PrefixProbe probe_prefix(std::span<const PageKey> keys) const;
-  // Keys pending now (a key is counted once whatever its number of computing requests).
-  int64_t num_pending_pages() const { return static_cast<int64_t>(pending_owner_.size()); }
+  // Whether any live request has an indexed frontier: probe_prefix() can find pending pages.
+  bool has_pending_pages() const { return !frontier_owner_.empty(); }
   // The cached pages from least to most recently used (the eviction order). O(pages cached).
   std::vector<PageId> lru_order() const;
   KvCacheStats stats() const;
@@ -213,8 +217,10 @@ class KvCacheManager {
     // page num_keyed_pages chains from chain_key (kRootPageKey before the first page).
     int32_t num_keyed_pages = 0;
     PageKey chain_key = kRootPageKey;
-    // The keys of the full pages after the adopted ones at admission, registered as pending
-    // (owned in pending_owner_ only where this request registered first).
+    // Keys of pages [first_pending_page, first_pending_page + pending_keys.size()): the full
+    // pages of the tokens known at admission after the adopted ones. Those below
+    // num_keyed_pages are committed; the one at num_keyed_pages is the frontier.
+    int32_t first_pending_page = 0;
     std::vector<PageKey> pending_keys;
   };
 
@@ -226,8 +232,12 @@ class KvCacheManager {
   void release_page(PageId page);
   void lru_push_back(PageId page);
   void lru_remove(PageId page);
-  // Removes `key` from pending_owner_ if `owner` owns it.
-  void drop_pending(PageKey key, RequestId owner);
+  // The key of req's frontier (its first uncommitted pending page), or null.
+  static const PageKey* frontier_key(const RequestPages& req);
+  // Indexes req's frontier under `id` unless it has none, the key is published or another
+  // request indexed it; unindex_frontier() removes it if `id` owns it.
+  void index_frontier(const RequestPages& req, RequestId id);
+  void unindex_frontier(const PageKey* key, RequestId id);
 
   KvCacheConfig config_;
   std::vector<PageMeta> pages_;
@@ -236,7 +246,7 @@ class KvCacheManager {
   PageId lru_tail_ = -1;
   int32_t num_cached_ = 0;
   std::unordered_map<PageKey, PageId> key_to_page_;
-  std::unordered_map<PageKey, RequestId> pending_owner_;  // pending key -> its owner
+  std::unordered_map<PageKey, RequestId> frontier_owner_;  // frontier key -> its owner
   std::unordered_map<RequestId, RequestPages> requests_;
   std::vector<PageKey> scratch_keys_;
   KvCacheStats counters_;  // only the cumulative counters are kept current here

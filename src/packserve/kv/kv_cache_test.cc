@@ -402,17 +402,17 @@ TEST(KvCacheTest, PendingPagesLastUntilCommitted) {
   const std::vector<PageKey> b = keys_of(iota_tokens(12, 1), 4);
   std::vector<PageCopy> copies;
   ASSERT_TRUE(kv.add_request(1, a, 10, &copies).ok());
-  EXPECT_EQ(kv.num_pending_pages(), 2);
+  EXPECT_TRUE(kv.has_pending_pages());
   expect_probe(kv, b, 0, 2);
   ASSERT_TRUE(kv.commit_computed(1, a, 4).ok());
-  EXPECT_EQ(kv.num_pending_pages(), 1);
+  EXPECT_TRUE(kv.has_pending_pages());
   expect_probe(kv, b, 1, 1);
   ASSERT_TRUE(kv.commit_computed(1, a, 6).ok());
-  EXPECT_EQ(kv.num_pending_pages(), 0);
+  EXPECT_FALSE(kv.has_pending_pages());
   expect_probe(kv, b, 2, 0);
   // A second request over the same prompt adopts both pages and has nothing pending.
   ASSERT_TRUE(kv.add_request(2, a, 10, &copies).ok());
-  EXPECT_EQ(kv.num_pending_pages(), 0);
+  EXPECT_FALSE(kv.has_pending_pages());
   ASSERT_TRUE(kv.free_request(1).ok());
   ASSERT_TRUE(kv.free_request(2).ok());
   expect_probe(kv, b, 2, 0);  // cached
@@ -430,13 +430,13 @@ TEST(KvCacheTest, PendingPagesEndWithTheirOwnerNotWithAForkChild) {
   expect_probe(kv, keys, 0, 2);
   ASSERT_TRUE(kv.free_request(1).ok());
   expect_probe(kv, keys, 0, 0);
-  EXPECT_EQ(kv.num_pending_pages(), 0);
+  EXPECT_FALSE(kv.has_pending_pages());
 
   KvCacheConfig off = small_config(16);
   off.enable_prefix_caching = false;
   KvCacheManager uncached(off);
   ASSERT_TRUE(uncached.add_request(1, c, 8, &copies).ok());
-  EXPECT_EQ(uncached.num_pending_pages(), 0);
+  EXPECT_FALSE(uncached.has_pending_pages());
   expect_probe(uncached, keys, 0, 0);
 }
 

@@ -450,7 +450,7 @@ void Scheduler::admit_waiting() {
 }
 
 bool Scheduler::waits_for_prefix(RequestState& state) {
-  if (config_.prefix_wait_min_tokens == 0 || kv_.num_pending_pages() == 0) return false;
+  if (config_.prefix_wait_min_tokens == 0 || !kv_.has_pending_pages()) return false;
   const int32_t page_size = kv_.config().page_size;
   if (state.page_keys.size() != static_cast<size_t>(state.num_tokens() / page_size)) {
     kv::full_page_keys(state.tokens, page_size, &state.page_keys);
