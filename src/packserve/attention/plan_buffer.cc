@@ -103,22 +103,36 @@ bool is_quad_item(const Plan& plan, const WorkItem& item) {
          is_quad_shape(item.num_rows(), plan.group_size, item.kv_tokens());
 }
 
-std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide, int32_t* num_quad) {
-  std::vector<int32_t> order = dispatch_order(plan);
-  double wide_cost = 0.0, all_cost = 0.0;
-  int32_t wide = 0;
+bool runs_wide_phase(const Plan& plan) {
+  double wide_cost = 0.0, all_cost = 0.0, largest_rest = 0.0;
+  std::vector<double> wide_load(static_cast<size_t>(plan.num_ctas), 0.0);
+  std::vector<double> all_load(static_cast<size_t>(plan.num_ctas), 0.0);
   for (const WorkItem& it : plan.items) {
     const double c =
         plan.cost(static_cast<int64_t>(it.num_rows()) * plan.group_size, it.kv_tokens());
     all_cost += c;
+    all_load[static_cast<size_t>(it.cta)] += c;
     if (is_wide_item(plan, it)) {
       wide_cost += c;
-      ++wide;
+      wide_load[static_cast<size_t>(it.cta)] += c;
+    } else {
+      largest_rest = std::max(largest_rest, c);
     }
   }
-  if (wide == 0 || wide_cost < kWideKernelShare * all_cost) {
-    wide = 0;
-  } else {
+  if (wide_cost == 0.0 || wide_cost < kWideKernelShare * all_cost) return false;
+  const double one_kernel = *std::max_element(all_load.begin(), all_load.end());
+  const double rest_span = std::max(largest_rest, (all_cost - wide_cost) / plan.num_ctas);
+  const double wide_span = *std::max_element(wide_load.begin(), wide_load.end());
+  return wide_span / kWideKernelSpeedup + rest_span < one_kernel;
+}
+
+std::vector<int32_t> buffer_dispatch_order(const Plan& plan, int32_t* num_wide, int32_t* num_quad) {
+  std::vector<int32_t> order = dispatch_order(plan);
+  int32_t wide = 0;
+  if (runs_wide_phase(plan)) {
+    wide = static_cast<int32_t>(
+        std::count_if(plan.items.begin(), plan.items.end(),
+                      [&](const WorkItem& it) { return is_wide_item(plan, it); }));
     std::stable_partition(order.begin(), order.end(), [&](int32_t i) {
       return is_wide_item(plan, plan.items[static_cast<size_t>(i)]);
     });

@@ -85,13 +85,23 @@ struct PlanBufferLayout {  // offsets and sizes in int32 elements
 // Wide items: those whose q passes are 128 folded rows on the CUDA kernels (head_dim 128, not
 // deterministic, min(num_rows x group_size, tile_q) > 64), the compute-bound items the wide
 // kernel can run (cuda/wide_kernel.cuh). It runs them, as a phase before the persistent kernel
-// runs the rest, when they carry at least kWideKernelShare of the plan's modelled cost
-// (plan.cost): then the buffer's dispatch region is dispatch_order() (plan.h) with the wide
-// items moved to the front (stable), and the header's num_wide_items counts them. Otherwise it
-// is dispatch_order() and num_wide_items is 0 (one kernel, which overlaps the wide items with
-// the others: H100, fifteenth session, docs/benchmarks.md).
+// runs the rest, when (runs_wide_phase) they carry at least kWideKernelShare of the plan's
+// modelled cost (plan.cost) and the rest, run after them, does not cost more than the phase
+// saves: the wide items' largest load on one CTA queue / kWideKernelSpeedup + the rest's span
+// (its largest item, at least its mean load per queue) < the plan's largest queue load (one
+// kernel). Then the buffer's dispatch region is dispatch_order() (plan.h) with the wide items
+// moved to the front (stable), and the header's num_wide_items counts them. Otherwise it is
+// dispatch_order() and num_wide_items is 0 (one kernel, which overlaps the wide items with the
+// others: H100, fifteenth session, docs/benchmarks.md). The second condition keeps a prefill
+// chunk's step with a few long decode rows in one kernel: alone after the wide phase each row's
+// item streams at one CTA's rate (twenty-eighth session: a 1536-row chunk beside 4 rows of
+// ~2,000 keys, 0.104 ms as two phases, the chunk alone 0.069 ms).
 inline constexpr double kWideKernelShare = 0.9;
+// The wide kernel's speed on wide items over the persistent kernel's, the least measured (H100,
+// fifteenth session: prefill_48 424 against 396 TFLOP/s; prefill_8k 498 against 434).
+inline constexpr double kWideKernelSpeedup = 1.07;
 bool is_wide_item(const Plan& plan, const WorkItem& item);
+bool runs_wide_phase(const Plan& plan);
 // Quad items: short single-query items (one row, group_size <= 4, so at most 4 folded rows; at
 // most kQuadMaxKeys keys; num_kv_heads a multiple of 4; not deterministic), which the persistent
 // kernel runs for eight KV heads per ticket (two groups of four, or an item's last four), one

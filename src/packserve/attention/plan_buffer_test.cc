@@ -115,15 +115,9 @@ TEST(PlanBuffer, RoundTripAndBoundsOnRandomBatches) {
         EXPECT_TRUE(std::equal(order.begin(), order.end(), buffer.begin() + l->off_dispatch));
         ASSERT_EQ(buffer[kHdrNumWideItems], wide);
         ASSERT_EQ(buffer[kHdrNumQuadItems], quad);
-        // dispatch_order() with (the wide items carrying kWideKernelShare of the cost) its
-        // wide items first and its quad items last, each kind in dispatch_order()'s order.
-        double wide_cost = 0.0, all_cost = 0.0;
-        for (const WorkItem& it : plan->items) {
-          const double c = plan->cost(int64_t{it.num_rows()} * plan->group_size, it.kv_tokens());
-          all_cost += c;
-          if (is_wide_item(*plan, it)) wide_cost += c;
-        }
-        const bool wide_phase = wide_cost > 0.0 && wide_cost >= kWideKernelShare * all_cost;
+        // dispatch_order() with (when runs_wide_phase(), tested below) its wide items first
+        // and its quad items last, each kind in dispatch_order()'s order.
+        const bool wide_phase = runs_wide_phase(*plan);
         std::vector<int32_t> expect_wide, expect_narrow, expect_quad;
         for (const int32_t i : dispatch_order(*plan)) {
           const WorkItem& it = plan->items[static_cast<size_t>(i)];
@@ -227,6 +221,39 @@ TEST(PlanBuffer, WideItemsLeadTheDispatchRegionWhenTheyCarryTheCost) {
       EXPECT_EQ(nb.plan.items[static_cast<size_t>(nb.order[0])].kv_request, 2);
       EXPECT_TRUE(deserialize_plan(nb.cap, nb.buffer).ok());
       expect_rejected(nb, kHdrNumWideItems, 2, "is not a wide item");
+    }
+  }
+}
+
+// A 1536-row prefill chunk over 2048 keys (48 wide items) beside 4 decode rows, balanced plan
+// for 264 CTA queues. Rows of 64 keys: the wide phase runs (the rows' items are short). Rows of
+// about 2000 keys: the wide items still carry over 0.9 of the cost, but alone after the phase
+// each row's item would take longer than the phase saves, so one kernel runs everything. A
+// deterministic plan never runs the phase.
+TEST(PlanBuffer, WidePhaseOnlyWhenTheRestIsShorterThanItsSaving) {
+  for (const int decode_kv : {64, 1930}) {
+    for (const bool det : {false, true}) {
+      SCOPED_TRACE("decode_kv " + std::to_string(decode_kv) + " det " + std::to_string(det));
+      LayoutBuilder b(32, 8, 128, 16);
+      for (int i = 0; i < 4; ++i) b.add({}, decode_kv - 7 * i, 1);
+      b.add({}, 2048, 1536);
+      PlanOptions options;
+      options.deterministic = det;
+      const Result<Plan> plan = make_plan(b.layout(), DeviceShape{264}, options);
+      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+      double wide_cost = 0.0, all_cost = 0.0;
+      for (const WorkItem& it : plan->items) {
+        const double c = plan->cost(int64_t{it.num_rows()} * plan->group_size, it.kv_tokens());
+        all_cost += c;
+        if (is_wide_item(*plan, it)) wide_cost += c;
+      }
+      if (!det) {
+        EXPECT_GT(wide_cost, kWideKernelShare * all_cost);
+      }
+      EXPECT_EQ(runs_wide_phase(*plan), !det && decode_kv == 64);
+      int32_t wide = -1;
+      buffer_dispatch_order(*plan, &wide);
+      EXPECT_EQ(wide, runs_wide_phase(*plan) ? 48 : 0);
     }
   }
 }
