@@ -19,7 +19,8 @@
 #                                                # off, naive attention; VARIANTS=prefixattn:
 #                                                # the prefix attention policy, hostsample:
 #                                                # --no-backend-sampling, nowait:
-#                                                # --prefix-wait-min-tokens 0)
+#                                                # --prefix-wait-min-tokens 0, autoattn /
+#                                                # balancedattn: --attention-policy auto / balanced)
 #   scripts/gpu-serve-check.sh sharedtrace       # $DIR/shared_prefix.jsonl: N requests reading
 #                                                # one long shared prompt, or one of G (for TRACE=)
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
@@ -191,7 +192,9 @@ matrix)
         prefixattn) flags=(--attention-policy prefix) ;;
         hostsample) flags=(--no-backend-sampling) ;;
         nowait) flags=(--prefix-wait-min-tokens 0) ;;
-        *) echo "unknown variant '$variant': expected default, noprefix, naive, prefixattn, hostsample or nowait" >&2; exit 2 ;;
+        autoattn) flags=(--attention-policy auto) ;;
+        balancedattn) flags=(--attention-policy balanced) ;;
+        *) echo "unknown variant '$variant': expected default, noprefix, naive, prefixattn, autoattn, balancedattn, hostsample or nowait" >&2; exit 2 ;;
       esac
       for scale in "${SCALES[@]}"; do
         if [[ $variant != default && ${ABLATE_SCALES:-mid} != all && $scale != "$mid" ]]; then continue; fi

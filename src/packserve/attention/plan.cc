@@ -6,6 +6,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "packserve/attention/plan_internal.h"
@@ -20,6 +21,8 @@ std::string_view policy_name(Policy policy) {
       return "balanced";
     case Policy::kPrefix:
       return "prefix";
+    case Policy::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -28,8 +31,31 @@ Result<Policy> parse_policy(std::string_view name) {
   if (name == "naive") return Policy::kNaive;
   if (name == "balanced") return Policy::kBalanced;
   if (name == "prefix") return Policy::kPrefix;
-  return invalid_argument("policy: expected one of \"naive\", \"balanced\", \"prefix\", got \"" +
-                          std::string(name) + "\"");
+  if (name == "auto") return Policy::kAuto;
+  return invalid_argument(
+      "policy: expected one of \"naive\", \"balanced\", \"prefix\", \"auto\", got \"" +
+      std::string(name) + "\"");
+}
+
+bool auto_prefers_prefix(const BatchLayout& layout, bool deterministic) {
+  if (deterministic) return false;
+  std::unordered_map<int32_t, int> leader;  // first page id -> the group's first request
+  int64_t tokens = 0;
+  for (int r = 0; r < layout.batch_size(); ++r) {
+    const int shareable = (layout.kv_len(r) - layout.q_len(r)) / layout.page_size;
+    if (shareable < 1) continue;
+    const int32_t* pages = layout.kv_page_indices.data() + layout.kv_page_indptr[r];
+    const auto [it, first] = leader.emplace(pages[0], r);
+    if (first) continue;
+    const int l = it->second;
+    const int32_t* lead = layout.kv_page_indices.data() + layout.kv_page_indptr[l];
+    const int n = std::min(shareable, (layout.kv_len(l) - layout.q_len(l)) / layout.page_size);
+    int common = 0;
+    while (common < n && pages[common] == lead[common]) ++common;
+    tokens += static_cast<int64_t>(common) * layout.page_size;
+    if (tokens >= kAutoPrefixMinTokens) return true;
+  }
+  return false;
 }
 
 namespace {
@@ -81,7 +107,7 @@ Status check_plan_options(const PlanOptions& options) {
                             std::to_string(options.deterministic_kv_chunk_tokens));
   }
   if (options.policy != Policy::kNaive && options.policy != Policy::kBalanced &&
-      options.policy != Policy::kPrefix) {
+      options.policy != Policy::kPrefix && options.policy != Policy::kAuto) {
     return invalid_argument("options.policy: unknown value " +
                             std::to_string(static_cast<int>(options.policy)));
   }
@@ -98,6 +124,12 @@ Result<Plan> make_plan(const BatchLayout& layout, const DeviceShape& device,
       return internal::make_plan_balanced(layout, device, options);
     case Policy::kPrefix:
       return internal::make_plan_prefix(layout, device, options);
+    case Policy::kAuto: {
+      PlanOptions chosen = options;  // the plan names the policy that made it
+      chosen.policy =
+          auto_prefers_prefix(layout, options.deterministic) ? Policy::kPrefix : Policy::kBalanced;
+      return make_plan(layout, device, chosen);
+    }
   }
   return invalid_argument("options.policy: unknown value");
 }

@@ -58,9 +58,22 @@ enum class Policy : uint8_t {
   kNaive,     // one item per (request, KV head), the whole KV: padding-free, unbalanced
   kBalanced,  // seed 004 Algorithm 1: KV chunks from total work / CTAs, LPT onto CTAs
   kPrefix,    // seed 002: prefix forest, profit model + TreeHeuristic, long-KV split to mean
+  kAuto,      // per batch: kPrefix when auto_prefers_prefix(), else kBalanced (the plan names it)
 };
 std::string_view policy_name(Policy policy);
-Result<Policy> parse_policy(std::string_view name);  // "naive" | "balanced" | "prefix"
+Result<Policy> parse_policy(std::string_view name);  // "naive" | "balanced" | "prefix" | "auto"
+
+// kAuto's choice. The prefix policy pays for its split (a root item, partial states, a merge)
+// only when it deduplicates enough KV reads that the balanced plan would otherwise serve from
+// L2 at best: at least kAutoPrefixMinTokens tokens, counted as, per group of requests whose
+// shareable pages (full pages before their first query row) start with the same page, each
+// member's run of pages in common with the group's first member. Never in deterministic mode
+// (a request's bits would depend on the batch through the choice). H100, twenty-eighth session
+// (docs/benchmarks.md): decode rows over a 512-token shared prefix, prefix vs balanced 0.79x
+// at 8 rows (3,584 tokens deduplicated), 0.83x at 16 (7,680), level at 24 (11,776), 1.14x at
+// 34 (16,896); 34 rows over 2,048 tokens 1.39x; the PAT trees 2.5x and 7x.
+inline constexpr int64_t kAutoPrefixMinTokens = 12288;
+bool auto_prefers_prefix(const BatchLayout& layout, bool deterministic);
 
 // Compiled tile shapes: tile_q counts folded (row, qo head) pairs, tile_kv keys per step.
 inline constexpr int kTileQSizes[] = {16, 32, 64, 128};

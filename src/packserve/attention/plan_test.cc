@@ -137,12 +137,47 @@ TEST(MakePlan, RejectsBadOptions) {
 }
 
 TEST(MakePlan, ParsePolicyNames) {
-  for (Policy p : {Policy::kNaive, Policy::kBalanced, Policy::kPrefix}) {
+  for (Policy p : {Policy::kNaive, Policy::kBalanced, Policy::kPrefix, Policy::kAuto}) {
     const Result<Policy> parsed = parse_policy(policy_name(p));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, p);
   }
   EXPECT_EQ(parse_policy("fast").status().code(), StatusCode::kInvalidArgument);
+}
+
+// kAuto plans as the prefix policy when the shared pages it deduplicates reach
+// kAutoPrefixMinTokens (12,288), else as balanced, and never as prefix in deterministic mode.
+// Decode rows over a 512-token prefix (page 16), each after the first counting 512, beside 12
+// rows over another 512-token prefix (11 x 512 = 5,632): 13 rows give 11,776 (balanced), 14
+// give 12,288 (prefix); a 64-row prefill whose queries start at 512 adds 512 (prefix), one
+// starting at 496 shares only the 31 pages before its queries, 496 (balanced).
+TEST(MakePlan, AutoChoosesPrefixWhenItDeduplicatesEnough) {
+  auto layout_of = [](int rows, int prefill_start) {
+    LayoutBuilder b(32, 8, 128, 16);
+    const std::vector<int32_t> prefix = b.new_pages(32);
+    for (int i = 0; i < rows; ++i) b.add(prefix, 1000 + 37 * i, 1);
+    const std::vector<int32_t> other = b.new_pages(32);
+    for (int i = 0; i < 12; ++i) b.add(other, 900 + 11 * i, 1);  // 11 x 512 = 5,632 more
+    if (prefill_start >= 0) b.add(prefix, prefill_start + 64, 64);
+    return b.layout();
+  };
+  struct Case {
+    int rows, prefill_start;
+    bool prefix;
+  };
+  for (const Case c : {Case{13, -1, false}, Case{14, -1, true}, Case{13, 512, true},
+                       Case{13, 496, false}, Case{1, -1, false}}) {
+    SCOPED_TRACE("rows " + std::to_string(c.rows) + " prefill_start " +
+                 std::to_string(c.prefill_start));
+    const BatchLayout layout = layout_of(c.rows, c.prefill_start);
+    ASSERT_TRUE(validate(layout).ok());
+    EXPECT_EQ(auto_prefers_prefix(layout, false), c.prefix);
+    EXPECT_FALSE(auto_prefers_prefix(layout, true));
+    const Plan plan = must_plan(layout, 16, Policy::kAuto, false);
+    EXPECT_EQ(plan.policy, c.prefix ? Policy::kPrefix : Policy::kBalanced);
+    EXPECT_EQ(to_text(plan), to_text(must_plan(layout, 16, plan.policy, false)));
+    EXPECT_EQ(must_plan(layout, 16, Policy::kAuto, true).policy, Policy::kBalanced);
+  }
 }
 
 // Every policy, deterministic or not, on seeded random batches (STYLE.md §8 kind 2), and the
@@ -152,7 +187,7 @@ TEST(CheckInvariants, HoldOnRandomBatches) {
   for (uint64_t seed = 1; seed <= 120; ++seed) {
     const BatchLayout layout = random_layout(seed);
     ASSERT_TRUE(validate(layout).ok()) << "seed " << seed;
-    for (Policy policy : {Policy::kNaive, Policy::kBalanced, Policy::kPrefix}) {
+    for (Policy policy : {Policy::kNaive, Policy::kBalanced, Policy::kPrefix, Policy::kAuto}) {
       for (bool det : {false, true}) {
         SCOPED_TRACE("seed " + std::to_string(seed) + " policy " +
                      std::string(policy_name(policy)) + " det " + std::to_string(det));

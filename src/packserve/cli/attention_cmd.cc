@@ -145,6 +145,7 @@ int run_verify(const AttentionCmdArgs& args) {
   const BatchLayout& layout = p.data.layout;
   json line = {{"ok", false},
                {"policy", args.policy},
+               {"plan_policy", policy_name(p.plan.policy)},
                {"deterministic", args.deterministic},
                {"ctas", p.ctas},
                {"threads", args.threads},
@@ -203,6 +204,7 @@ int run_bench(const AttentionCmdArgs& args) {
   const double flops = 4.0 * layout.head_dim * layout.num_qo_heads * pairs;
   const double bytes = static_cast<double>(stats.kv_bytes_unique);
   json line = {{"policy", args.policy},
+               {"plan_policy", policy_name(p.plan.policy)},
                {"deterministic", args.deterministic},
                {"ctas", p.ctas},
                {"device", args.device},
@@ -262,6 +264,7 @@ int run_plan(const AttentionCmdArgs& args) {
   const PlanStats stats = compute_plan_stats(p.plan, p.data.layout);
   if (!args.json_output) {
     std::cout << std::boolalpha << "policy=" << args.policy
+              << " plan_policy=" << policy_name(p.plan.policy)
               << " deterministic=" << args.deterministic << " ctas=" << p.ctas
               << " requests=" << p.data.layout.batch_size()
               << " total_rows=" << p.data.layout.total_rows() << " plan_us=" << p.plan_us << "\n";
@@ -272,6 +275,7 @@ int run_plan(const AttentionCmdArgs& args) {
     return 0;
   }
   json doc = {{"policy", args.policy},
+              {"plan_policy", policy_name(p.plan.policy)},
               {"deterministic", args.deterministic},
               {"ctas", p.ctas},
               {"cta_queues", p.plan.num_ctas},
@@ -308,8 +312,10 @@ int run_plan(const AttentionCmdArgs& args) {
 void add_common_options(CLI::App* cmd, AttentionCmdArgs& args, bool policy_required) {
   cmd->add_option("--batch", args.batch_path, "batch spec JSON file (docs/batch-spec.md)")
       ->required();
-  auto* policy = cmd->add_option("--policy", args.policy, "planning policy: naive|balanced|prefix")
-                     ->check(CLI::IsMember({"naive", "balanced", "prefix"}));
+  auto* policy = cmd->add_option("--policy", args.policy,
+                                 "planning policy: naive|balanced|prefix|auto (prefix when it "
+                                 "deduplicates enough shared KV)")
+                     ->check(CLI::IsMember({"naive", "balanced", "prefix", "auto"}));
   if (policy_required) {
     policy->required();
   } else {

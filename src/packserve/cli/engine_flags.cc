@@ -18,8 +18,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
                  p + "requests holding KV at once")
       ->capture_default_str();
   cmd.add_option("--policy", f.policy, p + "admission policy: fcfs | aimd")->capture_default_str();
-  cmd.add_option("--attention-policy", f.attention_policy,
-                 p + "attention planner: naive | balanced | prefix")
+  cmd.add_option(
+         "--attention-policy", f.attention_policy,
+         p + "attention planner: naive | balanced | prefix | auto (per step: prefix when it "
+             "deduplicates enough shared KV, else balanced)")
       ->capture_default_str();
   cmd.add_flag("--no-prefix-caching", f.no_prefix_caching, p + "disable the prefix cache");
   cmd.add_option("--prefix-wait-min-tokens", f.prefix_wait_min_tokens,

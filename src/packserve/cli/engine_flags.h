@@ -3,7 +3,7 @@
 // check them the same way:
 //   --num-pages N (0: cpu_default_num_pages on cpu, from --gpu-memory-utilization on cuda)
 //   --page-size N  --max-num-batched-tokens N  --max-num-running-requests N
-//   --policy fcfs|aimd  --attention-policy naive|balanced|prefix  --no-prefix-caching
+//   --policy fcfs|aimd  --attention-policy naive|balanced|prefix|auto  --no-prefix-caching
 //   --prefix-wait-min-tokens N
 //   --threads N (CPU attention executor)  --sampler-threads N  and the backend flags of
 //   backend_flags.h.
