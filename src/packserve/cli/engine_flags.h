@@ -26,7 +26,7 @@ struct EngineFlags {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_num_running_requests = 256;
   std::string policy = "fcfs";
-  std::string attention_policy = "balanced";
+  std::string attention_policy = "auto";
   bool no_prefix_caching = false;
   int32_t prefix_wait_min_tokens = 256;
   bool no_backend_sampling = false;
