@@ -51,7 +51,8 @@
 // <= max_num_running_requests.
 // Cost: schedule() and commit() are O(running requests + admitted requests + batch tokens of
 // bookkeeping), never O(all requests): the waiting queue is only read up to the first
-// request that does not fit.
+// request that does not fit (past the ones the prefix wait holds; each hashes its prompt's
+// pages once, then probes O(shared pages) per step).
 // Thread-safety: none; one thread owns the scheduler.
 #pragma once
 
