@@ -6,7 +6,6 @@
 #include <cmath>
 #include <sstream>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "packserve/attention/plan_internal.h"
@@ -35,27 +34,6 @@ Result<Policy> parse_policy(std::string_view name) {
   return invalid_argument(
       "policy: expected one of \"naive\", \"balanced\", \"prefix\", \"auto\", got \"" +
       std::string(name) + "\"");
-}
-
-bool auto_prefers_prefix(const BatchLayout& layout, bool deterministic) {
-  if (deterministic) return false;
-  std::unordered_map<int32_t, int> leader;  // first page id -> the group's first request
-  int64_t tokens = 0;
-  for (int r = 0; r < layout.batch_size(); ++r) {
-    const int shareable = (layout.kv_len(r) - layout.q_len(r)) / layout.page_size;
-    if (shareable < 1) continue;
-    const int32_t* pages = layout.kv_page_indices.data() + layout.kv_page_indptr[r];
-    const auto [it, first] = leader.emplace(pages[0], r);
-    if (first) continue;
-    const int l = it->second;
-    const int32_t* lead = layout.kv_page_indices.data() + layout.kv_page_indptr[l];
-    const int n = std::min(shareable, (layout.kv_len(l) - layout.q_len(l)) / layout.page_size);
-    int common = 0;
-    while (common < n && pages[common] == lead[common]) ++common;
-    tokens += static_cast<int64_t>(common) * layout.page_size;
-    if (tokens >= kAutoPrefixMinTokens) return true;
-  }
-  return false;
 }
 
 namespace {

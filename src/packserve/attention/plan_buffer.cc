@@ -104,25 +104,29 @@ bool is_quad_item(const Plan& plan, const WorkItem& item) {
 }
 
 bool runs_wide_phase(const Plan& plan) {
-  double wide_cost = 0.0, all_cost = 0.0, largest_rest = 0.0;
-  std::vector<double> wide_load(static_cast<size_t>(plan.num_ctas), 0.0);
-  std::vector<double> all_load(static_cast<size_t>(plan.num_ctas), 0.0);
-  for (const WorkItem& it : plan.items) {
-    const double c =
-        plan.cost(static_cast<int64_t>(it.num_rows()) * plan.group_size, it.kv_tokens());
-    all_cost += c;
-    all_load[static_cast<size_t>(it.cta)] += c;
-    if (is_wide_item(plan, it)) {
-      wide_cost += c;
-      wide_load[static_cast<size_t>(it.cta)] += c;
-    } else {
-      largest_rest = std::max(largest_rest, c);
+  // Per CTA queue (its items are cta_items[cta_indptr[c], cta_indptr[c + 1])): the load of all
+  // its items and of its wide ones.
+  double wide_cost = 0.0, all_cost = 0.0, largest_rest = 0.0, one_kernel = 0.0, wide_span = 0.0;
+  for (int c = 0; c < plan.num_ctas; ++c) {
+    double queue_all = 0.0, queue_wide = 0.0;
+    for (int32_t k = plan.cta_indptr[c]; k < plan.cta_indptr[c + 1]; ++k) {
+      const WorkItem& it = plan.items[static_cast<size_t>(plan.cta_items[k])];
+      const double cost =
+          plan.cost(static_cast<int64_t>(it.num_rows()) * plan.group_size, it.kv_tokens());
+      queue_all += cost;
+      if (is_wide_item(plan, it)) {
+        queue_wide += cost;
+      } else {
+        largest_rest = std::max(largest_rest, cost);
+      }
     }
+    all_cost += queue_all;
+    wide_cost += queue_wide;
+    one_kernel = std::max(one_kernel, queue_all);
+    wide_span = std::max(wide_span, queue_wide);
   }
   if (wide_cost == 0.0 || wide_cost < kWideKernelShare * all_cost) return false;
-  const double one_kernel = *std::max_element(all_load.begin(), all_load.end());
   const double rest_span = std::max(largest_rest, (all_cost - wide_cost) / plan.num_ctas);
-  const double wide_span = *std::max_element(wide_load.begin(), wide_load.end());
   return wide_span / kWideKernelSpeedup + rest_span < one_kernel;
 }
 

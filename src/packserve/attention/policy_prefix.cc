@@ -53,6 +53,9 @@
 // 6. CTAs: seed 004 Algorithm 1's longest-first least-loaded assignment (plan_internal.h) onto
 //    the plan's CTA queues, each run once per KV head (plan.h).
 //
+// auto_prefers_prefix() (plan.h, the `auto` policy's choice) is defined at the end, beside
+// the forest's grouping by first page that it estimates.
+//
 // Deterministic mode (PlanOptions::deterministic): request r's KV is cut at fixed multiples
 // of D_r = request_piece_tokens(round_up(deterministic_kv_chunk_tokens, page_size)) from key 0
 // (plan_internal.h: the balanced policy's L_r in deterministic mode). Rows share an item iff
@@ -71,6 +74,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 
 #include "packserve/attention/plan_buffer.h"
 #include "packserve/attention/plan_internal.h"
@@ -107,6 +111,11 @@ struct Pack {
 
 const int32_t* pages_of(const BatchLayout& layout, int r) {
   return layout.kv_page_indices.data() + layout.kv_page_indptr[r];
+}
+
+// Step 1's shareable pages of request r: its full pages before its first query row.
+int32_t shareable_pages(const BatchLayout& layout, int r) {
+  return (layout.kv_len(r) - layout.q_len(r)) / layout.page_size;
 }
 
 // Step 1: the forest. Nodes are created parent before child; internal nodes depth first with
@@ -262,7 +271,7 @@ void tree_packs(const BatchLayout& layout, std::vector<Pack>& packs,
   const int64_t group = layout.group_size();
   const int tile_rows = rows_per_tile(layout.group_size());
   std::vector<int32_t> shareable(static_cast<size_t>(batch));
-  for (int r = 0; r < batch; ++r) shareable[r] = (layout.kv_len(r) - layout.q_len(r)) / page;
+  for (int r = 0; r < batch; ++r) shareable[r] = shareable_pages(layout, r);
   Forest forest;
   build_forest(layout, shareable, forest);
   const std::vector<Node>& nodes = forest.nodes;
@@ -559,3 +568,29 @@ Result<Plan> make_plan_prefix(const BatchLayout& layout, const DeviceShape& devi
 }
 
 }  // namespace packserve::attention::internal
+
+namespace packserve::attention {
+
+bool auto_prefers_prefix(const BatchLayout& layout, bool deterministic) {
+  using internal::pages_of;
+  using internal::shareable_pages;
+  if (deterministic) return false;
+  std::unordered_map<int32_t, int> leader;  // first page id -> the group's first request
+  int64_t tokens = 0;
+  for (int r = 0; r < layout.batch_size(); ++r) {
+    const int shareable = shareable_pages(layout, r);
+    if (shareable < 1) continue;
+    const int32_t* pages = pages_of(layout, r);
+    const auto [it, first] = leader.emplace(pages[0], r);
+    if (first) continue;
+    const int32_t* lead = pages_of(layout, it->second);
+    const int n = std::min(shareable, shareable_pages(layout, it->second));
+    int common = 0;
+    while (common < n && pages[common] == lead[common]) ++common;
+    tokens += static_cast<int64_t>(common) * layout.page_size;
+    if (tokens >= kAutoPrefixMinTokens) return true;
+  }
+  return false;
+}
+
+}  // namespace packserve::attention

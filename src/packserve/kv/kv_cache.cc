@@ -387,10 +387,9 @@ PrefixProbe KvCacheManager::probe_prefix(std::span<const PageKey> keys) const {
   if (i == keys.size()) return probe;
   const auto owner = frontier_owner_.find(keys[i]);
   if (owner == frontier_owner_.end()) return probe;
-  const RequestPages& req = requests_.at(owner->second);
-  const std::span<const PageKey> pending =
-      std::span<const PageKey>(req.pending_keys)
-          .subspan(static_cast<size_t>(req.num_keyed_pages - req.first_pending_page));
+  const RequestPages& req = requests_.at(owner->second);  // its frontier is keys[i]
+  const std::span<const PageKey> pending(frontier_key(req),
+                                         req.pending_keys.data() + req.pending_keys.size());
   size_t n = 0;
   while (i + n < keys.size() && n < pending.size() && keys[i + n] == pending[n]) ++n;
   probe.num_pending_pages = static_cast<int32_t>(n);
