@@ -49,7 +49,7 @@ int32_t walk_weights(std::span<const float> w, std::span<const double> block_sum
   return 0;  // unreachable: the most likely token always has weight 1
 }
 
-int32_t sample_temperature(std::span<const float> logits, float m, const TemperatureDraw& draw,
+int32_t sample_temperature(std::span<const float> logits, float m, const SampleDraw& draw,
                            TemperatureScratch& scratch) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   if (m == kInf || m == -kInf) {

@@ -107,12 +107,19 @@ __attribute__((always_inline)) inline float block_sum(const float* w, size_t n,
 
 namespace packserve {
 
-// One draw's parameters: (float) (1 / temperature), finite and > 0; min_p in [0, 1]; the
-// request's uniform u in [0, 1).
-struct TemperatureDraw {
+// One sampled token's parameters (common/sample_draw.h runs the whole pipeline; this header's
+// draw reads the first three): (float) (1 / temperature), finite and > 0; min_p in [0, 1]; the
+// request's uniform u in [0, 1); top_k >= 0 (0 = off); top_p in (0, 1] (1 = off); greedy: the
+// argmax, nothing else read but logprob; logprob: also return log_softmax(raw logits)[token].
+// Trivially copyable: the CUDA backend uploads an array of them.
+struct SampleDraw {
   float inv_temperature = 1.0f;
   float min_p = 0.0f;
   double u = 0.0;
+  double top_p = 1.0;
+  int32_t top_k = 0;
+  uint8_t greedy = 0;
+  uint8_t logprob = 0;
 };
 
 // Reused buffers of sample_temperature (sized to the vocabulary on first use).
@@ -130,7 +137,7 @@ double compute_weights(const float* x, size_t n, float max_logit, float inv_t, f
 int32_t walk_weights(std::span<const float> w, std::span<const double> block_sums, double target);
 
 // The token the header's draw picks. logits: non-empty; m: max_ignoring_nan(logits).
-int32_t sample_temperature(std::span<const float> logits, float m, const TemperatureDraw& draw,
+int32_t sample_temperature(std::span<const float> logits, float m, const SampleDraw& draw,
                            TemperatureScratch& scratch);
 
 }  // namespace packserve

@@ -117,10 +117,10 @@ struct EngineConfig {
   // Host threads that sample a step's rows in parallel (the caller's included); 0 = auto
   // (min(8, hardware threads)). Tokens do not depend on it (each request has its own RNG).
   int32_t num_sampler_threads = 0;
-  // Rows of temperature-only requests (RequestSampler::temperature_only, logits not captured)
-  // are drawn by the forward backend (ForwardBatch::samples = kOutputSample): the CUDA backend
-  // then returns 4 bytes per row instead of the row's logits. The tokens are the same either
-  // way (common/temperature_sample.h).
+  // Rows of sampled requests (all but greedy without logprobs, which take the backend's
+  // argmax; logits not captured) are drawn by the forward backend (ForwardBatch::samples =
+  // kOutputSample): the CUDA backend then returns 8 bytes per row instead of the row's logits.
+  // The tokens are the same either way (common/sample_draw.h).
   bool backend_sampling = true;
   Status validate() const;
 };

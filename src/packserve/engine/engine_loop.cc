@@ -46,13 +46,13 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         auto it = impl.live.find(seq.id);
         PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
         LiveRequest& r = *it->second;
-        // A greedy row without logprobs needs only the argmax and a temperature-only row
-        // only its draw, unless its logits are captured.
+        // A greedy row without logprobs needs only the argmax and any other row only its
+        // draw, unless its logits are captured.
         output = model::kOutputLogits;
         if (!r.captures_logits_now()) {
           if (r.sampler.argmax_only()) {
             output = model::kOutputArgmax;
-          } else if (impl.config.backend_sampling && r.sampler.temperature_only()) {
+          } else if (impl.config.backend_sampling) {
             output = model::kOutputSample;
           }
         }
@@ -72,7 +72,8 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     const auto t1 = std::chrono::steady_clock::now();
     const int64_t vocab = impl.vocab_size;
     if (static_cast<int64_t>(fwd.logits.size()) != static_cast<int64_t>(rows.size()) * vocab ||
-        fwd.argmax.size() != argmax_rows.size() || fwd.sampled.size() != draw_rows.size()) {
+        fwd.argmax.size() != argmax_rows.size() || fwd.sampled.size() != draw_rows.size() ||
+        fwd.sampled_logprobs.size() != draw_rows.size()) {
       return internal_error(
           "backend " + std::string(impl.backend->name()) + " returned " +
           std::to_string(fwd.logits.size()) + " logits, " + std::to_string(fwd.argmax.size()) +
@@ -92,7 +93,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
                                 ", expected in [0, vocab_size = " + std::to_string(vocab) + ")");
         }
         out.sampled_token_ids[(*jobs)[j].sequence] = token;
-        (*jobs)[j].request->step_logprob = 0.0f;
+        (*jobs)[j].request->step_logprob = ids == &fwd.sampled ? fwd.sampled_logprobs[j] : 0.0f;
       }
     }
     // Each row touches only its own request (its sampler and RNG): the rows run in parallel

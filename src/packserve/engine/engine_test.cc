@@ -443,9 +443,9 @@ TEST(EngineTest, SameSeedSameTokensAcrossBatchCompositions) {
             testing::reference_greedy(testing::hash_next_token, ids_of("seeded"), 40, {}));
 }
 
-// Temperature-only rows drawn by the backend (kOutputSample) give the same tokens as the
-// host sampler on the logits: same seed, same draws, whatever the batch; min-p included.
-// Rows with top-k, top-p or logprobs still come back as logits.
+// Rows drawn by the backend (kOutputSample) give the same tokens and logprobs as the host
+// sampler on the logits: same seed, same draws, whatever the batch; min-p, top-k, top-p and
+// greedy with logprobs included.
 TEST(EngineTest, BackendSamplingGivesTheHostSamplersTokens) {
   auto run = [](bool backend_sampling, int num_others) {
     EngineSetup setup;
@@ -457,10 +457,13 @@ TEST(EngineTest, BackendSamplingGivesTheHostSamplersTokens) {
     });
     std::vector<Collected> seeded;
     std::vector<std::shared_ptr<RequestStream>> streams;
-    for (double min_p : {0.0, 0.2}) {
+    for (int mode = 0; mode < 5; ++mode) {
       GenerateRequest r = greedy_request(ids_of("seeded"), 40);
-      r.sampling.temperature = 2.0;
-      r.sampling.min_p = min_p;
+      r.sampling.temperature = mode == 4 ? 0.0 : 2.0;
+      r.sampling.min_p = mode == 1 ? 0.2 : 0.0;
+      r.sampling.top_k = mode == 2 ? 5 : 0;
+      r.sampling.top_p = mode == 3 ? 0.7 : 1.0;
+      r.sampling.logprobs = mode >= 2;
       r.sampling.seed = 42;
       streams.push_back(*t.engine->submit(r));
     }
@@ -472,12 +475,16 @@ TEST(EngineTest, BackendSamplingGivesTheHostSamplersTokens) {
   EXPECT_EQ(host_rows, 0);
   for (int others : {0, 6}) {
     const auto [backend, backend_rows] = run(true, others);
-    ASSERT_EQ(backend.size(), 2u);
-    EXPECT_EQ(backend[0].token_ids, host[0].token_ids) << others << " others";
-    EXPECT_EQ(backend[1].token_ids, host[1].token_ids) << others << " others";
-    EXPECT_GE(backend_rows, 80);  // every token of the two seeded requests
+    ASSERT_EQ(backend.size(), 5u);
+    for (size_t mode = 0; mode < 5; ++mode) {
+      EXPECT_EQ(backend[mode].token_ids, host[mode].token_ids) << others << " others";
+      EXPECT_EQ(backend[mode].logprobs, host[mode].logprobs) << others << " others";
+    }
+    EXPECT_GE(backend_rows, 200);  // every token of the five seeded requests
   }
   EXPECT_EQ(host[0].token_ids.size(), 40u);
+  EXPECT_EQ(host[2].logprobs.size(), 40u);
+  for (size_t mode = 2; mode < 4; ++mode) EXPECT_NE(host[mode].token_ids, host[0].token_ids);
   // Temperature 2 departs from greedy, and min-p 0.2 changes the draws.
   EXPECT_NE(host[0].token_ids,
             testing::reference_greedy(testing::hash_next_token, ids_of("seeded"), 40, {}));

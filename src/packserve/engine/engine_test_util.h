@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "packserve/common/argmax.h"
-#include "packserve/common/temperature_sample.h"
+#include "packserve/common/sample_draw.h"
 #include "packserve/engine/engine.h"
 #include "packserve/tokenizer/tokenizer.h"
 #include "packserve/tokenizer/tokenizer_test_util.h"
@@ -86,6 +86,7 @@ class FakeBackend : public model::ForwardBackend {
     out.logits.clear();
     out.argmax.clear();
     out.sampled.clear();
+    out.sampled_logprobs.clear();
     const int64_t vocab = config_.vocab_size;
     for (int r = 0; r < batch.num_requests(); ++r) {
       const int32_t q_len = batch.qo_indptr[r + 1] - batch.qo_indptr[r];
@@ -111,9 +112,9 @@ class FakeBackend : public model::ForwardBackend {
         ++num_argmax_rows;
       } else if (batch.samples[r] == model::kOutputSample) {
         TemperatureScratch scratch;
-        out.sampled.push_back(
-            bad_argmax ? -1
-                       : sample_temperature(row, max_ignoring_nan(row), batch.draws[r], scratch));
+        const SampleResult s = sample_draw(row, batch.draws[r], scratch);
+        out.sampled.push_back(bad_argmax ? -1 : s.token_id);
+        out.sampled_logprobs.push_back(s.logprob);
         ++num_sample_rows;
       } else {
         out.logits.insert(out.logits.end(), row.begin(), row.end());

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "packserve/common/rng.h"
+#include "packserve/common/sample_draw.h"
 #include "packserve/common/temperature_sample.h"
 #include "packserve/engine/engine.h"
 
@@ -46,47 +47,26 @@ class RequestSampler {
   RequestSampler(const SamplingParams& params, uint64_t seed) : params_(params), rng_(seed) {}
 
   // logits: [vocab_size], non-empty. Non-finite logits: NaN counts as -inf; +inf entries win.
+  // sample_draw (common/sample_draw.h) of the logits with next_draw().
   SampledToken sample(std::span<const float> logits);
   // Greedy without logprobs: sample() is argmax_lowest (common/argmax.h) of the logits and
   // draws nothing from the RNG, so the caller may take the argmax from the forward backend
   // (ForwardBatch::samples = kOutputArgmax) and never call sample() for this request.
   bool argmax_only() const;
-  // Temperature (and min-p) without top-k, top-p or logprobs: sample() is
-  // sample_temperature (common/temperature_sample.h) of the logits with next_draw(), so the
-  // caller may pass next_draw() to the forward backend (ForwardBatch::samples =
-  // kOutputSample), take its token, and never call sample() for this request.
-  bool temperature_only() const;
-  // The parameters of this request's next temperature draw; draws its one uniform from the
-  // RNG, as sample() does for that token.
-  TemperatureDraw next_draw();
+  // The parameters of this request's next token (SampleDraw, common/temperature_sample.h);
+  // draws its one uniform from the RNG unless greedy, as sample() does for that token. A
+  // caller may pass it to the forward backend (ForwardBatch::samples = kOutputSample), take
+  // its token and logprob, and never call sample() for this token.
+  SampleDraw next_draw();
 
-  // The kept tokens and their renormalized probabilities (most likely first) that sample()
-  // would draw from; for tests and debugging. Greedy gives the single argmax with p = 1.
-  struct Candidate {
-    int32_t token_id;
-    double prob;
-  };
+  // The kept tokens and their renormalized probabilities (in the draw's walk order) that
+  // sample() would draw from; for tests and debugging. Greedy gives the single argmax with
+  // p = 1. Draws nothing from the RNG.
+  using Candidate = SampleCandidate;
   std::vector<Candidate> candidates(std::span<const float> logits);
 
  private:
-  // candidates() of a non-greedy row whose maximum logit (NaN ignored) is m.
-  std::vector<Candidate> candidates_below_max(std::span<const float> logits, float m);
-  // Steps 2-3 into scratch_.weights (0 = dropped) and scratch_.block_sums; returns the sum of
-  // the weights. `max_logit`: the finite maximum of the logits (NaN counting as -inf).
-  double fill_weights(std::span<const float> logits, float max_logit);
-  float inv_temperature() const;  // (float) (1 / temperature), as the weights use it
-  float min_p() const;
-  // A weight below which no token survives steps 4-5 (0 = none found): top-k from block
-  // maxima, top-p from the mass at or above powers of two. For top-p alone, also sets
-  // total_all to the float64 sum of all weights (its cut is relative to that).
-  float candidate_floor(double& total_all) const;
-  // Steps 4-5 on `kept` (weights > 0, any order: every token at or above candidate_floor)
-  // -> most likely first. total_all: for top-p alone, the sum of all weights (its cut is
-  // relative to every token, gathered or not); unused otherwise.
-  void order_and_cut(std::vector<Candidate>& kept, double total_all) const;
-  // One uniform from the RNG, walked over `kept` (renormalized probabilities).
-  int32_t draw(const std::vector<Candidate>& kept);
-
+  SampleDraw draw_params() const;  // next_draw() without its uniform
   SamplingParams params_;
   Rng rng_;
   TemperatureScratch scratch_;  // weights [vocab] and their block sums, reused per token

@@ -81,20 +81,32 @@ TEST(SamplerTest, ArgmaxOnlyForGreedyWithoutLogprobs) {
   EXPECT_FALSE(RequestSampler(with_logprobs, 1).argmax_only());
 }
 
-TEST(SamplerTest, TemperatureOnlyWithoutTopKTopPOrLogprobs) {
-  EXPECT_TRUE(RequestSampler(params(0.8), 1).temperature_only());
-  EXPECT_TRUE(RequestSampler(params(0.8, 0, 1.0, 0.1), 1).temperature_only());
-  EXPECT_FALSE(RequestSampler(params(0.0), 1).temperature_only());
-  EXPECT_FALSE(RequestSampler(params(0.8, 5), 1).temperature_only());
-  EXPECT_FALSE(RequestSampler(params(0.8, 0, 0.9), 1).temperature_only());
-  SamplingParams with_logprobs = params(0.8);
-  with_logprobs.logprobs = true;
-  EXPECT_FALSE(RequestSampler(with_logprobs, 1).temperature_only());
+// next_draw() carries the request's parameters; greedy draws no uniform.
+TEST(SamplerTest, NextDrawCarriesTheParameters) {
+  SamplingParams p = params(0.8, 5, 0.9, 0.1);
+  p.logprobs = true;
+  RequestSampler s(p, 1);
+  const SampleDraw d = s.next_draw();
+  EXPECT_EQ(d.greedy, 0);
+  EXPECT_EQ(d.logprob, 1);
+  EXPECT_EQ(d.top_k, 5);
+  EXPECT_EQ(d.top_p, 0.9);
+  EXPECT_EQ(d.min_p, 0.1f);
+  EXPECT_EQ(d.inv_temperature, static_cast<float>(1.0 / 0.8));
+  EXPECT_NE(d.u, s.next_draw().u);
+  SamplingParams g = params(0.0);
+  g.logprobs = true;
+  RequestSampler greedy(g, 1), twin(g, 1);
+  const SampleDraw gd = greedy.next_draw();
+  EXPECT_EQ(gd.greedy, 1);
+  EXPECT_EQ(gd.logprob, 1);
+  EXPECT_EQ(gd.u, 0.0);
 }
 
-// A temperature-only sampler's tokens are sample_temperature of next_draw() on a twin
-// sampler (the path the forward backends run for kOutputSample rows), token for token,
-// including rows with NaN, -inf and +inf entries and a min-p cut.
+// A sampler's tokens and logprobs are sample_draw of next_draw() on a twin sampler (the path
+// the forward backends run for kOutputSample rows), token for token, for every mode (greedy,
+// temperature, min-p, top-k, top-p, both, logprobs), including rows with NaN, -inf and +inf
+// entries.
 TEST(SamplerTest, NextDrawReproducesSample) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   std::mt19937 gen(17);
@@ -108,16 +120,24 @@ TEST(SamplerTest, NextDrawReproducesSample) {
   rows.push_back({1.0f, NAN, -kInf, 2.0f, NAN});
   rows.push_back({1.0f, kInf, 0.0f, kInf, NAN, kInf});  // +inf: uniform over the three
   rows.push_back({-kInf, -kInf, NAN});                  // max -inf: the two -inf entries
-  for (double min_p : {0.0, 0.3}) {
-    RequestSampler host(params(0.7, 0, 1.0, min_p), 5), twin(params(0.7, 0, 1.0, min_p), 5);
+  rows.push_back({NAN, NAN});                           // nothing: token 0
+  std::vector<SamplingParams> modes = {params(0.7),         params(0.7, 0, 1.0, 0.3),
+                                       params(0.0),         params(0.7, 3),
+                                       params(1.3, 0, 0.8), params(0.9, 40, 0.95, 0.05)};
+  for (size_t i = 0, n = modes.size(); i < n; ++i) {
+    modes.push_back(modes[i]);
+    modes.back().logprobs = true;
+  }
+  for (size_t mode = 0; mode < modes.size(); ++mode) {
+    RequestSampler host(modes[mode], 5), twin(modes[mode], 5);
     TemperatureScratch scratch;
-    for (int round = 0; round < 50; ++round) {
+    for (int round = 0; round < 20; ++round) {
       for (const std::vector<float>& row : rows) {
-        const int32_t want = host.sample(row).token_id;
-        const TemperatureDraw d = twin.next_draw();
-        EXPECT_FLOAT_EQ(d.inv_temperature, static_cast<float>(1.0 / 0.7));
-        ASSERT_EQ(sample_temperature(row, max_ignoring_nan(row), d, scratch), want)
-            << "round " << round << ", row of " << row.size() << ", min_p " << min_p;
+        const SampledToken want = host.sample(row);
+        const SampleResult got = sample_draw(row, twin.next_draw(), scratch);
+        ASSERT_EQ(got.token_id, want.token_id)
+            << "mode " << mode << ", round " << round << ", row of " << row.size();
+        ASSERT_EQ(got.logprob, want.logprob) << "mode " << mode;
       }
     }
   }

@@ -8,9 +8,9 @@
 // K/V into those pages (KV append), runs attention with one plan for all layers, and returns
 // for the last row of each request with samples[r] != kNoOutput either its logits
 // (kOutputLogits), only their argmax (kOutputArgmax: greedy sampling without logprobs; by
-// the rules of common/argmax.h), or only the token of a temperature draw (kOutputSample:
-// sample_temperature of common/temperature_sample.h with draws[r]). A GPU backend keeps the
-// logits of argmax and sample rows on the device.
+// the rules of common/argmax.h), or only the token of a draw (kOutputSample: sample_draw of
+// common/sample_draw.h with draws[r], and its logprob when draws[r].logprob). A GPU backend
+// keeps the logits of argmax and sample rows on the device.
 // page_copies (copy-on-write, kv_cache.h) run before anything else.
 // Failure contract: an error leaves the KV of pages not written by this batch unchanged.
 // Thread-safety: one thread drives a backend.
@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "packserve/common/sample_draw.h"
 #include "packserve/common/status.h"
-#include "packserve/common/temperature_sample.h"
 #include "packserve/kv/kv_cache.h"
 #include "packserve/model/config.h"
 
@@ -43,7 +43,7 @@ struct ForwardBatch {
   std::vector<uint8_t> samples;      // [num_requests]: kNoOutput, kOutputLogits, kOutputArgmax,
                                      // kOutputSample
   // [num_requests] when any samples[r] is kOutputSample (read only for those), else empty.
-  std::vector<TemperatureDraw> draws;
+  std::vector<SampleDraw> draws;
   std::vector<kv::PageCopy> page_copies;
   int num_requests() const { return static_cast<int>(kv_len.size()); }
   int total_rows() const { return static_cast<int>(token_ids.size()); }
@@ -58,7 +58,9 @@ struct KvPoolShape {
 struct ForwardOutput {
   std::vector<float> logits;     // [requests with kOutputLogits, vocab_size] f32
   std::vector<int32_t> argmax;   // [requests with kOutputArgmax]: argmax_lowest of the logits
-  std::vector<int32_t> sampled;  // [requests with kOutputSample]: sample_temperature's token
+  std::vector<int32_t> sampled;  // [requests with kOutputSample]: sample_draw's token
+  std::vector<float> sampled_logprobs;  // [requests with kOutputSample]: its logprob (0 unless
+                                        // the draw asked for it)
 };
 
 class ForwardBackend {

@@ -74,7 +74,12 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
   }
   for (size_t r = 0; r < n; ++r) {
     if (b.samples[r] != kOutputSample) continue;
-    const TemperatureDraw& d = b.draws[r];
+    const SampleDraw& d = b.draws[r];
+    if (d.greedy > 1 || d.logprob > 1) {
+      return invalid_argument("draws[" + str(r) + "]: greedy = " + str(d.greedy) +
+                              ", logprob = " + str(d.logprob) + ": expected 0 or 1");
+    }
+    if (d.greedy) continue;  // nothing else is read
     if (!(d.inv_temperature > 0.0f) || !std::isfinite(d.inv_temperature)) {
       return invalid_argument("draws[" + str(r) + "].inv_temperature = " +
                               std::to_string(d.inv_temperature) + ": expected finite and > 0");
@@ -86,6 +91,14 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
     if (!(d.u >= 0.0 && d.u < 1.0)) {
       return invalid_argument("draws[" + str(r) + "].u = " + std::to_string(d.u) +
                               ": expected in [0, 1)");
+    }
+    if (d.top_k < 0) {
+      return invalid_argument("draws[" + str(r) + "].top_k = " + str(d.top_k) +
+                              ": expected >= 0 (0 = off)");
+    }
+    if (!(d.top_p > 0.0 && d.top_p <= 1.0)) {
+      return invalid_argument("draws[" + str(r) + "].top_p = " + std::to_string(d.top_p) +
+                              ": expected in (0, 1]");
     }
   }
   const int64_t ps = pool.page_size;

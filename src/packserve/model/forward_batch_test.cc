@@ -37,9 +37,9 @@ std::vector<float> snapshot(const CpuForwardBackend& b) {
 }
 
 // Makes request r of x a kOutputSample row with valid draws for every request; its draw.
-TemperatureDraw& draw_row(ForwardBatch& x, size_t r) {
+SampleDraw& draw_row(ForwardBatch& x, size_t r) {
   x.samples[r] = kOutputSample;
-  x.draws.assign(x.samples.size(), TemperatureDraw{});
+  x.draws.assign(x.samples.size(), SampleDraw{});
   return x.draws[r];
 }
 
@@ -88,6 +88,12 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
        "draws[1].min_p = nan: expected in [0, 1]"},
       {"draws u", [](ForwardBatch& x) { draw_row(x, 0).u = 1.0; },
        "draws[0].u = 1.000000: expected in [0, 1)"},
+      {"draws top_k", [](ForwardBatch& x) { draw_row(x, 1).top_k = -2; },
+       "draws[1].top_k = -2: expected >= 0 (0 = off)"},
+      {"draws top_p", [](ForwardBatch& x) { draw_row(x, 1).top_p = 0.0; },
+       "draws[1].top_p = 0.000000: expected in (0, 1]"},
+      {"draws flags", [](ForwardBatch& x) { draw_row(x, 0).greedy = 2; },
+       "draws[0]: greedy = 2, logprob = 0: expected 0 or 1"},
       {"kv_len < q_len", [](ForwardBatch& x) { x.kv_len[1] = 2; }, "kv_len[1] = 2"},
       {"too few pages", [](ForwardBatch& x) { x.kv_len[1] = 17; },
        "request 1 has 1 pages, expected ceil(kv_len[1] = 17"},
@@ -144,11 +150,12 @@ TEST(ForwardBatchValidation, EmptyBatchRunsOnlyPageCopies) {
   ForwardBatch empty;
   empty.qo_indptr = {0};
   empty.page_indptr = {0};
-  ForwardOutput out{std::vector<float>(3, 1.0f), {4}, {5}};
+  ForwardOutput out{std::vector<float>(3, 1.0f), {4}, {5}, {6.0f}};
   ASSERT_TRUE(backend->forward(empty, out).ok());
   EXPECT_TRUE(out.logits.empty());
   EXPECT_TRUE(out.argmax.empty());
   EXPECT_TRUE(out.sampled.empty());
+  EXPECT_TRUE(out.sampled_logprobs.empty());
 }
 
 TEST(CpuForwardBackendCreate, RejectsUnsupportedShapesAndBadWeights) {

@@ -138,6 +138,7 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   out.logits.clear();
   out.argmax.clear();
   out.sampled.clear();
+  out.sampled_logprobs.clear();
   if (num_requests == 0) return ok_status();
 
   const int64_t rows = batch.total_rows();
@@ -179,8 +180,9 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   for (int r = 0; r < num_requests; ++r) {
     if (batch.samples[r] != kOutputSample) continue;
     const std::span<const float> x = row(i++);
-    out.sampled.push_back(
-        sample_temperature(x, max_ignoring_nan(x), batch.draws[static_cast<size_t>(r)], scratch_));
+    const SampleResult s = sample_draw(x, batch.draws[static_cast<size_t>(r)], scratch_);
+    out.sampled.push_back(s.token_id);
+    out.sampled_logprobs.push_back(s.logprob);
   }
   logits.resize(static_cast<size_t>(num_logits * vocab));
   out.logits = std::move(logits);

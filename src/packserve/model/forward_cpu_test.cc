@@ -193,8 +193,8 @@ TEST_P(ForwardCpuArch, ChunkedPrefillEqualsUnchunked) {
 }
 
 // The argmax rows of a batch are argmax_lowest of the logits the same rows give as logits
-// rows, and its sample rows sample_temperature of them with their draws; the logits rows
-// beside them are unchanged (a second backend on the same weights).
+// rows, and its sample rows sample_draw of them with their draws (token and logprob); the
+// logits rows beside them are unchanged (a second backend on the same weights).
 TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   const ModelConfig config = GetParam().config();
   const ModelWeights w = make_weights(config, 8);
@@ -202,9 +202,9 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   const std::vector<Seq> seqs = {{random_tokens(19, config.vocab_size, rng), {0, 1}, 0},
                                  {random_tokens(7, config.vocab_size, rng), {2}, 0},
                                  {random_tokens(33, config.vocab_size, rng), {3, 4, 5}, 0}};
-  // Row 0 at temperature 0.7 with a min-p cut, row 2 at temperature 1.5.
-  const std::vector<TemperatureDraw> draws = {
-      {1.0f / 0.7f, 0.05f, 0.61}, {}, {1.0f / 1.5f, 0.0f, 0.23}};
+  // Row 0 at temperature 0.7 with a min-p cut, row 2 at temperature 1.5; then with top-k,
+  // top-p and logprobs.
+  std::vector<SampleDraw> draws = {{1.0f / 0.7f, 0.05f, 0.61}, {}, {1.0f / 1.5f, 0.0f, 0.23}};
   const auto run = [&](const std::vector<uint8_t>& outputs) {
     ForwardBatch b;
     for (size_t i = 0; i < seqs.size(); ++i) {
@@ -226,16 +226,28 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   EXPECT_TRUE(all.argmax.empty());
   EXPECT_TRUE(mixed.sampled.empty());
 
-  const ForwardOutput drawn = run({kOutputSample, kOutputArgmax, kOutputSample});
+  ForwardOutput drawn = run({kOutputSample, kOutputArgmax, kOutputSample});
   TemperatureScratch scratch;
-  const auto expect = [&](size_t i) {
-    return sample_temperature(row(i), max_ignoring_nan(row(i)), draws[i], scratch);
-  };
-  EXPECT_EQ(drawn.sampled, (std::vector<int32_t>{expect(0), expect(2)}));
+  const auto expect = [&](size_t i) { return sample_draw(row(i), draws[i], scratch); };
+  EXPECT_EQ(drawn.sampled, (std::vector<int32_t>{expect(0).token_id, expect(2).token_id}));
+  EXPECT_EQ(drawn.sampled_logprobs, (std::vector<float>{0.0f, 0.0f}));
   EXPECT_EQ(drawn.argmax, std::vector<int32_t>{argmax_lowest(row(1))});
   EXPECT_TRUE(drawn.logits.empty());
   // The two draws differ from greedy here (flat dummy logits), so the rows really sampled.
   EXPECT_NE(drawn.sampled, mixed.argmax);
+
+  draws[0].top_k = 3;
+  draws[0].logprob = 1;
+  draws[2].top_p = 0.5;
+  draws[2].top_k = 40;
+  draws[2].logprob = 1;
+  drawn = run({kOutputSample, kOutputArgmax, kOutputSample});
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    const SampleResult want = expect(i);
+    EXPECT_EQ(drawn.sampled[i / 2], want.token_id) << i;
+    EXPECT_EQ(drawn.sampled_logprobs[i / 2], want.logprob) << i;
+    EXPECT_LT(want.logprob, 0.0f);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardCpuArch,

@@ -99,6 +99,9 @@ struct CudaStepProfile {
   double enqueue_ms = 0;        // launching the step's kernels, or the graph (+ capture if new)
   double sync_ms = 0;           // waiting for the device at the end
   double logits_copy_ms = 0;    // pinned staging -> the caller's vectors
+  // kOutputSample rows the device left to the host (ops.h sample_rows), and their time.
+  int host_sampled_rows = 0;
+  double host_sample_ms = 0;
   double total_ms = 0;          // all of forward()
   double gpu_ms = 0;            // CUDA events around the step's device work (upload to logits)
   bool graph_replayed = false;  // the step ran as a graph replay

@@ -146,8 +146,8 @@ struct LayerDev {
 // (rows R, requests n, sampling rows S, draw rows D), page_ids last (P varies between steps of
 // one shape):
 //   token_ids [R] | positions [R] | kv_page [R] | kv_slot [R] | page_indptr [n + 1] |
-//   sample_rows [S] | (one int32 of padding when needed) draws [D] TemperatureDraw
-//   (4 int32 each, 8-byte aligned) | page_ids [P]
+//   sample_rows [S] | (one int32 of padding when needed) draws [D] SampleDraw
+//   (8 int32 each, 8-byte aligned) | page_ids [P]
 // sample_rows lists the kOutputLogits rows first, then the kOutputArgmax rows, then the
 // kOutputSample rows (each in request order), so the logits to copy are the first rows of the
 // LM head's output; draws holds the kOutputSample rows' draws in the same order.
@@ -155,7 +155,7 @@ struct MetaLayout {
   size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, pind = 0, samp = 0, draw = 0, pids = 0,
          end = 0;
 };
-static_assert(sizeof(TemperatureDraw) == 16 && alignof(TemperatureDraw) == 8);
+static_assert(sizeof(SampleDraw) == 32 && alignof(SampleDraw) == 8);
 inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t D, size_t P) {
   MetaLayout m;
   m.pos = m.tok + R;
@@ -164,7 +164,7 @@ inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t D, size_t P) 
   m.pind = m.kv_slot + R;
   m.samp = m.pind + n + 1;
   m.draw = (m.samp + S + 1) / 2 * 2;
-  m.pids = m.draw + 4 * D;
+  m.pids = m.draw + sizeof(SampleDraw) / 4 * D;
   m.end = m.pids + P;
   return m;
 }
@@ -191,7 +191,10 @@ struct CudaForwardBackend::Impl {
   std::optional<cuda::ParallelCopier> copier;  // logits: pinned staging -> caller
   std::optional<attention::cuda::Workspace> workspace;
   cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
+  // argmax_dev / argmax_pinned: a step's argmax ids [A], sampled ids [D], their logprobs [D].
   cuda::PinnedMemory meta_pinned, logits_pinned, argmax_pinned;
+  std::vector<float> host_row;      // a sampled row sample_rows left to the host
+  TemperatureScratch host_scratch;  // and its sample_draw
   uint16_t *embed = nullptr, *lm_head = nullptr;
   float* final_norm = nullptr;
   std::vector<cuda::LayerDev> layers;
@@ -223,6 +226,9 @@ struct CudaForwardBackend::Impl {
   Status setup(const ModelConfig& c, const KvPoolShape& p, const CudaForwardOptions& o);
   // forward_step.cu
   Status run(const ForwardBatch& batch, ForwardOutput& out);
+  // After the step: the kOutputSample rows sample_rows left to the host (out.sampled[i] < 0;
+  // ops.h), drawn by sample_draw from their logits, still on the device from `first_row` on.
+  Status sample_left_rows(const ForwardBatch& batch, int first_row, ForwardOutput& out);
   // Launches embedding -> layers -> final norm -> LM head -> argmax of the argmax rows for a
   // step of key's shape whose
   // metadata sits at `m` in meta; `timeline` (may be null) gets an event after every op.

@@ -9,8 +9,9 @@
 // cuBLAS may pick another algorithm inside a capture); observed differences are printed (0 on
 // the H100 so far). Argmax rows (kOutputArgmax: the graph backend's on-device argmax) must
 // equal argmax_lowest of eager's logits of the row exactly, and draw rows (kOutputSample: its
-// on-device draw) sample_temperature of them with the row's draw; with a nonzero logits
-// difference a near-tie could flip one, and the printed difference would show it.
+// on-device draw) sample_draw of them with the row's draw (the logprob to a float ulp or two);
+// with a nonzero logits difference a near-tie could flip one, and the printed difference would
+// show it.
 // Every test skips without a CUDA device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -24,7 +25,7 @@
 #include "packserve/common/argmax.h"
 #include "packserve/common/dtype.h"
 #include "packserve/common/rng.h"
-#include "packserve/common/temperature_sample.h"
+#include "packserve/common/sample_draw.h"
 #include "packserve/model/cuda/forward_cuda.h"
 #include "packserve/model/forward_test_util.h"
 
@@ -93,6 +94,7 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
   const size_t V = static_cast<size_t>(be.eager->config().vocab_size);
   std::vector<float> want;
   std::vector<int32_t> want_argmax, want_sampled;
+  std::vector<float> want_logprobs;
   TemperatureScratch scratch;
   size_t row = 0;
   for (size_t r = 0; r < step.samples.size(); ++r) {
@@ -103,14 +105,21 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
     if (s == kOutputArgmax) {
       want_argmax.push_back(argmax_lowest(logits));
     } else if (s == kOutputSample) {
-      want_sampled.push_back(
-          sample_temperature(logits, max_ignoring_nan(logits), step.draws[r], scratch));
+      const SampleResult s = sample_draw(logits, step.draws[r], scratch);
+      want_sampled.push_back(s.token_id);
+      want_logprobs.push_back(s.logprob);
     } else {
       want.insert(want.end(), logits.begin(), logits.end());
     }
   }
   EXPECT_EQ(got.argmax, want_argmax);
   EXPECT_EQ(got.sampled, want_sampled);
+  ASSERT_EQ(got.sampled_logprobs.size(), want_logprobs.size());
+  for (size_t i = 0; i < want_logprobs.size(); ++i) {
+    EXPECT_NEAR(got.sampled_logprobs[i], want_logprobs[i],
+                3e-7 * std::max(1.0f, std::fabs(want_logprobs[i])))
+        << "draw row " << i;
+  }
   ASSERT_EQ(got.logits.size(), want.size());
   double num = 0, den = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -219,7 +228,8 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
   EXPECT_EQ(be.graph->num_cuda_graphs(), 5);
 
   // Draw rows: (3, 3, 3) with 1 argmax and 2 draw rows is another shape; its replay reads
-  // other draws (temperature, min-p, u) from the step's metadata.
+  // other draws (temperature, min-p, top-k, top-p, greedy, logprob, u) from the step's
+  // metadata.
   ForwardBatch s9;
   add(s9, a, 1, kOutputSample);
   add(s9, b, 1, kOutputArgmax);
@@ -231,11 +241,40 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
   add(s10, d, 1, kOutputSample);
   add(s10, e, 1, kOutputArgmax);
   add(s10, b, 1, kOutputSample);
-  s10.draws = {{1.0f / 2.0f, 0.1f, 0.05}, {}, {1.0f, 0.0f, 0.999}};
+  s10.draws = {{1.0f / 2.0f, 0.1f, 0.05, 0.9, 20, 0, 1}, {}, {1.0f, 0.0f, 0.999, 1.0, 0, 1, 1}};
   expect_same_step(be, s10, L, "decode with 2 draw rows (replay)");
   EXPECT_TRUE(prof.graph_replayed);
   EXPECT_EQ(be.graph->num_cuda_graphs(), 6);
   EXPECT_EQ(be.eager->num_cuda_graphs(), 0);
+}
+
+// Draw rows the device leaves to the host (ops.h sample_rows: more top-p candidates than it
+// sorts, here near-flat logits over a 20,000-token vocabulary at top-p 0.99) are drawn on the
+// host from their logits, in a graph step and an eager one: the same tokens and logprobs as
+// sample_draw of eager's logits, beside rows the device draws.
+TEST(CudaForwardGraph, DrawRowsLeftToTheHostEqualTheHostDraw) {
+  SKIP_WITHOUT_DEVICE();
+  ModelConfig c = llama_bf16();
+  c.vocab_size = 20000;
+  const ModelWeights w = tu::make_weights(c);
+  Backends be = make_backends(w, 32);
+  ASSERT_TRUE(be.eager && be.graph);
+  Rng rng(37);
+  auto tokens = [&](int n) { return tu::random_tokens(n, c.vocab_size, rng); };
+  tu::Seq a{tokens(9), {0}}, b{tokens(5), {1}}, cc{tokens(12), {2}};
+  const int L = static_cast<int>(c.num_layers);
+  ForwardBatch s;
+  add(s, a, 9, kOutputSample);
+  add(s, b, 5, kOutputSample);
+  add(s, cc, 12, kOutputSample);
+  s.draws = {{1.0f, 0.0f, 0.42, 0.99, 0, 0, 1},
+             {1.0f, 0.0f, 0.77, 1.0, 30, 0, 1},
+             {1.0f / 0.9f, 0.0f, 0.13, 0.995, 0, 0, 0}};
+  expect_same_step(be, s, L, "draw rows, two left to the host");
+  EXPECT_EQ(be.graph->last_step_profile().host_sampled_rows, 2);
+  ForwardOutput eager;
+  ASSERT_TRUE(be.eager->forward(s, eager).ok());  // eager too, on the positions just written
+  EXPECT_EQ(be.eager->last_step_profile().host_sampled_rows, 2);
 }
 
 TEST(CudaForwardGraph, LeastRecentlyUsedGraphIsDropped) {

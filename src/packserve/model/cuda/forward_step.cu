@@ -155,11 +155,12 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
                           static_cast<int>(V), argmax_dev.as<int32_t>(), stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kArgmax));
   }
-  if (D > 0) {  // the last D rows; their ids after the argmax ids
+  if (D > 0) {  // the last D rows; their ids after the argmax ids, then their logprobs
+    int32_t* ids = argmax_dev.as<int32_t>() + A;
     PS_RETURN_IF_ERROR(cuda::sample_rows(logits_dev.as<float>() + static_cast<size_t>(S - D) * V, D,
                                          static_cast<int>(V),
-                                         reinterpret_cast<const TemperatureDraw*>(dm + m.draw),
-                                         argmax_dev.as<int32_t>() + A, stream));
+                                         reinterpret_cast<const SampleDraw*>(dm + m.draw), ids,
+                                         reinterpret_cast<float*>(ids + D), stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kSample));
   }
   return ok_status();
@@ -280,6 +281,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     out.logits.clear();
     out.argmax.clear();
     out.sampled.clear();
+    out.sampled_logprobs.clear();
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     profile.total_ms = total.lap();
     return ok_status();
@@ -300,7 +302,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     }
   }
   std::copy(batch.page_indptr.begin(), batch.page_indptr.end(), hm + m.pind);
-  auto* draws = reinterpret_cast<TemperatureDraw*>(hm + m.draw);
+  auto* draws = reinterpret_cast<SampleDraw*>(hm + m.draw);
   for (int r = 0, l = 0, a = SL, d = 0; r < n; ++r) {
     if (batch.samples[r] == kOutputLogits) hm[m.samp + l++] = batch.qo_indptr[r + 1] - 1;
     if (batch.samples[r] == kOutputArgmax) hm[m.samp + a++] = batch.qo_indptr[r + 1] - 1;
@@ -326,7 +328,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   // piece i + 1 is still on its way.
   if (A + D > 0) {
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(argmax_pinned.as<void>(), argmax_dev.as<void>(),
-                                                  (A + D) * 4, cudaMemcpyDeviceToHost, stream));
+                                                  (A + 2 * D) * 4, cudaMemcpyDeviceToHost, stream));
   }
   const int rows_per_chunk = SL > 0 ? (SL + kLogitsChunks - 1) / kLogitsChunks : 1;
   const int chunks = (SL + rows_per_chunk - 1) / rows_per_chunk;  // <= kLogitsChunks, >= 1 row each
@@ -359,12 +361,37 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   profile.sync_ms += clock.lap();
   out.argmax.assign(argmax_pinned.as<int32_t>(), argmax_pinned.as<int32_t>() + A);
   out.sampled.assign(argmax_pinned.as<int32_t>() + A, argmax_pinned.as<int32_t>() + A + D);
+  const auto* logprobs = reinterpret_cast<const float*>(argmax_pinned.as<int32_t>() + A + D);
+  out.sampled_logprobs.assign(logprobs, logprobs + D);
+  PS_RETURN_IF_ERROR(sample_left_rows(batch, S - D, out));
   float gpu_ms = 0.0f;
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaEventElapsedTime(&gpu_ms, step_events.start(), step_events.stop()));
   profile.gpu_ms = gpu_ms;
   if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.accumulate(profile.op_gpu_ms));
   profile.total_ms = total.lap();
+  return ok_status();
+}
+
+Status CudaForwardBackend::Impl::sample_left_rows(const ForwardBatch& batch, int first_row,
+                                                  ForwardOutput& out) {
+  cuda::Stopwatch clock;
+  const size_t V = config.vocab_size;
+  for (int r = 0, i = 0; r < batch.num_requests(); ++r) {
+    if (batch.samples[r] != kOutputSample) continue;
+    const int row = i++;
+    if (out.sampled[row] >= 0) continue;
+    host_row.resize(V);
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_row.data(),
+                                                  logits_dev.as<float>() + (first_row + row) * V,
+                                                  V * 4, cudaMemcpyDeviceToHost, stream));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    const SampleResult s = sample_draw(host_row, batch.draws[static_cast<size_t>(r)], host_scratch);
+    out.sampled[row] = s.token_id;
+    out.sampled_logprobs[row] = s.logprob;
+    ++profile.host_sampled_rows;
+  }
+  if (profile.host_sampled_rows > 0) profile.host_sample_ms = clock.lap();
   return ok_status();
 }
 

@@ -291,127 +291,328 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   if (lane == 0) out[blockIdx.x] = v == -CUDART_INF_F ? 0 : idx;
 }
 
-// sample_rows (ops.h): one CTA of kSampleThreads per row, common/temperature_sample.h's
-// arithmetic in its order. The walk is serial (one thread) so that its float64 sums are the
-// host's, bit for bit; the block it walks is staged in shared memory first.
+// sample_rows (ops.h): one CTA of kSampleThreads per row, common/sample_draw.h's arithmetic in
+// its order. The logits are read, never written (a row left to the host keeps them). Every
+// float64 sum whose order the header fixes runs in one thread, so its bits are the host's;
+// the float32 block sums run as the header's lanes.
 constexpr int kSampleThreads = 1024;
+constexpr int kSampleWarps = kSampleThreads / 32;
 constexpr int kSampleLanes = sample_math::kBlockLanes;
 constexpr int kSampleBlock = static_cast<int>(sample_math::kWeightBlock);
+constexpr int kMaxSampleVocab = 1 << 20;
 
-// Dynamic shared memory of sample_rows_kernel: block sums (double) and lane sums (float).
-constexpr int kMaxSampleVocab = 1 << 20;  // 40 KiB of dynamic shared memory
+// Dynamic shared memory of sample_rows_kernel: block sums (double), block maxima (float),
+// lane sums and lane maxima (float, 8 per block), then the candidate keys.
 size_t sample_rows_smem(int vocab) {
   const size_t blocks = (static_cast<size_t>(vocab) + kSampleBlock - 1) / kSampleBlock;
-  return blocks * sizeof(double) + blocks * kSampleLanes * sizeof(float);
+  return blocks * sizeof(double) + blocks * sizeof(float) +
+         2 * blocks * kSampleLanes * sizeof(float) + kMaxSampleCandidates * sizeof(uint64_t);
+}
+
+struct SampleSmem {
+  double* block_sums;  // [blocks]
+  float* block_max;    // [blocks]
+  float* lane_sums;    // [blocks * 8]
+  float* lane_max;     // [blocks * 8]
+  uint64_t* keys;      // [kMaxSampleCandidates]
+};
+
+// Reduces v over the CTA with op (every thread gets the result); `red` holds kSampleWarps.
+template <typename T, typename Op>
+__device__ T block_reduce(T v, Op op, T* red) {
+  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  __syncthreads();  // red may still be read by the previous reduction
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = red[0];
+  for (int w = 1; w < kSampleWarps; ++w) v = op(v, red[w]);
+  return v;
+}
+
+// Block sums of the weights (temperature_sample.h's lanes and order) into s.block_sums, and
+// with `maxima` each block's largest weight into s.block_max.
+__device__ void weight_block_sums(const float* row, int vocab, float m, float inv_t, float min_p,
+                                  const SampleSmem& s, bool maxima) {
+  const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
+  // Lane l of block b: w[8k + l] of the block's whole octets, in order.
+  for (int task = threadIdx.x; task < blocks * kSampleLanes; task += kSampleThreads) {
+    const int b = task / kSampleLanes, l = task % kSampleLanes;
+    const int len = min(kSampleBlock, vocab - b * kSampleBlock);
+    const float* x = row + static_cast<size_t>(b) * kSampleBlock;
+    const int whole = len - len % kSampleLanes;
+    float sum = 0.0f, mx = 0.0f;
+    for (int i = l; i < whole; i += kSampleLanes) {
+      const float w = sample_math::weight(x[i], m, inv_t, min_p);
+      sum = sample_math::add(sum, w);
+      mx = fmaxf(mx, w);
+    }
+    s.lane_sums[task] = sum;
+    s.lane_max[task] = mx;
+  }
+  __syncthreads();
+  // Block b: its tail in order from zero, then lanes 0..7.
+  for (int b = threadIdx.x; b < blocks; b += kSampleThreads) {
+    const int len = min(kSampleBlock, vocab - b * kSampleBlock);
+    const float* x = row + static_cast<size_t>(b) * kSampleBlock;
+    float sum = 0.0f, mx = 0.0f;
+    for (int i = len - len % kSampleLanes; i < len; ++i) {
+      const float w = sample_math::weight(x[i], m, inv_t, min_p);
+      sum = sample_math::add(sum, w);
+      mx = fmaxf(mx, w);
+    }
+    for (int l = 0; l < kSampleLanes; ++l) {
+      sum = sample_math::add(sum, s.lane_sums[b * kSampleLanes + l]);
+      mx = fmaxf(mx, s.lane_max[b * kSampleLanes + l]);
+    }
+    s.block_sums[b] = static_cast<double>(sum);
+    if (maxima) s.block_max[b] = mx;
+  }
+  __syncthreads();
+}
+
+// Thread 0: the block sums added in order (float64).
+__device__ double blocks_total(const SampleSmem& s, int blocks) {
+  double total = 0.0;
+  for (int b = 0; b < blocks; ++b) total = __dadd_rn(total, s.block_sums[b]);
+  return total;
+}
+
+// sample_temperature's walk (thread 0's result; every thread must call it).
+__device__ int32_t temperature_token(const float* row, int vocab, float m, const SampleDraw& d,
+                                     const SampleSmem& s, float* staged) {
+  __shared__ int walk_block;
+  __shared__ double walk_cum, walk_target;
+  const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
+  weight_block_sums(row, vocab, m, d.inv_temperature, d.min_p, s, false);
+  if (threadIdx.x == 0) {
+    const double target = __dmul_rn(d.u, blocks_total(s, blocks));
+    double cum = 0.0;
+    int b = 0;
+    for (; b + 1 < blocks; ++b) {
+      if (__dadd_rn(cum, s.block_sums[b]) > target) break;
+      cum = __dadd_rn(cum, s.block_sums[b]);
+    }
+    walk_block = b;
+    walk_cum = cum;
+    walk_target = target;
+  }
+  __syncthreads();
+  const int begin = walk_block * kSampleBlock;
+  const int len = min(kSampleBlock, vocab - begin);
+  for (int i = threadIdx.x; i < len; i += kSampleThreads) {
+    staged[i] = sample_math::weight(row[begin + i], m, d.inv_temperature, d.min_p);
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return 0;
+  double cum = walk_cum;
+  for (int i = 0; i < len; ++i) {
+    if (staged[i] == 0.0f) continue;
+    cum = __dadd_rn(cum, static_cast<double>(staged[i]));
+    if (cum > walk_target) return begin + i;
+  }
+  for (int i = len - 1; i >= 0; --i) {  // rounding fallback: the block's last nonzero weight
+    if (staged[i] != 0.0f) return begin + i;
+  }
+  for (int i = begin - 1; i >= 0; --i) {  // or the last one before it
+    if (sample_math::weight(row[i], m, d.inv_temperature, d.min_p) != 0.0f) return i;
+  }
+  return 0;
+}
+
+__device__ __forceinline__ float key_weight(uint64_t key) {
+  return __int_as_float(static_cast<int32_t>(key >> 32));
+}
+__device__ __forceinline__ int32_t key_token(uint64_t key) {
+  return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(key));
+}
+
+// The top-k / top-p draw (thread 0's result; every thread must call it); -1 when the row has
+// more than kMaxSampleCandidates candidates above its floor (or the floor proves too high).
+__device__ int32_t ordered_token(const float* row, int vocab, float m, const SampleDraw& d,
+                                 const SampleSmem& s, float* red) {
+  __shared__ int count;
+  __shared__ float floor_w;
+  const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
+  const int t = threadIdx.x;
+  weight_block_sums(row, vocab, m, d.inv_temperature, d.min_p, s, d.top_k > 0);
+  double total_all = 0.0;
+  if (t == 0) {
+    total_all = blocks_total(s, blocks);
+    floor_w = 0.0f;
+    count = 0;
+  }
+  __syncthreads();
+  if (d.top_k > 0) {
+    // The k-th largest block maximum (ties by the lower block): its rank among the maxima.
+    if (d.top_k <= blocks) {
+      for (int b = t; b < blocks; b += kSampleThreads) {
+        const float v = s.block_max[b];
+        int rank = 0;
+        for (int o = 0; o < blocks; ++o) {
+          const float w = s.block_max[o];
+          rank += (w > v || (w == v && o < b)) ? 1 : 0;
+        }
+        if (rank == d.top_k - 1) floor_w = v;
+      }
+    }
+  } else {
+    // The largest of 2^-4, 2^-8, ..., 2^-64 whose weights at or above it hold the top-p mass
+    // (a float32 estimate, with the host's margin); 0 when none does.
+    constexpr int kFloors = 5;
+    float mass[kFloors] = {};
+    for (int j = t; j < vocab; j += kSampleThreads) {
+      const float w = sample_math::weight(row[j], m, d.inv_temperature, d.min_p);
+      for (int f = 0; f < kFloors; ++f) mass[f] += w >= ldexpf(1.0f, -(4 << f)) ? w : 0.0f;
+    }
+    for (int f = 0; f < kFloors; ++f) {
+      mass[f] = block_reduce(
+          mass[f], [](float a, float b) { return a + b; }, red);
+    }
+    if (t == 0) {
+      const double need = d.top_p * total_all * (1.0 + 1e-5);
+      for (int f = 0; f < kFloors; ++f) {
+        if (static_cast<double>(mass[f]) >= need) {
+          floor_w = ldexpf(1.0f, -(4 << f));
+          break;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  // Gather the candidates as keys ordered like "most likely first": weight bits (w > 0, so
+  // they order as the weights), then the complement of the token id (lower ids first).
+  const float floor = floor_w;
+  for (int j = t; j < vocab; j += kSampleThreads) {
+    const float w = sample_math::weight(row[j], m, d.inv_temperature, d.min_p);
+    if (w == 0.0f || w < floor) continue;
+    const int slot = atomicAdd(&count, 1);
+    if (slot < kMaxSampleCandidates) {
+      s.keys[slot] = (static_cast<uint64_t>(__float_as_uint(w)) << 32) |
+                     (0xffffffffu - static_cast<uint32_t>(j));
+    }
+  }
+  __syncthreads();
+  const int n = count;
+  if (n > kMaxSampleCandidates) return -1;
+  int padded = 1;
+  while (padded < n) padded *= 2;
+  for (int i = n + t; i < padded; i += kSampleThreads) s.keys[i] = 0;  // below every key
+  __syncthreads();
+  // Bitonic sort, descending.
+  for (int size = 2; size <= padded; size *= 2) {
+    for (int stride = size / 2; stride > 0; stride /= 2) {
+      for (int i = t; i < padded; i += kSampleThreads) {
+        const int other = i ^ stride;
+        if (other <= i) continue;
+        const uint64_t a = s.keys[i], b = s.keys[other];
+        const bool descending = (i & size) == 0;
+        if (descending ? a < b : a > b) {
+          s.keys[i] = b;
+          s.keys[other] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+  if (t != 0) return 0;
+  if (n == 0) return -1;  // unreachable: the maximum has weight 1
+  int kept = n;
+  double total = total_all;
+  if (d.top_k > 0) {
+    kept = min(n, d.top_k);
+    total = 0.0;
+    for (int i = 0; i < kept; ++i) total = __dadd_rn(total, key_weight(s.keys[i]));
+  }
+  if (d.top_p < 1.0) {
+    const double target = __dmul_rn(__dmul_rn(d.top_p, total), 1.0 - 1e-12);
+    double cum = 0.0;
+    int cut = 0;
+    for (; cut < kept; ++cut) {
+      cum = __dadd_rn(cum, key_weight(s.keys[cut]));
+      if (cum >= target) break;
+    }
+    if (cut == kept) {
+      // Unreached: every candidate is kept, unless tokens below the floor were left out.
+      if (d.top_k == 0 && floor > 0.0f) return -1;
+    } else {
+      kept = cut + 1;
+    }
+  }
+  double sum = 0.0;
+  for (int i = 0; i < kept; ++i) sum = __dadd_rn(sum, key_weight(s.keys[i]));
+  double cum = 0.0;
+  for (int i = 0; i < kept; ++i) {
+    cum = __dadd_rn(cum, __ddiv_rn(key_weight(s.keys[i]), sum));
+    if (cum > d.u) return key_token(s.keys[i]);
+  }
+  return key_token(s.keys[kept - 1]);  // rounding fallback: the last kept token
 }
 
 __global__ void __launch_bounds__(kSampleThreads)
-    sample_rows_kernel(float* logits, int vocab, const TemperatureDraw* draws, int32_t* out) {
-  extern __shared__ double block_sums[];  // [blocks], then float lane sums [blocks * 8]
+    sample_rows_kernel(const float* logits, int vocab, const SampleDraw* draws, int32_t* out,
+                       float* out_logprobs) {
+  extern __shared__ double smem[];
   __shared__ float staged[kSampleBlock];
-  __shared__ float warp_max[kSampleThreads / 32];
-  __shared__ int walk_block;
-  __shared__ double walk_cum;
+  __shared__ float red[kSampleWarps];
+  __shared__ int red_i[kSampleWarps];
   const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
-  float* lane_sums = reinterpret_cast<float*>(block_sums + blocks);
-  float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
-  const TemperatureDraw d = draws[blockIdx.x];
+  SampleSmem s;
+  s.block_sums = smem;
+  s.keys = reinterpret_cast<uint64_t*>(s.block_sums + blocks);
+  s.block_max = reinterpret_cast<float*>(s.keys + kMaxSampleCandidates);
+  s.lane_sums = s.block_max + blocks;
+  s.lane_max = s.lane_sums + blocks * kSampleLanes;
+  const float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
+  const SampleDraw d = draws[blockIdx.x];
   const int t = threadIdx.x;
 
   // m = max_ignoring_nan(row): NaN compares false, fmaxf drops NaN.
   float m = -CUDART_INF_F;
   for (int j = t; j < vocab; j += kSampleThreads) m = row[j] > m ? row[j] : m;
-  for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if (t % 32 == 0) warp_max[t / 32] = m;
-  __syncthreads();
-  m = warp_max[0];
-  for (int w = 1; w < kSampleThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
-
-  if (m == CUDART_INF_F || m == -CUDART_INF_F) {  // degenerate: equally likely at m
-    if (t != 0) return;
-    long long count = 0;
-    for (int j = 0; j < vocab; ++j) count += row[j] == m ? 1 : 0;
-    int32_t token = 0;
-    if (count > 0) {
-      const double p = 1.0 / static_cast<double>(count);
-      double cum = 0.0;
-      for (int j = 0; j < vocab; ++j) {
-        if (row[j] != m) continue;
-        token = j;
-        cum = __dadd_rn(cum, p);
-        if (cum > d.u) break;
-      }
+  m = block_reduce(
+      m, [](float a, float b) { return fmaxf(a, b); }, red);
+  if (m == CUDART_INF_F || m == -CUDART_INF_F) {  // left to the host (sample_draw)
+    if (t == 0) {
+      out[blockIdx.x] = -1;
+      out_logprobs[blockIdx.x] = 0.0f;
     }
-    out[blockIdx.x] = token;
     return;
   }
-
-  // Weights in place of the logits.
-  for (int j = t; j < vocab; j += kSampleThreads) {
-    row[j] = sample_math::weight(row[j], m, d.inv_temperature, d.min_p);
-  }
-  __syncthreads();
-  // Lane l of block b: w[8k + l] of the block's whole octets, in order.
-  for (int task = t; task < blocks * kSampleLanes; task += kSampleThreads) {
-    const int b = task / kSampleLanes, l = task % kSampleLanes;
-    const int len = min(kSampleBlock, vocab - b * kSampleBlock);
-    const float* w = row + static_cast<size_t>(b) * kSampleBlock;
-    const int whole = len - len % kSampleLanes;
-    float s = 0.0f;
-    for (int i = l; i < whole; i += kSampleLanes) s = sample_math::add(s, w[i]);
-    lane_sums[task] = s;
-  }
-  __syncthreads();
-  // Block b: its tail in order from zero, then lanes 0..7.
-  for (int b = t; b < blocks; b += kSampleThreads) {
-    const int len = min(kSampleBlock, vocab - b * kSampleBlock);
-    const float* w = row + static_cast<size_t>(b) * kSampleBlock;
-    float s = 0.0f;
-    for (int i = len - len % kSampleLanes; i < len; ++i) s = sample_math::add(s, w[i]);
-    for (int l = 0; l < kSampleLanes; ++l) s = sample_math::add(s, lane_sums[b * kSampleLanes + l]);
-    block_sums[b] = static_cast<double>(s);
-  }
-  __syncthreads();
-  double target = 0.0;
-  if (t == 0) {
-    double total = 0.0;
-    for (int b = 0; b < blocks; ++b) total = __dadd_rn(total, block_sums[b]);
-    target = __dmul_rn(d.u, total);
-    double cum = 0.0;
-    int b = 0;
-    for (; b + 1 < blocks; ++b) {
-      if (__dadd_rn(cum, block_sums[b]) > target) break;
-      cum = __dadd_rn(cum, block_sums[b]);
-    }
-    walk_block = b;
-    walk_cum = cum;
-  }
-  __syncthreads();
-  const int b = walk_block;
-  const int begin = b * kSampleBlock;
-  const int len = min(kSampleBlock, vocab - begin);
-  for (int i = t; i < len; i += kSampleThreads) staged[i] = row[begin + i];
-  __syncthreads();
-  if (t != 0) return;
-  double cum = walk_cum;
-  int last_kept = -1;
-  for (int i = 0; i < len; ++i) {
-    const float w = staged[i];
-    if (w == 0.0f) continue;
-    last_kept = begin + i;
-    cum = __dadd_rn(cum, static_cast<double>(w));
-    if (cum > target) break;
-  }
-  if (last_kept < 0) {  // rounding fallback: the last nonzero weight before the block
-    last_kept = 0;
-    for (int i = begin - 1; i >= 0; --i) {
-      if (row[i] != 0.0f) {
-        last_kept = i;
+  int32_t token = 0;
+  if (d.greedy) {  // the first index of the maximum
+    int first = INT_MAX;
+    for (int j = t; j < vocab; j += kSampleThreads) {
+      if (row[j] == m) {
+        first = j;
         break;
       }
     }
+    token = block_reduce(
+        first, [](int a, int b) { return min(a, b); }, red_i);
+  } else if (d.top_k == 0 && d.top_p >= 1.0) {
+    token = temperature_token(row, vocab, m, d, s, staged);
+  } else {
+    token = ordered_token(row, vocab, m, d, s, red);
   }
-  out[blockIdx.x] = last_kept;
+  __shared__ int32_t chosen;
+  if (t == 0) chosen = token;
+  __syncthreads();
+  token = chosen;
+  float logprob = 0.0f;
+  if (d.logprob && token >= 0) {
+    // logit - m - log(sum_exp): sum_exp is the weights' total at temperature 1, min-p 0.
+    weight_block_sums(row, vocab, m, 1.0f, 0.0f, s, false);
+    if (t == 0) {
+      const float x = row[token];
+      const double xd = isnan(x) ? -CUDART_INF : static_cast<double>(x);
+      logprob = static_cast<float>(
+          __dsub_rn(__dsub_rn(xd, static_cast<double>(m)), log(blocks_total(s, blocks))));
+    }
+  }
+  if (t == 0) {
+    out[blockIdx.x] = token;
+    out_logprobs[blockIdx.x] = logprob;
+  }
 }
 
 Status check_positive(int v, const char* name) {
@@ -501,8 +702,8 @@ Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, Strea
   return launched("argmax_rows");
 }
 
-Status sample_rows(float* logits, int rows, int vocab, const TemperatureDraw* draws, int32_t* out,
-                   StreamHandle stream) {
+Status sample_rows(const float* logits, int rows, int vocab, const SampleDraw* draws, int32_t* out,
+                   float* out_logprobs, StreamHandle stream) {
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
@@ -510,8 +711,15 @@ Status sample_rows(float* logits, int rows, int vocab, const TemperatureDraw* dr
     return invalid_argument("sample_rows: vocab = " + std::to_string(vocab) +
                             ": expected at most " + std::to_string(kMaxSampleVocab));
   }
-  sample_rows_kernel<<<rows, kSampleThreads, sample_rows_smem(vocab), stream>>>(logits, vocab,
-                                                                                draws, out);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(sample_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(sample_rows_smem(kMaxSampleVocab)));
+  if (attr != cudaSuccess) {
+    return internal_error(std::string("sample_rows: shared memory attribute: ") +
+                          cudaGetErrorString(attr));
+  }
+  sample_rows_kernel<<<rows, kSampleThreads, sample_rows_smem(vocab), stream>>>(
+      logits, vocab, draws, out, out_logprobs);
   return launched("sample_rows");
 }
 

@@ -20,9 +20,12 @@
 //                  (16-byte vectors when I % 8 == 0)
 //   argmax_rows:   out[r] = argmax_lowest(logits[r, :]) (common/argmax.h: NaN never wins, ties
 //                  to the lowest index, 0 when the maximum is -inf); one CTA per row
-//   sample_rows:   out[r] = sample_temperature(logits[r, :], draws[r]) (common/
-//                  temperature_sample.h, the same bits as the host); the row's logits are
-//                  overwritten by its weights. One CTA per row; vocab <= 2^20
+//   sample_rows:   (out[r], out_logprobs[r]) = sample_draw(logits[r, :], draws[r]) (common/
+//                  sample_draw.h, the same token ids as the host; the logprob within a float
+//                  ulp or two), or out[r] = -1 for a row left to the host: a row whose maximum
+//                  is infinite, and a top-k/top-p row with more than kMaxSampleCandidates
+//                  tokens above its candidate floor. The logits are only read. One CTA per
+//                  row; vocab <= 2^20
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
@@ -81,9 +84,12 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
 // out: [rows].
 Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, StreamHandle stream);
 
-// logits: [rows, vocab] f32, overwritten; draws: [rows] (device); out: [rows].
-Status sample_rows(float* logits, int rows, int vocab, const TemperatureDraw* draws, int32_t* out,
-                   StreamHandle stream);
+// The most top-k/top-p candidates sample_rows sorts on the device (64 KiB of keys).
+inline constexpr int kMaxSampleCandidates = 8192;
+
+// logits: [rows, vocab] f32; draws: [rows] (device); out, out_logprobs: [rows].
+Status sample_rows(const float* logits, int rows, int vocab, const SampleDraw* draws, int32_t* out,
+                   float* out_logprobs, StreamHandle stream);
 
 // dtype: kBF16 or kF32.
 Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,

@@ -13,6 +13,7 @@
 #include "packserve/common/argmax.h"
 #include "packserve/common/dtype.h"
 #include "packserve/common/rng.h"
+#include "packserve/common/sample_draw.h"
 #include "packserve/common/temperature_sample.h"
 #include "packserve/model/cuda/gemm.h"
 #include "packserve/model/cuda/ops.h"
@@ -339,63 +340,109 @@ TEST(ModelCudaOps, ArgmaxRowsEqualsTheHostArgmax) {
   EXPECT_EQ(argmax_rows(nullptr, 1, 0, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
-// sample_rows equals sample_temperature (common/temperature_sample.h) token for token: rows
-// of random logits at several temperatures and min-p cuts with uniforms across [0, 1) (0 and
-// just below 1 included), vocabularies below, at and across the 1024-weight blocks and
-// Qwen3's, rows with NaN, -inf, +inf, a peaked row and an all-NaN one.
+// sample_rows equals sample_draw (common/sample_draw.h) token for token, and its logprob to a
+// float ulp or two: per row a mode (temperature only, greedy, top-k, top-p, both, min-p) at
+// several temperatures, logprobs on every other row, uniforms across [0, 1) (0 and just below
+// 1 included); vocabularies below, at and across the 1024-weight blocks and Qwen3's; rows with
+// NaN and -inf, a peaked row. The rows it must leave to the host (out = -1): an infinite
+// maximum (+inf entries, every entry -inf or NaN) and a flat Qwen3-sized row whose top-p set
+// is larger than kMaxSampleCandidates.
 TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(31);
   const float inf = INFINITY;
   for (int vocab : {5, 1000, 1024, 1025, 4099, 151669}) {
     SCOPED_TRACE(vocab);
-    const int rows = 40;
+    const int rows = 48;
+    const bool big = vocab > kMaxSampleCandidates;
     std::vector<float> x = random_f32(static_cast<size_t>(rows) * vocab, rng, 0.0, 4.0);
     const auto at = [&](int r, int i) -> float& { return x[static_cast<size_t>(r) * vocab + i]; };
     for (int i = 0; i < vocab; i += 3) at(1, i) = NAN;
-    at(2, vocab / 2) = inf;  // +inf entries: uniform over them
+    at(2, vocab / 2) = inf;  // +inf entries: left to the host
     at(2, vocab - 1) = inf;
-    for (int i = 0; i < vocab; ++i) at(3, i) = i % 2 == 0 ? NAN : -inf;  // max -inf
-    for (int i = 0; i < vocab; ++i) at(4, i) = NAN;                      // nothing: 0
+    for (int i = 0; i < vocab; ++i) at(3, i) = i % 2 == 0 ? NAN : -inf;  // max -inf: the host
+    for (int i = 0; i < vocab; ++i) at(4, i) = NAN;                      // every entry NaN
     at(5, vocab / 3) = 60.0f;                                            // one dominant
     for (int i = 0; i < vocab; i += 7) at(6, i) = -inf;
-    std::vector<TemperatureDraw> draws(rows);
+    std::vector<SampleDraw> draws(rows);
     for (int r = 0; r < rows; ++r) {
+      SampleDraw& d = draws[r];
       const double temperatures[] = {0.3, 0.7, 1.0, 1.6, 4.0};
-      draws[r].inv_temperature = static_cast<float>(1.0 / temperatures[r % 5]);
-      draws[r].min_p = r % 4 == 3 ? static_cast<float>(rng.uniform(0.0, 0.5)) : 0.0f;
-      draws[r].u = r == 7 ? 0.0 : r == 8 ? 1.0 - 0x1.0p-53 : rng.uniform();
+      // Qwen3-sized rows keep top-k/top-p sets the device sorts: peaked (low temperature).
+      const double temperature = big && r % 6 >= 2 ? 0.3 + 0.1 * (r % 3) : temperatures[r % 5];
+      d.inv_temperature = static_cast<float>(1.0 / temperature);
+      d.u = r == 7 ? 0.0 : r == 8 ? 1.0 - 0x1.0p-53 : rng.uniform();
+      d.logprob = r % 2;
+      switch (r % 6) {
+        case 0:
+          break;  // temperature only
+        case 1:
+          d.greedy = 1;
+          break;
+        case 2:
+          d.top_k = 1 + static_cast<int32_t>(rng.uniform() * 64);
+          break;
+        case 3:
+          d.top_p = 0.5 + 0.49 * rng.uniform();
+          break;
+        case 4:
+          d.top_k = 1 + static_cast<int32_t>(rng.uniform() * (big ? 100 : 2000));
+          d.top_p = 0.8 + 0.2 * rng.uniform();
+          break;
+        case 5:
+          d.min_p = static_cast<float>(rng.uniform(0.0, 0.5));
+          d.top_p = r % 4 == 1 ? 0.9 : 1.0;
+          break;
+      }
     }
+    const int flat = 9;  // top-p 0.95 of near-equal logits: most of the vocabulary
+    for (int i = 0; i < vocab; ++i) at(flat, i) = static_cast<float>(rng.uniform() * 0.01);
+    draws[flat] = SampleDraw{};
+    draws[flat].top_p = 0.95;
     float* dx = to_device(x);
-    TemperatureDraw* dd = nullptr;
+    SampleDraw* dd = nullptr;
     int32_t* dout = nullptr;
-    ASSERT_EQ(cudaMalloc(&dd, rows * sizeof(TemperatureDraw)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dd, draws.data(), rows * sizeof(TemperatureDraw), cudaMemcpyHostToDevice),
+    float* dlp = nullptr;
+    ASSERT_EQ(cudaMalloc(&dd, rows * sizeof(SampleDraw)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dd, draws.data(), rows * sizeof(SampleDraw), cudaMemcpyHostToDevice),
               cudaSuccess);
     ASSERT_EQ(cudaMalloc(&dout, rows * 4), cudaSuccess);
-    ASSERT_EQ(cudaMemset(dout, 0xff, rows * 4), cudaSuccess);
-    ASSERT_TRUE(sample_rows(dx, rows, vocab, dd, dout, nullptr).ok());
+    ASSERT_EQ(cudaMalloc(&dlp, rows * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dout, 0x7f, rows * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dlp, 0x7f, rows * 4), cudaSuccess);
+    ASSERT_TRUE(sample_rows(dx, rows, vocab, dd, dout, dlp, nullptr).ok());
     const std::vector<int32_t> got = to_host(dout, rows);
+    const std::vector<float> got_lp = to_host(dlp, rows);
+    EXPECT_EQ(to_host(dx, x.size()), x);  // only read
     TemperatureScratch scratch;
-    std::vector<int32_t> want(rows);
     for (int r = 0; r < rows; ++r) {
+      SCOPED_TRACE("row " + std::to_string(r));
       const std::span<const float> row(x.data() + static_cast<size_t>(r) * vocab, vocab);
-      want[r] = sample_temperature(row, max_ignoring_nan(row), draws[r], scratch);
-      EXPECT_EQ(got[static_cast<size_t>(r)], want[r]) << "row " << r;
+      const SampleResult want = sample_draw(row, draws[r], scratch);
+      if (r == 2 || r == 3 || r == 4 || (r == flat && big)) {
+        EXPECT_EQ(got[static_cast<size_t>(r)], -1);
+        continue;
+      }
+      EXPECT_EQ(got[static_cast<size_t>(r)], want.token_id);
+      const float lp = got_lp[static_cast<size_t>(r)];
+      if (!draws[r].logprob) {
+        EXPECT_EQ(lp, 0.0f);
+      } else if (std::isinf(want.logprob)) {
+        EXPECT_EQ(lp, want.logprob);
+      } else {
+        EXPECT_NEAR(lp, want.logprob, 3e-7 * std::max(1.0f, std::fabs(want.logprob)));
+      }
     }
-    EXPECT_EQ(want[4], 0);
-    if (vocab > 5) {
-      EXPECT_TRUE(want[2] == vocab / 2 || want[2] == vocab - 1);
-      EXPECT_EQ(want[5], vocab / 3);
-      EXPECT_EQ(want[3] % 2, 1);
-    }
+    if (vocab > 5)
+      EXPECT_EQ(sample_draw({&at(5, 0), size_t(vocab)}, draws[5], scratch).token_id, vocab / 3);
     cudaFree(dx);
     cudaFree(dd);
     cudaFree(dout);
+    cudaFree(dlp);
   }
-  EXPECT_EQ(sample_rows(nullptr, 1, (1 << 20) + 1, nullptr, nullptr, nullptr).code(),
+  EXPECT_EQ(sample_rows(nullptr, 1, (1 << 20) + 1, nullptr, nullptr, nullptr, nullptr).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(sample_rows(nullptr, 1, 0, nullptr, nullptr, nullptr).code(),
+  EXPECT_EQ(sample_rows(nullptr, 1, 0, nullptr, nullptr, nullptr, nullptr).code(),
             StatusCode::kInvalidArgument);
 }
 
