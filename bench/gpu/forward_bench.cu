@@ -24,8 +24,15 @@
 //     "ops" (eager with a CUDA event after every op: per-op GPU ms summed over layers), each
 //     with "output":"logits" (every row's f32 logits copied to the host); "graph" also with
 //     "output":"argmax" (kOutputArgmax: only the argmax ids leave the GPU, as the engine runs
-//     greedy requests without logprobs). The JSON line of each carries the host phases of its
-//     last step (CudaStepProfile).
+//     greedy requests without logprobs) and "output":"sample" (kOutputSample: the draw on the
+//     device, "draw" naming its parameters: t1 = temperature 1; topk50; topp0.9; all =
+//     temperature 0.7, top-k 50, top-p 0.9 and the logprob; rows the device leaves to the host
+//     are counted in host.host_sampled_rows). The JSON line of each carries the host phases of
+//     its last step (CudaStepProfile).
+//   decode_b{B}_host_sample: the same draws on the host (sample_draw, the engine's sampler
+//     arithmetic) over the B logits rows of a "logits" step, on 8 threads (the engine's
+//     default --sampler-threads), median of 5: what a step paid for them before the device
+//     drew them.
 //   --cost-alpha A,B: the decode graph (and ops) runs once per attention PlanOptions::cost.alpha
 //     (the planner's cost per folded query row of a work item; default 1).
 // Usage: forward_bench [--cases decode,prefill,gemms] [--batches 1,32,128] [--cost-alpha 1]
@@ -42,6 +49,8 @@
 
 #include "bench/gpu/bench_harness.cuh"
 #include "packserve/common/rng.h"
+#include "packserve/common/sample_draw.h"
+#include "packserve/common/worker_pool.h"
 #include "packserve/model/cuda/forward_cuda.h"
 #include "packserve/model/cuda/gemm.h"
 #include "packserve/model/cuda/ops.h"
@@ -114,10 +123,11 @@ std::string profile_json(const model::CudaStepProfile& p) {
   std::snprintf(buf, sizeof buf,
                 "\"host\":{\"validate_ms\":%.3f,\"plan_ms\":%.3f,\"upload_ms\":%.3f,"
                 "\"metadata_ms\":%.3f,\"enqueue_ms\":%.3f,\"sync_ms\":%.3f,"
-                "\"logits_copy_ms\":%.3f,\"total_ms\":%.3f},\"gpu_ms\":%.3f,"
-                "\"graph_replayed\":%s",
+                "\"logits_copy_ms\":%.3f,\"host_sampled_rows\":%d,\"host_sample_ms\":%.3f,"
+                "\"total_ms\":%.3f},\"gpu_ms\":%.3f,\"graph_replayed\":%s",
                 p.validate_ms, p.plan_ms, p.upload_ms, p.metadata_ms, p.enqueue_ms, p.sync_ms,
-                p.logits_copy_ms, p.total_ms, p.gpu_ms, p.graph_replayed ? "true" : "false");
+                p.logits_copy_ms, p.host_sampled_rows, p.host_sample_ms, p.total_ms, p.gpu_ms,
+                p.graph_replayed ? "true" : "false");
   std::string s = buf;
   bool any = false;
   for (double v : p.op_gpu_ms) any = any || v > 0;
@@ -284,31 +294,85 @@ int main(int argc, char** argv) {
       const char* name;
       model::CudaStepOptions step;
       double cost_alpha;
-      uint8_t output;  // of every row: kOutputLogits or kOutputArgmax
+      uint8_t output;  // of every row: kOutputLogits, kOutputArgmax or kOutputSample
+      int draw = -1;   // kOutputSample: index in draws
     };
+    struct Draw {
+      const char* name;
+      SampleDraw draw;
+    };
+    const std::vector<Draw> draws = {{"t1", {}},
+                                     {"topk50", {1.0f, 0.0f, 0.0, 1.0, 50, 0, 0}},
+                                     {"topp0.9", {1.0f, 0.0f, 0.0, 0.9, 0, 0, 0}},
+                                     {"all", {1.0f / 0.7f, 0.0f, 0.0, 0.9, 50, 0, 1}}};
     std::vector<Mode> modes;
     modes.push_back({"eager", {0, 128, false}, args.cost_alphas[0], model::kOutputLogits});
     for (double alpha : args.cost_alphas) {
       modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputLogits});
       modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputArgmax});
+      for (int d = 0; d < static_cast<int>(draws.size()); ++d) {
+        modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputSample, d});
+      }
       if (args.profile) modes.push_back({"ops", {0, 128, true}, alpha, model::kOutputLogits});
     }
     for (const Mode& mode : modes) {
       std::fill(b.samples.begin(), b.samples.end(), mode.output);
+      b.draws.clear();
+      if (mode.output == model::kOutputSample) {
+        for (int r = 0; r < batch; ++r) {
+          b.draws.push_back(draws[static_cast<size_t>(mode.draw)].draw);
+          b.draws.back().u = rng.uniform();
+        }
+      }
       die(m.set_step_options(mode.step), "set_step_options");
       attention::PlanOptions plan;
       plan.cost.alpha = mode.cost_alpha;
       die(m.set_plan_options(plan), "set_plan_options");
       const double ms = wall_ms(m, b, 2, mode.step.profile_ops ? 3 : 10);
       std::printf(
-          "{\"case\":\"decode_b%d\",\"mode\":\"%s\",\"output\":\"%s\",\"cost_alpha\":%g,"
-          "\"ctx\":%d,"
+          "{\"case\":\"decode_b%d\",\"mode\":\"%s\",\"output\":\"%s\",\"draw\":\"%s\","
+          "\"cost_alpha\":%g,\"ctx\":%d,"
           "\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"x_roofline\":%.2f,\"bytes\":%.0f,"
           "\"effective_gbps\":%.1f,\"tokens_per_s\":%.0f,\"plan_items\":%zu,%s}\n",
-          batch, mode.name, mode.output == model::kOutputArgmax ? "argmax" : "logits",
-          mode.cost_alpha, kDecodeCtx, ms, roof_ms, ms / roof_ms, read_weight_bytes + kv_bytes,
+          batch, mode.name,
+          mode.output == model::kOutputArgmax   ? "argmax"
+          : mode.output == model::kOutputSample ? "sample"
+                                                : "logits",
+          mode.draw >= 0 ? draws[static_cast<size_t>(mode.draw)].name : "-", mode.cost_alpha,
+          kDecodeCtx, ms, roof_ms, ms / roof_ms, read_weight_bytes + kv_bytes,
           (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9, batch / (ms * 1e-3),
           m.last_plan().items.size(), profile_json(m.last_step_profile()).c_str());
+      std::fflush(stdout);
+    }
+    // The same draws on the host, from a logits step's rows.
+    std::fill(b.samples.begin(), b.samples.end(), model::kOutputLogits);
+    b.draws.clear();
+    die(m.set_step_options({kMaxDecode, 128, false}), "set_step_options");
+    model::ForwardOutput logits;
+    die(m.forward(b, logits), "forward");
+    WorkerPool pool(8);
+    std::vector<TemperatureScratch> scratch(static_cast<size_t>(batch));
+    const size_t V = static_cast<size_t>(c.vocab_size);
+    for (const Draw& d : draws) {
+      std::vector<double> t;
+      for (int rep = 0; rep < 6; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pool.run(batch, [&](int64_t r) {
+          SampleDraw dr = d.draw;
+          dr.u = 0.5;
+          (void)sample_draw({logits.logits.data() + static_cast<size_t>(r) * V, V}, dr,
+                            scratch[static_cast<size_t>(r)]);
+        });
+        if (rep > 0) {
+          t.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count());
+        }
+      }
+      std::printf(
+          "{\"case\":\"decode_b%d_host_sample\",\"draw\":\"%s\",\"threads\":8,"
+          "\"sample_ms\":%.3f}\n",
+          batch, d.name, median(t));
       std::fflush(stdout);
     }
   }

@@ -193,8 +193,11 @@ struct CudaForwardBackend::Impl {
   cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
   // argmax_dev / argmax_pinned: a step's argmax ids [A], sampled ids [D], their logprobs [D].
   cuda::PinnedMemory meta_pinned, logits_pinned, argmax_pinned;
-  std::vector<float> host_row;      // a sampled row sample_rows left to the host
-  TemperatureScratch host_scratch;  // and its sample_draw
+  // The sampled rows sample_rows left to the host: (draw row, request), their logits and one
+  // sample_draw scratch per row.
+  std::vector<std::pair<int, int>> host_draws;
+  cuda::PinnedMemory host_draw_logits;
+  std::vector<TemperatureScratch> host_scratch;
   uint16_t *embed = nullptr, *lm_head = nullptr;
   float* final_norm = nullptr;
   std::vector<cuda::LayerDev> layers;

@@ -268,7 +268,7 @@ TEST(CudaForwardGraph, DrawRowsLeftToTheHostEqualTheHostDraw) {
   add(s, b, 5, kOutputSample);
   add(s, cc, 12, kOutputSample);
   s.draws = {{1.0f, 0.0f, 0.42, 0.99, 0, 0, 1},
-             {1.0f, 0.0f, 0.77, 1.0, 30, 0, 1},
+             {1.0f, 0.0f, 0.77, 1.0, 5, 0, 1},
              {1.0f / 0.9f, 0.0f, 0.13, 0.995, 0, 0, 0}};
   expect_same_step(be, s, L, "draw rows, two left to the host");
   EXPECT_EQ(be.graph->last_step_profile().host_sampled_rows, 2);

@@ -376,22 +376,32 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
 Status CudaForwardBackend::Impl::sample_left_rows(const ForwardBatch& batch, int first_row,
                                                   ForwardOutput& out) {
   cuda::Stopwatch clock;
-  const size_t V = config.vocab_size;
+  host_draws.clear();
   for (int r = 0, i = 0; r < batch.num_requests(); ++r) {
     if (batch.samples[r] != kOutputSample) continue;
-    const int row = i++;
-    if (out.sampled[row] >= 0) continue;
-    host_row.resize(V);
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_row.data(),
-                                                  logits_dev.as<float>() + (first_row + row) * V,
-                                                  V * 4, cudaMemcpyDeviceToHost, stream));
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    const SampleResult s = sample_draw(host_row, batch.draws[static_cast<size_t>(r)], host_scratch);
-    out.sampled[row] = s.token_id;
-    out.sampled_logprobs[row] = s.logprob;
-    ++profile.host_sampled_rows;
+    if (out.sampled[i] < 0) host_draws.emplace_back(i, r);
+    ++i;
   }
-  if (profile.host_sampled_rows > 0) profile.host_sample_ms = clock.lap();
+  if (host_draws.empty()) return ok_status();
+  const size_t V = config.vocab_size, F = host_draws.size();
+  PS_RETURN_IF_ERROR(host_draw_logits.reserve(F * V * 4));
+  auto* rows = host_draw_logits.as<float>();
+  for (size_t j = 0; j < F; ++j) {
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        rows + j * V, logits_dev.as<float>() + (first_row + host_draws[j].first) * V, V * 4,
+        cudaMemcpyDeviceToHost, stream));
+  }
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  if (host_scratch.size() < F) host_scratch.resize(F);
+  copier->workers().run(static_cast<int64_t>(F), [&](int64_t j) {
+    const auto [i, r] = host_draws[static_cast<size_t>(j)];
+    const SampleResult s = sample_draw({rows + j * V, V}, batch.draws[static_cast<size_t>(r)],
+                                       host_scratch[static_cast<size_t>(j)]);
+    out.sampled[static_cast<size_t>(i)] = s.token_id;
+    out.sampled_logprobs[static_cast<size_t>(i)] = s.logprob;
+  });
+  profile.host_sampled_rows = static_cast<int>(F);
+  profile.host_sample_ms = clock.lap();
   return ok_status();
 }
 

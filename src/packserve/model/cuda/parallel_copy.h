@@ -23,6 +23,8 @@ class ParallelCopier {
 
   void copy(void* dst, const void* src, size_t bytes);
   int num_threads() const { return pool_.num_threads(); }
+  // Its threads, for the step's other host loops (the draws sample_rows leaves to the host).
+  WorkerPool& workers() { return pool_; }
 
  private:
   size_t min_parallel_bytes_;
