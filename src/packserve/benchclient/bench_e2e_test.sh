@@ -85,8 +85,12 @@ if grep -E '[0-9]\.[0-9]{3}$' "$work/compare.log" | grep -vqE ' 1\.000$'; then
 fi
 
 "$bin" bench "${common[@]}" --model "$work/model" --in-process --out "$work/inproc" \
+  --temperature 0.8 --top-k 5 --top-p 0.9 --logprobs \
   >"$work/inproc_stdout.log" 2>"$work/inproc_stderr.log" || fail "bench --in-process exited $?"
 grep -qF '"completed": 12' "$work/inproc/result.json" || fail "in-process run incomplete"
+for field in '"top_k": 5' '"top_p": 0.9' '"logprobs": true' '"temperature": 0.8'; do
+  grep -qF "$field" "$work/inproc/result.json" || fail "in-process result.json lacks $field"
+done
 grep -qF '"running_batch_source": "engine num_running"' "$work/inproc/result.json" ||
   fail "in-process running batch source"
 
@@ -97,4 +101,11 @@ rc=$?
 set -e
 [ "$rc" = 2 ] || fail "missing tokenizer: exit $rc, expected 2"
 grep -q -- "--tokenizer" "$work/bad.log" || fail "missing tokenizer message"
+set +e
+"$bin" bench --trace "$trace" --dummy-model tiny --url "http://127.0.0.1:$port" --top-p 1.5 \
+  >/dev/null 2>"$work/bad_top_p.log"
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "--top-p 1.5: exit $rc, expected 2"
+grep -qF -- "--top-p: expected a number in (0, 1]" "$work/bad_top_p.log" || fail "--top-p message"
 echo "bench_e2e: ok"

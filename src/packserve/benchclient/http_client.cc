@@ -75,7 +75,11 @@ std::string completion_body(const CompletionRequest& request) {
                {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   if (request.ignore_eos) body["ignore_eos"] = true;
-  if (request.temperature) body["temperature"] = *request.temperature;
+  const RequestSampling& s = request.sampling;
+  if (s.temperature) body["temperature"] = *s.temperature;
+  if (s.top_k) body["top_k"] = *s.top_k;
+  if (s.top_p) body["top_p"] = *s.top_p;
+  if (s.logprobs) body["logprobs"] = 0;
   return body.dump();
 }
 

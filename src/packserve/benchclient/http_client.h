@@ -5,7 +5,7 @@
 // Request body: {"model", "prompt", "max_tokens", "stream": true,
 //   "stream_options": {"include_usage": true}} plus, when `ignore_eos`, "ignore_eos": true
 //   (the vLLM extension field), so the run produces the trace's
-//   output lengths, and "temperature" when one is given (else the server's default).
+//   output lengths, and the sampling fields that are given (else the server's defaults).
 // Stream contract expected (OpenAI): `data: {json}` events, each a chunk whose choices[0]
 // carries "text" and, in its last chunk, "finish_reason"; an optional usage-only chunk
 // (choices empty, "usage": {prompt_tokens, completion_tokens}); then `data: [DONE]`. An event
@@ -36,12 +36,20 @@ struct Endpoint {
 // (https is not supported: the client is built without TLS).
 Result<Endpoint> parse_url(std::string_view url);
 
+// Sampling fields sent with every request; an unset one is the server's default.
+struct RequestSampling {
+  std::optional<double> temperature;  // "temperature"
+  std::optional<int32_t> top_k;       // "top_k"
+  std::optional<double> top_p;        // "top_p"
+  bool logprobs = false;              // "logprobs": 0 (the sampled token's logprob)
+};
+
 struct CompletionRequest {
   std::string model;   // "model" field
   std::string prompt;  // prompt text
   int32_t max_tokens = 16;
   bool ignore_eos = true;
-  std::optional<double> temperature;  // "temperature" field when set
+  RequestSampling sampling;
 };
 
 std::string completion_body(const CompletionRequest& request);

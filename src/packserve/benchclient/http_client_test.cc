@@ -30,20 +30,28 @@ TEST(ParseUrl, Forms) {
 }
 
 TEST(CompletionBody, Fields) {
-  const nlohmann::json j =
-      nlohmann::json::parse(completion_body({"m", "hi", 7, true, std::nullopt}));
+  const nlohmann::json j = nlohmann::json::parse(completion_body({"m", "hi", 7, true, {}}));
   EXPECT_EQ(j["model"], "m");
   EXPECT_EQ(j["prompt"], "hi");
   EXPECT_EQ(j["max_tokens"], 7);
   EXPECT_EQ(j["stream"], true);
   EXPECT_EQ(j["stream_options"]["include_usage"], true);
   EXPECT_EQ(j["ignore_eos"], true);
-  EXPECT_FALSE(nlohmann::json::parse(completion_body({"m", "hi", 7, false, std::nullopt}))
-                   .contains("ignore_eos"));
+  EXPECT_FALSE(
+      nlohmann::json::parse(completion_body({"m", "hi", 7, false, {}})).contains("ignore_eos"));
   EXPECT_FALSE(j.contains("temperature"));  // the server's default
-  const nlohmann::json greedy = nlohmann::json::parse(completion_body({"m", "hi", 7, true, 0.0}));
+  EXPECT_FALSE(j.contains("top_k") || j.contains("top_p") || j.contains("logprobs"));
+  RequestSampling greedy_sampling;
+  greedy_sampling.temperature = 0.0;
+  const nlohmann::json greedy =
+      nlohmann::json::parse(completion_body({"m", "hi", 7, true, greedy_sampling}));
   ASSERT_TRUE(greedy.contains("temperature"));
   EXPECT_EQ(greedy["temperature"], 0.0);
+  const nlohmann::json nucleus = nlohmann::json::parse(completion_body(
+      {"m", "hi", 7, true, {.temperature = 0.7, .top_k = 50, .top_p = 0.9, .logprobs = true}}));
+  EXPECT_EQ(nucleus["top_k"], 50);
+  EXPECT_EQ(nucleus["top_p"], 0.9);
+  EXPECT_EQ(nucleus["logprobs"], 0);
 }
 
 const std::string kStream =

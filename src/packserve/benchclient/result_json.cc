@@ -59,7 +59,10 @@ json result_to_json(const RunInfo& info, const RunSummary& s,
   j["trace_format"] = info.trace_format;
   j["num_prompts"] = s.num_requests;
   j["request_rate"] = optional_number(info.request_rate);
-  j["temperature"] = optional_number(info.temperature);
+  j["temperature"] = optional_number(info.sampling.temperature);
+  j["top_k"] = info.sampling.top_k ? json(*info.sampling.top_k) : json(nullptr);
+  j["top_p"] = optional_number(info.sampling.top_p);
+  j["logprobs"] = info.sampling.logprobs;
   j["time_scale"] = info.time_scale;
   j["max_concurrency"] = info.max_concurrency > 0 ? json(info.max_concurrency) : json(nullptr);
   j["slo_ttft_ms"] = optional_number(info.slo.ttft_ms);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "packserve/benchclient/bench_metrics.h"
+#include "packserve/benchclient/http_client.h"
 #include "packserve/common/status.h"
 
 namespace packserve::benchclient {
@@ -33,7 +34,7 @@ struct RunInfo {
   std::string trace;
   std::string trace_format;
   std::optional<double> request_rate;  // req/s when a Poisson rate replaced arrival times
-  std::optional<double> temperature;   // sent with every request (nullopt: server default)
+  RequestSampling sampling;            // sent with every request (unset: the server's default)
   double time_scale = 1.0;
   int32_t max_concurrency = 0;
   SloConfig slo;

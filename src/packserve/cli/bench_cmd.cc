@@ -48,7 +48,7 @@ struct BenchArgs {
   std::string model_dir, dummy_model, tokenizer_path, model_name;
   double time_scale = 1.0;
   std::optional<double> request_rate;
-  std::optional<double> temperature;
+  RequestSampling sampling;
   uint64_t seed = 0;
   double start_s = 0.0, duration_s = 0.0;
   int64_t max_requests = 0;
@@ -78,18 +78,18 @@ std::string utc_now() {
 
 class HttpSender final : public RequestSender {
  public:
-  HttpSender(Endpoint endpoint, std::string model, bool ignore_eos,
-             std::optional<double> temperature, std::chrono::seconds timeout)
+  HttpSender(Endpoint endpoint, std::string model, bool ignore_eos, RequestSampling sampling,
+             std::chrono::seconds timeout)
       : endpoint_(std::move(endpoint)),
         model_(std::move(model)),
         ignore_eos_(ignore_eos),
-        temperature_(temperature),
+        sampling_(sampling),
         timeout_(timeout) {}
   void send(const ReplayRequest& request, std::chrono::steady_clock::time_point origin,
             RequestRecord& record) override {
     stream_completion(endpoint_,
-                      {model_, request.prompt, request.max_tokens, ignore_eos_, temperature_},
-                      origin, timeout_, record);
+                      {model_, request.prompt, request.max_tokens, ignore_eos_, sampling_}, origin,
+                      timeout_, record);
   }
   std::optional<double> running_batch_size() override {
     auto r = http_get(endpoint_, "/metrics", std::chrono::milliseconds(2000));
@@ -103,7 +103,7 @@ class HttpSender final : public RequestSender {
   Endpoint endpoint_;
   std::string model_;
   bool ignore_eos_;
-  std::optional<double> temperature_;
+  RequestSampling sampling_;
   std::chrono::seconds timeout_;
 };
 
@@ -154,8 +154,16 @@ int run_bench(const BenchArgs& args) {
   if (args.request_rate && !(*args.request_rate > 0 && std::isfinite(*args.request_rate))) {
     return fail_input("--request-rate: expected a number > 0");
   }
-  if (args.temperature && !(*args.temperature >= 0 && std::isfinite(*args.temperature))) {
+  const RequestSampling& sampling = args.sampling;
+  if (sampling.temperature &&
+      !(*sampling.temperature >= 0 && std::isfinite(*sampling.temperature))) {
     return fail_input("--temperature: expected a finite number >= 0 (0 = greedy)");
+  }
+  if (sampling.top_k && *sampling.top_k < 0) {
+    return fail_input("--top-k: expected an integer >= 0 (0 = off)");
+  }
+  if (sampling.top_p && !(*sampling.top_p > 0 && *sampling.top_p <= 1)) {
+    return fail_input("--top-p: expected a number in (0, 1]");
   }
   std::optional<trace::TraceFormat> format;
   if (!args.format.empty()) {
@@ -216,7 +224,7 @@ int run_bench(const BenchArgs& args) {
   info.trace = args.trace_path;
   info.trace_format = std::string(trace::trace_format_name(loaded->format));
   info.request_rate = args.request_rate;
-  info.temperature = args.temperature;
+  info.sampling = args.sampling;
   info.time_scale = args.time_scale;
   info.max_concurrency = args.max_concurrency;
   info.slo = SloConfig{args.slo_ttft_ms, args.slo_tpot_ms};
@@ -224,7 +232,7 @@ int run_bench(const BenchArgs& args) {
 
   std::unique_ptr<RequestSender> sender;
   if (args.in_process) {
-    auto s = make_inprocess_sender(*model_dir, args.engine, !args.no_ignore_eos, args.temperature);
+    auto s = make_inprocess_sender(*model_dir, args.engine, !args.no_ignore_eos, args.sampling);
     if (!s.ok()) return fail_input(s.status().message());
     sender = std::move(s).value();
     info.backend = "in-process";
@@ -251,7 +259,7 @@ int run_bench(const BenchArgs& args) {
       }
       if (model.empty()) return fail_input("GET /v1/models named no model: give --model-name");
     }
-    sender = std::make_unique<HttpSender>(*endpoint, model, !args.no_ignore_eos, args.temperature,
+    sender = std::make_unique<HttpSender>(*endpoint, model, !args.no_ignore_eos, args.sampling,
                                           std::chrono::seconds(args.request_timeout_s));
     info.backend = "openai-http " + args.url;
     info.model_id = model;
@@ -337,9 +345,15 @@ void register_bench_command(CLI::App& app, int& exit_code) {
                   "at most N requests in flight (default 0 = no limit)");
   cmd->add_flag("--no-ignore-eos", args->no_ignore_eos,
                 "do not send ignore_eos (outputs may end before the trace's length)");
-  cmd->add_option("--temperature", args->temperature,
+  cmd->add_option("--temperature", args->sampling.temperature,
                   "sampling temperature of every request, >= 0 (0 = greedy; default: the "
                   "server's, 1 in packserve)");
+  cmd->add_option("--top-k", args->sampling.top_k,
+                  "top-k of every request, >= 0 (0 = off; default: the server's, off)");
+  cmd->add_option("--top-p", args->sampling.top_p,
+                  "top-p of every request, in (0, 1] (default: the server's, 1 = off)");
+  cmd->add_flag("--logprobs", args->sampling.logprobs,
+                "ask for the sampled token's logprob with every request");
   cmd->add_option("--request-timeout-s", args->request_timeout_s,
                   "per-request read timeout, s (default 600)");
   cmd->add_option("--compare", args->compare,

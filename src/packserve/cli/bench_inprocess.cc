@@ -13,8 +13,8 @@ namespace {
 class InProcessSender final : public benchclient::RequestSender {
  public:
   InProcessSender(std::unique_ptr<engine::Engine> engine, bool ignore_eos,
-                  std::optional<double> temperature)
-      : engine_(std::move(engine)), ignore_eos_(ignore_eos), temperature_(temperature) {}
+                  benchclient::RequestSampling sampling)
+      : engine_(std::move(engine)), ignore_eos_(ignore_eos), sampling_(sampling) {}
   ~InProcessSender() override { engine_->stop(); }
 
   void send(const benchclient::ReplayRequest& request, std::chrono::steady_clock::time_point origin,
@@ -35,7 +35,10 @@ class InProcessSender final : public benchclient::RequestSender {
     g.prompt_token_ids = std::move(ids).value();
     g.sampling.max_tokens = request.max_tokens;
     g.sampling.ignore_eos = ignore_eos_;
-    if (temperature_) g.sampling.temperature = *temperature_;
+    if (sampling_.temperature) g.sampling.temperature = *sampling_.temperature;
+    if (sampling_.top_k) g.sampling.top_k = *sampling_.top_k;
+    if (sampling_.top_p) g.sampling.top_p = *sampling_.top_p;
+    g.sampling.logprobs = sampling_.logprobs;
     record.server_prompt_tokens = static_cast<int32_t>(g.prompt_token_ids.size());
     auto stream = engine_->submit(std::move(g));
     if (!stream.ok()) {
@@ -70,7 +73,7 @@ class InProcessSender final : public benchclient::RequestSender {
  private:
   std::unique_ptr<engine::Engine> engine_;
   bool ignore_eos_;
-  std::optional<double> temperature_;
+  benchclient::RequestSampling sampling_;
 };
 
 }  // namespace
@@ -81,7 +84,7 @@ void add_inprocess_options(CLI::App& cmd, InProcessOptions& o) {
 
 Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
     const std::string& model_dir, const InProcessOptions& o, bool ignore_eos,
-    std::optional<double> temperature) {
+    benchclient::RequestSampling sampling) {
   PS_ASSIGN_OR_RETURN(auto weights, model::load_checkpoint(model_dir));
   PS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_dir(model_dir));
   engine::EngineConfig config;
@@ -91,7 +94,7 @@ Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
                                                         o.engine.cpu_default_num_pages, config));
   PS_ASSIGN_OR_RETURN(auto engine, engine::Engine::create(config, std::move(backend.backend), tok));
   return std::unique_ptr<benchclient::RequestSender>(
-      std::make_unique<InProcessSender>(std::move(engine), ignore_eos, temperature));
+      std::make_unique<InProcessSender>(std::move(engine), ignore_eos, sampling));
 }
 
 }  // namespace packserve::cli

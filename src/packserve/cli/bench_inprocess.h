@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "packserve/benchclient/http_client.h"
 #include "packserve/benchclient/replay.h"
 #include "packserve/cli/engine_flags.h"
 #include "packserve/common/status.h"
@@ -30,6 +31,6 @@ void add_inprocess_options(CLI::App& cmd, InProcessOptions& options);
 
 Result<std::unique_ptr<benchclient::RequestSender>> make_inprocess_sender(
     const std::string& model_dir, const InProcessOptions& options, bool ignore_eos,
-    std::optional<double> temperature);
+    benchclient::RequestSampling sampling);
 
 }  // namespace packserve::cli

@@ -34,8 +34,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
                  p + "host threads sampling a step's rows; 0: min(8, hardware threads)")
       ->capture_default_str();
   cmd.add_flag("--no-backend-sampling", f.no_backend_sampling,
-               p + "sample temperature-only rows on the host from their logits instead of in "
-                   "the forward backend (the same tokens; cuda then copies every row's logits)");
+               p + "sample non-greedy and logprob rows on the host from their logits instead "
+                   "of in the forward backend (the same tokens and logprobs; cuda then copies "
+                   "every such row's logits)");
   add_backend_flags(cmd, f.backend, p);
 }
 
