@@ -193,11 +193,9 @@ struct CudaForwardBackend::Impl {
   cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
   // argmax_dev / argmax_pinned: a step's argmax ids [A], sampled ids [D], their logprobs [D].
   cuda::PinnedMemory meta_pinned, logits_pinned, argmax_pinned;
-  // The sampled rows sample_rows left to the host: (draw row, request), their logits and one
-  // sample_draw scratch per row.
+  // The sampled rows sample_rows left to the host: (draw row, request) and their logits.
   std::vector<std::pair<int, int>> host_draws;
   cuda::PinnedMemory host_draw_logits;
-  std::vector<TemperatureScratch> host_scratch;
   uint16_t *embed = nullptr, *lm_head = nullptr;
   float* final_norm = nullptr;
   std::vector<cuda::LayerDev> layers;
