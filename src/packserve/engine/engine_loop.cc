@@ -83,8 +83,11 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     }
     sched::StepOutput out;
     out.sampled_token_ids.assign(batch.sequences.size(), 0);
-    for (const auto& [ids, jobs, kind] : {std::tuple{&fwd.argmax, &argmax_rows, "argmax"},
-                                          std::tuple{&fwd.sampled, &draw_rows, "sampled"}}) {
+    // Argmax rows carry no logprob (their requests did not ask for one).
+    std::vector<float>* no_logprobs = nullptr;
+    for (const auto& [ids, logprobs, jobs, kind] :
+         {std::tuple{&fwd.argmax, no_logprobs, &argmax_rows, "argmax"},
+          std::tuple{&fwd.sampled, &fwd.sampled_logprobs, &draw_rows, "sampled"}}) {
       for (size_t j = 0; j < jobs->size(); ++j) {
         const int32_t token = (*ids)[j];
         if (token < 0 || token >= vocab) {
@@ -93,7 +96,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
                                 ", expected in [0, vocab_size = " + std::to_string(vocab) + ")");
         }
         out.sampled_token_ids[(*jobs)[j].sequence] = token;
-        (*jobs)[j].request->step_logprob = ids == &fwd.sampled ? fwd.sampled_logprobs[j] : 0.0f;
+        (*jobs)[j].request->step_logprob = logprobs ? (*logprobs)[j] : 0.0f;
       }
     }
     // Each row touches only its own request (its sampler and RNG): the rows run in parallel

@@ -93,13 +93,13 @@ const char* step_op_name(StepOp op);
 
 // Where the last forward() spent its time, milliseconds. Host phases by the steady clock.
 struct CudaStepProfile {
-  double validate_ms = 0;       // validate_forward_batch + capacity checks + buffer reserves
-  double plan_ms = 0;           // attention layout + validate + make_plan
-  double upload_ms = 0;         // Workspace::upload (serialise + copy of the plan)
-  double metadata_ms = 0;       // page copies + metadata staging + its copy (host side)
-  double enqueue_ms = 0;        // launching the step's kernels, or the graph (+ capture if new)
-  double sync_ms = 0;           // waiting for the device at the end
-  double logits_copy_ms = 0;    // pinned staging -> the caller's vectors
+  double validate_ms = 0;     // validate_forward_batch + capacity checks + buffer reserves
+  double plan_ms = 0;         // attention layout + validate + make_plan
+  double upload_ms = 0;       // Workspace::upload (serialise + copy of the plan)
+  double metadata_ms = 0;     // page copies + metadata staging + its copy (host side)
+  double enqueue_ms = 0;      // launching the step's kernels, or the graph (+ capture if new)
+  double sync_ms = 0;         // waiting for the device at the end
+  double logits_copy_ms = 0;  // pinned staging -> the caller's vectors
   // kOutputSample rows the device left to the host (ops.h sample_rows), and their time.
   int host_sampled_rows = 0;
   double host_sample_ms = 0;
