@@ -44,95 +44,150 @@ double sum_exp_shifted(const float* x, size_t n, float m) {
   return total;
 }
 
-// Sum of the weights >= floor, in float32 lanes (an estimate: callers keep a margin).
-PACKSERVE_AVX2_CLONES
-float mass_at_least(const float* w, size_t n, float floor) { return block_sum(w, n, floor); }
+// Masses of the weights >= 2^-4, 2^-8, ..., 2^-64 (the floors top-p alone may gather from)
+// and of every weight.
+struct FloorMasses {
+  static constexpr int kFloors = 5;
+  static constexpr float kFloor[kFloors] = {0x1p-4f, 0x1p-8f, 0x1p-16f, 0x1p-32f, 0x1p-64f};
+  uint64_t at_least[kFloors] = {};
+  uint64_t total = 0;
+};
 
-// A weight below which no kept token lies (0 = none found): for top-k the k-th largest block
-// maximum (those k maxima are k distinct tokens), for top-p alone the largest of 2^-4, 2^-8,
-// ... (of the largest weight, 1) at or above which the weights already hold the top-p mass,
-// with a relative margin for the float32 estimate. Any valid floor gives the same result.
-float candidate_floor(std::span<const float> w, std::span<const double> block_sums,
-                      double total_all, const SampleDraw& d) {
-  const size_t n = w.size();
-  if (d.top_k > 0) {
-    const size_t k = static_cast<size_t>(d.top_k);
-    const size_t num_blocks = block_sums.size();
-    if (k > num_blocks) return 0.0f;
-    std::vector<float> block_max(num_blocks, 0.0f);
-    for (size_t b = 0; b < num_blocks; ++b) {
-      const size_t begin = b * kWeightBlock;
-      const size_t end = std::min(n, begin + kWeightBlock);
-      float mx = 0.0f;
-      for (size_t i = begin; i < end; ++i) mx = w[i] > mx ? w[i] : mx;
-      block_max[b] = mx;
+PACKSERVE_AVX2_CLONES
+FloorMasses floor_masses(std::span<const float> w) {
+  FloorMasses out;
+  for (const float x : w) {
+    const uint64_t mass = sample_math::weight_mass(x);
+    out.total += mass;
+    for (int f = 0; f < FloorMasses::kFloors; ++f) {
+      out.at_least[f] += x >= FloorMasses::kFloor[f] ? mass : 0;
     }
-    std::nth_element(block_max.begin(), block_max.begin() + static_cast<std::ptrdiff_t>(k - 1),
-                     block_max.end(), std::greater<float>());
-    return block_max[k - 1];
   }
-  const double need = d.top_p * total_all * (1.0 + 1e-5);
-  for (int shift = 4; shift <= 64; shift *= 2) {
-    const float floor = std::ldexp(1.0f, -shift);
-    if (static_cast<double>(mass_at_least(w.data(), n, floor)) >= need) return floor;
+  return out;
+}
+
+// Weights below which no kept token lies (0 = none found); any such floor gives the same
+// result. Top-k: the k-th largest block maximum (those k maxima are k distinct tokens).
+float top_k_floor(std::span<const float> w, size_t num_blocks, int32_t top_k) {
+  const size_t n = w.size();
+  const size_t k = static_cast<size_t>(top_k);
+  if (k > num_blocks) return 0.0f;
+  std::vector<float> block_max(num_blocks, 0.0f);
+  for (size_t b = 0; b < num_blocks; ++b) {
+    const size_t begin = b * kWeightBlock;
+    const size_t end = std::min(n, begin + kWeightBlock);
+    float mx = 0.0f;
+    for (size_t i = begin; i < end; ++i) mx = w[i] > mx ? w[i] : mx;
+    block_max[b] = mx;
+  }
+  std::nth_element(block_max.begin(), block_max.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                   block_max.end(), std::greater<float>());
+  return block_max[k - 1];
+}
+
+// Top-p alone: the largest floor of FloorMasses whose weights hold the top-p mass.
+float top_p_floor(const FloorMasses& masses, double top_p) {
+  const uint64_t need = sample_math::top_p_need(top_p, masses.total);
+  for (int f = 0; f < FloorMasses::kFloors; ++f) {
+    if (masses.at_least[f] >= need) return FloorMasses::kFloor[f];
   }
   return 0.0f;
 }
 
-// Top-k and top-p on `kept` (every token at or above a valid floor, any order): leaves the
-// kept set most likely first. total_all: the sum of all weights (top-p alone cuts relative
-// to every token, gathered or not).
-void order_and_cut(std::vector<SampleCandidate>& kept, double total_all, const SampleDraw& d) {
-  // Weight order equals scaled-logit order (exp is monotone); ties by the lower id.
-  auto more_likely = [](const SampleCandidate& a, const SampleCandidate& b) {
-    return a.prob != b.prob ? a.prob > b.prob : a.token_id < b.token_id;
-  };
-  const auto at = [&](size_t i) { return kept.begin() + static_cast<std::ptrdiff_t>(i); };
-  size_t k = kept.size();
-  double total = total_all;
+// Top-k and top-p on `keys` (sample_key of every candidate at or above a valid floor, any
+// order): leaves the kept keys most likely first and returns their mass. total_all: the mass
+// of every candidate, read by top-p alone (which cuts relative to every token, gathered or
+// not).
+uint64_t order_and_cut(std::vector<uint64_t>& keys, uint64_t total_all, const SampleDraw& d) {
+  const auto at = [&](size_t i) { return keys.begin() + static_cast<std::ptrdiff_t>(i); };
+  const std::greater<uint64_t> more_likely;
+  size_t k = keys.size();
+  uint64_t total = total_all;
   if (d.top_k > 0) {
     if (static_cast<size_t>(d.top_k) < k) {
       k = static_cast<size_t>(d.top_k);
-      std::nth_element(kept.begin(), at(k - 1), kept.end(), more_likely);
-      kept.resize(k);
+      std::nth_element(keys.begin(), at(k - 1), keys.end(), more_likely);
+      keys.resize(k);
     }
-    std::sort(kept.begin(), kept.end(), more_likely);
-    total = 0.0;
-    for (const SampleCandidate& c : kept) total += c.prob;
+    total = 0;
+    for (const uint64_t key : keys) total += sample_math::key_mass(key);
   }
   if (d.top_p >= 1.0) {
-    std::sort(kept.begin(), kept.end(), more_likely);
-    return;
+    std::sort(keys.begin(), keys.end(), more_likely);
+    return total;
   }
-  // Relative slack so a cut exactly on a cumulative sum is not lost to rounding.
-  const double target = d.top_p * total * (1.0 - 1e-12);
-  // Sort a growing most-likely prefix until it holds the target mass: the top-p set of a
-  // real next-token distribution is usually a few tokens of a vocabulary of 150k.
+  const uint64_t need = sample_math::top_p_need(d.top_p, total);
+  // Sort a growing most-likely prefix until it holds the need: the top-p set of a real
+  // next-token distribution is usually a few tokens of a vocabulary of 150k.
   size_t sorted = 0;
   size_t prefix = std::min(k, size_t{64});
-  double cum = 0.0;
+  uint64_t cum = 0;
   for (;;) {
-    if (prefix < k) std::nth_element(at(sorted), at(prefix - 1), kept.end(), more_likely);
+    if (prefix < k) std::nth_element(at(sorted), at(prefix - 1), keys.end(), more_likely);
     std::sort(at(sorted), at(prefix), more_likely);
     for (; sorted < prefix; ++sorted) {
-      cum += kept[sorted].prob;
-      if (cum >= target) {
-        kept.resize(sorted + 1);
-        return;
+      cum += sample_math::key_mass(keys[sorted]);
+      if (cum >= need) {
+        keys.resize(sorted + 1);
+        return cum;
       }
     }
-    if (prefix == k) return;  // rounding: every token kept
+    if (prefix == k) return cum;  // unreachable: need <= total, and the floor is valid
     prefix = std::min(k, prefix * 8);
   }
 }
 
-int32_t walk_kept(const std::vector<SampleCandidate>& kept, double u) {
-  double cum = 0.0;
-  for (const SampleCandidate& c : kept) {
-    cum += c.prob;
-    if (cum > u) return c.token_id;
+// The kept keys, most likely first, and their mass (> 0 when there is any).
+struct Kept {
+  std::vector<uint64_t> keys;
+  uint64_t total = 0;
+};
+
+// The ordered pipeline's kept set (m: max_ignoring_nan(logits)); empty when every logit is NaN.
+Kept kept_keys(std::span<const float> logits, float m, const SampleDraw& d,
+               TemperatureScratch& scratch) {
+  Kept out;
+  uint64_t total_all = 0;
+  if (degenerate_max(m)) {
+    const uint64_t one = sample_math::weight_mass(1.0f);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (logits[i] == m)
+        out.keys.push_back(sample_math::sample_key(1.0f, static_cast<int32_t>(i)));
+    }
+    total_all = one * out.keys.size();
+  } else {
+    scratch.weights.resize(logits.size());
+    scratch.block_sums.resize((logits.size() + kWeightBlock - 1) / kWeightBlock);
+    compute_weights(logits.data(), logits.size(), m, d.inv_temperature, d.min_p,
+                    scratch.weights.data(), scratch.block_sums.data());
+    // Only tokens at or above a floor can be kept: gather those.
+    float floor = 0.0f;
+    if (d.top_k > 0) {  // order_and_cut sums the top-k mass itself
+      floor = top_k_floor(scratch.weights, scratch.block_sums.size(), d.top_k);
+    } else {
+      const FloorMasses masses = floor_masses(scratch.weights);
+      total_all = masses.total;
+      floor = top_p_floor(masses, d.top_p);
+    }
+    for (size_t i = 0; i < scratch.weights.size(); ++i) {
+      const float w = scratch.weights[i];
+      if (w != 0.0f && w >= floor)
+        out.keys.push_back(sample_math::sample_key(w, static_cast<int32_t>(i)));
+    }
   }
-  return kept.back().token_id;  // rounding fallback: the last kept token
+  if (!out.keys.empty()) out.total = order_and_cut(out.keys, total_all, d);
+  return out;
+}
+
+// The draw's token: the first kept key whose running mass exceeds draw_target(u, total).
+int32_t walk_kept(const Kept& kept, double u) {
+  const uint64_t target = sample_math::draw_target(u, kept.total);
+  uint64_t cum = 0;
+  for (const uint64_t key : kept.keys) {
+    cum += sample_math::key_mass(key);
+    if (cum > target) return sample_math::key_token(key);
+  }
+  return sample_math::key_token(kept.keys.back());  // unreachable: target < total
 }
 
 }  // namespace
@@ -151,26 +206,28 @@ double log_softmax_with_max(std::span<const float> logits, int32_t token, float 
 std::vector<SampleCandidate> sample_candidates(std::span<const float> logits, float m,
                                                const SampleDraw& d, TemperatureScratch& scratch) {
   std::vector<SampleCandidate> out;
-  double total_all = 0.0;
+  if (ordered(d)) {
+    const Kept kept = kept_keys(logits, m, d, scratch);
+    for (const uint64_t key : kept.keys) {
+      out.push_back({sample_math::key_token(key), static_cast<double>(sample_math::key_mass(key)) /
+                                                      static_cast<double>(kept.total)});
+    }
+    return out;
+  }
+  // Temperature and min-p alone: every weight, in token-id order.
   if (degenerate_max(m)) {
     for (size_t i = 0; i < logits.size(); ++i) {
       if (logits[i] == m) out.push_back({static_cast<int32_t>(i), 1.0});
     }
-    total_all = static_cast<double>(out.size());
   } else {
     scratch.weights.resize(logits.size());
     scratch.block_sums.resize((logits.size() + kWeightBlock - 1) / kWeightBlock);
-    total_all = compute_weights(logits.data(), logits.size(), m, d.inv_temperature, d.min_p,
-                                scratch.weights.data(), scratch.block_sums.data());
-    // With top-k or top-p on, only tokens at or above a floor can be kept: gather those.
-    const float floor =
-        ordered(d) ? candidate_floor(scratch.weights, scratch.block_sums, total_all, d) : 0.0f;
+    compute_weights(logits.data(), logits.size(), m, d.inv_temperature, d.min_p,
+                    scratch.weights.data(), scratch.block_sums.data());
     for (size_t i = 0; i < scratch.weights.size(); ++i) {
-      const float w = scratch.weights[i];
-      if (w != 0.0f && w >= floor) out.push_back({static_cast<int32_t>(i), w});
+      if (scratch.weights[i] != 0.0f) out.push_back({static_cast<int32_t>(i), scratch.weights[i]});
     }
   }
-  if (ordered(d)) order_and_cut(out, total_all, d);
   double total = 0.0;
   for (const SampleCandidate& c : out) total += c.prob;
   for (SampleCandidate& c : out) c.prob /= total;
@@ -186,8 +243,8 @@ SampleResult sample_draw(std::span<const float> logits, const SampleDraw& d,
   } else if (!ordered(d)) {
     result.token_id = sample_temperature(logits, m, d, scratch);
   } else {
-    const std::vector<SampleCandidate> kept = sample_candidates(logits, m, d, scratch);
-    result.token_id = kept.empty() ? 0 : walk_kept(kept, d.u);  // empty: every logit NaN
+    const Kept kept = kept_keys(logits, m, d, scratch);
+    result.token_id = kept.keys.empty() ? 0 : walk_kept(kept, d.u);  // empty: every logit NaN
   }
   // A full pass over the vocabulary: only when the request asked for logprobs.
   if (d.logprob)

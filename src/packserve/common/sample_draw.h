@@ -8,17 +8,16 @@
 // Arithmetic, fixed so that the host and the GPU get the same bits (m = max_ignoring_nan):
 //   greedy: first_index_of_max (common/argmax.h).
 //   top_k == 0 and top_p == 1: sample_temperature (common/temperature_sample.h).
-//   otherwise, m finite: weights w[i] and total_all by compute_weights (temperature and min-p).
-//     Candidates: the tokens with w > 0, "most likely first" = (w desc, token id asc), a strict
-//     total order. top-k keeps the first k; total = the kept w summed in that order
-//     (float64) when top-k is on, else total_all. top-p keeps the shortest prefix whose running
-//     float64 sum in that order reaches top_p * total * (1 - 1e-12) (every candidate when rounding
-//     leaves it unreached). The kept weights are summed in order (float64) to s, p = w / s,
-//     and the draw walks the kept in order, cum += p, until cum > u (the last kept token when
-//     rounding leaves u unreached).
-//   otherwise, m = +inf or -inf: the candidates are the tokens with logit == m, each of weight
-//     1, ordered by token id; then as above (top-k and top-p over equal weights keep the
-//     lowest ids); token 0 when there is none (every logit NaN).
+//   otherwise: the weights w[i] by compute_weights (temperature and min-p) when m is finite;
+//     when m = +inf or -inf, w = 1 for the tokens with logit == m and 0 elsewhere. Candidates:
+//     the tokens with w > 0, "most likely first" = sample_key descending (w desc, token id asc;
+//     temperature_sample.h), a strict total order. Masses are integers, weight_mass(w) =
+//     floor(w * 2^40), added exactly, so no sum depends on an order. top-k keeps the first k
+//     candidates; total = the kept mass (every candidate's when top-k is off or k exceeds
+//     them). top-p keeps the shortest prefix whose mass reaches top_p_need(top_p, total) =
+//     ceil(top_p * total * (1 - 1e-12)). The draw: S = the kept mass, target =
+//     draw_target(u, S) = min(floor(u * S), S - 1); the token is the first kept one whose
+//     running mass exceeds target. Token 0 when there is no candidate (every logit NaN).
 //   logprob: logit[token] - m - log(sum_exp), sum_exp = the compute_weights total at
 //     temperature 1 and min-p 0 (float64 log); uniform over the entries at m when m is
 //     infinite (-inf for the others).
@@ -35,7 +34,7 @@ namespace packserve {
 
 struct SampleCandidate {
   int32_t token_id;
-  double prob;  // renormalized over the kept set
+  double prob;  // renormalized over the kept set (mass / kept mass when top-k or top-p is on)
 };
 
 struct SampleResult {

@@ -23,6 +23,7 @@
 // Thread-safety: pure functions (the scratch is the caller's).
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -85,6 +86,49 @@ PS_SAMPLE_HD float exp_nonpositive(float y) {
 PS_SAMPLE_HD float weight(float x, float m, float inv_t, float min_p) {
   const float v = exp_nonpositive(mul(sub(x, m), inv_t));
   return v >= min_p ? v : 0.0f;
+}
+
+// The fixed-point mass of a weight w in [0, 1]: floor(w * 2^40) (the product is exact). The
+// ordered draws of sample_draw.h add masses as integers, so every sum is exact and the same in
+// any order; 2^20 of them fit in 64 bits.
+PS_SAMPLE_HD uint64_t weight_mass(float w) { return static_cast<uint64_t>(mul(w, 0x1p40f)); }
+
+// "Most likely first" as one integer order, descending: the weight's bits (a positive float
+// orders as its bits), then the complement of the token id (the lower id first). w > 0.
+PS_SAMPLE_HD uint64_t sample_key(float w, int32_t token) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(float_bits(w))) << 32) |
+         (0xffffffffu - static_cast<uint32_t>(token));
+}
+PS_SAMPLE_HD float key_weight(uint64_t key) {
+  return bits_float(static_cast<int32_t>(static_cast<uint32_t>(key >> 32)));
+}
+PS_SAMPLE_HD int32_t key_token(uint64_t key) {
+  return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(key));
+}
+PS_SAMPLE_HD uint64_t key_mass(uint64_t key) { return weight_mass(key_weight(key)); }
+
+// The top-p cut's mass, of a kept mass total: ceil(top_p * total * (1 - 1e-12)) (the slack
+// keeps a cut that lies exactly on a running sum), clamped to [1, total].
+PS_SAMPLE_HD uint64_t top_p_need(double top_p, uint64_t total) {
+#if defined(__CUDA_ARCH__)
+  const double x = __dmul_rn(__dmul_rn(top_p, static_cast<double>(total)), 1.0 - 1e-12);
+#else
+  const double x = top_p * static_cast<double>(total) * (1.0 - 1e-12);
+#endif
+  const uint64_t need = static_cast<uint64_t>(ceil(x));
+  return need < 1 ? 1 : need > total ? total : need;
+}
+
+// The draw's target in a kept mass total: floor(u * total), at most total - 1. The drawn
+// token is the first kept one (most likely first) whose running mass exceeds it.
+PS_SAMPLE_HD uint64_t draw_target(double u, uint64_t total) {
+#if defined(__CUDA_ARCH__)
+  const double x = __dmul_rn(u, static_cast<double>(total));
+#else
+  const double x = u * static_cast<double>(total);
+#endif
+  const uint64_t target = static_cast<uint64_t>(x);
+  return target < total ? target : total - 1;
 }
 
 // Host: the sum of the w[i] >= floor over [0, n) in the header's eight-lane float32 order

@@ -15,9 +15,9 @@
 //      list: per-block sums of the weights find the block, then one block is walked).
 // "Most likely first" orders by (scaled logit desc, token id asc), so equal logits are broken
 // by the lower id and the result is a pure function of (logits, params, RNG state).
-// The arithmetic, with every float64 sum in a fixed order, is sample_draw's
-// (common/sample_draw.h): a forward backend draws the same tokens (ForwardBatch::samples =
-// kOutputSample).
+// The arithmetic (top-k / top-p masses as exact integers, the temperature walk's float64 sums
+// in a fixed order) is sample_draw's (common/sample_draw.h): a forward backend draws the same
+// tokens (ForwardBatch::samples = kOutputSample).
 // Cost per row of 151,936 logits: bench/cpu/sampler_bench.cc (docs/benchmarks.md).
 // Determinism: each request owns its RNG (seeded from SamplingParams::seed) and draws exactly
 // one uniform per non-greedy token, so a seed gives the same tokens whatever else is batched.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "packserve/common/argmax.h"
+#include "packserve/common/sample_draw.h"
 #include "packserve/common/temperature_sample.h"
 
 namespace packserve::engine {
@@ -254,6 +256,74 @@ TEST(SamplerTest, LargeVocabularyCandidatesEqualThePlainPipeline) {
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_EQ(got[i].token_id, want[i].token_id) << name << " rank " << i;
       EXPECT_NEAR(got[i].prob, want[i].prob, 1e-5 * want[i].prob + 1e-12) << name << " rank " << i;
+    }
+  }
+}
+
+// sample_draw.h's ordered arithmetic written out plainly (every candidate gathered, one full
+// sort, integer masses): the oracle for the floors and partial sorts of sample_draw.
+int32_t plain_ordered_draw(const std::vector<float>& logits, const SampleDraw& d) {
+  const float m = max_ignoring_nan(logits);
+  std::vector<uint64_t> keys;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float w = sample_math::weight(logits[i], m, d.inv_temperature, d.min_p);
+    if (w > 0.0f) keys.push_back(sample_math::sample_key(w, static_cast<int32_t>(i)));
+  }
+  std::sort(keys.begin(), keys.end(), std::greater<uint64_t>());
+  if (d.top_k > 0 && static_cast<size_t>(d.top_k) < keys.size()) keys.resize(d.top_k);
+  uint64_t total = 0;
+  for (const uint64_t key : keys) total += sample_math::key_mass(key);
+  if (d.top_p < 1.0) {
+    const uint64_t need = sample_math::top_p_need(d.top_p, total);
+    uint64_t cum = 0;
+    size_t cut = 0;
+    while (cum < need) cum += sample_math::key_mass(keys[cut++]);
+    keys.resize(cut);
+    total = cum;
+  }
+  const uint64_t target = sample_math::draw_target(d.u, total);
+  uint64_t cum = 0;
+  for (const uint64_t key : keys) {
+    cum += sample_math::key_mass(key);
+    if (cum > target) return sample_math::key_token(key);
+  }
+  ADD_FAILURE() << "no token reached the target";
+  return -1;
+}
+
+// Near-flat rows of 151,936 logits (top-p sets of most of the vocabulary, far beyond what the
+// GPU sorts) and a peaked one, drawn by top-k (up to more than the vocabulary), top-p, both
+// and min-p with uniforms across [0, 1): sample_draw equals the plain pipeline token for token.
+TEST(SamplerTest, OrderedDrawsEqualThePlainIntegerPipeline) {
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::vector<std::vector<float>> rows;
+  for (const float spread : {0.01f, 1.0f, 8.0f}) {
+    std::normal_distribution<float> normal(0.0f, spread);
+    std::vector<float> row(151936);
+    for (float& x : row) x = normal(gen);
+    rows.push_back(row);
+  }
+  std::vector<SampleDraw> draws;
+  for (const int32_t top_k : {0, 1, 50, 5000, 20000, 200000}) {
+    for (const double top_p : {1.0, 0.3, 0.9, 0.999}) {
+      if (top_k == 0 && top_p == 1.0) continue;  // the temperature walk, not this arithmetic
+      SampleDraw d;
+      d.top_k = top_k;
+      d.top_p = top_p;
+      d.inv_temperature = draws.size() % 3 == 0 ? 1.0f : 1.0f / 0.7f;
+      d.min_p = draws.size() % 5 == 0 ? 0.02f : 0.0f;
+      draws.push_back(d);
+    }
+  }
+  TemperatureScratch scratch;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (SampleDraw d : draws) {
+      for (const double u : {0.0, uniform(gen), uniform(gen), 1.0 - 0x1.0p-53}) {
+        d.u = u;
+        ASSERT_EQ(sample_draw(rows[r], d, scratch).token_id, plain_ordered_draw(rows[r], d))
+            << "row " << r << " k " << d.top_k << " p " << d.top_p << " u " << u;
+      }
     }
   }
 }

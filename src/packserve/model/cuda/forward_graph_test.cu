@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -248,33 +249,58 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
   EXPECT_EQ(be.eager->num_cuda_graphs(), 0);
 }
 
-// Draw rows the device leaves to the host (ops.h sample_rows: more top-p candidates than it
-// sorts, here near-flat logits over a 20,000-token vocabulary at top-p 0.99) are drawn on the
-// host from their logits, in a graph step and an eager one: the same tokens and logprobs as
-// sample_draw of eager's logits, beside rows the device draws.
+// Draw rows the device leaves to the host (ops.h sample_rows: a row whose maximum logit is
+// infinite) are drawn on the host from their logits, in a graph step and an eager one, beside
+// rows the device draws (near-flat logits over a 20,000-token vocabulary at top-p 0.99: the
+// radix descent; top-k 5; temperature), with the same tokens and logprobs as sample_draw of
+// eager's logits. The LM head's row kInfToken is +inf in column 0 and 0 elsewhere, so that
+// token's logit is +inf or -inf by the sign of the normed hidden state's first element.
 TEST(CudaForwardGraph, DrawRowsLeftToTheHostEqualTheHostDraw) {
   SKIP_WITHOUT_DEVICE();
   ModelConfig c = llama_bf16();
   c.vocab_size = 20000;
-  const ModelWeights w = tu::make_weights(c);
+  c.tie_word_embeddings = false;
+  ModelWeights w = tu::make_weights(c);
+  constexpr int64_t kInfToken = 123;
+  auto head = std::make_shared<std::vector<uint16_t>>(
+      static_cast<const uint16_t*>(w.lm_head.data),
+      static_cast<const uint16_t*>(w.lm_head.data) + w.lm_head.num_elements());
+  const int64_t H = c.hidden_size;
+  std::fill_n(head->begin() + kInfToken * H, H, uint16_t{0});
+  (*head)[static_cast<size_t>(kInfToken * H)] = 0x7f80;  // bf16 +inf
+  w.lm_head.data = head->data();
+  w.lm_head.owner = head;
   Backends be = make_backends(w, 32);
   ASSERT_TRUE(be.eager && be.graph);
   Rng rng(37);
   auto tokens = [&](int n) { return tu::random_tokens(n, c.vocab_size, rng); };
-  tu::Seq a{tokens(9), {0}}, b{tokens(5), {1}}, cc{tokens(12), {2}};
+  std::vector<tu::Seq> seqs;
+  for (int i = 0; i < 6; ++i) seqs.push_back(tu::Seq{tokens(2 + i), {i}});  // 27 rows: a graph
   const int L = static_cast<int>(c.num_layers);
   ForwardBatch s;
-  add(s, a, 9, kOutputSample);
-  add(s, b, 5, kOutputSample);
-  add(s, cc, 12, kOutputSample);
-  s.draws = {{1.0f, 0.0f, 0.42, 0.99, 0, 0, 1},
-             {1.0f, 0.0f, 0.77, 1.0, 5, 0, 1},
-             {1.0f / 0.9f, 0.0f, 0.13, 0.995, 0, 0, 0}};
-  expect_same_step(be, s, L, "draw rows, two left to the host");
-  EXPECT_EQ(be.graph->last_step_profile().host_sampled_rows, 2);
+  for (tu::Seq& q : seqs) add(s, q, static_cast<int>(q.tokens.size()), kOutputSample);
+  s.draws = {{1.0f, 0.0f, 0.42, 0.99, 0, 0, 1},         {1.0f, 0.0f, 0.77, 1.0, 5, 0, 1},
+             {1.0f / 0.9f, 0.0f, 0.13, 0.995, 0, 0, 0}, {1.0f, 0.0f, 0.5, 1.0, 0, 0, 1},
+             {1.0f, 0.0f, 0.93, 0.99, 0, 0, 1},         {1.0f / 0.7f, 0.0f, 0.61, 0.9, 40, 0, 1}};
+  expect_same_step(be, s, L, "draw rows, some left to the host");
+  // Which rows have an infinite maximum: eager's logits of the same step (the positions are
+  // written again with the same K/V).
+  ForwardBatch all_logits = s;
+  for (uint8_t& x : all_logits.samples) x = kOutputLogits;
+  ForwardOutput logits;
+  ASSERT_TRUE(be.eager->forward(all_logits, logits).ok());
+  int infinite = 0;
+  const size_t V = static_cast<size_t>(c.vocab_size);
+  for (size_t r = 0; r < seqs.size(); ++r) {
+    const std::span<const float> row = std::span<const float>(logits.logits).subspan(r * V, V);
+    infinite += max_ignoring_nan(row) == INFINITY ? 1 : 0;
+  }
+  ASSERT_GE(infinite, 1);  // the test's premise: both kinds of row in one step
+  ASSERT_LT(infinite, static_cast<int>(seqs.size()));
+  EXPECT_EQ(be.graph->last_step_profile().host_sampled_rows, infinite);
   ForwardOutput eager;
-  ASSERT_TRUE(be.eager->forward(s, eager).ok());  // eager too, on the positions just written
-  EXPECT_EQ(be.eager->last_step_profile().host_sampled_rows, 2);
+  ASSERT_TRUE(be.eager->forward(s, eager).ok());
+  EXPECT_EQ(be.eager->last_step_profile().host_sampled_rows, infinite);
 }
 
 TEST(CudaForwardGraph, LeastRecentlyUsedGraphIsDropped) {

@@ -294,27 +294,34 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 // sample_rows (ops.h): one CTA of kSampleThreads per row, common/sample_draw.h's arithmetic in
 // its order. The logits are read, never written (a row left to the host keeps them). Every
 // float64 sum whose order the header fixes runs in one thread, so its bits are the host's;
-// the float32 block sums run as the header's lanes.
+// the float32 block sums run as the header's lanes; the ordered draws' masses are integers,
+// whose sums are the host's in any order.
 constexpr int kSampleThreads = 1024;
 constexpr int kSampleWarps = kSampleThreads / 32;
 constexpr int kSampleLanes = sample_math::kBlockLanes;
 constexpr int kSampleBlock = static_cast<int>(sample_math::kWeightBlock);
 constexpr int kMaxSampleVocab = 1 << 20;
+constexpr int kDigitBins = 256;  // the radix descent's digits are 8 bits of a 64-bit key
+constexpr int kKeysPerThread = kMaxSampleCandidates / kSampleThreads;
+static_assert(kKeysPerThread * kSampleThreads == kMaxSampleCandidates);
 
-// Dynamic shared memory of sample_rows_kernel: block sums (double), block maxima (float),
-// lane sums and lane maxima (float, 8 per block), then the candidate keys.
+// Dynamic shared memory of sample_rows_kernel: the candidate keys, then a region that holds
+// either the weight block sums (double) and lane sums (float, 8 per block) or the per-warp
+// digit histograms (mass, then count).
 size_t sample_rows_smem(int vocab) {
   const size_t blocks = (static_cast<size_t>(vocab) + kSampleBlock - 1) / kSampleBlock;
-  return blocks * sizeof(double) + blocks * sizeof(float) +
-         2 * blocks * kSampleLanes * sizeof(float) + kMaxSampleCandidates * sizeof(uint64_t);
+  const size_t weights = blocks * sizeof(double) + blocks * kSampleLanes * sizeof(float);
+  const size_t histograms =
+      size_t{kSampleWarps} * kDigitBins * (sizeof(uint64_t) + sizeof(uint32_t));
+  return kMaxSampleCandidates * sizeof(uint64_t) + (weights > histograms ? weights : histograms);
 }
 
 struct SampleSmem {
-  double* block_sums;  // [blocks]
-  float* block_max;    // [blocks]
-  float* lane_sums;    // [blocks * 8]
-  float* lane_max;     // [blocks * 8]
-  uint64_t* keys;      // [kMaxSampleCandidates]
+  uint64_t* keys;       // [kMaxSampleCandidates]
+  double* block_sums;   // [blocks]       } the same bytes
+  float* lane_sums;     // [blocks * 8]   }
+  uint64_t* bin_mass;   // [kSampleWarps * kDigitBins]: warp w's bins at w * kDigitBins, merged
+  uint32_t* bin_count;  // [kSampleWarps * kDigitBins]   into [0, kDigitBins)
 };
 
 // Reduces v over the CTA with op (every thread gets the result); `red` holds kSampleWarps.
@@ -329,10 +336,9 @@ __device__ T block_reduce(T v, Op op, T* red) {
   return v;
 }
 
-// Block sums of the weights (temperature_sample.h's lanes and order) into s.block_sums, and
-// with `maxima` each block's largest weight into s.block_max.
+// Block sums of the weights (temperature_sample.h's lanes and order) into s.block_sums.
 __device__ void weight_block_sums(const float* row, int vocab, float m, float inv_t, float min_p,
-                                  const SampleSmem& s, bool maxima) {
+                                  const SampleSmem& s) {
   const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
   // Lane l of block b: w[8k + l] of the block's whole octets, in order.
   for (int task = threadIdx.x; task < blocks * kSampleLanes; task += kSampleThreads) {
@@ -340,32 +346,25 @@ __device__ void weight_block_sums(const float* row, int vocab, float m, float in
     const int len = min(kSampleBlock, vocab - b * kSampleBlock);
     const float* x = row + static_cast<size_t>(b) * kSampleBlock;
     const int whole = len - len % kSampleLanes;
-    float sum = 0.0f, mx = 0.0f;
+    float sum = 0.0f;
     for (int i = l; i < whole; i += kSampleLanes) {
-      const float w = sample_math::weight(x[i], m, inv_t, min_p);
-      sum = sample_math::add(sum, w);
-      mx = fmaxf(mx, w);
+      sum = sample_math::add(sum, sample_math::weight(x[i], m, inv_t, min_p));
     }
     s.lane_sums[task] = sum;
-    s.lane_max[task] = mx;
   }
   __syncthreads();
   // Block b: its tail in order from zero, then lanes 0..7.
   for (int b = threadIdx.x; b < blocks; b += kSampleThreads) {
     const int len = min(kSampleBlock, vocab - b * kSampleBlock);
     const float* x = row + static_cast<size_t>(b) * kSampleBlock;
-    float sum = 0.0f, mx = 0.0f;
+    float sum = 0.0f;
     for (int i = len - len % kSampleLanes; i < len; ++i) {
-      const float w = sample_math::weight(x[i], m, inv_t, min_p);
-      sum = sample_math::add(sum, w);
-      mx = fmaxf(mx, w);
+      sum = sample_math::add(sum, sample_math::weight(x[i], m, inv_t, min_p));
     }
     for (int l = 0; l < kSampleLanes; ++l) {
       sum = sample_math::add(sum, s.lane_sums[b * kSampleLanes + l]);
-      mx = fmaxf(mx, s.lane_max[b * kSampleLanes + l]);
     }
     s.block_sums[b] = static_cast<double>(sum);
-    if (maxima) s.block_max[b] = mx;
   }
   __syncthreads();
 }
@@ -383,7 +382,7 @@ __device__ int32_t temperature_token(const float* row, int vocab, float m, const
   __shared__ int walk_block;
   __shared__ double walk_cum, walk_target;
   const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
-  weight_block_sums(row, vocab, m, d.inv_temperature, d.min_p, s, false);
+  weight_block_sums(row, vocab, m, d.inv_temperature, d.min_p, s);
   if (threadIdx.x == 0) {
     const double target = __dmul_rn(d.u, blocks_total(s, blocks));
     double cum = 0.0;
@@ -419,86 +418,102 @@ __device__ int32_t temperature_token(const float* row, int vocab, float m, const
   return 0;
 }
 
-__device__ __forceinline__ float key_weight(uint64_t key) {
-  return __int_as_float(static_cast<int32_t>(key >> 32));
-}
-__device__ __forceinline__ int32_t key_token(uint64_t key) {
-  return static_cast<int32_t>(0xffffffffu - static_cast<uint32_t>(key));
+// The ordered draws (top-k, top-p) on the device. Every cut is the first key, most likely
+// first over all candidates, at which the running count or mass reaches a need: top-k's k,
+// then top-p's need within the top-k mass, then the draw's target + 1 within the kept mass,
+// each need no more than the mass before it, so each cut lies within the one before (no lower
+// bound is needed). A cut is found among up to kMaxSampleCandidates keys gathered into shared
+// memory, sorted and prefix-summed: the most likely keys down to a weight floor, when one of
+// the fixed floors (one pass counts every floor's keys and mass) holds the cut with few enough
+// keys -- then the later cuts of the row are found there without a pass -- else the keys of
+// one bin of a radix descent over the key's bytes (histograms of count and mass by the next
+// byte), narrowed until the bin that holds the cut is small enough to gather.
+struct Located {
+  uint64_t key;    // the cut's key (0: not found, which the arithmetic rules out)
+  uint32_t count;  // candidates with key >= this key
+  uint64_t mass;   // and their mass
+};
+
+// The candidate of logit j: its key when it is one (w > 0) with lo <= key <= hi, else 0.
+__device__ __forceinline__ uint64_t candidate_key(const float* row, int j, float m,
+                                                  const SampleDraw& d, uint64_t lo, uint64_t hi) {
+  const float w = sample_math::weight(row[j], m, d.inv_temperature, d.min_p);
+  if (w == 0.0f) return 0;
+  const uint64_t key = sample_math::sample_key(w, j);
+  return key >= lo && key <= hi ? key : 0;
 }
 
-// The top-k / top-p draw (thread 0's result; every thread must call it); -1 when the row has
-// more than kMaxSampleCandidates candidates above its floor (or the floor proves too high).
-__device__ int32_t ordered_token(const float* row, int vocab, float m, const SampleDraw& d,
-                                 const SampleSmem& s, float* red) {
+// The keys whose first `level` bytes are prefix's.
+__device__ __forceinline__ uint64_t bin_end(uint64_t prefix, int level) {
+  return level == 0 ? ~uint64_t{0} : prefix | (~uint64_t{0} >> (8 * level));
+}
+
+// Histograms of the candidates whose first `level` bytes are prefix's, by their byte `level`
+// (count and mass), into s.bin_count / s.bin_mass [0, kDigitBins). A warp's lanes with one
+// byte add their masses together (__match_any_sync, then __reduce_add_sync on two 20-bit
+// halves: 32 masses <= 2^40 fit), and one lane writes the warp's own bins: no atomics.
+__device__ void digit_histogram(const float* row, int vocab, float m, const SampleDraw& d,
+                                const SampleSmem& s, uint64_t prefix, int level) {
+  const int t = threadIdx.x, lane = t % 32;
+  for (int i = t; i < kSampleWarps * kDigitBins; i += kSampleThreads) {
+    s.bin_mass[i] = 0;
+    s.bin_count[i] = 0;
+  }
+  __syncthreads();
+  uint64_t* warp_mass = s.bin_mass + (t / 32) * kDigitBins;
+  uint32_t* warp_count = s.bin_count + (t / 32) * kDigitBins;
+  const int shift = 56 - 8 * level;
+  const uint64_t hi = bin_end(prefix, level);
+  for (int j0 = 0; j0 < vocab; j0 += kSampleThreads) {  // the warp's lanes stay together
+    __syncwarp();  // the previous round's bin writes are seen by this round's writers
+    const int j = j0 + t;
+    const uint64_t key = j < vocab ? candidate_key(row, j, m, d, prefix, hi) : 0;
+    const unsigned in_range = __ballot_sync(0xffffffffu, key != 0);
+    if (key == 0) continue;
+    const unsigned digit = static_cast<unsigned>(key >> shift) & (kDigitBins - 1);
+    const unsigned peers = __match_any_sync(in_range, digit);
+    const uint64_t mass = sample_math::key_mass(key);
+    const unsigned mass_hi = __reduce_add_sync(peers, static_cast<unsigned>(mass >> 20));
+    const unsigned mass_lo = __reduce_add_sync(peers, static_cast<unsigned>(mass & 0xfffff));
+    if (lane == __ffs(peers) - 1) {
+      warp_mass[digit] += (static_cast<uint64_t>(mass_hi) << 20) + mass_lo;
+      warp_count[digit] += __popc(peers);
+    }
+  }
+  __syncthreads();
+  for (int b = t; b < kDigitBins; b += kSampleThreads) {
+    uint64_t mass = 0;
+    uint32_t count = 0;
+    for (int w = 0; w < kSampleWarps; ++w) {
+      mass += s.bin_mass[w * kDigitBins + b];
+      count += s.bin_count[w * kDigitBins + b];
+    }
+    s.bin_mass[b] = mass;
+    s.bin_count[b] = count;
+  }
+  __syncthreads();
+}
+
+// Gathers the candidates with lo <= key <= hi (at most kMaxSampleCandidates: the caller knows
+// their count) into s.keys and sorts them descending (bitonic); returns how many.
+__device__ int gather_sorted(const float* row, int vocab, float m, const SampleDraw& d,
+                             const SampleSmem& s, uint64_t lo, uint64_t hi) {
   __shared__ int count;
-  __shared__ float floor_w;
-  const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
   const int t = threadIdx.x;
-  weight_block_sums(row, vocab, m, d.inv_temperature, d.min_p, s, d.top_k > 0);
-  double total_all = 0.0;
-  if (t == 0) {
-    total_all = blocks_total(s, blocks);
-    floor_w = 0.0f;
-    count = 0;
-  }
+  if (t == 0) count = 0;
   __syncthreads();
-  if (d.top_k > 0) {
-    // The k-th largest block maximum (ties by the lower block): its rank among the maxima.
-    if (d.top_k <= blocks) {
-      for (int b = t; b < blocks; b += kSampleThreads) {
-        const float v = s.block_max[b];
-        int rank = 0;
-        for (int o = 0; o < blocks; ++o) {
-          const float w = s.block_max[o];
-          rank += (w > v || (w == v && o < b)) ? 1 : 0;
-        }
-        if (rank == d.top_k - 1) floor_w = v;
-      }
-    }
-  } else {
-    // The largest of 2^-4, 2^-8, ..., 2^-64 whose weights at or above it hold the top-p mass
-    // (a float32 estimate, with the host's margin); 0 when none does.
-    constexpr int kFloors = 5;
-    float mass[kFloors] = {};
-    for (int j = t; j < vocab; j += kSampleThreads) {
-      const float w = sample_math::weight(row[j], m, d.inv_temperature, d.min_p);
-      for (int f = 0; f < kFloors; ++f) mass[f] += w >= ldexpf(1.0f, -(4 << f)) ? w : 0.0f;
-    }
-    for (int f = 0; f < kFloors; ++f) {
-      mass[f] = block_reduce(
-          mass[f], [](float a, float b) { return a + b; }, red);
-    }
-    if (t == 0) {
-      const double need = d.top_p * total_all * (1.0 + 1e-5);
-      for (int f = 0; f < kFloors; ++f) {
-        if (static_cast<double>(mass[f]) >= need) {
-          floor_w = ldexpf(1.0f, -(4 << f));
-          break;
-        }
-      }
-    }
-  }
-  __syncthreads();
-  // Gather the candidates as keys ordered like "most likely first": weight bits (w > 0, so
-  // they order as the weights), then the complement of the token id (lower ids first).
-  const float floor = floor_w;
   for (int j = t; j < vocab; j += kSampleThreads) {
-    const float w = sample_math::weight(row[j], m, d.inv_temperature, d.min_p);
-    if (w == 0.0f || w < floor) continue;
+    const uint64_t key = candidate_key(row, j, m, d, lo, hi);
+    if (key == 0) continue;
     const int slot = atomicAdd(&count, 1);
-    if (slot < kMaxSampleCandidates) {
-      s.keys[slot] = (static_cast<uint64_t>(__float_as_uint(w)) << 32) |
-                     (0xffffffffu - static_cast<uint32_t>(j));
-    }
+    if (slot < kMaxSampleCandidates) s.keys[slot] = key;
   }
   __syncthreads();
-  const int n = count;
-  if (n > kMaxSampleCandidates) return -1;
+  const int n = min(count, kMaxSampleCandidates);
   int padded = 1;
   while (padded < n) padded *= 2;
   for (int i = n + t; i < padded; i += kSampleThreads) s.keys[i] = 0;  // below every key
   __syncthreads();
-  // Bitonic sort, descending.
   for (int size = 2; size <= padded; size *= 2) {
     for (int stride = size / 2; stride > 0; stride /= 2) {
       for (int i = t; i < padded; i += kSampleThreads) {
@@ -514,38 +529,212 @@ __device__ int32_t ordered_token(const float* row, int vocab, float m, const Sam
       __syncthreads();
     }
   }
-  if (t != 0) return 0;
-  if (n == 0) return -1;  // unreachable: the maximum has weight 1
-  int kept = n;
-  double total = total_all;
-  if (d.top_k > 0) {
-    kept = min(n, d.top_k);
-    total = 0.0;
-    for (int i = 0; i < kept; ++i) total = __dadd_rn(total, key_weight(s.keys[i]));
+  return n;
+}
+
+// In s.keys[0, n) (sorted, after `above_count` candidates of mass `above_mass`): the first
+// key at which the running count (by_mass false) or mass reaches `need`. Every thread gets
+// the result; key 0 when the keys do not reach it.
+__device__ Located find_in_sorted(const SampleSmem& s, int n, uint64_t need, bool by_mass,
+                                  uint32_t above_count, uint64_t above_mass) {
+  __shared__ uint64_t warp_totals[kSampleWarps];
+  __shared__ Located found;
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int first = t * kKeysPerThread, last = min(n, first + kKeysPerThread);
+  uint64_t mine = 0;
+  for (int i = first; i < last; ++i) mine += sample_math::key_mass(s.keys[i]);
+  uint64_t inclusive = mine;  // over the warp's lanes, then the warps before
+  for (int off = 1; off < 32; off *= 2) {
+    const uint64_t v = __shfl_up_sync(0xffffffffu, inclusive, off);
+    if (lane >= off) inclusive += v;
+  }
+  if (t == 0) found = Located{0, 0, 0};
+  if (lane == 31) warp_totals[warp] = inclusive;
+  __syncthreads();
+  uint64_t mass = above_mass + inclusive - mine;
+  for (int w = 0; w < warp; ++w) mass += warp_totals[w];
+  // The thread whose keys hold the cut finds it (one thread: the running values increase).
+  for (int i = first; i < last; ++i) {
+    const uint64_t prev = mass;
+    mass += sample_math::key_mass(s.keys[i]);
+    const uint64_t count = above_count + static_cast<uint64_t>(i) + 1;
+    const bool reached = by_mass ? mass >= need && prev < need : count == need;
+    if (reached) found = Located{s.keys[i], static_cast<uint32_t>(count), mass};
+  }
+  __syncthreads();
+  const Located result = found;
+  __syncthreads();  // read before the next call resets it
+  return result;
+}
+
+// The weight floors of the first gather, most likely keys first: each floor's keys are those
+// with w >= it, whose keys are >= floor_key(f).
+constexpr int kFloors = 8;
+__device__ __forceinline__ float floor_weight(int f) {
+  constexpr float kFloor[kFloors] = {0x1p-1f, 0x1p-2f,  0x1p-4f,  0x1p-6f,
+                                     0x1p-9f, 0x1p-12f, 0x1p-16f, 0x1p-24f};
+  return kFloor[f];
+}
+__device__ __forceinline__ uint64_t floor_key(int f) {
+  return static_cast<uint64_t>(__float_as_uint(floor_weight(f))) << 32;
+}
+
+// Count and mass of the candidates at or above each floor, and of every candidate
+// ([kFloors]).
+struct FloorStats {
+  uint32_t count[kFloors + 1];
+  uint64_t mass[kFloors + 1];
+};
+
+// One pass over the row into `out` (shared); s.bin_* hold the warps' partial sums.
+__device__ void floor_stats(const float* row, int vocab, float m, const SampleDraw& d,
+                            const SampleSmem& s, FloorStats& out) {
+  uint32_t count[kFloors + 1] = {};
+  uint64_t mass[kFloors + 1] = {};
+  for (int j = threadIdx.x; j < vocab; j += kSampleThreads) {
+    const float w = sample_math::weight(row[j], m, d.inv_temperature, d.min_p);
+    if (w == 0.0f) continue;
+    const uint64_t wm = sample_math::weight_mass(w);
+#pragma unroll
+    for (int f = 0; f < kFloors; ++f) {
+      count[f] += w >= floor_weight(f) ? 1 : 0;
+      mass[f] += w >= floor_weight(f) ? wm : 0;
+    }
+    count[kFloors] += 1;
+    mass[kFloors] += wm;
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int f = 0; f <= kFloors; ++f) {
+    for (int off = 16; off > 0; off /= 2) {
+      count[f] += __shfl_xor_sync(0xffffffffu, count[f], off);
+      mass[f] += __shfl_xor_sync(0xffffffffu, mass[f], off);
+    }
+    if (lane == 0) {
+      s.bin_count[warp * (kFloors + 1) + f] = count[f];
+      s.bin_mass[warp * (kFloors + 1) + f] = mass[f];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x <= kFloors) {
+    const int f = threadIdx.x;
+    uint32_t c = 0;
+    uint64_t ms = 0;
+    for (int w = 0; w < kSampleWarps; ++w) {
+      c += s.bin_count[w * (kFloors + 1) + f];
+      ms += s.bin_mass[w * (kFloors + 1) + f];
+    }
+    out.count[f] = c;
+    out.mass[f] = ms;
+  }
+  __syncthreads();
+}
+
+// What one row's cuts share: the floor statistics, the byte-0 histogram of every candidate
+// (made by the first descent), and the resident most likely keys (s.keys[0, resident_n), of
+// mass resident_mass; 0 when none).
+struct OrderedState {
+  const FloorStats* floors;
+  uint32_t* count0;
+  uint64_t* mass0;
+  bool hist0_ready;
+  int resident_n;
+  uint64_t resident_mass;
+};
+
+// The cut at `need` (count or mass; need >= 1 and at most every candidate's).
+__device__ Located locate(const float* row, int vocab, float m, const SampleDraw& d,
+                          const SampleSmem& s, OrderedState& st, uint64_t need, bool by_mass) {
+  __shared__ int chosen;
+  __shared__ uint32_t above_count_s;
+  __shared__ uint64_t above_mass_s;
+  if (by_mass ? need <= st.resident_mass : need <= static_cast<uint64_t>(st.resident_n)) {
+    return find_in_sorted(s, st.resident_n, need, by_mass, 0, 0);
+  }
+  // The smallest floor whose keys hold the cut, if they fit.
+  for (int f = 0; f < kFloors; ++f) {
+    if ((by_mass ? st.floors->mass[f] : st.floors->count[f]) < need) continue;
+    if (st.floors->count[f] > static_cast<uint32_t>(kMaxSampleCandidates)) break;
+    st.resident_n = gather_sorted(row, vocab, m, d, s, floor_key(f), ~uint64_t{0});
+    st.resident_mass = st.floors->mass[f];
+    return find_in_sorted(s, st.resident_n, need, by_mass, 0, 0);
+  }
+  if (!st.hist0_ready) {
+    digit_histogram(row, vocab, m, d, s, 0, 0);
+    for (int b = threadIdx.x; b < kDigitBins; b += kSampleThreads) {
+      st.count0[b] = s.bin_count[b];
+      st.mass0[b] = s.bin_mass[b];
+    }
+    __syncthreads();
+    st.hist0_ready = true;
+  }
+  uint64_t prefix = 0;
+  for (int level = 0; level < 8; ++level) {
+    if (level > 0) digit_histogram(row, vocab, m, d, s, prefix, level);
+    const uint32_t* count = level == 0 ? st.count0 : s.bin_count;
+    const uint64_t* mass = level == 0 ? st.mass0 : s.bin_mass;
+    if (threadIdx.x == 0) {
+      uint32_t above_count = level == 0 ? 0 : above_count_s;
+      uint64_t above_mass = level == 0 ? 0 : above_mass_s;
+      chosen = -1;
+      for (int b = kDigitBins - 1; b >= 0; --b) {
+        if ((by_mass ? above_mass + mass[b] : above_count + count[b]) >= need) {
+          chosen = b;
+          break;
+        }
+        above_count += count[b];
+        above_mass += mass[b];
+      }
+      above_count_s = above_count;
+      above_mass_s = above_mass;
+    }
+    __syncthreads();
+    const int b = chosen;
+    const uint32_t above_count = above_count_s, bin_count = count[b < 0 ? 0 : b];
+    const uint64_t above_mass = above_mass_s, bin_mass = mass[b < 0 ? 0 : b];
+    __syncthreads();  // every thread has read them before thread 0 or a histogram moves on
+    if (b < 0) return Located{0, 0, 0};
+    prefix |= static_cast<uint64_t>(b) << (56 - 8 * level);
+    if (above_count + bin_count <= static_cast<uint32_t>(kMaxSampleCandidates)) {
+      // The bin and everything above it: the new resident keys.
+      st.resident_n = gather_sorted(row, vocab, m, d, s, prefix, ~uint64_t{0});
+      st.resident_mass = above_mass + bin_mass;
+      return find_in_sorted(s, st.resident_n, need, by_mass, 0, 0);
+    }
+    if (bin_count <= static_cast<uint32_t>(kMaxSampleCandidates)) {
+      const int n = gather_sorted(row, vocab, m, d, s, prefix, bin_end(prefix, level + 1));
+      st.resident_n = 0;
+      st.resident_mass = 0;
+      return find_in_sorted(s, n, need, by_mass, above_count, above_mass);
+    }
+  }
+  return Located{0, 0, 0};  // unreachable: a byte-7 bin holds one key
+}
+
+// The top-k / top-p draw (every thread gets it); -1 when a cut is not found, which the
+// arithmetic rules out (the row would go to the host).
+__device__ int32_t ordered_token(const float* row, int vocab, float m, const SampleDraw& d,
+                                 const SampleSmem& s) {
+  __shared__ FloorStats floors;
+  __shared__ uint32_t count0[kDigitBins];
+  __shared__ uint64_t mass0[kDigitBins];
+  floor_stats(row, vocab, m, d, s, floors);
+  OrderedState st{&floors, count0, mass0, false, 0, 0};
+  uint64_t kept_mass = floors.mass[kFloors];
+  if (d.top_k > 0 && static_cast<uint32_t>(d.top_k) < floors.count[kFloors]) {
+    const Located cut = locate(row, vocab, m, d, s, st, d.top_k, false);
+    if (cut.key == 0) return -1;
+    kept_mass = cut.mass;
   }
   if (d.top_p < 1.0) {
-    const double target = __dmul_rn(__dmul_rn(d.top_p, total), 1.0 - 1e-12);
-    double cum = 0.0;
-    int cut = 0;
-    for (; cut < kept; ++cut) {
-      cum = __dadd_rn(cum, key_weight(s.keys[cut]));
-      if (cum >= target) break;
-    }
-    if (cut == kept) {
-      // Unreached: every candidate is kept, unless tokens below the floor were left out.
-      if (d.top_k == 0 && floor > 0.0f) return -1;
-    } else {
-      kept = cut + 1;
-    }
+    const uint64_t need = sample_math::top_p_need(d.top_p, kept_mass);
+    const Located cut = locate(row, vocab, m, d, s, st, need, true);
+    if (cut.key == 0) return -1;
+    kept_mass = cut.mass;
   }
-  double sum = 0.0;
-  for (int i = 0; i < kept; ++i) sum = __dadd_rn(sum, key_weight(s.keys[i]));
-  double cum = 0.0;
-  for (int i = 0; i < kept; ++i) {
-    cum = __dadd_rn(cum, __ddiv_rn(key_weight(s.keys[i]), sum));
-    if (cum > d.u) return key_token(s.keys[i]);
-  }
-  return key_token(s.keys[kept - 1]);  // rounding fallback: the last kept token
+  const uint64_t target = sample_math::draw_target(d.u, kept_mass);
+  const Located drawn = locate(row, vocab, m, d, s, st, target + 1, true);
+  return drawn.key == 0 ? -1 : sample_math::key_token(drawn.key);
 }
 
 __global__ void __launch_bounds__(kSampleThreads)
@@ -557,11 +746,11 @@ __global__ void __launch_bounds__(kSampleThreads)
   __shared__ int red_i[kSampleWarps];
   const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
   SampleSmem s;
-  s.block_sums = smem;
-  s.keys = reinterpret_cast<uint64_t*>(s.block_sums + blocks);
-  s.block_max = reinterpret_cast<float*>(s.keys + kMaxSampleCandidates);
-  s.lane_sums = s.block_max + blocks;
-  s.lane_max = s.lane_sums + blocks * kSampleLanes;
+  s.keys = reinterpret_cast<uint64_t*>(smem);
+  s.block_sums = smem + kMaxSampleCandidates;
+  s.lane_sums = reinterpret_cast<float*>(s.block_sums + blocks);
+  s.bin_mass = reinterpret_cast<uint64_t*>(s.block_sums);
+  s.bin_count = reinterpret_cast<uint32_t*>(s.bin_mass + kSampleWarps * kDigitBins);
   const float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
   const SampleDraw d = draws[blockIdx.x];
   const int t = threadIdx.x;
@@ -592,7 +781,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   } else if (d.top_k == 0 && d.top_p >= 1.0) {
     token = temperature_token(row, vocab, m, d, s, staged);
   } else {
-    token = ordered_token(row, vocab, m, d, s, red);
+    token = ordered_token(row, vocab, m, d, s);
   }
   __shared__ int32_t chosen;
   if (t == 0) chosen = token;
@@ -601,7 +790,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   float logprob = 0.0f;
   if (d.logprob && token >= 0) {
     // logit - m - log(sum_exp): sum_exp is the weights' total at temperature 1, min-p 0.
-    weight_block_sums(row, vocab, m, 1.0f, 0.0f, s, false);
+    weight_block_sums(row, vocab, m, 1.0f, 0.0f, s);
     if (t == 0) {
       const float x = row[token];
       const double xd = isnan(x) ? -CUDART_INF : static_cast<double>(x);

@@ -23,9 +23,9 @@
 //   sample_rows:   (out[r], out_logprobs[r]) = sample_draw(logits[r, :], draws[r]) (common/
 //                  sample_draw.h, the same token ids as the host; the logprob within a float
 //                  ulp or two), or out[r] = -1 for a row left to the host: a row whose maximum
-//                  is infinite, and a top-k/top-p row with more than kMaxSampleCandidates
-//                  tokens above its candidate floor. The logits are only read. One CTA per
-//                  row; vocab <= 2^20
+//                  is infinite. Top-k / top-p sets of any size (a radix descent narrows what
+//                  does not fit the kMaxSampleCandidates keys sorted in shared memory). The
+//                  logits are only read. One CTA per row; vocab <= 2^20
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
@@ -84,7 +84,8 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
 // out: [rows].
 Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, StreamHandle stream);
 
-// The most top-k/top-p candidates sample_rows sorts on the device (64 KiB of keys).
+// The most top-k / top-p candidates sample_rows sorts at once in shared memory (64 KiB of
+// keys).
 inline constexpr int kMaxSampleCandidates = 8192;
 
 // logits: [rows, vocab] f32; draws: [rows] (device); out, out_logprobs: [rows].

@@ -345,17 +345,17 @@ TEST(ModelCudaOps, ArgmaxRowsEqualsTheHostArgmax) {
 // float ulp or two: per row a mode (temperature only, greedy, top-k, top-p, both, min-p) at
 // several temperatures, logprobs on every other row, uniforms across [0, 1) (0 and just below
 // 1 included); vocabularies below, at and across the 1024-weight blocks and Qwen3's; rows with
-// NaN and -inf, a peaked row. The rows it must leave to the host (out = -1): an infinite
-// maximum (+inf entries, every entry -inf or NaN) and a flat Qwen3-sized row whose top-p set
-// is larger than kMaxSampleCandidates.
+// NaN and -inf, a peaked row; near-flat rows and rows of many equal logits whose top-k / top-p
+// sets exceed kMaxSampleCandidates on the larger vocabularies (the radix descent, down to the
+// token-id bytes for the ties). The rows it must leave to the host (out = -1): an infinite
+// maximum (+inf entries, every entry -inf or NaN).
 TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(31);
   const float inf = INFINITY;
-  for (int vocab : {5, 1000, 1024, 1025, 4099, 151669}) {
+  for (int vocab : {5, 1000, 1024, 1025, 4099, 20000, 151669}) {
     SCOPED_TRACE(vocab);
     const int rows = 48;
-    const bool big = vocab > kMaxSampleCandidates;
     std::vector<float> x = random_f32(static_cast<size_t>(rows) * vocab, rng, 0.0, 4.0);
     const auto at = [&](int r, int i) -> float& { return x[static_cast<size_t>(r) * vocab + i]; };
     for (int i = 0; i < vocab; i += 3) at(1, i) = NAN;
@@ -369,9 +369,7 @@ TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
     for (int r = 0; r < rows; ++r) {
       SampleDraw& d = draws[r];
       const double temperatures[] = {0.3, 0.7, 1.0, 1.6, 4.0};
-      // Qwen3-sized rows keep top-k/top-p sets the device sorts: peaked (low temperature).
-      const double temperature = big && r % 6 >= 2 ? 0.3 + 0.1 * (r % 3) : temperatures[r % 5];
-      d.inv_temperature = static_cast<float>(1.0 / temperature);
+      d.inv_temperature = static_cast<float>(1.0 / temperatures[r % 5]);
       d.u = r == 7 ? 0.0 : r == 8 ? 1.0 - 0x1.0p-53 : rng.uniform();
       d.logprob = r % 2;
       switch (r % 6) {
@@ -381,13 +379,13 @@ TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
           d.greedy = 1;
           break;
         case 2:
-          d.top_k = 1 + static_cast<int32_t>(rng.uniform() * 64);
+          d.top_k = 1 + static_cast<int32_t>(rng.uniform() * (r % 4 == 0 ? 64 : 30000));
           break;
         case 3:
           d.top_p = 0.5 + 0.49 * rng.uniform();
           break;
         case 4:
-          d.top_k = 1 + static_cast<int32_t>(rng.uniform() * (big ? 100 : 2000));
+          d.top_k = 1 + static_cast<int32_t>(rng.uniform() * (r % 4 == 0 ? 100 : 30000));
           d.top_p = 0.8 + 0.2 * rng.uniform();
           break;
         case 5:
@@ -396,10 +394,21 @@ TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
           break;
       }
     }
-    const int flat = 9;  // top-p 0.95 of near-equal logits: most of the vocabulary
-    for (int i = 0; i < vocab; ++i) at(flat, i) = static_cast<float>(rng.uniform() * 0.01);
-    draws[flat] = SampleDraw{};
-    draws[flat].top_p = 0.95;
+    // Near-flat rows (top-p or top-k sets of most of the vocabulary) and rows of logits on a
+    // coarse grid (thousands of exact ties), drawn by top-p, a large top-k, and both.
+    const int special[] = {9, 10, 11, 12, 13, 14};
+    for (int k = 0; k < 6; ++k) {
+      const int r = special[k];
+      for (int i = 0; i < vocab; ++i) {
+        at(r, i) = k < 3 ? static_cast<float>(rng.uniform() * 0.01)
+                         : std::round(static_cast<float>(rng.uniform(-2.0, 2.0)) * 4.0f) / 4.0f;
+      }
+      draws[r] = SampleDraw{};
+      draws[r].u = rng.uniform();
+      draws[r].logprob = 1;
+      draws[r].top_p = k % 3 == 1 ? 1.0 : 0.95;
+      draws[r].top_k = k % 3 == 0 ? 0 : vocab / 2 + 1;
+    }
     float* dx = to_device(x);
     SampleDraw* dd = nullptr;
     int32_t* dout = nullptr;
@@ -421,7 +430,7 @@ TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
       SCOPED_TRACE("row " + std::to_string(r));
       const std::span<const float> row(x.data() + static_cast<size_t>(r) * vocab, vocab);
       const SampleResult want = sample_draw(row, draws[r], scratch);
-      if (r == 2 || r == 3 || r == 4 || (r == flat && big)) {
+      if (r == 2 || r == 3 || r == 4) {
         EXPECT_EQ(got[static_cast<size_t>(r)], -1);
         continue;
       }
