@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <math_constants.h>
 
+#include <atomic>
 #include <climits>
 #include <string>
 
@@ -900,12 +901,19 @@ Status sample_rows(const float* logits, int rows, int vocab, const SampleDraw* d
     return invalid_argument("sample_rows: vocab = " + std::to_string(vocab) +
                             ": expected at most " + std::to_string(kMaxSampleVocab));
   }
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(sample_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(sample_rows_smem(kMaxSampleVocab)));
-  if (attr != cudaSuccess) {
+  // The shared-memory attribute is per device: set once on each (bit d of `prepared`).
+  static std::atomic<uint64_t> prepared{0};
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (err == cudaSuccess && (bit == 0 || (prepared.load() & bit) == 0)) {
+    err = cudaFuncSetAttribute(sample_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sample_rows_smem(kMaxSampleVocab)));
+    if (err == cudaSuccess) prepared.fetch_or(bit);
+  }
+  if (err != cudaSuccess) {
     return internal_error(std::string("sample_rows: shared memory attribute: ") +
-                          cudaGetErrorString(attr));
+                          cudaGetErrorString(err));
   }
   sample_rows_kernel<<<rows, kSampleThreads, sample_rows_smem(vocab), stream>>>(
       logits, vocab, draws, out, out_logprobs);
