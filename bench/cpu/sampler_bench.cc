@@ -1,7 +1,9 @@
 // sampler_bench.cc: host time to sample one token from one row of Qwen3-sized logits
 // (151,936 entries) with RequestSampler, per sampling mode. The engine samples every
 // sampling row of a step on its thread, so this times the per-row host cost of a decode step
-// (issue 5: serving latency). Logits: N(0, 3) from a fixed seed, like a flat LM head.
+// (issue 5: serving latency). Logits: N(0, 3) from a fixed seed, like a flat LM head; the
+// *Flat case N(0, 0.3), like the random dummy models' logits, whose top-p 0.9 set is most of
+// the vocabulary.
 //   sampler_bench [benchmark flags]
 #include <benchmark/benchmark.h>
 
@@ -17,16 +19,16 @@ using packserve::engine::SamplingParams;
 
 constexpr size_t kVocab = 151936;
 
-std::vector<float> random_logits() {
+std::vector<float> random_logits(float stddev) {
   std::mt19937 gen(7);
-  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::normal_distribution<float> normal(0.0f, stddev);
   std::vector<float> logits(kVocab);
   for (float& x : logits) x = normal(gen);
   return logits;
 }
 
-void run(benchmark::State& state, SamplingParams params) {
-  const std::vector<float> logits = random_logits();
+void run(benchmark::State& state, SamplingParams params, float stddev = 3.0f) {
+  const std::vector<float> logits = random_logits(stddev);
   RequestSampler sampler(params, 1);
   for (auto _ : state) benchmark::DoNotOptimize(sampler.sample(logits));
   state.SetItemsProcessed(state.iterations());
@@ -46,12 +48,14 @@ void BM_Temperature(benchmark::State& s) { run(s, with(1.0, 0, 1.0, false)); }
 void BM_TemperatureLogprobs(benchmark::State& s) { run(s, with(1.0, 0, 1.0, true)); }
 void BM_TopK50(benchmark::State& s) { run(s, with(1.0, 50, 1.0, false)); }
 void BM_TopP09(benchmark::State& s) { run(s, with(1.0, 0, 0.9, false)); }
+void BM_TopP09Flat(benchmark::State& s) { run(s, with(1.0, 0, 0.9, false), 0.3f); }
 
 BENCHMARK(BM_Greedy);
 BENCHMARK(BM_Temperature);
 BENCHMARK(BM_TemperatureLogprobs);
 BENCHMARK(BM_TopK50);
 BENCHMARK(BM_TopP09);
+BENCHMARK(BM_TopP09Flat);
 
 }  // namespace
 

@@ -94,50 +94,64 @@ float top_p_floor(const FloorMasses& masses, double top_p) {
   return 0.0f;
 }
 
-// Top-k and top-p on `keys` (sample_key of every candidate at or above a valid floor, any
-// order): leaves the kept keys most likely first and returns their mass. total_all: the mass
-// of every candidate, read by top-p alone (which cuts relative to every token, gathered or
-// not).
-uint64_t order_and_cut(std::vector<uint64_t>& keys, uint64_t total_all, const SampleDraw& d) {
+// In keys[0, n): the first key, most likely first, at which the running mass reaches need
+// (1 <= need <= the keys' mass). Reorders the keys so that those before the returned index are
+// the more likely ones (in no order); `reached`: the running mass through it. Halving by
+// nth_element and summing the upper half: O(n) expected, where a sort is O(n log n) -- the
+// top-p set of a near-flat distribution is most of the vocabulary.
+size_t cut_by_mass(std::vector<uint64_t>& keys, size_t n, uint64_t need, uint64_t& reached) {
   const auto at = [&](size_t i) { return keys.begin() + static_cast<std::ptrdiff_t>(i); };
   const std::greater<uint64_t> more_likely;
-  size_t k = keys.size();
+  size_t begin = 0, end = n;
+  uint64_t above = 0;  // the mass of keys[0, begin), each more likely than keys[begin, end)
+  while (end - begin > 64) {
+    const size_t mid = begin + (end - begin) / 2;
+    std::nth_element(at(begin), at(mid), at(end), more_likely);
+    uint64_t upper = 0;
+    for (size_t i = begin; i <= mid; ++i) upper += sample_math::key_mass(keys[i]);
+    if (above + upper >= need) {
+      end = mid + 1;
+    } else {
+      above += upper;
+      begin = mid + 1;
+    }
+  }
+  std::sort(at(begin), at(end), more_likely);
+  for (size_t i = begin; i < end; ++i) {
+    above += sample_math::key_mass(keys[i]);
+    if (above >= need) {
+      reached = above;
+      return i;
+    }
+  }
+  reached = above;
+  return end - 1;  // unreachable: need <= the keys' mass
+}
+
+// Top-k and top-p on `keys` (sample_key of every candidate at or above a valid floor, any
+// order): leaves the kept keys (in no order) and returns their mass. total_all: the mass of
+// every candidate, read by top-p alone (which cuts relative to every token, gathered or not).
+uint64_t cut_kept(std::vector<uint64_t>& keys, uint64_t total_all, const SampleDraw& d) {
   uint64_t total = total_all;
   if (d.top_k > 0) {
-    if (static_cast<size_t>(d.top_k) < k) {
-      k = static_cast<size_t>(d.top_k);
-      std::nth_element(keys.begin(), at(k - 1), keys.end(), more_likely);
+    const size_t k = static_cast<size_t>(d.top_k);
+    if (k < keys.size()) {
+      std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(k - 1), keys.end(),
+                       std::greater<uint64_t>());
       keys.resize(k);
     }
     total = 0;
     for (const uint64_t key : keys) total += sample_math::key_mass(key);
   }
-  if (d.top_p >= 1.0) {
-    std::sort(keys.begin(), keys.end(), more_likely);
-    return total;
+  if (d.top_p < 1.0) {
+    const size_t cut =
+        cut_by_mass(keys, keys.size(), sample_math::top_p_need(d.top_p, total), total);
+    keys.resize(cut + 1);
   }
-  const uint64_t need = sample_math::top_p_need(d.top_p, total);
-  // Sort a growing most-likely prefix until it holds the need: the top-p set of a real
-  // next-token distribution is usually a few tokens of a vocabulary of 150k.
-  size_t sorted = 0;
-  size_t prefix = std::min(k, size_t{64});
-  uint64_t cum = 0;
-  for (;;) {
-    if (prefix < k) std::nth_element(at(sorted), at(prefix - 1), keys.end(), more_likely);
-    std::sort(at(sorted), at(prefix), more_likely);
-    for (; sorted < prefix; ++sorted) {
-      cum += sample_math::key_mass(keys[sorted]);
-      if (cum >= need) {
-        keys.resize(sorted + 1);
-        return cum;
-      }
-    }
-    if (prefix == k) return cum;  // unreachable: need <= total, and the floor is valid
-    prefix = std::min(k, prefix * 8);
-  }
+  return total;
 }
 
-// The kept keys, most likely first, and their mass (> 0 when there is any).
+// The kept keys, in no order, and their mass (> 0 when there is any).
 struct Kept {
   std::vector<uint64_t> keys;
   uint64_t total = 0;
@@ -162,7 +176,7 @@ Kept kept_keys(std::span<const float> logits, float m, const SampleDraw& d,
                     scratch.weights.data(), scratch.block_sums.data());
     // Only tokens at or above a floor can be kept: gather those.
     float floor = 0.0f;
-    if (d.top_k > 0) {  // order_and_cut sums the top-k mass itself
+    if (d.top_k > 0) {  // cut_kept sums the top-k mass itself
       floor = top_k_floor(scratch.weights, scratch.block_sums.size(), d.top_k);
     } else {
       const FloorMasses masses = floor_masses(scratch.weights);
@@ -175,19 +189,8 @@ Kept kept_keys(std::span<const float> logits, float m, const SampleDraw& d,
         out.keys.push_back(sample_math::sample_key(w, static_cast<int32_t>(i)));
     }
   }
-  if (!out.keys.empty()) out.total = order_and_cut(out.keys, total_all, d);
+  if (!out.keys.empty()) out.total = cut_kept(out.keys, total_all, d);
   return out;
-}
-
-// The draw's token: the first kept key whose running mass exceeds draw_target(u, total).
-int32_t walk_kept(const Kept& kept, double u) {
-  const uint64_t target = sample_math::draw_target(u, kept.total);
-  uint64_t cum = 0;
-  for (const uint64_t key : kept.keys) {
-    cum += sample_math::key_mass(key);
-    if (cum > target) return sample_math::key_token(key);
-  }
-  return sample_math::key_token(kept.keys.back());  // unreachable: target < total
 }
 
 }  // namespace
@@ -207,7 +210,8 @@ std::vector<SampleCandidate> sample_candidates(std::span<const float> logits, fl
                                                const SampleDraw& d, TemperatureScratch& scratch) {
   std::vector<SampleCandidate> out;
   if (ordered(d)) {
-    const Kept kept = kept_keys(logits, m, d, scratch);
+    Kept kept = kept_keys(logits, m, d, scratch);
+    std::sort(kept.keys.begin(), kept.keys.end(), std::greater<uint64_t>());
     for (const uint64_t key : kept.keys) {
       out.push_back({sample_math::key_token(key), static_cast<double>(sample_math::key_mass(key)) /
                                                       static_cast<double>(kept.total)});
@@ -243,8 +247,14 @@ SampleResult sample_draw(std::span<const float> logits, const SampleDraw& d,
   } else if (!ordered(d)) {
     result.token_id = sample_temperature(logits, m, d, scratch);
   } else {
-    const Kept kept = kept_keys(logits, m, d, scratch);
-    result.token_id = kept.keys.empty() ? 0 : walk_kept(kept, d.u);  // empty: every logit NaN
+    Kept kept = kept_keys(logits, m, d, scratch);
+    if (!kept.keys.empty()) {  // empty: every logit NaN, token 0
+      // The first kept key whose running mass exceeds the target.
+      const uint64_t need = sample_math::draw_target(d.u, kept.total) + 1;
+      uint64_t reached = 0;
+      const size_t i = cut_by_mass(kept.keys, kept.keys.size(), need, reached);
+      result.token_id = sample_math::key_token(kept.keys[i]);
+    }
   }
   // A full pass over the vocabulary: only when the request asked for logprobs.
   if (d.logprob)

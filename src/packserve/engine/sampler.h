@@ -10,9 +10,10 @@
 //      mass is >= top_p (always at least one token).
 //   6. draw u ~ U[0, 1) from the request's own RNG and walk the kept tokens until their
 //      cumulative (renormalized) mass exceeds u: most likely first when top-k or top-p is on
-//      (only tokens above a floor that the kept set cannot go below are gathered, and only
-//      the kept prefix is sorted), in token-id order otherwise (no sort and no candidate
-//      list: per-block sums of the weights find the block, then one block is walked).
+//      (only tokens above a floor that the kept set cannot go below are gathered, and the
+//      cuts are found by halving with nth_element), in token-id order otherwise (no sort and
+//      no candidate list: per-block sums of the weights find the block, then one block is
+//      walked).
 // "Most likely first" orders by (scaled logit desc, token id asc), so equal logits are broken
 // by the lower id and the result is a pure function of (logits, params, RNG state).
 // The arithmetic (top-k / top-p masses as exact integers, the temperature walk's float64 sums
