@@ -94,15 +94,15 @@ float top_p_floor(const FloorMasses& masses, double top_p) {
   return 0.0f;
 }
 
-// In keys[0, n): the first key, most likely first, at which the running mass reaches need
+// In keys: the first key, most likely first, at which the running mass reaches need
 // (1 <= need <= the keys' mass). Reorders the keys so that those before the returned index are
 // the more likely ones (in no order); `reached`: the running mass through it. Halving by
 // nth_element and summing the upper half: O(n) expected, where a sort is O(n log n) -- the
 // top-p set of a near-flat distribution is most of the vocabulary.
-size_t cut_by_mass(std::vector<uint64_t>& keys, size_t n, uint64_t need, uint64_t& reached) {
+size_t cut_by_mass(std::vector<uint64_t>& keys, uint64_t need, uint64_t& reached) {
   const auto at = [&](size_t i) { return keys.begin() + static_cast<std::ptrdiff_t>(i); };
   const std::greater<uint64_t> more_likely;
-  size_t begin = 0, end = n;
+  size_t begin = 0, end = keys.size();
   uint64_t above = 0;  // the mass of keys[0, begin), each more likely than keys[begin, end)
   while (end - begin > 64) {
     const size_t mid = begin + (end - begin) / 2;
@@ -144,8 +144,7 @@ uint64_t cut_kept(std::vector<uint64_t>& keys, uint64_t total_all, const SampleD
     for (const uint64_t key : keys) total += sample_math::key_mass(key);
   }
   if (d.top_p < 1.0) {
-    const size_t cut =
-        cut_by_mass(keys, keys.size(), sample_math::top_p_need(d.top_p, total), total);
+    const size_t cut = cut_by_mass(keys, sample_math::top_p_need(d.top_p, total), total);
     keys.resize(cut + 1);
   }
   return total;
@@ -252,7 +251,7 @@ SampleResult sample_draw(std::span<const float> logits, const SampleDraw& d,
       // The first kept key whose running mass exceeds the target.
       const uint64_t need = sample_math::draw_target(d.u, kept.total) + 1;
       uint64_t reached = 0;
-      const size_t i = cut_by_mass(kept.keys, kept.keys.size(), need, reached);
+      const size_t i = cut_by_mass(kept.keys, need, reached);
       result.token_id = sample_math::key_token(kept.keys[i]);
     }
   }
