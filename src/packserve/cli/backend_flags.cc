@@ -35,6 +35,7 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   options.page_size = config.kv.page_size;
   options.cpu_default_num_pages = cpu_default_num_pages;
   options.num_threads = num_threads;
+  options.sample_threads = config.num_sampler_threads;
   options.plan = config.plan;
   options.cuda_device = flags.cuda_device;
   options.gpu_memory_utilization = flags.gpu_memory_utilization;

@@ -31,7 +31,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
   cmd.add_option("--threads", f.threads, p + "CPU attention executor threads")
       ->capture_default_str();
   cmd.add_option("--sampler-threads", f.sampler_threads,
-                 p + "host threads sampling a step's rows; 0: min(8, hardware threads)")
+                 p + "host threads sampling a step's rows (the engine's, or the cpu "
+                     "backend's draws); 0: min(8, hardware threads)")
       ->capture_default_str();
   cmd.add_flag("--no-backend-sampling", f.no_backend_sampling,
                p + "sample non-greedy and logprob rows on the host from their logits instead "

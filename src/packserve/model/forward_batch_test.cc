@@ -171,8 +171,10 @@ TEST(CpuForwardBackendCreate, RejectsUnsupportedShapesAndBadWeights) {
   EXPECT_NE(r.status().message().find("num_pages = 0"), std::string::npos);
   r = CpuForwardBackend::create(w, KvPoolShape{4, 300}, {});
   EXPECT_NE(r.status().message().find("page_size = 300"), std::string::npos);
-  r = CpuForwardBackend::create(w, kPool, CpuForwardOptions{0, 8, {}});
+  r = CpuForwardBackend::create(w, kPool, CpuForwardOptions{0, 8, {}, 0});
   EXPECT_NE(r.status().message().find("num_threads = 0"), std::string::npos);
+  r = CpuForwardBackend::create(w, kPool, CpuForwardOptions{1, 8, {}, 65});
+  EXPECT_NE(r.status().message().find("sample_threads = 65"), std::string::npos);
 
   w.layers[1].k_proj.shape = {64, 128};
   r = CpuForwardBackend::create(w, kPool, {});

@@ -51,6 +51,10 @@ Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(
     return invalid_argument("num_threads = " + std::to_string(options.num_threads) +
                             ": expected >= 1");
   }
+  if (options.sample_threads < 0 || options.sample_threads > 64) {
+    return invalid_argument("sample_threads = " + std::to_string(options.sample_threads) +
+                            ": expected 0 (auto) to 64");
+  }
   if (options.num_ctas < 1) {
     return invalid_argument("num_ctas = " + std::to_string(options.num_ctas) + ": expected >= 1");
   }
@@ -71,6 +75,8 @@ Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(
   b->config_ = c;
   b->pool_ = pool;
   b->options_ = options;
+  b->sample_pool_ = std::make_unique<WorkerPool>(
+      options.sample_threads > 0 ? options.sample_threads : default_worker_threads());
   b->inv_freq_ = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
   try {
     b->embed_ = to_f32(weights.embed_tokens);
@@ -177,13 +183,19 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   for (int r = 0; r < num_requests; ++r) {
     if (batch.samples[r] == kOutputArgmax) out.argmax.push_back(argmax_lowest(row(i++)));
   }
+  std::vector<int> draw_requests;  // the kOutputSample rows' requests, rows i, i + 1, ...
   for (int r = 0; r < num_requests; ++r) {
-    if (batch.samples[r] != kOutputSample) continue;
-    const std::span<const float> x = row(i++);
-    const SampleResult s = sample_draw(x, batch.draws[static_cast<size_t>(r)], scratch_);
-    out.sampled.push_back(s.token_id);
-    out.sampled_logprobs.push_back(s.logprob);
+    if (batch.samples[r] == kOutputSample) draw_requests.push_back(r);
   }
+  out.sampled.resize(draw_requests.size());
+  out.sampled_logprobs.resize(draw_requests.size());
+  sample_pool_->run(static_cast<int64_t>(draw_requests.size()), [&](int64_t k) {
+    thread_local TemperatureScratch scratch;  // one per pool thread, reused across steps
+    const SampleResult s =
+        sample_draw(row(i + k), batch.draws[static_cast<size_t>(draw_requests[k])], scratch);
+    out.sampled[k] = s.token_id;
+    out.sampled_logprobs[k] = s.logprob;
+  });
   logits.resize(static_cast<size_t>(num_logits * vocab));
   out.logits = std::move(logits);
   return ok_status();

@@ -32,6 +32,7 @@
 
 #include "packserve/attention/plan.h"
 #include "packserve/common/status.h"
+#include "packserve/common/worker_pool.h"
 #include "packserve/model/forward.h"
 #include "packserve/model/weights.h"
 
@@ -43,6 +44,9 @@ struct CpuForwardOptions {
   // of them whatever num_threads is; more CTAs only means finer splits of long KV.
   int num_ctas = 8;
   attention::PlanOptions plan;  // policy, deterministic, cost model
+  // Threads drawing a step's kOutputSample rows (sample_draw per row), 0 to 64; 0:
+  // default_worker_threads() (the engine's --sampler-threads).
+  int sample_threads = 0;
 };
 
 class CpuForwardBackend final : public ForwardBackend {
@@ -86,7 +90,7 @@ class CpuForwardBackend final : public ForwardBackend {
   attention::Plan plan_;
   std::vector<int32_t> positions_;
   std::vector<float> cos_sin_, x_, h_, qkv_, q_, attn_, gate_up_, act_;
-  TemperatureScratch scratch_;  // kOutputSample rows
+  std::unique_ptr<WorkerPool> sample_pool_;  // draws the kOutputSample rows
 };
 
 }  // namespace packserve::model

@@ -193,8 +193,9 @@ TEST_P(ForwardCpuArch, ChunkedPrefillEqualsUnchunked) {
 }
 
 // The argmax rows of a batch are argmax_lowest of the logits the same rows give as logits
-// rows, and its sample rows sample_draw of them with their draws (token and logprob); the
-// logits rows beside them are unchanged (a second backend on the same weights).
+// rows, and its sample rows sample_draw of them with their draws (token and logprob), drawn
+// on three threads, in request order; the logits rows beside them are unchanged (a second
+// backend on the same weights).
 TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   const ModelConfig config = GetParam().config();
   const ModelWeights w = make_weights(config, 8);
@@ -212,7 +213,9 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
     }
     if (std::count(outputs.begin(), outputs.end(), kOutputSample) > 0) b.draws = draws;
     ForwardOutput out;
-    const Status st = make_backend(w)->forward(b, out);
+    CpuForwardOptions options;
+    options.sample_threads = 3;
+    const Status st = make_backend(w, options)->forward(b, out);
     EXPECT_TRUE(st.ok()) << st.to_string();
     return out;
   };

@@ -33,6 +33,7 @@ Result<CreatedBackend> make_cpu(const BackendOptions& o) {
   KvPoolShape pool{o.num_pages > 0 ? o.num_pages : o.cpu_default_num_pages, o.page_size};
   CpuForwardOptions cpu;
   cpu.num_threads = o.num_threads;
+  cpu.sample_threads = o.sample_threads;
   cpu.plan = o.plan;
   PS_ASSIGN_OR_RETURN(auto backend, CpuForwardBackend::create(*o.weights, pool, cpu));
   CreatedBackend made;

@@ -44,6 +44,7 @@ struct BackendOptions {
   int32_t page_size = 16;                 // tokens per KV page
   int32_t cpu_default_num_pages = 2048;   // num_pages = 0 on the CPU
   int num_threads = 1;                    // CPU attention executor threads
+  int sample_threads = 0;                 // CPU: threads drawing sampled rows (0: auto)
   attention::PlanOptions plan;            // attention policy etc., both backends
   // CUDA only.
   int cuda_device = 0;                  // device ordinal
