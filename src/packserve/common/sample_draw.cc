@@ -169,10 +169,7 @@ Kept kept_keys(std::span<const float> logits, float m, const SampleDraw& d,
     }
     total_all = one * out.keys.size();
   } else {
-    scratch.weights.resize(logits.size());
-    scratch.block_sums.resize((logits.size() + kWeightBlock - 1) / kWeightBlock);
-    compute_weights(logits.data(), logits.size(), m, d.inv_temperature, d.min_p,
-                    scratch.weights.data(), scratch.block_sums.data());
+    compute_weights(logits, m, d, scratch);
     // Only tokens at or above a floor can be kept: gather those.
     float floor = 0.0f;
     if (d.top_k > 0) {  // cut_kept sums the top-k mass itself
@@ -205,6 +202,11 @@ double log_softmax_with_max(std::span<const float> logits, int32_t token, float 
   return x_token - m - std::log(sum_exp_shifted(logits.data(), logits.size(), m));
 }
 
+SampleResult sample_draw(std::span<const float> logits, const SampleDraw& draw) {
+  thread_local TemperatureScratch scratch;
+  return sample_draw(logits, draw, scratch);
+}
+
 std::vector<SampleCandidate> sample_candidates(std::span<const float> logits, float m,
                                                const SampleDraw& d, TemperatureScratch& scratch) {
   std::vector<SampleCandidate> out;
@@ -223,10 +225,7 @@ std::vector<SampleCandidate> sample_candidates(std::span<const float> logits, fl
       if (logits[i] == m) out.push_back({static_cast<int32_t>(i), 1.0});
     }
   } else {
-    scratch.weights.resize(logits.size());
-    scratch.block_sums.resize((logits.size() + kWeightBlock - 1) / kWeightBlock);
-    compute_weights(logits.data(), logits.size(), m, d.inv_temperature, d.min_p,
-                    scratch.weights.data(), scratch.block_sums.data());
+    compute_weights(logits, m, d, scratch);
     for (size_t i = 0; i < scratch.weights.size(); ++i) {
       if (scratch.weights[i] != 0.0f) out.push_back({static_cast<int32_t>(i), scratch.weights[i]});
     }

@@ -46,6 +46,10 @@ struct SampleResult {
 SampleResult sample_draw(std::span<const float> logits, const SampleDraw& draw,
                          TemperatureScratch& scratch);
 
+// The same with a scratch of the calling thread's own, kept across calls (one vocabulary's
+// weights per thread): for draws spread over a WorkerPool.
+SampleResult sample_draw(std::span<const float> logits, const SampleDraw& draw);
+
 // The kept tokens and their renormalized probabilities that a non-greedy draw walks, in the
 // walk's order (most likely first when top-k or top-p is on, token-id order otherwise); for
 // tests. m: max_ignoring_nan(logits).

@@ -25,6 +25,14 @@ double compute_weights(const float* x, size_t n, float max_logit, float inv_t, f
   return total;
 }
 
+double compute_weights(std::span<const float> logits, float max_logit, const SampleDraw& draw,
+                       TemperatureScratch& scratch) {
+  scratch.weights.resize(logits.size());
+  scratch.block_sums.resize((logits.size() + kWeightBlock - 1) / kWeightBlock);
+  return compute_weights(logits.data(), logits.size(), max_logit, draw.inv_temperature, draw.min_p,
+                         scratch.weights.data(), scratch.block_sums.data());
+}
+
 int32_t walk_weights(std::span<const float> w, std::span<const double> block_sums, double target) {
   double cum = 0.0;
   size_t b = 0;
@@ -67,11 +75,7 @@ int32_t sample_temperature(std::span<const float> logits, float m, const SampleD
     }
     return last;  // rounding fallback: the last candidate
   }
-  scratch.weights.resize(logits.size());
-  scratch.block_sums.resize((logits.size() + kWeightBlock - 1) / kWeightBlock);
-  const double total =
-      compute_weights(logits.data(), logits.size(), m, draw.inv_temperature, draw.min_p,
-                      scratch.weights.data(), scratch.block_sums.data());
+  const double total = compute_weights(logits, m, draw, scratch);
   return walk_weights(scratch.weights, scratch.block_sums, draw.u * total);
 }
 

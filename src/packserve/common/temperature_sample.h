@@ -177,6 +177,11 @@ struct TemperatureScratch {
 double compute_weights(const float* x, size_t n, float max_logit, float inv_t, float min_p,
                        float* w, double* block_sums);
 
+// compute_weights of the logits with the draw's temperature and min-p into scratch (sized to
+// the logits); returns the total.
+double compute_weights(std::span<const float> logits, float max_logit, const SampleDraw& draw,
+                       TemperatureScratch& scratch);
+
 // The walk of the header over weights w and their block sums, for target = u * total.
 int32_t walk_weights(std::span<const float> w, std::span<const double> block_sums, double target);
 

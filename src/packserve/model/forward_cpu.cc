@@ -190,9 +190,8 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   out.sampled.resize(draw_requests.size());
   out.sampled_logprobs.resize(draw_requests.size());
   sample_pool_->run(static_cast<int64_t>(draw_requests.size()), [&](int64_t k) {
-    thread_local TemperatureScratch scratch;  // one per pool thread, reused across steps
     const SampleResult s =
-        sample_draw(row(i + k), batch.draws[static_cast<size_t>(draw_requests[k])], scratch);
+        sample_draw(row(i + k), batch.draws[static_cast<size_t>(draw_requests[k])]);
     out.sampled[k] = s.token_id;
     out.sampled_logprobs[k] = s.logprob;
   });

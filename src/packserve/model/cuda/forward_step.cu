@@ -393,10 +393,8 @@ Status CudaForwardBackend::Impl::sample_left_rows(const ForwardBatch& batch, int
   }
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   copier->workers().run(static_cast<int64_t>(F), [&](int64_t j) {
-    thread_local TemperatureScratch scratch;  // one per pool thread, reused across steps
     const auto [i, r] = host_draws[static_cast<size_t>(j)];
-    const SampleResult s =
-        sample_draw({rows + j * V, V}, batch.draws[static_cast<size_t>(r)], scratch);
+    const SampleResult s = sample_draw({rows + j * V, V}, batch.draws[static_cast<size_t>(r)]);
     out.sampled[static_cast<size_t>(i)] = s.token_id;
     out.sampled_logprobs[static_cast<size_t>(i)] = s.logprob;
   });

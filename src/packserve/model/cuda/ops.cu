@@ -649,16 +649,23 @@ __device__ Located locate(const float* row, int vocab, float m, const SampleDraw
   __shared__ int chosen;
   __shared__ uint32_t above_count_s;
   __shared__ uint64_t above_mass_s;
-  if (by_mass ? need <= st.resident_mass : need <= static_cast<uint64_t>(st.resident_n)) {
+  // The cut among the resident keys, after gathering every key >= lo (of mass `mass`) as the
+  // new resident keys when lo is given.
+  const auto resident_cut = [&](bool gather, uint64_t lo, uint64_t mass) {
+    if (gather) {
+      st.resident_n = gather_sorted(row, vocab, m, d, s, lo, ~uint64_t{0});
+      st.resident_mass = mass;
+    }
     return find_in_sorted(s, st.resident_n, need, by_mass, 0, 0);
+  };
+  if (by_mass ? need <= st.resident_mass : need <= static_cast<uint64_t>(st.resident_n)) {
+    return resident_cut(false, 0, 0);
   }
   // The smallest floor whose keys hold the cut, if they fit.
   for (int f = 0; f < kFloors; ++f) {
     if ((by_mass ? st.floors->mass[f] : st.floors->count[f]) < need) continue;
     if (st.floors->count[f] > static_cast<uint32_t>(kMaxSampleCandidates)) break;
-    st.resident_n = gather_sorted(row, vocab, m, d, s, floor_key(f), ~uint64_t{0});
-    st.resident_mass = st.floors->mass[f];
-    return find_in_sorted(s, st.resident_n, need, by_mass, 0, 0);
+    return resident_cut(true, floor_key(f), st.floors->mass[f]);
   }
   if (!st.hist0_ready) {
     digit_histogram(row, vocab, m, d, s, 0, 0);
@@ -697,10 +704,7 @@ __device__ Located locate(const float* row, int vocab, float m, const SampleDraw
     if (b < 0) return Located{0, 0, 0};
     prefix |= static_cast<uint64_t>(b) << (56 - 8 * level);
     if (above_count + bin_count <= static_cast<uint32_t>(kMaxSampleCandidates)) {
-      // The bin and everything above it: the new resident keys.
-      st.resident_n = gather_sorted(row, vocab, m, d, s, prefix, ~uint64_t{0});
-      st.resident_mass = above_mass + bin_mass;
-      return find_in_sorted(s, st.resident_n, need, by_mass, 0, 0);
+      return resident_cut(true, prefix, above_mass + bin_mass);  // the bin and all above it
     }
     if (bin_count <= static_cast<uint32_t>(kMaxSampleCandidates)) {
       const int n = gather_sorted(row, vocab, m, d, s, prefix, bin_end(prefix, level + 1));
