@@ -1,10 +1,10 @@
 // make_dummy_model_cmd.cc: `packserve make-dummy-model --arch NAME --out DIR` (issue 4
 // "Loading"): a complete checkpoint directory with seeded random weights for the shape of a
 // known model (model/dummy_model.h; docs/model.md).
-// Writes one JSON line to stdout: {"dir", "arch", "dtype", "seed", "vocab_size",
+// Writes one JSON line to stdout: {"dir", "arch", "dtype", "seed", "init", "vocab_size",
 // "num_params", "weight_bytes", "seconds"}.
-// Exit codes (commands.h): 0 success; 2 bad input (unknown arch, --tokenizer without a loadable
-// tokenizer.json); 1 an I/O failure while writing.
+// Exit codes (commands.h): 0 success; 2 bad input (unknown arch or init, --copy-distance out of
+// range, --tokenizer without a loadable tokenizer.json); 1 an I/O failure while writing.
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -25,6 +25,8 @@ struct MakeDummyModelArgs {
   std::string tokenizer_dir;
   std::string dtype = "bf16";
   int threads = 0;
+  std::string init = "random";
+  int copy_distance = 7;
 };
 
 int run_make_dummy_model(const MakeDummyModelArgs& args) {
@@ -33,7 +35,14 @@ int run_make_dummy_model(const MakeDummyModelArgs& args) {
     std::cerr << "error: --" << dtype.status().message() << "\n";
     return 2;
   }
+  auto init = model::parse_dummy_init(args.init);
+  if (!init.ok()) {
+    std::cerr << "error: " << init.status().message() << "\n";
+    return 2;
+  }
   model::DummyModelOptions options;
+  options.init = *init;
+  options.copy_distance = args.copy_distance;
   options.arch = args.arch;
   options.out_dir = args.out_dir;
   options.seed = args.seed;
@@ -61,14 +70,16 @@ int run_make_dummy_model(const MakeDummyModelArgs& args) {
                             (c.qk_norm ? 2 * c.head_dim : 0);
   const int64_t num_params = c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) +
                              c.num_layers * per_layer + h;
-  nlohmann::json out = {{"dir", *made},
-                        {"arch", args.arch},
-                        {"dtype", dtype_name(*dtype)},
-                        {"seed", args.seed},
-                        {"vocab_size", c.vocab_size},
-                        {"num_params", num_params},
-                        {"weight_bytes", num_params * static_cast<int64_t>(dtype_size_bytes(*dtype))},
-                        {"seconds", seconds}};
+  nlohmann::json out = {
+      {"dir", *made},
+      {"arch", args.arch},
+      {"dtype", dtype_name(*dtype)},
+      {"seed", args.seed},
+      {"init", args.init},
+      {"vocab_size", c.vocab_size},
+      {"num_params", num_params},
+      {"weight_bytes", num_params * static_cast<int64_t>(dtype_size_bytes(*dtype))},
+      {"seconds", seconds}};
   std::cout << out.dump() << "\n";
   return 0;
 }
@@ -98,6 +109,15 @@ void register_make_dummy_model_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--threads", args->threads,
                   "weight generation threads (0: all cores; the bytes do not depend on it)")
+      ->capture_default_str();
+  cmd->add_option("--init", args->init,
+                  "random: every tensor random (near-flat logits); copy: layer 0 copies the "
+                  "token --copy-distance positions back and the other layers are damped, so "
+                  "greedy tokens are decided by wide margins (docs/model.md)")
+      ->check(CLI::IsMember({"random", "copy"}))
+      ->capture_default_str();
+  cmd->add_option("--copy-distance", args->copy_distance,
+                  "--init copy: the token after position n is the one at n - this (1..64)")
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run_make_dummy_model(*args); });
 }

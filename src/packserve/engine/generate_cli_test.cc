@@ -1,7 +1,8 @@
 // generate_cli_test.cc: `packserve generate` as a user runs it, on a tiny dummy checkpoint made
 // with `packserve make-dummy-model`: one JSON line per prompt in input order, greedy output
 // deterministic and independent of the other prompts, --logits-out whose row argmax is the
-// first greedy token, stop strings, and errors naming the file and line (exit 2).
+// first greedy token, stop strings, copy models decoding periodically, and errors naming the
+// file and line (exit 2).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/wait.h>
@@ -175,6 +176,76 @@ TEST_F(GenerateCliTest, StopStringCutsTheText) {
   const auto cut_lines = lines_of(cut.out);
   EXPECT_EQ(cut_lines[0]["text"], text.substr(0, text.find(stop)));
   EXPECT_EQ(cut_lines[0]["finish_reason"], "stop");
+}
+
+// `make-dummy-model --init copy`: layer 0 copies the token --copy-distance D back, so greedy
+// decoding continues every prompt with period D + 1 (dummy_model.h). Through pages of 4 tokens,
+// prefill chunked at 16 tokens beside decode rows, two prompts sharing a cached prefix, and
+// decode steps that read the KV earlier decode steps wrote. The random model of the fixture
+// does not have the property, so the check is not vacuous.
+TEST_F(GenerateCliTest, CopyModelContinuesEachPromptPeriodically) {
+  uint64_t state = 12345;
+  auto next_id = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int>((state >> 33) % 240) + 10;
+  };
+  std::vector<std::vector<int>> prompts;
+  for (int len : {8, 9, 13, 31, 60, 24}) {
+    std::vector<int> p;
+    for (int i = 0; i < len; ++i) p.push_back(next_id());
+    prompts.push_back(p);
+  }
+  prompts.push_back(prompts[4]);  // the first 56 tokens come from the prefix cache
+  prompts.back().resize(58);
+  std::string text;
+  for (const auto& p : prompts) text += json{{"prompt_ids", p}}.dump() + "\n";
+  const fs::path file = write("copy.jsonl", text);
+  const int kTokens = 40;
+  const std::string flags =
+      " --prompts " + file.string() + " --max-tokens " + std::to_string(kTokens) +
+      " --temperature 0 --ignore-eos --page-size 4 --max-num-batched-tokens 16";
+  // How many output tokens equal the token D + 1 before them.
+  auto periodic = [&](const std::vector<json>& lines, int distance) {
+    int count = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::vector<int> seq = prompts[i];
+      const auto out = lines[i]["token_ids"].get<std::vector<int>>();
+      EXPECT_EQ(out.size(), static_cast<size_t>(kTokens));
+      seq.insert(seq.end(), out.begin(), out.end());
+      for (size_t k = 0; k < out.size(); ++k) {
+        count += out[k] == seq[prompts[i].size() + k - 1 - static_cast<size_t>(distance)];
+      }
+    }
+    return count;
+  };
+  const int all = kTokens * static_cast<int>(prompts.size());
+  struct Case {
+    const char* arch;
+    const char* dtype;
+    int distance;
+  };
+  for (const Case c :
+       {Case{"tiny", "bf16", 7}, Case{"tiny-llama", "bf16", 7}, Case{"tiny-qwen2", "f32", 3}}) {
+    SCOPED_TRACE(c.arch);
+    const fs::path dir = *dir_ / (std::string("copy-") + c.arch);
+    const CliRun made = run("make-dummy-model --arch " + std::string(c.arch) + " --dtype " +
+                            c.dtype + " --init copy --copy-distance " + std::to_string(c.distance) +
+                            " --threads 1 --out " + dir.string());
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    EXPECT_EQ(json::parse(made.out)["init"], "copy");
+    const CliRun r = run("generate --model " + dir.string() + flags);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto lines = lines_of(r.out);
+    ASSERT_EQ(lines.size(), prompts.size());
+    EXPECT_EQ(periodic(lines, c.distance), all);
+  }
+  const CliRun r = run("generate " + model() + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(periodic(lines_of(r.out), 7), all / 4);
+  const CliRun bad = run("make-dummy-model --arch tiny --init copy --copy-distance 65 --out " +
+                         (*dir_ / "bad").string());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--copy-distance: expected 1..64, got 65"), std::string::npos) << bad.err;
 }
 
 TEST_F(GenerateCliTest, BadInputIsExit2NamingFileAndLine) {

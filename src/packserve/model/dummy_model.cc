@@ -10,12 +10,15 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <thread>
 
 #include "packserve/common/rng.h"
 #include "packserve/model/checkpoint.h"
 #include "packserve/model/dummy_tokenizer.h"
+#include "packserve/model/ops_cpu.h"
 #include "packserve/model/safetensors.h"
 #include "packserve/tokenizer/tokenizer.h"
 
@@ -54,17 +57,36 @@ constexpr Shape kShapes[] = {
      false, 0},
 };
 
-struct TensorPlan {
-  SafetensorsTensorSpec spec;
-  bool is_norm = false;  // 1 + norm_std * z instead of matrix_std * z
+// How a tensor's elements are made (element e of a [rows, cols] tensor is (e / cols, e % cols);
+// a vector is one row).
+enum class Fill {
+  kNormal,    // base + std * z, z from the random stream named `stream`
+  kConstant,  // base
+  kCopyQ,     // copy models' layer 0 (make_copy_head): column 0 = the head's q pattern, else 0
+  kCopyK,     // column 0 = the k pattern, else 0
+  kCopyV,     // column 0 = 0, else a uniform value of std v_std (copy_v_value)
+  kCopyO,     // row 0 = 0, else W_v transposed and scaled (copy_o_value)
 };
 
-std::vector<TensorPlan> plan_tensors(const ModelConfig& c) {
+struct TensorPlan {
+  SafetensorsTensorSpec spec;
+  Fill fill = Fill::kNormal;
+  double base = 0, std = 0;
+  std::string stream;            // kNormal: the stream's name; the tensor's own unless shared
+  std::optional<float> column0;  // kNormal: column 0 set to this value
+};
+
+std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const DummyModelOptions& options) {
   const DType dt = c.dtype;
   const int64_t h = c.hidden_size;
   std::vector<TensorPlan> plans;
   auto add = [&](std::string name, std::vector<int64_t> shape, bool is_norm) {
-    plans.push_back(TensorPlan{SafetensorsTensorSpec{std::move(name), dt, std::move(shape)}, is_norm});
+    TensorPlan p;
+    p.spec = SafetensorsTensorSpec{name, dt, std::move(shape)};
+    p.base = is_norm ? 1.0 : 0.0;
+    p.std = is_norm ? options.norm_std : options.matrix_std;
+    p.stream = std::move(name);
+    plans.push_back(std::move(p));
   };
   add("model.embed_tokens.weight", {c.vocab_size, h}, false);
   for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -106,44 +128,224 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-// Elements [chunk * kChunkElements, +count) of tensor `plan` into `out`.
+// ---- Copy models (DummyInit::kCopy; docs/model.md "Copy models") ----
+//
+// Layer 0's attention scores depend on the query-key distance alone, through RoPE: every
+// embedding carries a constant channel 0 (most of its energy), q_proj and k_proj read only that
+// channel, so q and k are the same vectors at every position, patterned over the `pairs`
+// highest-frequency rotary pairs so that q . k = sum_i a_i^2 cos((distance - D) theta_i), which
+// peaks at distance D. v_proj is random (channel 0 left out) and o_proj its transpose, so the
+// head adds c * (the normalised embedding of the token D back) to the residual, and the tied (or
+// equal) LM head gives that token kCopyLogitRatio times the current token's own logit (the
+// final norm's weight is 0 on channel 0, so the logits carry no common offset). The
+// other layers' output projections are damped, so their random outputs perturb the logits
+// without deciding the argmax.
+constexpr double kCopyPeakScore = 300;    // layer 0's q . k / sqrt(head_dim) at distance D
+constexpr double kCopyLogitRatio = 3;     // the copied token's logit over the current token's
+constexpr double kCopyDamping = 0.01;     // the other layers' output projections' std / matrix_std
+constexpr double kCopyChannel0Share = 8;  // channel 0's energy over the random part's
+constexpr int64_t kCopyMaxDistance = 4096;
+
+// The largest score at any distance in [0, max_distance] other than `distance`, relative to the
+// peak, when the first `pairs` rotary pairs carry equal weight.
+double runner_up(std::span<const double> inv_freq, int pairs, int distance, int64_t max_distance) {
+  double worst = -1;
+  for (int64_t t = 0; t <= max_distance; ++t) {
+    if (t == distance) continue;
+    double s = 0;
+    for (int i = 0; i < pairs; ++i) s += std::cos(static_cast<double>(t - distance) * inv_freq[i]);
+    worst = std::max(worst, s / pairs);
+  }
+  return worst;
+}
+
+struct CopyPairs {
+  int pairs = 0;
+  double runner_up = 1;
+};
+
+// The number of highest-frequency pairs (4..16) whose profile has the lowest runner-up.
+CopyPairs choose_copy_pairs(const ModelConfig& c, int distance, int64_t max_distance) {
+  const std::vector<double> inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  const int most = static_cast<int>(std::min<int64_t>(16, c.head_dim / 2));
+  CopyPairs best;
+  for (int pairs = std::min(4, most); pairs <= most; ++pairs) {
+    const double r = runner_up(inv_freq, pairs, distance, max_distance);
+    if (r < best.runner_up) best = CopyPairs{pairs, r};
+  }
+  return best;
+}
+
+struct CopyHead {
+  std::vector<float> q, k;   // [head_dim]: every head's q_proj / k_proj column 0
+  float qk_norm_weight = 1;  // qk_norm configs: layer 0's q_norm and k_norm weights
+  float embed_channel0 = 0;  // every embedding row's channel 0
+  double v_std = 0;          // layer 0's v_proj entries
+  double o_scale = 0;        // layer 0's o_proj = o_scale * v_proj^T per head
+  uint64_t v_stream = 0;
+  int64_t hidden = 0, head_dim = 0, group = 0;
+};
+
+CopyHead make_copy_head(const ModelConfig& c, const DummyModelOptions& options) {
+  const double d = static_cast<double>(c.hidden_size);
+  const double head_dim = static_cast<double>(c.head_dim);
+  const double sigma = options.matrix_std;
+  CopyHead h;
+  h.hidden = c.hidden_size;
+  h.head_dim = c.head_dim;
+  h.group = c.num_qo_heads / c.num_kv_heads;
+  const int distance = options.copy_distance;
+  const int pairs = choose_copy_pairs(c, distance, kCopyMaxDistance).pairs;
+  const std::vector<double> inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  // Channel 0 holds kCopyChannel0Share times the energy of an embedding's random part, so the
+  // normalised channel 0 is nearly the same for every token (its spread is the random part's
+  // norm's over (1 + share): about 2 % in the 64-wide tiny models).
+  const double channel0 = sigma * std::sqrt(kCopyChannel0Share * (d - 1));
+  const double rms = std::sqrt((channel0 * channel0 + (d - 1) * sigma * sigma) / d);
+  const double x0 = channel0 / rms;
+  double a = 1;
+  if (c.qk_norm) {
+    // q_norm scales q to rms 1 per element, i.e. |q_i| = sqrt(head_dim / pairs) per pair, so the
+    // peak score is sqrt(head_dim) * w^2 with w the norm weight.
+    h.qk_norm_weight = static_cast<float>(std::sqrt(kCopyPeakScore / std::sqrt(head_dim)));
+  } else {
+    a = std::sqrt(kCopyPeakScore * std::sqrt(head_dim) / (pairs * x0 * x0));
+  }
+  h.q.assign(static_cast<size_t>(c.head_dim), 0.0f);
+  h.k.assign(static_cast<size_t>(c.head_dim), 0.0f);
+  const size_t half = static_cast<size_t>(c.head_dim / 2);
+  for (size_t i = 0; i < static_cast<size_t>(pairs); ++i) {
+    // As complex numbers (rotate-half pairs i, i + half): k_i = a, q_i = a e^{-j D theta_i}, so
+    // Re(q_i e^{j n theta} conj(k_i e^{j m theta})) = a^2 cos((n - m - D) theta_i).
+    const double angle = distance * inv_freq[i];
+    h.q[i] = static_cast<float>(a * std::cos(angle));
+    h.q[i + half] = static_cast<float>(-a * std::sin(angle));
+    h.k[i] = static_cast<float>(a);
+  }
+  h.embed_channel0 = static_cast<float>(channel0);
+  // v_proj with entries of std 1/sqrt(d): E[v_proj^T v_proj] = (kv_size / d) I. The copied
+  // token's logit is then o_scale * group * (kv_size / d) |r|^2 / rms against |r|^2 for the
+  // current token (r: an embedding's random part).
+  h.v_std = 1.0 / std::sqrt(d);
+  h.o_scale =
+      kCopyLogitRatio * rms * d / static_cast<double>(c.kv_size()) / static_cast<double>(h.group);
+  h.v_stream = mix(options.seed, fnv1a(layer_tensor_name(0, "self_attn.v_proj.weight")));
+  return h;
+}
+
+// Element (row, col) of layer 0's v_proj [kv_size, hidden]: uniform, std v_std; column 0 zero.
+float copy_v_value(const CopyHead& h, int64_t row, int64_t col) {
+  if (col == 0) return 0.0f;
+  const uint64_t bits = mix(h.v_stream, static_cast<uint64_t>(row * h.hidden + col)) >> 11;
+  const double u = static_cast<double>(bits) * 0x1.0p-53;  // [0, 1)
+  return static_cast<float>(h.v_std * std::sqrt(3.0) * (2.0 * u - 1.0));
+}
+
+// Element (row, col) of layer 0's o_proj [hidden, q_size]: head col / head_dim reads KV head
+// (col / head_dim) / group, so o_proj^T's rows repeat v_proj's rows of that KV head.
+float copy_o_value(const CopyHead& h, int64_t row, int64_t col) {
+  if (row == 0) return 0.0f;
+  const int64_t kv_row = (col / h.head_dim / h.group) * h.head_dim + col % h.head_dim;
+  return static_cast<float>(h.o_scale * copy_v_value(h, kv_row, row));
+}
+
+// Turns the random plan into the copy model's (the comment above make_copy_head).
+void apply_copy_head(std::vector<TensorPlan>& plans, const CopyHead& head) {
+  const std::string layer0 = layer_tensor_name(0, "");
+  for (TensorPlan& p : plans) {
+    const std::string& name = p.spec.name;
+    auto is = [&](const char* suffix) { return name.ends_with(suffix); };
+    if (name == "model.embed_tokens.weight" || name == "lm_head.weight") {
+      p.stream = "model.embed_tokens.weight";  // an untied head equals the embedding
+      p.column0 = head.embed_channel0;
+    } else if (name == "model.norm.weight") {
+      p.column0 = 0.0f;  // no common channel-0 term in the logits
+    } else if (name.starts_with(layer0) && is("self_attn.q_proj.weight")) {
+      p.fill = Fill::kCopyQ;
+    } else if (name.starts_with(layer0) && is("self_attn.k_proj.weight")) {
+      p.fill = Fill::kCopyK;
+    } else if (name.starts_with(layer0) && is("self_attn.v_proj.weight")) {
+      p.fill = Fill::kCopyV;
+    } else if (name.starts_with(layer0) && is("self_attn.o_proj.weight")) {
+      p.fill = Fill::kCopyO;
+    } else if (name.starts_with(layer0) && (is("q_norm.weight") || is("k_norm.weight"))) {
+      p.fill = Fill::kConstant;
+      p.base = head.qk_norm_weight;
+    } else if (is("self_attn.o_proj.weight") || is("mlp.down_proj.weight")) {
+      p.std *= kCopyDamping;
+    }
+  }
+}
+
+// Elements [chunk * kChunkElements, +count) of tensor `plan` into `out`, in its dtype.
 void fill_chunk(const TensorPlan& plan, uint64_t seed, int64_t chunk, int64_t count,
-                const DummyModelOptions& options, std::byte* out) {
-  Rng rng(mix(mix(seed, fnv1a(plan.spec.name)), static_cast<uint64_t>(chunk)));
-  // Irwin-Hall: the sum of four U(0,1) has mean 2 and variance 1/3, so
-  // z = (sum - 2) * sqrt(3) has mean 0 and variance 1.
-  const float scale = static_cast<float>((plan.is_norm ? options.norm_std : options.matrix_std) *
-                                         1.7320508075688772 / 65536.0);
-  const float offset = (plan.is_norm ? 1.0f : 0.0f) - 2.0f * 65536.0f * scale;
-  auto generate = [&](auto store) {
+                const CopyHead* copy, std::byte* out) {
+  std::vector<float> values(static_cast<size_t>(count));
+  const int64_t first = chunk * kChunkElements;
+  const int64_t cols = plan.spec.shape.back();  // a vector is one row
+  auto each = [&](auto value) {
     for (int64_t j = 0; j < count; ++j) {
-      const uint64_t u = rng.next_u64();
-      const auto sum = static_cast<float>((u & 0xffff) + ((u >> 16) & 0xffff) +
-                                          ((u >> 32) & 0xffff) + (u >> 48));
-      store(static_cast<size_t>(j), offset + scale * sum);
+      values[static_cast<size_t>(j)] = value((first + j) / cols, (first + j) % cols);
     }
   };
+  switch (plan.fill) {
+    case Fill::kNormal: {
+      Rng rng(mix(mix(seed, fnv1a(plan.stream)), static_cast<uint64_t>(chunk)));
+      // Irwin-Hall: the sum of four U(0,1) has mean 2 and variance 1/3, so
+      // z = (sum - 2) * sqrt(3) has mean 0 and variance 1.
+      const float scale = static_cast<float>(plan.std * 1.7320508075688772 / 65536.0);
+      const float offset = static_cast<float>(plan.base) - 2.0f * 65536.0f * scale;
+      for (float& v : values) {
+        const uint64_t u = rng.next_u64();
+        const auto sum = static_cast<float>((u & 0xffff) + ((u >> 16) & 0xffff) +
+                                            ((u >> 32) & 0xffff) + (u >> 48));
+        v = offset + scale * sum;
+      }
+      if (plan.column0) {
+        for (int64_t j = (cols - first % cols) % cols; j < count; j += cols) {
+          values[static_cast<size_t>(j)] = *plan.column0;
+        }
+      }
+      break;
+    }
+    case Fill::kConstant:
+      std::fill(values.begin(), values.end(), static_cast<float>(plan.base));
+      break;
+    case Fill::kCopyQ:
+      each([&](int64_t r, int64_t c) { return c == 0 ? copy->q[r % copy->head_dim] : 0.0f; });
+      break;
+    case Fill::kCopyK:
+      each([&](int64_t r, int64_t c) { return c == 0 ? copy->k[r % copy->head_dim] : 0.0f; });
+      break;
+    case Fill::kCopyV:
+      each([&](int64_t r, int64_t c) { return copy_v_value(*copy, r, c); });
+      break;
+    case Fill::kCopyO:
+      each([&](int64_t r, int64_t c) { return copy_o_value(*copy, r, c); });
+      break;
+  }
+  const size_t n = values.size();
   switch (plan.spec.dtype) {
     case DType::kBF16:
-      generate([out](size_t j, float v) {
-        const uint16_t h = float_to_bf16(v);
-        std::memcpy(out + 2 * j, &h, 2);
-      });
+      for (size_t j = 0; j < n; ++j) {
+        const uint16_t b = float_to_bf16(values[j]);
+        std::memcpy(out + 2 * j, &b, 2);
+      }
       break;
     case DType::kF16:
-      generate([out](size_t j, float v) {
-        const uint16_t h = float_to_f16(v);
-        std::memcpy(out + 2 * j, &h, 2);
-      });
+      for (size_t j = 0; j < n; ++j) {
+        const uint16_t b = float_to_f16(values[j]);
+        std::memcpy(out + 2 * j, &b, 2);
+      }
       break;
     case DType::kF32:
-      generate([out](size_t j, float v) { std::memcpy(out + 4 * j, &v, 4); });
+      std::memcpy(out, values.data(), n * 4);
       break;
   }
 }
 
 Status write_weights(const std::string& path, const std::vector<TensorPlan>& plans,
-                     const DummyModelOptions& options) {
+                     const DummyModelOptions& options, const CopyHead* copy) {
   std::vector<SafetensorsTensorSpec> specs;
   for (const auto& p : plans) specs.push_back(p.spec);
   PS_ASSIGN_OR_RETURN(auto writer, SafetensorsWriter::create(path, specs, {{"format", "pt"}}));
@@ -162,7 +364,7 @@ Status write_weights(const std::string& path, const std::vector<TensorPlan>& pla
       auto work = [&](int64_t k) {
         const int64_t chunk = first + k;
         const int64_t count = std::min(kChunkElements, numel - chunk * kChunkElements);
-        fill_chunk(plan, options.seed, chunk, count, options,
+        fill_chunk(plan, options.seed, chunk, count, copy,
                    buffer.data() + static_cast<size_t>(k * kChunkElements) * element_bytes);
       };
       if (batch == 1) {
@@ -259,6 +461,20 @@ Result<TokenizerChoice> choose_tokenizer(const std::string& dir) {
 
 }  // namespace
 
+Result<DummyInit> parse_dummy_init(std::string_view name) {
+  if (name == "random") return DummyInit::kRandom;
+  if (name == "copy") return DummyInit::kCopy;
+  return invalid_argument("--init: unknown \"" + std::string(name) + "\"; expected random or copy");
+}
+
+std::string_view dummy_init_name(DummyInit init) {
+  return init == DummyInit::kCopy ? "copy" : "random";
+}
+
+double copy_head_runner_up(const ModelConfig& config, int copy_distance, int64_t max_distance) {
+  return choose_copy_pairs(config, copy_distance, max_distance).runner_up;
+}
+
 std::vector<std::string> dummy_model_names() {
   std::vector<std::string> names;
   for (const Shape& s : kShapes) names.emplace_back(s.name);
@@ -301,6 +517,14 @@ Result<std::string> make_dummy_model(const DummyModelOptions& options) {
       !std::isfinite(options.norm_std)) {
     return invalid_argument("matrix_std / norm_std: expected finite values >= 0");
   }
+  if (options.init == DummyInit::kCopy) {
+    if (options.copy_distance < 1 || options.copy_distance > 64) {
+      return invalid_argument("--copy-distance: expected 1..64, got " +
+                              std::to_string(options.copy_distance));
+    }
+    if (!(options.matrix_std > 0))
+      return invalid_argument("matrix_std: expected > 0 for --init copy");
+  }
   PS_ASSIGN_OR_RETURN(const TokenizerChoice tok, choose_tokenizer(options.tokenizer_dir));
   PS_ASSIGN_OR_RETURN(ModelConfig config, dummy_model_config(options.arch, tok.vocab_size));
   config.dtype = options.dtype;
@@ -319,7 +543,14 @@ Result<std::string> make_dummy_model(const DummyModelOptions& options) {
   if (config.bos_token_id) generation["bos_token_id"] = *config.bos_token_id;
   PS_RETURN_IF_ERROR(write_text(dir + "/generation_config.json", generation.dump(2) + "\n"));
   fs::remove(dir + "/model.safetensors.index.json", ec);  // would shadow model.safetensors
-  PS_RETURN_IF_ERROR(write_weights(dir + "/model.safetensors", plan_tensors(config), options));
+  std::vector<TensorPlan> plans = plan_tensors(config, options);
+  std::optional<CopyHead> copy;
+  if (options.init == DummyInit::kCopy) {
+    copy = make_copy_head(config, options);
+    apply_copy_head(plans, *copy);
+  }
+  PS_RETURN_IF_ERROR(
+      write_weights(dir + "/model.safetensors", plans, options, copy ? &*copy : nullptr));
   PS_RETURN_IF_ERROR(write_text(dir + "/config.json", model_config_to_json(config)));
   return dir;
 }

@@ -10,8 +10,15 @@
 //   tiny-llama   Llama-style, same sizes, tied, llama3 rope scaling
 //   tiny-qwen2   Qwen2-style (qkv bias), same sizes, tied
 //   qwen3-0.6b, llama-3.2-1b, llama-3.1-8b, qwen3-8b: the published configs' shapes.
-// Weights: matrices, embeddings and biases ~ matrix_std * z, norm weights 1 + norm_std * z,
-// with z an approximately standard normal (sum of four uniforms, rescaled), rounded to `dtype`.
+// Weights (DummyInit::kRandom, the default): matrices, embeddings and biases ~ matrix_std * z,
+// norm weights 1 + norm_std * z, with z an approximately standard normal (sum of four uniforms,
+// rescaled), rounded to `dtype`. Their logits are nearly flat: two bf16 implementations break
+// the near-ties differently, so greedy tokens diverge after a few steps (docs/forward-cuda.md).
+// DummyInit::kCopy makes a model whose greedy tokens are decided by wide margins and still
+// depend on the KV cache: layer 0 is a copy head, every other layer adds a damped random
+// perturbation (docs/model.md, "Copy models", says how each tensor is built). Greedy decoding
+// continues each prompt with period copy_distance + 1: the token after position n is the token
+// at position n - copy_distance (for positions >= copy_distance, up to 4096 tokens back).
 // Determinism: every tensor is drawn in chunks of 2^20 elements, chunk c of tensor `name` from
 // Rng(hash(seed, name, c)), so the bytes depend only on (arch, seed, dtype, tokenizer) and not on
 // the thread count. Generation streams through SafetensorsWriter: memory stays O(threads x 4
@@ -32,6 +39,12 @@
 
 namespace packserve::model {
 
+enum class DummyInit { kRandom, kCopy };
+
+// "random" / "copy" and back; kInvalidArgument naming the known names.
+Result<DummyInit> parse_dummy_init(std::string_view name);
+std::string_view dummy_init_name(DummyInit init);
+
 struct DummyModelOptions {
   std::string arch;           // one of dummy_model_names()
   std::string out_dir;        // created when missing; files already there are replaced
@@ -41,7 +54,15 @@ struct DummyModelOptions {
   double matrix_std = 0.02;   // standard deviation of projections, embeddings and biases
   double norm_std = 0.02;     // norm weights are 1 + N(0, norm_std)
   int num_threads = 0;        // weight generation threads; 0: hardware concurrency
+  DummyInit init = DummyInit::kRandom;
+  int copy_distance = 7;  // kCopy: how far back layer 0 looks, 1..64
 };
+
+// kCopy's layer-0 attention score (q . k / sqrt(head_dim), before softmax) as a function of the
+// query-key distance, relative to its peak at copy_distance: the largest value at any other
+// distance in [0, max_distance], e.g. 0.87 means the next-best key scores 13 % of the peak
+// (about 40 below it) lower. For tests and docs.
+double copy_head_runner_up(const ModelConfig& config, int copy_distance, int64_t max_distance);
 
 // "tiny", "tiny-llama", "tiny-qwen2", "qwen3-0.6b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-8b".
 std::vector<std::string> dummy_model_names();

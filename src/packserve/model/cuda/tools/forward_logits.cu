@@ -4,7 +4,8 @@
 // batch, then decodes all prompts together greedily (argmax; no stop tokens): the first token
 // from the logits on the host, the others from the backend's on-device argmax
 // (kOutputArgmax), so the check covers both.
-//   forward_logits --model DIR [--make-dummy ARCH] --prompts FILE.jsonl --max-tokens N
+//   forward_logits --model DIR [--make-dummy ARCH [--dummy-init random|copy]] --prompts FILE.jsonl
+//   --max-tokens N
 //                  --logits-out FILE.npy --out FILE.jsonl
 // prompts: one {"prompt_ids": [...]} per line. logits-out: f32 [prompts, vocab], the logits
 // after each prompt's last token (.npy v1.0). out: one {"ids": [...]} line per prompt, the N
@@ -51,7 +52,7 @@ bool write_npy(const std::string& path, const std::vector<float>& data, size_t r
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_dir, make_dummy, prompts_path, logits_out, out_path;
+  std::string model_dir, make_dummy, dummy_init = "random", prompts_path, logits_out, out_path;
   int max_tokens = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
       model_dir = v;
     else if (k == "--make-dummy")
       make_dummy = v;
+    else if (k == "--dummy-init")
+      dummy_init = v;
     else if (k == "--prompts")
       prompts_path = v;
     else if (k == "--max-tokens")
@@ -72,13 +75,17 @@ int main(int argc, char** argv) {
   }
   if (model_dir.empty() || prompts_path.empty() || max_tokens < 1) {
     return fail(
-        "usage: --model DIR [--make-dummy ARCH] --prompts FILE --max-tokens N "
+        "usage: --model DIR [--make-dummy ARCH [--dummy-init random|copy]] --prompts FILE "
+        "--max-tokens N "
         "[--logits-out F.npy] [--out F.jsonl]");
   }
   if (!make_dummy.empty()) {
     DummyModelOptions o;
     o.arch = make_dummy;
     o.out_dir = model_dir;
+    auto init = parse_dummy_init(dummy_init);
+    if (!init.ok()) return fail(init.status().to_string());
+    o.init = *init;
     auto made = make_dummy_model(o);
     if (!made.ok()) return fail(made.status().to_string());
   }
