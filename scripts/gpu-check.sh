@@ -5,7 +5,9 @@
 #   3. bench/gpu/attention_bench (ceilings + our kernels), gather_bench (the streaming ceiling
 #      of a few SMs), forward_bench, plan_bench (the planner on this machine's host CPU),
 #   4. scripts/gpu_peers.py (PyTorch),
-#   5. scripts/model_gpu_check.py (our CUDA forward vs transformers, through forward_logits)
+#   5. scripts/model_gpu_check.py (our CUDA and CPU forward vs transformers, through
+#      forward_logits and packserve, on the copy dummy models; HF_ARGS="--inits copy,random"
+#      adds the random ones, about 4 minutes more)
 # and writes a markdown table to $OUT/summary.md (printed last), the profile to profile.txt and
 # every other log into $OUT/logs.tar.gz (the device tool returns at most 8 files).
 #
@@ -167,8 +169,8 @@ if ! skip peers; then
   echo "peers rc=$?"
 fi
 if ! skip hf; then
-  PYTHONUNBUFFERED=1 timeout 400 python3 scripts/model_gpu_check.py --bin "$BIN/forward_logits" \
-    ${HF_ARGS:-} >"$OUT/hf.jsonl" 2>"$OUT/hf.err"
+  PYTHONUNBUFFERED=1 timeout 450 python3 scripts/model_gpu_check.py --bin "$BIN/forward_logits" \
+    --cpu-bin "$BIN/packserve" ${HF_ARGS:---inits copy} >"$OUT/hf.jsonl" 2>"$OUT/hf.err"
   echo "model_gpu_check rc=$? (1 = a goal missed)"
 fi
 

@@ -75,7 +75,7 @@ int run_make_dummy_model(const MakeDummyModelArgs& args) {
       {"arch", args.arch},
       {"dtype", dtype_name(*dtype)},
       {"seed", args.seed},
-      {"init", args.init},
+      {"init", model::dummy_init_name(*init)},
       {"vocab_size", c.vocab_size},
       {"num_params", num_params},
       {"weight_bytes", num_params * static_cast<int64_t>(dtype_size_bytes(*dtype))},

@@ -134,9 +134,9 @@ uint64_t fnv1a(std::string_view s) {
 // embedding carries a constant channel 0 (most of its energy), q_proj and k_proj read only that
 // channel, so q and k are the same vectors at every position, patterned over the `pairs`
 // highest-frequency rotary pairs so that q . k = sum_i a_i^2 cos((distance - D) theta_i), which
-// peaks at distance D. v_proj is random (channel 0 left out) and o_proj its transpose, so the
-// head adds c * (the normalised embedding of the token D back) to the residual, and the tied (or
-// equal) LM head gives that token kCopyLogitRatio times the current token's own logit (the
+// peaks at distance D. v_proj is random (channel 0 left out) and o_proj its scaled transpose, so
+// the head adds a multiple of the token D back's normalised embedding to the residual, and the tied
+// (or equal) LM head gives that token kCopyLogitRatio times the current token's own logit (the
 // final norm's weight is 0 on channel 0, so the logits carry no common offset). The
 // other layers' output projections are damped, so their random outputs perturb the logits
 // without deciding the argmax.
@@ -165,9 +165,8 @@ struct CopyPairs {
 };
 
 // The number of highest-frequency pairs (4..16) whose profile has the lowest runner-up.
-CopyPairs choose_copy_pairs(const ModelConfig& c, int distance, int64_t max_distance) {
-  const std::vector<double> inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
-  const int most = static_cast<int>(std::min<int64_t>(16, c.head_dim / 2));
+CopyPairs choose_copy_pairs(std::span<const double> inv_freq, int distance, int64_t max_distance) {
+  const int most = static_cast<int>(std::min<size_t>(16, inv_freq.size()));
   CopyPairs best;
   for (int pairs = std::min(4, most); pairs <= most; ++pairs) {
     const double r = runner_up(inv_freq, pairs, distance, max_distance);
@@ -195,8 +194,8 @@ CopyHead make_copy_head(const ModelConfig& c, const DummyModelOptions& options) 
   h.head_dim = c.head_dim;
   h.group = c.num_qo_heads / c.num_kv_heads;
   const int distance = options.copy_distance;
-  const int pairs = choose_copy_pairs(c, distance, kCopyMaxDistance).pairs;
   const std::vector<double> inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  const int pairs = choose_copy_pairs(inv_freq, distance, kCopyMaxDistance).pairs;
   // Channel 0 holds kCopyChannel0Share times the energy of an embedding's random part, so the
   // normalised channel 0 is nearly the same for every token (its spread is the random part's
   // norm's over (1 + share): about 2 % in the 64-wide tiny models).
@@ -472,7 +471,9 @@ std::string_view dummy_init_name(DummyInit init) {
 }
 
 double copy_head_runner_up(const ModelConfig& config, int copy_distance, int64_t max_distance) {
-  return choose_copy_pairs(config, copy_distance, max_distance).runner_up;
+  const std::vector<double> inv_freq =
+      rope_inv_freq(config.head_dim, config.rope_theta, config.rope_scaling);
+  return choose_copy_pairs(inv_freq, copy_distance, max_distance).runner_up;
 }
 
 std::vector<std::string> dummy_model_names() {

@@ -58,10 +58,10 @@ struct DummyModelOptions {
   int copy_distance = 7;  // kCopy: how far back layer 0 looks, 1..64
 };
 
-// kCopy's layer-0 attention score (q . k / sqrt(head_dim), before softmax) as a function of the
-// query-key distance, relative to its peak at copy_distance: the largest value at any other
-// distance in [0, max_distance], e.g. 0.87 means the next-best key scores 13 % of the peak
-// (about 40 below it) lower. For tests and docs.
+// kCopy's layer-0 attention score (q . k / sqrt(head_dim), before softmax) is a function of the
+// query-key distance that peaks at copy_distance. This is its largest value at any other
+// distance in [0, max_distance], over the peak: 0.87 means every other key scores at least 13 %
+// of the peak (39 of 300) lower. For tests and docs.
 double copy_head_runner_up(const ModelConfig& config, int copy_distance, int64_t max_distance);
 
 // "tiny", "tiny-llama", "tiny-qwen2", "qwen3-0.6b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-8b".
