@@ -36,7 +36,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 CARRY=.gpu-carry
-export TESTS="run_cuda_test forward_cuda_test backend_factory_gpu_test"
+export TESTS="run_cuda_test forward_cuda_test backend_factory_gpu_test generate_cli_gpu_test"
 TARGETS="$TESTS attention_bench gather_bench forward_bench packserve plan_bench forward_logits"
 if [[ "${1:-}" == "--targets" ]]; then echo "$TARGETS"; exit 0; fi
 if [[ "${1:-}" == "--pack-base" ]]; then
@@ -85,6 +85,7 @@ else
   BIN=$(mktemp -d)
   for b in $TARGETS; do cp "$(find build-gpu -name "$b" -type f -perm -u+x | head -1)" "$BIN/"; done
 fi
+export PACKSERVE_BIN="$BIN/packserve"  # generate_cli_gpu_test runs it
 DEVICE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)
 echo "$DEVICE"
 

@@ -3,87 +3,16 @@
 // deterministic and independent of the other prompts, --logits-out whose row argmax is the
 // first greedy token, stop strings, copy models decoding periodically, and errors naming the
 // file and line (exit 2).
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cctype>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "packserve/engine/generate_cli_fixture.h"
+
+namespace packserve::testing {
 namespace {
-
-using nlohmann::json;
-namespace fs = std::filesystem;
-
-struct CliRun {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-class GenerateCliTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() /
-                        ("packserve_generate_test_" + std::to_string(::getpid())));
-    fs::create_directories(*dir_);
-    const CliRun made = run("make-dummy-model --arch tiny --dtype f32 --threads 1 --out " +
-                         (*dir_ / "model").string());
-    ASSERT_EQ(made.exit_code, 0) << made.err;
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-
-  static CliRun run(const std::string& args) {
-    static int counter = 0;
-    const fs::path out = *dir_ / ("out" + std::to_string(counter));
-    const fs::path err = *dir_ / ("err" + std::to_string(counter++));
-    const std::string cmd =
-        std::string(PACKSERVE_BIN) + " " + args + " >" + out.string() + " 2>" + err.string();
-    const int status = std::system(cmd.c_str());
-    CliRun r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  static fs::path write(const std::string& name, const std::string& text) {
-    const fs::path p = *dir_ / name;
-    std::ofstream(p) << text;
-    return p;
-  }
-
-  static std::vector<json> lines_of(const std::string& out) {
-    std::vector<json> lines;
-    size_t pos = 0;
-    while (pos < out.size()) {
-      const size_t end = out.find('\n', pos);
-      lines.push_back(json::parse(out.substr(pos, end - pos)));
-      pos = end + 1;
-    }
-    return lines;
-  }
-
-  static std::string model() { return "--model " + (*dir_ / "model").string(); }
-
-  static fs::path* dir_;
-};
-
-fs::path* GenerateCliTest::dir_ = nullptr;
 
 const char* kPrompts =
     "{\"prompt\": \"Hello, world\"}\n"
@@ -178,74 +107,9 @@ TEST_F(GenerateCliTest, StopStringCutsTheText) {
   EXPECT_EQ(cut_lines[0]["finish_reason"], "stop");
 }
 
-// `make-dummy-model --init copy`: layer 0 copies the token --copy-distance D back, so greedy
-// decoding continues every prompt with period D + 1 (dummy_model.h). Through pages of 4 tokens,
-// prefill chunked at 16 tokens beside decode rows, two prompts sharing a cached prefix, and
-// decode steps that read the KV earlier decode steps wrote. The random model of the fixture
-// does not have the property, so the check is not vacuous.
+// Copy models decode periodically on the CPU backend (generate_cli_fixture.h).
 TEST_F(GenerateCliTest, CopyModelContinuesEachPromptPeriodically) {
-  uint64_t state = 12345;
-  auto next_id = [&state] {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<int>((state >> 33) % 240) + 10;
-  };
-  std::vector<std::vector<int>> prompts;
-  for (int len : {8, 9, 13, 31, 60, 24}) {
-    std::vector<int> p;
-    for (int i = 0; i < len; ++i) p.push_back(next_id());
-    prompts.push_back(p);
-  }
-  prompts.push_back(prompts[4]);  // the first 56 tokens come from the prefix cache
-  prompts.back().resize(58);
-  std::string text;
-  for (const auto& p : prompts) text += json{{"prompt_ids", p}}.dump() + "\n";
-  const fs::path file = write("copy.jsonl", text);
-  const int kTokens = 40;
-  const std::string flags =
-      " --prompts " + file.string() + " --max-tokens " + std::to_string(kTokens) +
-      " --temperature 0 --ignore-eos --page-size 4 --max-num-batched-tokens 16";
-  // How many output tokens equal the token D + 1 before them.
-  auto periodic = [&](const std::vector<json>& lines, int distance) {
-    int count = 0;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      std::vector<int> seq = prompts[i];
-      const auto out = lines[i]["token_ids"].get<std::vector<int>>();
-      EXPECT_EQ(out.size(), static_cast<size_t>(kTokens));
-      seq.insert(seq.end(), out.begin(), out.end());
-      for (size_t k = 0; k < out.size(); ++k) {
-        count += out[k] == seq[prompts[i].size() + k - 1 - static_cast<size_t>(distance)];
-      }
-    }
-    return count;
-  };
-  const int all = kTokens * static_cast<int>(prompts.size());
-  struct Case {
-    const char* arch;
-    const char* dtype;
-    int distance;
-  };
-  for (const Case c :
-       {Case{"tiny", "bf16", 7}, Case{"tiny-llama", "bf16", 7}, Case{"tiny-qwen2", "f32", 3}}) {
-    SCOPED_TRACE(c.arch);
-    const fs::path dir = *dir_ / (std::string("copy-") + c.arch);
-    const CliRun made = run("make-dummy-model --arch " + std::string(c.arch) + " --dtype " +
-                            c.dtype + " --init copy --copy-distance " + std::to_string(c.distance) +
-                            " --threads 1 --out " + dir.string());
-    ASSERT_EQ(made.exit_code, 0) << made.err;
-    EXPECT_EQ(json::parse(made.out)["init"], "copy");
-    const CliRun r = run("generate --model " + dir.string() + flags);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    const auto lines = lines_of(r.out);
-    ASSERT_EQ(lines.size(), prompts.size());
-    EXPECT_EQ(periodic(lines, c.distance), all);
-  }
-  const CliRun r = run("generate " + model() + flags);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_LT(periodic(lines_of(r.out), 7), all / 4);
-  const CliRun bad = run("make-dummy-model --arch tiny --init copy --copy-distance 65 --out " +
-                         (*dir_ / "bad").string());
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--copy-distance: expected 1..64, got 65"), std::string::npos) << bad.err;
+  expect_copy_models_decode_periodically("cpu");
 }
 
 TEST_F(GenerateCliTest, BadInputIsExit2NamingFileAndLine) {
@@ -273,3 +137,4 @@ TEST_F(GenerateCliTest, BadInputIsExit2NamingFileAndLine) {
 }
 
 }  // namespace
+}  // namespace packserve::testing

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "packserve/attention/plan_buffer.h"
 #include "packserve/model/forward_batch.h"
 #include "packserve/model/forward_cpu.h"
 
@@ -141,6 +142,13 @@ size_t gpu_kv_page_bytes(const ModelConfig& c, int32_t page_size) {
          static_cast<size_t>(c.kv_size()) * 2;
 }
 
+size_t gpu_page_workspace_bytes(const ModelConfig& c) {
+  const size_t per_page_id =
+      (attention::kItemFields + 4) * sizeof(int32_t) +
+      static_cast<size_t>(c.num_qo_heads) * (static_cast<size_t>(c.head_dim) * 2 + sizeof(float));
+  return 2 * per_page_id;
+}
+
 Result<GpuKvSizing> gpu_kv_pages_for_memory(const ModelConfig& config, size_t free_bytes,
                                             size_t total_bytes, const BackendOptions& o) {
   const double u = o.gpu_memory_utilization;
@@ -160,7 +168,8 @@ Result<GpuKvSizing> gpu_kv_pages_for_memory(const ModelConfig& config, size_t fr
   const double used = static_cast<double>(total_bytes - free_bytes);
   const size_t non_kv = gpu_non_kv_bytes(config, o.max_batch_rows, o.max_sampling_rows);
   const double budget = std::floor(share - used - static_cast<double>(non_kv));
-  const size_t page_bytes = gpu_kv_page_bytes(config, o.page_size);
+  const size_t page_bytes =
+      gpu_kv_page_bytes(config, o.page_size) + gpu_page_workspace_bytes(config);
   if (budget < static_cast<double>(page_bytes) || page_bytes == 0) {
     return resource_exhausted(
         "the KV pool gets no page on the GPU: --gpu-memory-utilization " + std::to_string(u) +

@@ -84,12 +84,18 @@ size_t gpu_non_kv_bytes(const ModelConfig& config, int32_t max_batch_rows,
                         int32_t max_sampling_rows);
 // Bytes of one KV page on the GPU: k and v, every layer, bf16.
 size_t gpu_kv_page_bytes(const ModelConfig& config, int32_t page_size);
+// Bytes of the attention workspace that grow with the pool, per page: the backend plans for two
+// page ids per page (max_batch_page_ids), and each page id may become a work item, with its
+// plan-buffer entries (attention::kItemFields + 4 int32, plan_buffer.h) and a partial state per
+// query head (o in bf16 and its f32 lse, workspace.h). Small beside a page of a large model
+// (llama-3.1-8b: 16.4 KiB against 2 MiB), not beside a tiny model's page of a few tokens.
+size_t gpu_page_workspace_bytes(const ModelConfig& config);
 
 struct GpuKvSizing {
   int32_t num_pages = 0;
   size_t budget_bytes = 0;  // utilization x total - (total - free) - non-KV bytes, >= 0
 };
-// num_pages = floor(budget / page bytes), capped at INT32_MAX, where
+// num_pages = floor(budget / (KV page bytes + page workspace bytes)), capped at INT32_MAX, where
 // budget = gpu_memory_utilization * total_bytes - (total_bytes - free_bytes) - non-KV bytes
 // (memory already used by this or other processes counts against the share).
 // Errors: kInvalidArgument for utilization outside (0, 1] or free > total; kResourceExhausted

@@ -171,15 +171,21 @@ TEST(BackendFactory, Llama31_8bSizingOnAn80GiBDevice) {
   const double budget = std::floor(0.9 * static_cast<double>(total) - 1.0 * double(kGiB) -
                                    static_cast<double>(gpu_non_kv_bytes(*c, 2048, 256)));
   EXPECT_EQ(sized->budget_bytes, static_cast<size_t>(budget));
-  EXPECT_EQ(sized->num_pages, static_cast<int32_t>(static_cast<size_t>(budget) / (2 << 20)));
+  // Each page also pays its workspace share: two page ids x (13 int32 + 32 q heads x (128 bf16
+  // + an f32 lse)).
+  const size_t workspace = 2 * (13 * 4 + 32 * (128 * 2 + 4));
+  EXPECT_EQ(gpu_page_workspace_bytes(*c), workspace);
+  EXPECT_EQ(sized->num_pages,
+            static_cast<int32_t>(static_cast<size_t>(budget) / ((2 << 20) + workspace)));
   // About 54 GiB of KV: ~27k pages of 16 tokens.
   EXPECT_GT(sized->num_pages, 26000);
   EXPECT_LT(sized->num_pages, 28500);
 
-  // Memory used by others counts against the share: 20 GiB less free, 10240 fewer pages.
+  // Memory used by others counts against the share: 20 GiB less free, 20 GiB fewer bytes of pages.
   auto busier = gpu_kv_pages_for_memory(*c, free - 20 * kGiB, total, o);
   ASSERT_TRUE(busier.ok());
-  EXPECT_EQ(sized->num_pages - busier->num_pages, 10240);
+  EXPECT_EQ(busier->num_pages, static_cast<int32_t>((static_cast<size_t>(budget) - 20 * kGiB) /
+                                                    ((2 << 20) + workspace)));
 }
 
 TEST(BackendFactory, GpuSizingErrors) {
