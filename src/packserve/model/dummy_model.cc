@@ -276,10 +276,11 @@ void apply_copy_head(std::vector<TensorPlan>& plans, const CopyHead& head) {
   }
 }
 
-// Elements [chunk * kChunkElements, +count) of tensor `plan` into `out`, in its dtype.
+// Elements [chunk * kChunkElements, +count) of tensor `plan` into `out`, in its dtype, through
+// `values` (the worker's scratch, kept across chunks so that memory stays threads x 4 MB).
 void fill_chunk(const TensorPlan& plan, uint64_t seed, int64_t chunk, int64_t count,
-                const CopyHead* copy, std::byte* out) {
-  std::vector<float> values(static_cast<size_t>(count));
+                const CopyHead* copy, std::vector<float>& values, std::byte* out) {
+  values.resize(static_cast<size_t>(count));
   const int64_t first = chunk * kChunkElements;
   const int64_t cols = plan.spec.shape.back();  // a vector is one row
   auto each = [&](auto value) {
@@ -354,6 +355,7 @@ Status write_weights(const std::string& path, const std::vector<TensorPlan>& pla
   const size_t element_bytes = dtype_size_bytes(options.dtype);
   std::vector<std::byte> buffer(static_cast<size_t>(threads) *
                                 static_cast<size_t>(kChunkElements) * element_bytes);
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(threads));
   for (const TensorPlan& plan : plans) {
     int64_t numel = 1;
     for (int64_t d : plan.spec.shape) numel *= d;
@@ -363,7 +365,7 @@ Status write_weights(const std::string& path, const std::vector<TensorPlan>& pla
       auto work = [&](int64_t k) {
         const int64_t chunk = first + k;
         const int64_t count = std::min(kChunkElements, numel - chunk * kChunkElements);
-        fill_chunk(plan, options.seed, chunk, count, copy,
+        fill_chunk(plan, options.seed, chunk, count, copy, scratch[static_cast<size_t>(k)],
                    buffer.data() + static_cast<size_t>(k * kChunkElements) * element_bytes);
       };
       if (batch == 1) {
