@@ -32,6 +32,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM
 
+from hf_greedy import greedy_tokens
+
 
 def our_inv_freq(d, theta, sc):
     """ops_cpu.cc rope_inv_freq, in float64."""
@@ -88,13 +90,7 @@ def hf_logits(d, prompts):
 
 def hf_greedy(d, prompts, dtype, tokens):
     model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype).cuda().eval()
-    model.generation_config.eos_token_id = None
-    out = []
-    with torch.no_grad():
-        for p in prompts:
-            ids = torch.tensor([p], device="cuda")
-            out.append(model.generate(ids, max_new_tokens=tokens, do_sample=False,
-                                      pad_token_id=0)[0, len(p):].tolist())
+    out = greedy_tokens(model, prompts, tokens)
     del model
     torch.cuda.empty_cache()
     return out

@@ -36,16 +36,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM
 
-
-def greedy_hf(model, prompts, tokens):
-    model.generation_config.eos_token_id = None
-    out = []
-    with torch.no_grad():
-        for p in prompts:
-            ids = torch.tensor([p], device="cuda")
-            out.append(model.generate(ids, max_new_tokens=tokens, do_sample=False,
-                                      pad_token_id=0)[0, len(p):].tolist())
-    return out
+from hf_greedy import greedy_tokens
 
 
 def last_logits(model, prompts):
@@ -74,10 +65,10 @@ def check(a, arch, init, prompts, ppath):
     # float32 transformers: the yardstick for both bf16 paths (ours and transformers').
     model32 = AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32).cuda().eval()
     hf32 = last_logits(model32, prompts)
-    hf32_ids = greedy_hf(model32, prompts, a.tokens)
+    hf32_ids = greedy_tokens(model32, prompts, a.tokens)
     model = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda().eval()
     hf = last_logits(model, prompts)
-    hf_ids = greedy_hf(model, prompts, a.tokens)
+    hf_ids = greedy_tokens(model, prompts, a.tokens)
     V = hf[0].shape[0]
     rel = [err(ours_logits[i, :V], hf[i]) for i in range(len(prompts))]
     res.update({

@@ -62,6 +62,7 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
     return offset;
   };
   const int64_t off_cta_indptr = region(num_ctas + 1);
+  // The regions sized by item_rows: kPlanInt32PerItemRow int32 per item row (plan_buffer.h).
   const int64_t off_cta_items = region(item_rows);
   const int64_t off_dispatch = region(item_rows);
   const int64_t off_items = region(item_rows * kItemFields);

@@ -40,6 +40,10 @@ namespace packserve::attention {
 inline constexpr int32_t kPlanBufferMagic = 0x50534e50;  // "PNSP"
 inline constexpr int32_t kPlanBufferVersion = 6;
 inline constexpr int kItemFields = 9;
+// int32 elements of the plan buffer per item row: the cta_items, dispatch, items (kItemFields),
+// item_rows and merge_slots regions (plan_buffer_layout). Beside them the workspace holds a
+// partial state per item row and query head (cuda/workspace.h).
+inline constexpr int kPlanInt32PerItemRow = kItemFields + 4;
 inline constexpr int kPlanBufferAlignInt32 = 16;
 
 // Header field indices.

@@ -64,12 +64,11 @@ int run_make_dummy_model(const MakeDummyModelArgs& args) {
   }
   const model::ModelConfig& c = *config;
   const int64_t h = c.hidden_size;
-  const int64_t per_layer = h * (c.q_size() + 2 * c.kv_size()) + c.q_size() * h +
-                            3 * h * c.intermediate_size + 2 * h +
-                            (c.qkv_bias ? c.q_size() + 2 * c.kv_size() : 0) +
-                            (c.qk_norm ? 2 * c.head_dim : 0);
-  const int64_t num_params = c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) +
-                             c.num_layers * per_layer + h;
+  const int64_t per_layer =
+      h * (c.q_size() + 2 * c.kv_size()) + c.q_size() * h + 3 * h * c.intermediate_size + 2 * h +
+      (c.qkv_bias ? c.q_size() + 2 * c.kv_size() : 0) + (c.qk_norm ? 2 * c.head_dim : 0);
+  const int64_t num_params =
+      c.vocab_size * h * (c.tie_word_embeddings ? 1 : 2) + c.num_layers * per_layer + h;
   nlohmann::json out = {
       {"dir", *made},
       {"arch", args.arch},
@@ -99,7 +98,8 @@ void register_make_dummy_model_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember(model::dummy_model_names()));
   cmd->add_option("--out", args->out_dir, "output directory (created; files in it are replaced)")
       ->required();
-  cmd->add_option("--seed", args->seed, "weights are a pure function of arch, seed, dtype and tokenizer")
+  cmd->add_option("--seed", args->seed,
+                  "weights are a pure function of arch, seed, dtype and tokenizer")
       ->capture_default_str();
   cmd->add_option("--tokenizer", args->tokenizer_dir,
                   "copy DIR's tokenizer.json (+ tokenizer_config.json) instead of the built-in "

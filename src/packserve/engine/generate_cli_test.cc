@@ -44,10 +44,10 @@ TEST_F(GenerateCliTest, GreedyLinesInOrderDeterministicAndIndependentOfTheBatch)
   const auto again = lines_of(b.out);
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(again[i]["token_ids"], lines[i]["token_ids"]);
   // The third prompt alone gives the same tokens as in the batch.
-  const fs::path single = write("single.jsonl",
-                                "{\"prompt\": \"The quick brown fox jumps over the lazy dog\"}\n");
+  const fs::path single =
+      write("single.jsonl", "{\"prompt\": \"The quick brown fox jumps over the lazy dog\"}\n");
   const CliRun c = run("generate " + model() + " --prompts " + single.string() +
-                    " --max-tokens 12 --temperature 0 --ignore-eos");
+                       " --max-tokens 12 --temperature 0 --ignore-eos");
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(lines_of(c.out)[0]["token_ids"], lines[2]["token_ids"]);
 }
@@ -56,7 +56,7 @@ TEST_F(GenerateCliTest, LogitsOutRowsArgmaxIsTheFirstGreedyToken) {
   const fs::path prompts = write("p2.jsonl", kPrompts);
   const fs::path npy = *dir_ / "logits.npy";
   const CliRun r = run("generate " + model() + " --prompts " + prompts.string() +
-                    " --max-tokens 2 --temperature 0 --ignore-eos --logits-out " + npy.string());
+                       " --max-tokens 2 --temperature 0 --ignore-eos --logits-out " + npy.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = lines_of(r.out);
   const std::string bytes = slurp(npy);

@@ -47,14 +47,14 @@ constexpr Shape kShapes[] = {
     {"tiny", Architecture::kQwen3, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-6, 1e6, false, 0},
     {"tiny-llama", Architecture::kLlama, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-5, 5e5, true, 8},
     {"tiny-qwen2", Architecture::kQwen2, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-6, 1e6, true, 0},
-    {"qwen3-0.6b", Architecture::kQwen3, 151936, 1024, 3072, 28, 16, 8, 128, 40960, 1e-6, 1e6,
-     true, 0},
+    {"qwen3-0.6b", Architecture::kQwen3, 151936, 1024, 3072, 28, 16, 8, 128, 40960, 1e-6, 1e6, true,
+     0},
     {"llama-3.2-1b", Architecture::kLlama, 128256, 2048, 8192, 16, 32, 8, 64, 131072, 1e-5, 5e5,
      true, 32},
-    {"llama-3.1-8b", Architecture::kLlama, 128256, 4096, 14336, 32, 32, 8, 128, 131072, 1e-5,
-     5e5, false, 8},
-    {"qwen3-8b", Architecture::kQwen3, 151936, 4096, 12288, 36, 32, 8, 128, 40960, 1e-6, 1e6,
-     false, 0},
+    {"llama-3.1-8b", Architecture::kLlama, 128256, 4096, 14336, 32, 32, 8, 128, 131072, 1e-5, 5e5,
+     false, 8},
+    {"qwen3-8b", Architecture::kQwen3, 151936, 4096, 12288, 36, 32, 8, 128, 40960, 1e-6, 1e6, false,
+     0},
 };
 
 // How a tensor's elements are made (element e of a [rows, cols] tensor is (e / cols, e % cols);
@@ -253,21 +253,22 @@ void apply_copy_head(std::vector<TensorPlan>& plans, const CopyHead& head) {
   const std::string layer0 = layer_tensor_name(0, "");
   for (TensorPlan& p : plans) {
     const std::string& name = p.spec.name;
+    const bool first = name.starts_with(layer0);
     auto is = [&](const char* suffix) { return name.ends_with(suffix); };
     if (name == "model.embed_tokens.weight" || name == "lm_head.weight") {
       p.stream = "model.embed_tokens.weight";  // an untied head equals the embedding
       p.column0 = head.embed_channel0;
     } else if (name == "model.norm.weight") {
       p.column0 = 0.0f;  // no common channel-0 term in the logits
-    } else if (name.starts_with(layer0) && is("self_attn.q_proj.weight")) {
+    } else if (first && is("self_attn.q_proj.weight")) {
       p.fill = Fill::kCopyQ;
-    } else if (name.starts_with(layer0) && is("self_attn.k_proj.weight")) {
+    } else if (first && is("self_attn.k_proj.weight")) {
       p.fill = Fill::kCopyK;
-    } else if (name.starts_with(layer0) && is("self_attn.v_proj.weight")) {
+    } else if (first && is("self_attn.v_proj.weight")) {
       p.fill = Fill::kCopyV;
-    } else if (name.starts_with(layer0) && is("self_attn.o_proj.weight")) {
+    } else if (first && is("self_attn.o_proj.weight")) {
       p.fill = Fill::kCopyO;
-    } else if (name.starts_with(layer0) && (is("q_norm.weight") || is("k_norm.weight"))) {
+    } else if (first && (is("q_norm.weight") || is("k_norm.weight"))) {
       p.fill = Fill::kConstant;
       p.base = head.qk_norm_weight;
     } else if (is("self_attn.o_proj.weight") || is("mlp.down_proj.weight")) {
@@ -353,8 +354,8 @@ Status write_weights(const std::string& path, const std::vector<TensorPlan>& pla
                           ? options.num_threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const size_t element_bytes = dtype_size_bytes(options.dtype);
-  std::vector<std::byte> buffer(static_cast<size_t>(threads) *
-                                static_cast<size_t>(kChunkElements) * element_bytes);
+  std::vector<std::byte> buffer(static_cast<size_t>(threads) * static_cast<size_t>(kChunkElements) *
+                                element_bytes);
   std::vector<std::vector<float>> scratch(static_cast<size_t>(threads));
   for (const TensorPlan& plan : plans) {
     int64_t numel = 1;
@@ -375,7 +376,8 @@ Status write_weights(const std::string& path, const std::vector<TensorPlan>& pla
         for (int64_t k = 0; k < batch; ++k) workers.emplace_back(work, k);
         for (auto& w : workers) w.join();
       }
-      const int64_t batch_elements = std::min(batch * kChunkElements, numel - first * kChunkElements);
+      const int64_t batch_elements =
+          std::min(batch * kChunkElements, numel - first * kChunkElements);
       PS_RETURN_IF_ERROR(writer.write(std::span<const std::byte>(
           buffer.data(), static_cast<size_t>(batch_elements) * element_bytes)));
     }
@@ -440,7 +442,8 @@ Result<TokenizerChoice> choose_tokenizer(const std::string& dir) {
     } catch (const Json::exception& e) {
       return invalid_argument(dir + "/tokenizer_config.json: not valid JSON: " + e.what());
     }
-    if (!config.is_object()) return invalid_argument(dir + "/tokenizer_config.json: expected an object");
+    if (!config.is_object())
+      return invalid_argument(dir + "/tokenizer_config.json: expected an object");
   }
   auto add_eos = [&](const std::string& content) {
     if (content.empty()) return;
@@ -510,14 +513,14 @@ Result<ModelConfig> dummy_model_config(std::string_view arch, int64_t vocab_size
   }
   std::string known;
   for (const Shape& s : kShapes) known += std::string(known.empty() ? "" : ", ") + s.name;
-  return invalid_argument("--arch: unknown dummy model \"" + std::string(arch) + "\"; expected one of " +
-                          known);
+  return invalid_argument("--arch: unknown dummy model \"" + std::string(arch) +
+                          "\"; expected one of " + known);
 }
 
 Result<std::string> make_dummy_model(const DummyModelOptions& options) {
   PS_RETURN_IF_ERROR(dummy_model_config(options.arch, 1).status());  // a known name
-  if (!(options.matrix_std >= 0) || !(options.norm_std >= 0) || !std::isfinite(options.matrix_std) ||
-      !std::isfinite(options.norm_std)) {
+  if (!(options.matrix_std >= 0) || !(options.norm_std >= 0) ||
+      !std::isfinite(options.matrix_std) || !std::isfinite(options.norm_std)) {
     return invalid_argument("matrix_std / norm_std: expected finite values >= 0");
   }
   if (options.init == DummyInit::kCopy) {
@@ -568,8 +571,9 @@ Result<std::string> ensure_dummy_model(std::string_view name, const std::string&
            fs::exists(final_dir + "/tokenizer.json");
   };
   if (complete()) return final_dir;
-  const std::string tmp_dir = final_dir + ".tmp-" + std::to_string(::getpid()) + "-" +
-                              std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  const std::string tmp_dir =
+      final_dir + ".tmp-" + std::to_string(::getpid()) + "-" +
+      std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
   std::error_code ec;
   fs::remove_all(tmp_dir, ec);
   DummyModelOptions options;

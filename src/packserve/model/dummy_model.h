@@ -51,9 +51,9 @@ struct DummyModelOptions {
   uint64_t seed = 0;          // weights are a pure function of (arch, seed, dtype, tokenizer)
   std::string tokenizer_dir;  // empty: the built-in dummy BPE; else copy DIR's tokenizer files
   DType dtype = DType::kBF16;
-  double matrix_std = 0.02;   // standard deviation of projections, embeddings and biases
-  double norm_std = 0.02;     // norm weights are 1 + N(0, norm_std)
-  int num_threads = 0;        // weight generation threads; 0: hardware concurrency
+  double matrix_std = 0.02;  // standard deviation of projections, embeddings and biases
+  double norm_std = 0.02;    // norm weights are 1 + N(0, norm_std)
+  int num_threads = 0;       // weight generation threads; 0: hardware concurrency
   DummyInit init = DummyInit::kRandom;
   int copy_distance = 7;  // kCopy: how far back layer 0 looks, 1..64
 };

@@ -34,8 +34,7 @@ TEST(BpeTrainer, MergesWorkedOutByHand) {
   EXPECT_EQ(learn_bpe_merges("ab ab ab", 10), (Merges{{"a", "b"}, {" ", "ab"}}));
   // Words "xy", " xy", " yz" x2. Counts: (x,y) 2, (" ",y) 2, (y,z) 2, (" ",x) 1: the tie goes to
   // the smallest pair (" ", "y"); then (" y", "z") 2 ties (x, y) 2 and " y" < "x"; then (x, y).
-  EXPECT_EQ(learn_bpe_merges("xy xy yz yz", 10),
-            (Merges{{" ", "y"}, {" y", "z"}, {"x", "y"}}));
+  EXPECT_EQ(learn_bpe_merges("xy xy yz yz", 10), (Merges{{" ", "y"}, {" y", "z"}, {"x", "y"}}));
   EXPECT_EQ(learn_bpe_merges("xy xy yz yz", 1), (Merges{{" ", "y"}}));
   // No pair occurs twice: nothing to merge.
   EXPECT_TRUE(learn_bpe_merges("abc", 10).empty());
@@ -311,7 +310,8 @@ TEST(DummyModel, EnsureMakesOnceAndReuses) {
   EXPECT_TRUE(load_checkpoint(*first).ok());
   // Nothing but the finished directory is left in the cache.
   int entries = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path() + "/cache")) {
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator(dir.path() + "/cache")) {
     ++entries;
   }
   EXPECT_EQ(entries, 1);
@@ -344,7 +344,8 @@ double num_params(const ModelConfig& c) {
                        3.0 * h * static_cast<double>(c.intermediate_size) + 2.0 * h +
                        (c.qk_norm ? 2.0 * static_cast<double>(c.head_dim) : 0.0);
   const double embed = static_cast<double>(c.vocab_size) * h;
-  return embed * (c.tie_word_embeddings ? 1.0 : 2.0) + static_cast<double>(c.num_layers) * layer + h;
+  return embed * (c.tie_word_embeddings ? 1.0 : 2.0) + static_cast<double>(c.num_layers) * layer +
+         h;
 }
 
 // The model cards' parameter counts (Hugging Face Hub): Qwen3-0.6B "0.6B, 0.44B

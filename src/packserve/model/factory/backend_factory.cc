@@ -144,7 +144,7 @@ size_t gpu_kv_page_bytes(const ModelConfig& c, int32_t page_size) {
 
 size_t gpu_page_workspace_bytes(const ModelConfig& c) {
   const size_t per_page_id =
-      (attention::kItemFields + 4) * sizeof(int32_t) +
+      attention::kPlanInt32PerItemRow * sizeof(int32_t) +
       static_cast<size_t>(c.num_qo_heads) * (static_cast<size_t>(c.head_dim) * 2 + sizeof(float));
   return 2 * per_page_id;
 }

@@ -86,7 +86,7 @@ size_t gpu_non_kv_bytes(const ModelConfig& config, int32_t max_batch_rows,
 size_t gpu_kv_page_bytes(const ModelConfig& config, int32_t page_size);
 // Bytes of the attention workspace that grow with the pool, per page: the backend plans for two
 // page ids per page (max_batch_page_ids), and each page id may become a work item, with its
-// plan-buffer entries (attention::kItemFields + 4 int32, plan_buffer.h) and a partial state per
+// plan-buffer entries (attention::kPlanInt32PerItemRow, plan_buffer.h) and a partial state per
 // query head (o in bf16 and its f32 lse, workspace.h). Small beside a page of a large model
 // (llama-3.1-8b: 16.4 KiB against 2 MiB), not beside a tiny model's page of a few tokens.
 size_t gpu_page_workspace_bytes(const ModelConfig& config);
