@@ -1,7 +1,8 @@
 // e2e.mjs: the server on the tiny dummy model through the official `openai` npm client
 // (driven by e2e.sh, which starts the servers). Every check compares with an oracle:
 // prompt token counts with `packserve tokenize`, stop-string output with the greedy text of
-// the same prompt, streams with the non-streamed result, pages with the /metrics baseline.
+// the same prompt, streams with the non-streamed result, n choices with the n = 1 result and
+// the prefix cache's counters, pages with the /metrics baseline.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
@@ -123,6 +124,50 @@ await check('streaming chat: role first, text equals non-streamed', async () => 
   assert.equal(chunks[chunks.length - 1].choices[0].finish_reason, 'length');
 });
 
+await check('n choices of a long prompt: the prefill is computed once, every greedy choice = n=1', async () => {
+  // 400 prompt tokens (25 pages of 16): the three copies behind the first wait for its pages
+  // (scheduler prefix wait) and adopt them, so the engine's cached prompt tokens grow by
+  // nearly 3 x 400 (the prefix-cache hit rate x prompt tokens, from /metrics).
+  const prompt = Array.from({ length: 400 }, (_, i) => 1 + ((i * 37) % 400));
+  const cached = (m) => m.get('packserve_prefix_cache_hit_rate') * m.get('packserve_prompt_tokens_total');
+  const before = await metrics(args.url);
+  const r = await client.completions.create({ model: MODEL, prompt, n: 4, max_tokens: 8, ...greedy });
+  const after = await metrics(args.url);
+  assert.equal(r.choices.length, 4);
+  assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2, 3]);
+  assert.deepEqual([r.usage.prompt_tokens, r.usage.completion_tokens], [400, 32]);
+  assert.equal(r.usage.prompt_tokens_details.cached_tokens, 0);
+  assert.equal(after.get('packserve_prompt_tokens_total') - before.get('packserve_prompt_tokens_total'), 1600);
+  const reused = cached(after) - cached(before);
+  assert.ok(reused >= 3 * (400 - 32) - 0.5, `cached prompt tokens grew by ${reused}, expected >= ${3 * 368}`);
+  const one = await client.completions.create({ model: MODEL, prompt, max_tokens: 8, ...greedy });
+  for (const c of r.choices) assert.equal(c.text, one.choices[0].text);
+});
+
+await check('streamed batch of prompts x n: every chunk names its choice, texts equal the non-streamed ones', async () => {
+  const body = { model: MODEL, prompt: ['Alpha beta', 'Gamma'], n: 2, max_tokens: 6, ...greedy };
+  const whole = await client.completions.create(body);
+  assert.equal(whole.choices.length, 4);
+  assert.equal(whole.usage.prompt_tokens, tokenize({ text: 'Alpha beta' }, true).length + tokenize({ text: 'Gamma' }, true).length);
+  assert.equal(whole.usage.completion_tokens, 24);
+  assert.equal(whole.choices[0].text, whole.choices[1].text);
+  assert.equal(whole.choices[2].text, whole.choices[3].text);
+  const stream = await client.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
+  const texts = ['', '', '', ''];
+  const finishes = [0, 0, 0, 0];
+  let usage;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      texts[c.index] += c.text;
+      if (c.finish_reason) finishes[c.index]++;
+    }
+  }
+  assert.deepEqual(texts, whole.choices.map((c) => c.text));
+  assert.deepEqual(finishes, [1, 1, 1, 1]);
+  assert.deepEqual([usage.prompt_tokens, usage.completion_tokens], [whole.usage.prompt_tokens, 24]);
+});
+
 await check('stop strings: output is the greedy text up to the first match', async () => {
   assert.ok(greedyText.length >= 4, `greedy text too short: ${JSON.stringify(greedyText)}`);
   // A stop string of plain ASCII from the middle of the greedy text, at its first occurrence.
@@ -192,7 +237,9 @@ await check('errors: status, type and param for each case', async () => {
   await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', temperature: -1 }), 400, 'invalid_request_error', 'temperature');
   await expectApiError(client.completions.create({ model: MODEL, prompt: Array(600).fill(1) }), 400, 'invalid_request_error', 'prompt');
   await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 600 }), 400, 'invalid_request_error', 'max_tokens');
-  await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', n: 2 }), 400, 'invalid_request_error', 'n');
+  await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', n: 129 }), 400, 'invalid_request_error', 'n');
+  await expectApiError(client.completions.create({ model: MODEL, prompt: ['x', 'y'], n: 2, best_of: 3 }), 400, 'invalid_request_error', 'best_of');
+  await expectApiError(client.completions.create({ model: MODEL, prompt: [[1, 2], Array(600).fill(1)], n: 2 }), 400, 'invalid_request_error', 'prompt[1]');
   await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', presence_penalty: 0.5 }), 400, 'invalid_request_error', 'presence_penalty');
   await expectApiError(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], frequency_penalty: 1 }), 400, 'invalid_request_error', 'frequency_penalty');
   await expectApiError(client.completions.create({ model: 'gpt-4o', prompt: 'x' }), 404, 'not_found_error', 'model');

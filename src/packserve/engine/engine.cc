@@ -100,10 +100,37 @@ std::optional<RequestOutput> RequestStream::next(std::chrono::milliseconds timeo
   return out;
 }
 
+void RequestStream::attach(std::shared_ptr<StreamSignal> signal) {
+  std::lock_guard lock(mutex_);
+  signal_ = std::move(signal);
+}
+
 void RequestStream::push(RequestOutput output) {
+  std::shared_ptr<StreamSignal> signal;
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(output));
+    signal = signal_;
+  }
+  cv_.notify_all();
+  if (signal) signal->notify();
+}
+
+uint64_t StreamSignal::generation() const {
+  std::lock_guard lock(mutex_);
+  return generation_;
+}
+
+uint64_t StreamSignal::wait(uint64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  cv_.wait_for(lock, timeout, [&] { return generation_ != seen; });
+  return generation_;
+}
+
+void StreamSignal::notify() {
+  {
+    std::lock_guard lock(mutex_);
+    ++generation_;
   }
   cv_.notify_all();
 }

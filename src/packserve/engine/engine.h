@@ -88,6 +88,23 @@ struct RequestOutput {
   std::vector<float> last_prompt_logits;
 };
 
+// Wakes a caller that reads several streams (the choices of one server request): every update
+// pushed to a stream attached to it (RequestStream::attach) bumps its generation. A reader
+// takes generation(), polls its streams without waiting, and waits for a new generation only
+// when none had an update, so no update is missed.
+class StreamSignal {
+ public:
+  uint64_t generation() const;
+  // Waits up to `timeout` for the generation to differ from `seen`; returns the generation.
+  uint64_t wait(uint64_t seen, std::chrono::milliseconds timeout);
+  void notify();
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t generation_ = 0;
+};
+
 // The caller's end of one request: a thread-safe queue of updates.
 class RequestStream {
  public:
@@ -96,6 +113,8 @@ class RequestStream {
   // Waits up to `timeout` for the next update; nullopt on timeout. After the finished update
   // was returned, returns nullopt at once.
   std::optional<RequestOutput> next(std::chrono::milliseconds timeout);
+  // Every later push() also notifies `signal` (one signal at a time; null detaches).
+  void attach(std::shared_ptr<StreamSignal> signal);
   // Engine side.
   void push(RequestOutput output);
 
@@ -104,6 +123,7 @@ class RequestStream {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
+  std::shared_ptr<StreamSignal> signal_;
   bool closed_ = false;  // the finished update was returned
 };
 

@@ -568,5 +568,38 @@ TEST(EngineTest, DrainWaitsThenStopCancels) {
   t.engine->stop();  // idempotent
 }
 
+// A StreamSignal attached to several streams wakes its waiter on any stream's update; the
+// generation taken before polling makes an update between the poll and the wait visible.
+TEST(StreamSignalTest, WakesOnAnyAttachedStream) {
+  auto signal = std::make_shared<StreamSignal>();
+  RequestStream a(1), b(2), detached(3);
+  a.attach(signal);
+  b.attach(signal);
+  const uint64_t g0 = signal->generation();
+  EXPECT_EQ(signal->wait(g0, std::chrono::milliseconds(1)), g0);  // nothing: times out
+  detached.push(RequestOutput{});
+  EXPECT_EQ(signal->generation(), g0);
+  std::thread pusher([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    RequestOutput out;
+    out.id = 2;
+    out.finished = true;
+    b.push(std::move(out));
+  });
+  const uint64_t g1 = signal->wait(g0, std::chrono::seconds(10));
+  pusher.join();
+  EXPECT_EQ(g1, g0 + 1);
+  EXPECT_FALSE(a.next(std::chrono::milliseconds(0)).has_value());
+  auto got = b.next(std::chrono::milliseconds(0));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(got->finished);
+  // An update pushed before the wait is seen at once: the generation already moved.
+  a.push(RequestOutput{});
+  EXPECT_EQ(signal->wait(g1, std::chrono::seconds(10)), g1 + 1);
+  a.attach(nullptr);
+  a.push(RequestOutput{});
+  EXPECT_EQ(signal->generation(), g1 + 1);
+}
+
 }  // namespace
 }  // namespace packserve::engine

@@ -15,6 +15,9 @@ class EngineStream final : public OutputStream {
   std::optional<engine::RequestOutput> next(std::chrono::milliseconds timeout) override {
     return stream_->next(timeout);
   }
+  void attach(std::shared_ptr<engine::StreamSignal> signal) override {
+    stream_->attach(std::move(signal));
+  }
 
  private:
   std::shared_ptr<engine::RequestStream> stream_;
@@ -58,7 +61,8 @@ Result<std::string> EngineAdapter::render_chat(
 
 std::string EngineAdapter::token_text(int32_t token_id) const {
   const tokenizer::TokenId id = static_cast<tokenizer::TokenId>(token_id);
-  Result<std::string> text = engine_->tokenizer().decode(std::span<const tokenizer::TokenId>(&id, 1));
+  Result<std::string> text =
+      engine_->tokenizer().decode(std::span<const tokenizer::TokenId>(&id, 1));
   return text.ok() ? text.value() : std::string();
 }
 

@@ -28,6 +28,9 @@ class OutputStream {
   virtual engine::RequestId id() const = 0;
   // Next update, waiting up to `timeout`; nullopt on timeout or after the finished update.
   virtual std::optional<engine::RequestOutput> next(std::chrono::milliseconds timeout) = 0;
+  // Every later update also notifies `signal` (engine::RequestStream::attach), so that one
+  // thread can wait on the streams of several choices.
+  virtual void attach(std::shared_ptr<engine::StreamSignal> signal) = 0;
 };
 
 class EngineApi {

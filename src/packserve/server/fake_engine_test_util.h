@@ -6,15 +6,19 @@
 //   excluded from the text), max_tokens ends it ("length"); cancel() ends it ("cancelled").
 //   submit() refuses with kResourceExhausted beyond `max_live` live requests and with
 //   kFailedPrecondition after set_draining().
+//   Prefix cache: a prompt submitted before (the same token ids) reports all its tokens as
+//   cached (num_cached_prompt_tokens), as the engine's prefix cache with prefix wait would.
+//   Failures: after fail_prompts_with(id), a request whose prompt holds token `id` ends with
+//   finish_reason "error" at its first step.
 // Thread-safety: all methods thread-safe.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -24,33 +28,21 @@
 
 namespace packserve::server::testing {
 
+// The engine's own update queue behind the server's OutputStream view.
 class FakeStream final : public OutputStream {
  public:
-  explicit FakeStream(engine::RequestId id) : id_(id) {}
-  engine::RequestId id() const override { return id_; }
+  explicit FakeStream(engine::RequestId id) : stream_(id) {}
+  engine::RequestId id() const override { return stream_.id(); }
   std::optional<engine::RequestOutput> next(std::chrono::milliseconds timeout) override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (closed_) return std::nullopt;
-    if (!cv_.wait_for(lock, timeout, [&] { return !queue_.empty(); })) return std::nullopt;
-    engine::RequestOutput out = std::move(queue_.front());
-    queue_.pop_front();
-    if (out.finished) closed_ = true;
-    return out;
+    return stream_.next(timeout);
   }
-  void push(engine::RequestOutput out) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back(std::move(out));
-    }
-    cv_.notify_all();
+  void attach(std::shared_ptr<engine::StreamSignal> signal) override {
+    stream_.attach(std::move(signal));
   }
+  void push(engine::RequestOutput out) { stream_.push(std::move(out)); }
 
  private:
-  engine::RequestId id_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<engine::RequestOutput> queue_;
-  bool closed_ = false;
+  engine::RequestStream stream_;
 };
 
 class FakeEngine final : public EngineApi {
@@ -77,6 +69,9 @@ class FakeEngine final : public EngineApi {
     if (request.sampling.max_tokens < 1) return invalid_argument("max_tokens: must be >= 1");
     Live live;
     live.stream = std::make_shared<FakeStream>(next_id_++);
+    if (!seen_prompts_.insert(request.prompt_token_ids).second) {
+      live.num_cached = static_cast<int32_t>(request.prompt_token_ids.size());
+    }
     live.request = std::move(request);
     auto stream = live.stream;
     live_.emplace(stream->id(), std::move(live));
@@ -117,6 +112,10 @@ class FakeEngine final : public EngineApi {
   int64_t vocab_size() const override { return 256; }
   int64_t max_model_len() const override { return max_model_len_; }
 
+  void fail_prompts_with(int32_t token_id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fail_token_ = token_id;
+  }
   void set_draining() {
     std::lock_guard<std::mutex> lock(mutex_);
     draining_ = true;
@@ -143,9 +142,10 @@ class FakeEngine final : public EngineApi {
   struct Live {
     std::shared_ptr<FakeStream> stream;
     engine::GenerateRequest request;
-    std::string text;     // generated so far (including held-back text)
+    std::string text;      // generated so far (including held-back text)
     std::size_t sent = 0;  // bytes of text already sent
     int32_t num_output_tokens = 0;
+    int32_t num_cached = 0;  // prompt tokens "cached" (the prompt was seen before)
   };
 
   void finish(Live& l, const std::string& reason) {
@@ -155,12 +155,20 @@ class FakeEngine final : public EngineApi {
     out.finish_reason = reason;
     out.num_prompt_tokens = static_cast<int32_t>(l.request.prompt_token_ids.size());
     out.num_output_tokens = l.num_output_tokens;
+    out.num_cached_prompt_tokens = l.num_cached;
     if (reason == "length") out.text_delta = l.text.substr(l.sent);
+    if (reason == "error") out.error = "injected failure";
     history_.push_back(l.request);
     l.stream->push(std::move(out));
   }
 
   void step(Live& l, bool& done) {
+    const auto& prompt = l.request.prompt_token_ids;
+    if (fail_token_ && std::find(prompt.begin(), prompt.end(), *fail_token_) != prompt.end()) {
+      finish(l, "error");
+      done = true;
+      return;
+    }
     const int32_t token = 'a' + l.num_output_tokens % 26;
     ++l.num_output_tokens;
     l.text += static_cast<char>(token);
@@ -169,6 +177,7 @@ class FakeEngine final : public EngineApi {
     out.tokens.push_back(engine::TokenOutput{token, -0.5f});
     out.num_prompt_tokens = static_cast<int32_t>(l.request.prompt_token_ids.size());
     out.num_output_tokens = l.num_output_tokens;
+    out.num_cached_prompt_tokens = l.num_cached;
     for (const std::string& stop : l.request.sampling.stop) {
       const auto pos = l.text.find(stop);
       if (pos != std::string::npos) {
@@ -235,6 +244,8 @@ class FakeEngine final : public EngineApi {
   std::map<engine::RequestId, Live> live_;
   std::set<engine::RequestId> cancelled_;
   std::vector<engine::GenerateRequest> history_;
+  std::set<std::vector<int32_t>> seen_prompts_;
+  std::optional<int32_t> fail_token_;
   engine::RequestId next_id_ = 1;
   int64_t num_submitted_ = 0;
   bool draining_ = false;

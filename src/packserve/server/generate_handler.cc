@@ -3,6 +3,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <mutex>
@@ -21,17 +22,20 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPollInterval{100};
 
 struct Prepared {
-  engine::GenerateRequest request;
+  std::vector<engine::GenerateRequest> requests;  // one per choice, in choice order
+  int n = 1;                                      // choices per prompt
   ResponseContext ctx;
   bool stream = false;
 };
 
-ApiResult<std::vector<int32_t>> tokenize_prompt(EngineApi& engine, const OpenAiRequest& r) {
-  if (r.prompt_token_ids) {
-    const auto& ids = *r.prompt_token_ids;
+ApiResult<std::vector<int32_t>> tokenize_prompt(EngineApi& engine, const OpenAiRequest& r,
+                                                std::size_t index) {
+  const std::string field = prompt_field(r, index);
+  if (r.endpoint == Endpoint::kCompletions && r.prompts[index].token_ids) {
+    const auto& ids = *r.prompts[index].token_ids;
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] >= engine.vocab_size()) {
-        const std::string f = "prompt[" + std::to_string(i) + "]";
+        const std::string f = field + "[" + std::to_string(i) + "]";
         return bad_request(f + ": token id " + std::to_string(ids[i]) +
                                " is not below the vocabulary size " +
                                std::to_string(engine.vocab_size()),
@@ -41,14 +45,12 @@ ApiResult<std::vector<int32_t>> tokenize_prompt(EngineApi& engine, const OpenAiR
     return ids;
   }
   std::string text;
-  std::string field = "prompt";
   if (r.endpoint == Endpoint::kChatCompletions) {
-    field = "messages";
     Result<std::string> rendered = engine.render_chat(r.messages);
     if (!rendered.ok()) return bad_request("messages: " + rendered.status().message(), field);
     text = std::move(rendered.value());
   } else {
-    text = *r.prompt_text;
+    text = *r.prompts[index].text;
   }
   Result<std::vector<int32_t>> ids =
       engine.encode(text, /*add_special_tokens=*/r.endpoint == Endpoint::kCompletions);
@@ -74,14 +76,23 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
           f + ": not below the vocabulary size " + std::to_string(engine.vocab_size()), f);
     }
   }
-  ApiResult<std::vector<int32_t>> ids = tokenize_prompt(engine, r);
-  if (!ids.ok()) return ids.error();
-  ApiResult<int32_t> max_tokens =
-      resolve_max_tokens(r, static_cast<int64_t>(ids.value().size()), engine.max_model_len());
-  if (!max_tokens.ok()) return max_tokens.error();
   Prepared p;
-  p.request.prompt_token_ids = std::move(ids.value());
-  p.request.sampling = to_sampling_params(r, max_tokens.value());
+  const std::size_t num_prompts = endpoint == Endpoint::kCompletions ? r.prompts.size() : 1;
+  for (std::size_t i = 0; i < num_prompts; ++i) {
+    ApiResult<std::vector<int32_t>> ids = tokenize_prompt(engine, r, i);
+    if (!ids.ok()) return ids.error();
+    ApiResult<int32_t> max_tokens =
+        resolve_max_tokens(r, static_cast<int64_t>(ids.value().size()), engine.max_model_len(), i);
+    if (!max_tokens.ok()) return max_tokens.error();
+    for (int k = 0; k < r.n; ++k) {
+      const int choice = static_cast<int>(p.requests.size());
+      engine::GenerateRequest g;
+      g.prompt_token_ids = ids.value();
+      g.sampling = to_sampling_params(r, max_tokens.value(), choice);
+      p.requests.push_back(std::move(g));
+    }
+  }
+  p.n = r.n;
   p.ctx.endpoint = endpoint;
   p.ctx.created_s = static_cast<int64_t>(std::time(nullptr));
   p.ctx.model = options.served_model_name;
@@ -101,24 +112,112 @@ std::vector<TokenLogprob> logprobs_of(EngineApi& engine, const engine::RequestOu
   return result;
 }
 
-Usage usage_of(const engine::RequestOutput& out) {
-  return Usage{out.num_prompt_tokens, out.num_output_tokens, out.num_cached_prompt_tokens};
-}
-
 ApiError generation_failed(const engine::RequestOutput& out) {
   return ApiError{500, "server_error", "generation failed: " + out.error, std::nullopt,
                   std::string("generation_failed")};
 }
 
+// The engine requests of one HTTP request's choices, read as one stream of (choice, update).
+// Not thread-safe: one reader at a time (the handler, or the stream's provider and then its
+// releaser, which httplib calls in turn).
+class Choices {
+ public:
+  // Submits every request in order; a refusal cancels those already submitted.
+  static Result<std::unique_ptr<Choices>> submit(EngineApi& engine,
+                                                 std::vector<engine::GenerateRequest> requests,
+                                                 int n) {
+    std::unique_ptr<Choices> c(new Choices());
+    c->n_ = n;
+    c->signal_ = std::make_shared<engine::StreamSignal>();
+    for (engine::GenerateRequest& request : requests) {
+      Result<std::shared_ptr<OutputStream>> stream = engine.submit(std::move(request));
+      if (!stream.ok()) {
+        c->cancel_unfinished(engine);
+        return stream.status();
+      }
+      stream.value()->attach(c->signal_);
+      c->streams_.push_back(std::move(stream.value()));
+    }
+    c->last_.resize(c->streams_.size());
+    c->finished_.assign(c->streams_.size(), false);
+    return c;
+  }
+
+  engine::RequestId first_id() const { return streams_.front()->id(); }
+  bool all_finished() const { return num_finished_ == streams_.size(); }
+
+  // The next update of any unfinished choice (round robin among those with updates), waiting
+  // up to `timeout`; nullopt on timeout or once every choice has finished.
+  std::optional<std::pair<int, engine::RequestOutput>> next(std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    for (;;) {
+      if (all_finished()) return std::nullopt;
+      const uint64_t seen = signal_->generation();
+      for (std::size_t k = 0; k < streams_.size(); ++k) {
+        const std::size_t i = (cursor_ + k) % streams_.size();
+        if (finished_[i]) continue;
+        std::optional<engine::RequestOutput> out = streams_[i]->next(std::chrono::milliseconds(0));
+        if (!out) continue;
+        cursor_ = i + 1;
+        last_[i] =
+            Usage{out->num_prompt_tokens, out->num_output_tokens, out->num_cached_prompt_tokens};
+        if (out->finished) {
+          finished_[i] = true;
+          ++num_finished_;
+        }
+        return std::pair<int, engine::RequestOutput>(static_cast<int>(i), std::move(*out));
+      }
+      const auto now = Clock::now();
+      if (now >= deadline) return std::nullopt;
+      signal_->wait(seen, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
+                              std::chrono::milliseconds(1));
+    }
+  }
+
+  void cancel_unfinished(EngineApi& engine) {
+    for (std::size_t i = 0; i < streams_.size(); ++i) {
+      if (i >= finished_.size() || !finished_[i]) engine.cancel(streams_[i]->id());
+    }
+  }
+
+  // Usage over the choices' latest updates: each prompt's tokens once (its n choices read the
+  // same prompt), every choice's output tokens, and per prompt the fewest cached prompt tokens
+  // of its choices (what the cache held before the request; the others then reuse the pages
+  // that one computed).
+  Usage usage() const {
+    Usage u;
+    for (std::size_t first = 0; first < last_.size(); first += static_cast<std::size_t>(n_)) {
+      int64_t cached = last_[first].cached_prompt_tokens;
+      for (std::size_t i = first; i < first + static_cast<std::size_t>(n_); ++i) {
+        u.completion_tokens += last_[i].completion_tokens;
+        cached = std::min(cached, last_[i].cached_prompt_tokens);
+      }
+      u.prompt_tokens += last_[first].prompt_tokens;
+      u.cached_prompt_tokens += cached;
+    }
+    return u;
+  }
+
+ private:
+  Choices() = default;
+  int n_ = 1;
+  std::shared_ptr<engine::StreamSignal> signal_;
+  std::vector<std::shared_ptr<OutputStream>> streams_;
+  std::vector<Usage> last_;  // per choice: from its latest update
+  std::vector<bool> finished_;
+  std::size_t num_finished_ = 0;
+  std::size_t cursor_ = 0;
+};
+
 // State shared by one streaming response's provider calls and its releaser.
 struct StreamState {
   std::shared_ptr<EngineApi> engine;
-  std::shared_ptr<OutputStream> stream;
+  std::unique_ptr<Choices> choices;
   ResponseContext ctx;
   int64_t heartbeat_ms = 2000;
   const std::atomic<bool>* stopping = nullptr;
-  bool first = true;
-  bool finished = false;  // the engine's finished update was seen
+  std::vector<bool> started;  // per choice: its first chunk was written
+  bool done = false;          // [DONE] was written (or the response ended with an error)
   Clock::time_point last_write = Clock::now();
 };
 
@@ -127,51 +226,67 @@ bool write(httplib::DataSink& sink, StreamState& s, const std::string& bytes) {
   return sink.write(bytes.data(), bytes.size());
 }
 
-// One provider call: waits briefly for the engine, writes what came. false = stop streaming.
-bool pump(StreamState& s, httplib::DataSink& sink) {
-  if (s.finished) return false;
-  std::optional<engine::RequestOutput> out = s.stream->next(kPollInterval);
-  if (!out) {
-    if (s.stopping && s.stopping->load()) return false;
-    const auto idle =
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - s.last_write);
-    if (idle.count() >= s.heartbeat_ms) return write(sink, s, sse_comment("keep-alive"));
-    return true;
-  }
-  const auto lp = logprobs_of(*s.engine, *out, s.ctx.logprobs);
-  if (!out->text_delta.empty() || !lp.empty() || (s.first && !out->finished)) {
-    if (!write(sink, s,
-               sse_data(stream_chunk(s.ctx, out->text_delta, std::nullopt, lp, s.first)))) {
-      return false;
-    }
-    s.first = false;
-  }
-  if (!out->finished) return true;
-  s.finished = true;
-  if (out->finish_reason == "error") {
-    if (!write(sink, s, sse_data(error_body(generation_failed(*out))))) return false;
-  } else {
-    if (!write(sink, s, sse_data(stream_chunk(s.ctx, "", out->finish_reason, {}, s.first)))) {
-      return false;
-    }
-    if (s.ctx.include_usage && !write(sink, s, sse_data(usage_chunk(s.ctx, usage_of(*out))))) {
-      return false;
-    }
+// Ends the stream: [DONE] (after the usage chunk, when asked for).
+bool finish_stream(StreamState& s, httplib::DataSink& sink) {
+  s.done = true;
+  if (s.ctx.include_usage && !write(sink, s, sse_data(usage_chunk(s.ctx, s.choices->usage())))) {
+    return false;
   }
   if (!write(sink, s, std::string(kSseDone))) return false;
   sink.done();
   return true;
 }
 
+// One provider call: waits briefly for the engine, writes what came. false = stop streaming.
+bool pump(StreamState& s, httplib::DataSink& sink) {
+  if (s.done) return false;
+  auto update = s.choices->next(kPollInterval);
+  if (!update) {
+    if (s.choices->all_finished()) return finish_stream(s, sink);
+    if (s.stopping && s.stopping->load()) return false;
+    const auto idle =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - s.last_write);
+    if (idle.count() >= s.heartbeat_ms) return write(sink, s, sse_comment("keep-alive"));
+    return true;
+  }
+  const int index = update->first;
+  const engine::RequestOutput& out = update->second;
+  if (out.finished && out.finish_reason == "error") {
+    s.done = true;
+    s.choices->cancel_unfinished(*s.engine);
+    if (!write(sink, s, sse_data(error_body(generation_failed(out))))) return false;
+    if (!write(sink, s, std::string(kSseDone))) return false;
+    sink.done();
+    return true;
+  }
+  const auto lp = logprobs_of(*s.engine, out, s.ctx.logprobs);
+  const bool first = !s.started[index];
+  if (!out.text_delta.empty() || !lp.empty() || (first && !out.finished)) {
+    if (!write(sink, s,
+               sse_data(stream_chunk(s.ctx, index, out.text_delta, std::nullopt, lp, first)))) {
+      return false;
+    }
+    s.started[index] = true;
+  }
+  if (!out.finished) return true;
+  if (!write(sink, s,
+             sse_data(stream_chunk(s.ctx, index, "", out.finish_reason, {}, !s.started[index])))) {
+    return false;
+  }
+  s.started[index] = true;
+  return s.choices->all_finished() ? finish_stream(s, sink) : true;
+}
+
 void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateOptions& options,
-                       std::shared_ptr<OutputStream> stream, const ResponseContext& ctx,
-                       httplib::Response& res) {
+                       std::unique_ptr<Choices> choices, const ResponseContext& ctx,
+                       std::size_t num_choices, httplib::Response& res) {
   auto state = std::make_shared<StreamState>();
   state->engine = engine;
-  state->stream = std::move(stream);
+  state->choices = std::move(choices);
   state->ctx = ctx;
   state->heartbeat_ms = options.heartbeat_ms;
   state->stopping = options.stopping;
+  state->started.assign(num_choices, false);
   OpenStreams* open_streams = options.open_streams;
   if (open_streams) open_streams->opened();
   res.set_header("Cache-Control", "no-cache");
@@ -182,47 +297,48 @@ void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateO
         try {
           return pump(*state, sink);
         } catch (const std::exception& e) {
-          PS_LOG_ERROR("server", "req={} stream failed: {}", state->stream->id(), e.what());
+          PS_LOG_ERROR("server", "req={} stream failed: {}", state->choices->first_id(), e.what());
           return false;
         }
       },
       [state, open_streams](bool /*success*/) {
-        if (!state->finished) {
+        if (!state->done) {
           PS_LOG_INFO("server", "req={} client gone or stream abandoned: cancelling",
-                      state->stream->id());
-          state->engine->cancel(state->stream->id());
+                      state->choices->first_id());
+          state->choices->cancel_unfinished(*state->engine);
         }
         if (open_streams) open_streams->closed();
       });
 }
 
-void respond_whole(EngineApi& engine, const GenerateOptions& options, OutputStream& stream,
-                   const ResponseContext& ctx, httplib::Response& res) {
-  std::string text;
-  std::vector<TokenLogprob> logprobs;
-  for (;;) {
-    std::optional<engine::RequestOutput> out = stream.next(kPollInterval);
-    if (!out) {
+void respond_whole(EngineApi& engine, const GenerateOptions& options, Choices& choices,
+                   const ResponseContext& ctx, std::size_t num_choices, httplib::Response& res) {
+  std::vector<ChoiceText> texts(num_choices);
+  while (!choices.all_finished()) {
+    auto update = choices.next(kPollInterval);
+    if (!update) {
       if (options.stopping && options.stopping->load()) {
-        engine.cancel(stream.id());
+        choices.cancel_unfinished(engine);
         set_error(res, ApiError{503, "service_unavailable_error", "the server is shutting down",
                                 std::nullopt, std::string("shutting_down")});
         return;
       }
       continue;
     }
-    text += out->text_delta;
-    for (auto& t : logprobs_of(engine, *out, ctx.logprobs)) logprobs.push_back(std::move(t));
-    if (!out->finished) continue;
-    if (out->finish_reason == "error") {
-      set_error(res, generation_failed(*out));
+    const engine::RequestOutput& out = update->second;
+    ChoiceText& c = texts[update->first];
+    c.text += out.text_delta;
+    for (auto& t : logprobs_of(engine, out, ctx.logprobs)) c.logprobs.push_back(std::move(t));
+    if (!out.finished) continue;
+    if (out.finish_reason == "error") {
+      choices.cancel_unfinished(engine);
+      set_error(res, generation_failed(out));
       return;
     }
-    res.status = 200;
-    res.set_content(completion_body(ctx, text, out->finish_reason, usage_of(*out), logprobs),
-                    "application/json");
-    return;
+    c.finish_reason = out.finish_reason;
   }
+  res.status = 200;
+  res.set_content(completion_body(ctx, texts, choices.usage()), "application/json");
 }
 
 }  // namespace
@@ -278,21 +394,23 @@ void handle_generate(const std::shared_ptr<EngineApi>& engine, const GenerateOpt
     return;
   }
   Prepared& p = prepared.value();
-  const int32_t num_prompt_tokens = static_cast<int32_t>(p.request.prompt_token_ids.size());
-  Result<std::shared_ptr<OutputStream>> submitted = engine->submit(std::move(p.request));
+  const std::size_t num_choices = p.requests.size();
+  const std::size_t num_prompt_tokens = p.requests.front().prompt_token_ids.size();
+  Result<std::unique_ptr<Choices>> submitted = Choices::submit(*engine, std::move(p.requests), p.n);
   if (!submitted.ok()) {
     PS_LOG_INFO("server", "submit refused: {}", submitted.status().to_string());
     set_error(res, engine_error(submitted.status()));
     return;
   }
-  std::shared_ptr<OutputStream> out = std::move(submitted.value());
+  std::unique_ptr<Choices> choices = std::move(submitted.value());
   p.ctx.id = std::string(endpoint == Endpoint::kCompletions ? "cmpl-" : "chatcmpl-") +
-             std::to_string(out->id());
-  PS_LOG_DEBUG("server", "req={} submitted prompt_tokens={}", out->id(), num_prompt_tokens);
+             std::to_string(choices->first_id());
+  PS_LOG_DEBUG("server", "req={} submitted choices={} prompt_tokens={}", choices->first_id(),
+               num_choices, num_prompt_tokens);
   if (p.stream) {
-    respond_streaming(engine, options, std::move(out), p.ctx, res);
+    respond_streaming(engine, options, std::move(choices), p.ctx, num_choices, res);
   } else {
-    respond_whole(*engine, options, *out, p.ctx, res);
+    respond_whole(*engine, options, *choices, p.ctx, num_choices, res);
   }
 }
 

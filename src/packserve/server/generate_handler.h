@@ -1,10 +1,15 @@
 // generate_handler.h: POST /v1/completions and /v1/chat/completions over an EngineApi:
 // parse + validate (openai_request.h) -> tokenize -> resolve max_tokens -> submit -> answer
 // as one JSON body or as server-sent events (sse.h, openai_response.h).
+// Choices: each of a request's prompts x n choices is its own engine request, submitted
+// together; the copies of a prompt share its KV pages through the engine's prefix cache (the
+// first one computes them, the others wait for them: scheduler prefix wait). A refused submit
+// cancels the choices already submitted; a choice that fails ends the response (500, or an
+// error event when streaming) and cancels the others.
 // Engine refusals map to HTTP: kInvalidArgument 400, kResourceExhausted 429,
 // kFailedPrecondition 503, anything else 500.
 // Cancellation: a stream whose writes fail (the client went away) or that the HTTP layer
-// abandons cancels its engine request (the content provider's releaser).
+// abandons cancels its engine requests (the content provider's releaser).
 // Thread-safety: called concurrently from HTTP workers; shares nothing but the engine.
 #pragma once
 

@@ -7,9 +7,12 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "packserve/server/fake_engine_test_util.h"
+#include "packserve/server/openai_request.h"
 #include "packserve/server/sse.h"
 
 namespace packserve::server {
@@ -231,10 +234,125 @@ TEST_F(ServerTest, ErrorStatusesAndTypes) {
                    "not_found_error");
   EXPECT_EQ(e["code"], "model_not_found");
   e = expect_error(get("/v1/nothing"), 404, "not_found_error");
-  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","n":3})"), 400,
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x","n":129})"), 400,
                    "invalid_request_error");
   EXPECT_EQ(e["param"], "n");
+  // A batch whose second prompt leaves no room: 400 naming it, and no choice submitted.
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":["x",")" +
+                                               std::string(64, 'y') + R"("],"n":2})"),
+                   400, "invalid_request_error");
+  EXPECT_EQ(e["param"], "prompt[1]");
+  e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":[[1],[2,300]]})"), 400,
+                   "invalid_request_error");
+  EXPECT_EQ(e["param"], "prompt[1][1]");
   EXPECT_EQ(engine_->num_submitted(), 0);
+}
+
+// n choices of each prompt of a batch: OpenAI's order (choice i is choice i % n of prompt
+// i / n), each prompt's tokens counted once in usage, distinct per-choice seeds.
+TEST_F(ServerTest, BatchOfPromptsWithNChoices) {
+  start();
+  Answer a = post("/v1/completions", R"({"model":"tiny","prompt":["ab","cde"],"n":2,
+                                         "max_tokens":3,"seed":7,"logprobs":0})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  json j = a.parsed();
+  ASSERT_EQ(j["choices"].size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], "abc");
+    EXPECT_EQ(j["choices"][i]["finish_reason"], "length");
+    EXPECT_EQ(j["choices"][i]["logprobs"]["tokens"].size(), 3u);
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 5);  // 2 + 3, not 2 x (2 + 3)
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(j["usage"]["total_tokens"], 17);
+  // Each prompt's second choice found it cached; the usage counts what was cached before.
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  std::multiset<std::vector<int32_t>> prompts;
+  std::set<uint64_t> seeds;
+  for (const auto& r : engine_->submitted_requests()) {
+    prompts.insert(r.prompt_token_ids);
+    ASSERT_TRUE(r.sampling.seed.has_value());
+    seeds.insert(*r.sampling.seed);
+  }
+  const std::vector<int32_t> ab = {'a', 'b'}, cde = {'c', 'd', 'e'};
+  EXPECT_EQ(prompts, (std::multiset<std::vector<int32_t>>{ab, ab, cde, cde}));
+  std::set<uint64_t> expected_seeds;
+  for (int c = 0; c < 4; ++c) expected_seeds.insert(choice_seed(7, c));
+  EXPECT_EQ(seeds, expected_seeds);
+  // The same prompt again: its tokens were cached before this request.
+  Answer again = post("/v1/completions", R"({"model":"tiny","prompt":"ab","max_tokens":1})");
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.parsed()["usage"]["prompt_tokens_details"]["cached_tokens"], 2);
+  EXPECT_EQ(again.parsed()["choices"].size(), 1u);
+}
+
+// Streamed choices: every chunk names its choice; each choice gets the role first (chat), its
+// own text and one finish chunk; one usage chunk and [DONE] end the stream.
+TEST_F(ServerTest, StreamingChatWithNChoices) {
+  start();
+  auto c = client();
+  int status = 0;
+  auto events = read_stream(c, "/v1/chat/completions",
+                            R"({"model":"tiny","messages":[{"role":"user","content":"q"}],
+                                "max_tokens":4,"n":3,"stream":true,
+                                "stream_options":{"include_usage":true}})",
+                            &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_GE(events.size(), 3u * 2 + 2);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::vector<std::string> text(3);
+  std::vector<int> roles(3, 0), finishes(3, 0);
+  for (std::size_t i = 0; i + 2 < events.size(); ++i) {
+    json chunk = json::parse(events[i]);
+    ASSERT_EQ(chunk["choices"].size(), 1u) << events[i];
+    const int index = chunk["choices"][0]["index"];
+    ASSERT_TRUE(index >= 0 && index < 3) << events[i];
+    const json& delta = chunk["choices"][0]["delta"];
+    if (delta.contains("role")) {
+      EXPECT_EQ(finishes[index] + static_cast<int>(text[index].size()), 0) << "role not first";
+      ++roles[index];
+    }
+    text[index] += delta.value("content", "");
+    if (!chunk["choices"][0]["finish_reason"].is_null()) {
+      EXPECT_EQ(chunk["choices"][0]["finish_reason"], "length");
+      ++finishes[index];
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(text[i], "abcd") << i;
+    EXPECT_EQ(roles[i], 1) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+  }
+  json usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["prompt_tokens"], 19);  // "user: q\nassistant: ", once
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 12);
+}
+
+// A choice that fails ends the response with a 500 and cancels the other choices: nothing is
+// left running.
+TEST_F(ServerTest, FailedChoiceCancelsTheOthers) {
+  start({}, true, std::chrono::milliseconds(5));
+  engine_->fail_prompts_with('!');
+  json e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":["ok","bad!"],"n":2,
+                                                     "max_tokens":50})"),
+                        500, "server_error");
+  EXPECT_EQ(e["code"], "generation_failed");
+  wait_for_no_live();
+  EXPECT_EQ(engine_->cancelled().size(), 2u);  // prompt 0's two choices
+  auto c = client();
+  int status = 0;
+  auto events = read_stream(c, "/v1/completions",
+                            R"({"model":"tiny","prompt":["ok","bad!"],"max_tokens":50,
+                                "stream":true})",
+                            &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(json::parse(events[events.size() - 2])["error"]["code"], "generation_failed");
+  wait_for_no_live();
+  EXPECT_EQ(engine_->cancelled().size(), 3u);
 }
 
 TEST_F(ServerTest, ApiKey) {
@@ -268,6 +386,22 @@ TEST_F(ServerTest, QueueFullIs429) {
   json e = expect_error(post("/v1/completions", R"({"model":"tiny","prompt":"x"})"), 429,
                         "rate_limit_error");
   EXPECT_EQ(e["code"], "queue_full");
+}
+
+// Choices are submitted in turn: when the engine refuses the third, the two it took are
+// cancelled at once, so a refused request holds nothing.
+TEST_F(ServerTest, RefusedChoiceCancelsThoseSubmitted) {
+  start({}, true, std::chrono::milliseconds(1), /*max_live=*/2);
+  json e = expect_error(
+      post("/v1/completions", R"({"model":"tiny","prompt":"x","n":3,"max_tokens":50})"), 429,
+      "rate_limit_error");
+  EXPECT_EQ(e["code"], "queue_full");
+  EXPECT_EQ(engine_->num_submitted(), 2);
+  EXPECT_EQ(engine_->num_live(), 0);
+  EXPECT_EQ(engine_->cancelled().size(), 2u);
+  Answer ok = post("/v1/completions", R"({"model":"tiny","prompt":"x","n":2,"max_tokens":2})");
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(ok.parsed()["choices"].size(), 2u);
 }
 
 TEST_F(ServerTest, LoadingAndDrainingAre503) {
@@ -312,6 +446,25 @@ TEST_F(ServerTest, ClientThatGoesAwayCancelsItsRequest) {
   wait_for_no_live();
   EXPECT_EQ(engine_->cancelled().size(), 1u);
   EXPECT_EQ(get("/health").status, 200);
+  // With n choices every one of them is cancelled.
+  SseParser parser2;
+  int events_seen2 = 0;
+  httplib::Request req2;  // fresh: the first send set req's Content-Length
+  req2.method = "POST";
+  req2.path = "/v1/completions";
+  req2.set_header("Content-Type", "application/json");
+  req2.body = R"({"model":"tiny","prompt":"x","max_tokens":60,"stream":true,"n":4})";
+  req2.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    events_seen2 += static_cast<int>(parser2.push(std::string_view(data, n)).size());
+    return events_seen2 < 2;
+  };
+  httplib::Response response2;
+  auto c2 = client();
+  c2.send(req2, response2, error);
+  EXPECT_EQ(error, httplib::Error::Canceled) << response2.status << " " << response2.body;
+  c2.stop();
+  wait_for_no_live();
+  EXPECT_EQ(engine_->cancelled().size(), 5u);
 }
 
 TEST_F(ServerTest, ConcurrentStreamsAllWellFormed) {

@@ -26,10 +26,12 @@ ApiError wrong(const std::string& field, const std::string& expected, const json
 // Fields each endpoint recognises; anything else is 400 (OpenAI answers unknown arguments
 // the same way), so a misspelt parameter is never silently ignored.
 const std::set<std::string>& known_fields(Endpoint endpoint) {
+  // clang-format off
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
       "logprobs", "presence_penalty", "frequency_penalty", "stream", "stream_options", "user",
       "stop_token_ids", "ignore_eos"};
+  // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
     s.insert({"prompt", "echo", "best_of", "suffix"});
@@ -96,30 +98,60 @@ ApiResult<std::vector<int32_t>> token_id_list(const json& v, const std::string& 
   return ids;
 }
 
+#define PS_API_TRY(expr)                            \
+  do {                                              \
+    std::optional<ApiError> ps_api_error_ = (expr); \
+    if (ps_api_error_) return *ps_api_error_;       \
+  } while (0)
+
+#define PS_API_ASSIGN(lhs, expr)                             \
+  do {                                                       \
+    auto ps_api_result_ = (expr);                            \
+    if (!ps_api_result_.ok()) return ps_api_result_.error(); \
+    lhs = ps_api_result_.value();                            \
+  } while (0)
+
+// One prompt of `p` (the body's "prompt", or an element of a batch, named `field`): a string
+// or a non-empty list of token ids.
+std::optional<ApiError> parse_one_prompt(const json& p, const std::string& field,
+                                         const char* expected, OpenAiRequest& out) {
+  Prompt prompt;
+  if (p.is_string()) {
+    if (p.get_ref<const std::string&>().empty()) {
+      return bad_request(field + ": must not be empty", field);
+    }
+    prompt.text = p.get<std::string>();
+  } else if (p.is_array() && !p.empty() && p[0].is_number()) {
+    auto ids = token_id_list(p, field);
+    if (!ids.ok()) return ids.error();
+    prompt.token_ids = std::move(ids.value());
+  } else {
+    return wrong(field, expected, p);
+  }
+  out.prompts.push_back(std::move(prompt));
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_prompt(const json& body, OpenAiRequest& out) {
   if (!body.contains("prompt")) return bad_request("prompt: required", "prompt");
   const json& p = body.at("prompt");
-  const char* kExpected = "a string, a list of token ids, or a list of one of those";
-  if (p.is_string()) {
-    out.prompt_text = p.get<std::string>();
-  } else if (p.is_array() && !p.empty() && p[0].is_number()) {
-    auto ids = token_id_list(p, "prompt");
-    if (!ids.ok()) return ids.error();
-    out.prompt_token_ids = std::move(ids.value());
-  } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
-    out.prompt_text = p[0].get<std::string>();
-  } else if (p.is_array() && p.size() == 1 && p[0].is_array() && !p[0].empty()) {
-    auto ids = token_id_list(p[0], "prompt[0]");
-    if (!ids.ok()) return ids.error();
-    out.prompt_token_ids = std::move(ids.value());
-  } else if (p.is_array() && p.size() > 1 && (p[0].is_string() || p[0].is_array())) {
-    return bad_request("prompt: batched prompts are not supported; send one prompt per request",
+  const char* kExpected =
+      "a string, a list of token ids, or a list of strings or of token-id lists";
+  const bool batch = p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
+  if (!batch) return parse_one_prompt(p, "prompt", kExpected, out);
+  if (p.size() > static_cast<std::size_t>(kMaxChoices)) {
+    return bad_request("prompt: a batch of " + std::to_string(p.size()) + " prompts exceeds the " +
+                           std::to_string(kMaxChoices) + " choices a request may ask for",
                        "prompt");
-  } else {
-    return wrong("prompt", kExpected, p);
   }
-  if (out.prompt_text && out.prompt_text->empty()) {
-    return bad_request("prompt: must not be empty", "prompt");
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const std::string f = "prompt[" + std::to_string(i) + "]";
+    if (p[i].is_string() != p[0].is_string()) {
+      return wrong(
+          f, p[0].is_string() ? "a string, as prompt[0]" : "a list of token ids, as prompt[0]",
+          p[i]);
+    }
+    PS_API_TRY(parse_one_prompt(p[i], f, "a string or a non-empty list of token ids", out));
   }
   return std::nullopt;
 }
@@ -197,19 +229,6 @@ std::optional<ApiError> parse_stop(const json& body, OpenAiRequest& out) {
   return std::nullopt;
 }
 
-#define PS_API_TRY(expr)                    \
-  do {                                      \
-    std::optional<ApiError> ps_api_error_ = (expr); \
-    if (ps_api_error_) return *ps_api_error_;       \
-  } while (0)
-
-#define PS_API_ASSIGN(lhs, expr)                    \
-  do {                                              \
-    auto ps_api_result_ = (expr);                   \
-    if (!ps_api_result_.ok()) return ps_api_result_.error(); \
-    lhs = ps_api_result_.value();                   \
-  } while (0)
-
 ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
   OpenAiRequest out;
   out.endpoint = endpoint;
@@ -234,8 +253,7 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
     max_field = "max_completion_tokens";
   }
   if (present(body, max_field)) {
-    PS_API_ASSIGN(out.max_tokens,
-                  get_int(body, max_field, 1, INT32_MAX, "an integer >= 1"));
+    PS_API_ASSIGN(out.max_tokens, get_int(body, max_field, 1, INT32_MAX, "an integer >= 1"));
     out.max_tokens_field = max_field;
   }
   if (present(body, "temperature")) {
@@ -266,12 +284,29 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
   }
   if (present(body, "ignore_eos")) PS_API_ASSIGN(out.ignore_eos, get_bool(body, "ignore_eos"));
   if (present(body, "n")) {
-    [[maybe_unused]] int64_t n = 0;
-    PS_API_ASSIGN(n, get_int(body, "n", 1, 1, "1 (one choice per request is supported)"));
+    int64_t n = 1;
+    PS_API_ASSIGN(n, get_int(body, "n", 1, kMaxChoices,
+                             "an integer in [1, " + std::to_string(kMaxChoices) + "]"));
+    out.n = static_cast<int32_t>(n);
   }
   if (present(body, "best_of")) {
-    [[maybe_unused]] int64_t n = 0;
-    PS_API_ASSIGN(n, get_int(body, "best_of", 1, 1, "1 (best_of is not supported)"));
+    int64_t best_of = 0;
+    PS_API_ASSIGN(best_of, get_int(body, "best_of", 1, kMaxChoices,
+                                   "n (" + std::to_string(out.n) +
+                                       "): best_of greater than n is not supported"));
+    if (best_of != out.n) {
+      return wrong("best_of",
+                   "n (" + std::to_string(out.n) + "): best_of greater than n is not supported",
+                   body.at("best_of"));
+    }
+  }
+  const std::size_t num_prompts = endpoint == Endpoint::kCompletions ? out.prompts.size() : 1;
+  if (num_prompts * static_cast<std::size_t>(out.n) > static_cast<std::size_t>(kMaxChoices)) {
+    return bad_request("n: " + std::to_string(num_prompts) + " prompts x n " +
+                           std::to_string(out.n) + " = " + std::to_string(num_prompts * out.n) +
+                           " choices exceeds the " + std::to_string(kMaxChoices) +
+                           " a request may ask for",
+                       "n");
   }
   if (present(body, "echo") && body.at("echo") != json(false)) {
     return wrong("echo", "false (echo is not supported)", body.at("echo"));
@@ -376,8 +411,8 @@ ApiResult<OpenAiRequest> parse_openai_request(std::string_view body, Endpoint en
   } catch (const json::exception& e) {
     return bad_request(std::string("request body: not valid JSON: ") + e.what());
   }
-  if (!parsed.is_object()) return bad_request("request body: expected a JSON object, got " +
-                                              describe(parsed));
+  if (!parsed.is_object())
+    return bad_request("request body: expected a JSON object, got " + describe(parsed));
   try {
     return parse_fields(parsed, endpoint);
   } catch (const json::exception& e) {
@@ -386,10 +421,14 @@ ApiResult<OpenAiRequest> parse_openai_request(std::string_view body, Endpoint en
   }
 }
 
+std::string prompt_field(const OpenAiRequest& request, std::size_t index) {
+  if (request.endpoint == Endpoint::kChatCompletions) return "messages";
+  return request.prompts.size() > 1 ? "prompt[" + std::to_string(index) + "]" : "prompt";
+}
+
 ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_prompt_tokens,
-                                      int64_t max_model_len) {
-  const std::string prompt_field =
-      request.endpoint == Endpoint::kCompletions ? "prompt" : "messages";
+                                      int64_t max_model_len, std::size_t prompt_index) {
+  const std::string prompt_field = server::prompt_field(request, prompt_index);
   if (num_prompt_tokens < 1) return bad_request(prompt_field + ": must not be empty", prompt_field);
   const int64_t room = max_model_len - num_prompt_tokens;
   if (room < 1) {
@@ -400,12 +439,11 @@ ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_
   }
   if (request.max_tokens) {
     if (*request.max_tokens > room) {
-      return bad_request(request.max_tokens_field + ": " + std::to_string(*request.max_tokens) +
-                             " + " + std::to_string(num_prompt_tokens) +
-                             " prompt tokens exceeds the model's context of " +
-                             std::to_string(max_model_len) + " tokens (at most " +
-                             std::to_string(room) + " here)",
-                         request.max_tokens_field);
+      return bad_request(
+          request.max_tokens_field + ": " + std::to_string(*request.max_tokens) + " + " +
+              std::to_string(num_prompt_tokens) + " prompt tokens exceeds the model's context of " +
+              std::to_string(max_model_len) + " tokens (at most " + std::to_string(room) + " here)",
+          request.max_tokens_field);
     }
     return *request.max_tokens;
   }
@@ -413,13 +451,22 @@ ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_
   return static_cast<int32_t>(std::min<int64_t>({fallback, room, INT32_MAX}));
 }
 
-engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t max_tokens) {
+uint64_t choice_seed(uint64_t seed, int choice) {
+  if (choice == 0) return seed;
+  uint64_t z = seed + static_cast<uint64_t>(choice) * 0x9E3779B97F4A7C15ull;  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t max_tokens,
+                                          int choice) {
   engine::SamplingParams p;
   p.temperature = request.temperature;
   p.top_k = request.top_k;
   p.top_p = request.top_p;
   p.min_p = request.min_p;
-  p.seed = request.seed;
+  if (request.seed) p.seed = choice_seed(*request.seed, choice);
   p.max_tokens = max_tokens;
   p.stop = request.stop;
   p.stop_token_ids = request.stop_token_ids;

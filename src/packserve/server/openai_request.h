@@ -33,13 +33,20 @@ inline constexpr int kMaxJsonDepth = 32;
 // Stop strings per request (SamplingParams' limit) and the longest one, bytes.
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr std::size_t kMaxStopStringBytes = 256;
+// Choices per request: prompts x n, each generated as its own engine request.
+inline constexpr int kMaxChoices = 128;
+
+// One completions prompt: text, or token ids (exactly one is set).
+struct Prompt {
+  std::optional<std::string> text;
+  std::optional<std::vector<int32_t>> token_ids;
+};
 
 struct OpenAiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
-  // Completions: the prompt as text, or as token ids (exactly one is set).
-  std::optional<std::string> prompt_text;
-  std::optional<std::vector<int32_t>> prompt_token_ids;
+  // Completions: the prompts (at least one; a list in the body is a batch of prompts).
+  std::vector<Prompt> prompts;
   // Chat: the messages (non-empty).
   std::vector<tokenizer::ChatMessage> messages;
   // max_tokens (chat: max_completion_tokens wins over max_tokens); nullopt = the endpoint's
@@ -54,7 +61,8 @@ struct OpenAiRequest {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // extension (vLLM)
   bool ignore_eos = false;              // extension (vLLM)
-  bool logprobs = false;  // completions: logprobs = 0; chat: logprobs = true
+  int32_t n = 1;                        // choices per prompt; prompts x n <= kMaxChoices
+  bool logprobs = false;                // completions: logprobs = 0; chat: logprobs = true
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };
@@ -66,14 +74,25 @@ ApiResult<OpenAiRequest> parse_openai_request(std::string_view body, Endpoint en
 // `limit` + 1. A cheap pre-scan, not a validator.
 int json_nesting_depth(std::string_view json_text, int limit);
 
-// The max_tokens to run with, given the prompt length and the context length: an explicit
-// max_tokens must fit (prompt + max_tokens <= max_model_len, else 400 param max_tokens or
-// max_completion_tokens); a prompt with no room for one output token is 400 param prompt or
-// messages. The default fills the context (chat) or is 16 clipped to it (completions).
-ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_prompt_tokens,
-                                      int64_t max_model_len);
+// The field naming prompt `index` of `request` in errors: "messages" (chat), "prompt" (one
+// prompt) or "prompt[i]" (a batch).
+std::string prompt_field(const OpenAiRequest& request, std::size_t index);
 
-// The engine's sampling parameters for `request` with `max_tokens`.
-engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t max_tokens);
+// The max_tokens to run prompt `prompt_index` with, given its length and the context length:
+// an explicit max_tokens must fit (prompt + max_tokens <= max_model_len, else 400 param
+// max_tokens or max_completion_tokens); a prompt with no room for one output token is 400
+// param prompt_field(). The default fills the context (chat) or is 16 clipped to it
+// (completions).
+ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_prompt_tokens,
+                                      int64_t max_model_len, std::size_t prompt_index = 0);
+
+// The seed of choice `choice` (0-based over the whole request) of a request with `seed`:
+// choice 0 keeps it (n = 1 draws as before), the others get distinct seeds mixed from it
+// (splitmix64), so the choices differ yet each is reproducible.
+uint64_t choice_seed(uint64_t seed, int choice);
+
+// The engine's sampling parameters for choice `choice` of `request` with `max_tokens`.
+engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t max_tokens,
+                                          int choice = 0);
 
 }  // namespace packserve::server

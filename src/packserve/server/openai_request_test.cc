@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <set>
 #include <string>
 
 namespace packserve::server {
@@ -29,14 +31,19 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
       {"nan literal", kC, R"({"model":"m","prompt":"x","temperature":NaN})", nullptr,
        "not valid JSON"},
       {"deep nesting", kC, deep, nullptr, "nested deeper than 32"},
-      {"invalid utf8", kC, "{\"model\":\"m\",\"prompt\":\"\xff\xfe\"}", nullptr,
-       "not valid JSON"},
+      {"invalid utf8", kC, "{\"model\":\"m\",\"prompt\":\"\xff\xfe\"}", nullptr, "not valid JSON"},
       {"missing model", kC, R"({"prompt": "x"})", "model", "model: required"},
       {"model wrong type", kC, R"({"model": 3, "prompt": "x"})", "model", "expected a string"},
       {"missing prompt", kC, R"({"model": "m"})", "prompt", "prompt: required"},
       {"prompt wrong type", kC, R"({"model": "m", "prompt": 5})", "prompt", "got 5"},
       {"prompt empty", kC, R"({"model": "m", "prompt": ""})", "prompt", "must not be empty"},
-      {"prompt batch", kC, R"({"model": "m", "prompt": ["a", "b"]})", "prompt", "batched"},
+      {"prompt batch mixed", kC, R"({"model": "m", "prompt": ["a", [1]]})", "prompt[1]",
+       "a string, as prompt[0]"},
+      {"prompt batch empty", kC, R"({"model": "m", "prompt": ["a", ""]})", "prompt[1]",
+       "must not be empty"},
+      {"prompt batch empty ids", kC, R"({"model": "m", "prompt": [[1], []]})", "prompt[1]",
+       "a string or a non-empty list of token ids"},
+      {"prompt empty list", kC, R"({"model": "m", "prompt": []})", "prompt", "got []"},
       {"prompt bad id", kC, R"({"model": "m", "prompt": [1, -2]})", "prompt[1]", "token id"},
       {"prompt float id", kC, R"({"model": "m", "prompt": [1, 2.5]})", "prompt[1]", "token id"},
       {"missing messages", kChat, R"({"model": "m"})", "messages", "messages: required"},
@@ -63,8 +70,8 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
        "expected an integer >= 1, got 0"},
       {"max_tokens string", kC, R"({"model": "m", "prompt": "x", "max_tokens": "ten"})",
        "max_tokens", "expected an integer >= 1, got \"ten\""},
-      {"max_tokens float", kC, R"({"model": "m", "prompt": "x", "max_tokens": 1.5})",
-       "max_tokens", "got 1.5"},
+      {"max_tokens float", kC, R"({"model": "m", "prompt": "x", "max_tokens": 1.5})", "max_tokens",
+       "got 1.5"},
       {"max_tokens huge", kC, R"({"model": "m", "prompt": "x", "max_tokens": 99999999999})",
        "max_tokens", "got 99999999999"},
       {"max_completion_tokens", kChat,
@@ -87,8 +94,15 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
       {"stop too many", kC,
        R"({"model":"m","prompt":"x","stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]})",
        "stop", "at most 16"},
-      {"n two", kC, R"({"model": "m", "prompt": "x", "n": 2})", "n", "expected 1"},
-      {"best_of", kC, R"({"model": "m", "prompt": "x", "best_of": 3})", "best_of", "expected 1"},
+      {"n zero", kC, R"({"model": "m", "prompt": "x", "n": 0})", "n",
+       "expected an integer in [1, 128], got 0"},
+      {"n too many", kC, R"({"model": "m", "prompt": "x", "n": 129})", "n", "in [1, 128]"},
+      {"n string", kChat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"n":"2"})",
+       "n", "got \"2\""},
+      {"prompts x n", kC, R"({"model": "m", "prompt": ["a", "b", "c"], "n": 50})", "n",
+       "3 prompts x n 50 = 150 choices exceeds the 128"},
+      {"best_of above n", kC, R"({"model": "m", "prompt": "x", "n": 2, "best_of": 3})", "best_of",
+       "expected n (2): best_of greater than n is not supported, got 3"},
       {"echo", kC, R"({"model": "m", "prompt": "x", "echo": true})", "echo", "not supported"},
       {"presence_penalty", kC, R"({"model": "m", "prompt": "x", "presence_penalty": 0.5})",
        "presence_penalty", "not supported"},
@@ -142,8 +156,10 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   const OpenAiRequest& q = r.value();
   EXPECT_EQ(q.model, "tiny");
-  EXPECT_EQ(q.prompt_text, std::optional<std::string>("hello"));
-  EXPECT_FALSE(q.prompt_token_ids.has_value());
+  ASSERT_EQ(q.prompts.size(), 1u);
+  EXPECT_EQ(q.prompts[0].text, std::optional<std::string>("hello"));
+  EXPECT_FALSE(q.prompts[0].token_ids.has_value());
+  EXPECT_EQ(q.n, 1);
   EXPECT_EQ(q.max_tokens, std::optional<int32_t>(7));
   EXPECT_EQ(q.temperature, 0.0);
   EXPECT_EQ(q.top_p, 0.5);
@@ -161,18 +177,36 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_EQ(p.temperature, 0.0);
   EXPECT_EQ(p.stop, q.stop);
   EXPECT_TRUE(p.logprobs);
+  EXPECT_EQ(p.seed, std::optional<uint64_t>(UINT64_MAX));  // choice 0 keeps the seed
 }
 
 TEST(OpenAiRequest, PromptForms) {
   auto ids = parse_openai_request(R"({"model": "m", "prompt": [1, 2, 3]})", kC);
   ASSERT_TRUE(ids.ok());
-  EXPECT_EQ(*ids.value().prompt_token_ids, (std::vector<int32_t>{1, 2, 3}));
+  ASSERT_EQ(ids.value().prompts.size(), 1u);
+  EXPECT_EQ(*ids.value().prompts[0].token_ids, (std::vector<int32_t>{1, 2, 3}));
   auto nested = parse_openai_request(R"({"model": "m", "prompt": [[4]]})", kC);
   ASSERT_TRUE(nested.ok());
-  EXPECT_EQ(*nested.value().prompt_token_ids, (std::vector<int32_t>{4}));
+  ASSERT_EQ(nested.value().prompts.size(), 1u);
+  EXPECT_EQ(*nested.value().prompts[0].token_ids, (std::vector<int32_t>{4}));
   auto one = parse_openai_request(R"({"model": "m", "prompt": ["hi"]})", kC);
   ASSERT_TRUE(one.ok());
-  EXPECT_EQ(*one.value().prompt_text, "hi");
+  ASSERT_EQ(one.value().prompts.size(), 1u);
+  EXPECT_EQ(*one.value().prompts[0].text, "hi");
+  EXPECT_EQ(prompt_field(one.value(), 0), "prompt");
+  auto texts = parse_openai_request(R"({"model": "m", "prompt": ["a", "bc"], "n": 3})", kC);
+  ASSERT_TRUE(texts.ok()) << texts.error().message;
+  ASSERT_EQ(texts.value().prompts.size(), 2u);
+  EXPECT_EQ(*texts.value().prompts[1].text, "bc");
+  EXPECT_EQ(texts.value().n, 3);
+  EXPECT_EQ(prompt_field(texts.value(), 1), "prompt[1]");
+  auto lists = parse_openai_request(R"({"model": "m", "prompt": [[1, 2], [3]], "best_of": 1})", kC);
+  ASSERT_TRUE(lists.ok()) << lists.error().message;
+  ASSERT_EQ(lists.value().prompts.size(), 2u);
+  EXPECT_EQ(*lists.value().prompts[0].token_ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(*lists.value().prompts[1].token_ids, (std::vector<int32_t>{3}));
+  auto max = parse_openai_request(R"({"model": "m", "prompt": [[1], [2]], "n": 64})", kC);
+  ASSERT_TRUE(max.ok()) << max.error().message;  // 2 x 64 = kMaxChoices
   auto defaults = parse_openai_request(R"({"model": "m", "prompt": "x", "max_tokens": null})", kC);
   ASSERT_TRUE(defaults.ok());
   EXPECT_FALSE(defaults.value().max_tokens.has_value());
@@ -198,6 +232,22 @@ TEST(OpenAiRequest, ChatMessages) {
   EXPECT_EQ(r.value().max_tokens, std::optional<int32_t>(5));
   EXPECT_EQ(r.value().max_tokens_field, "max_completion_tokens");
   EXPECT_TRUE(r.value().logprobs);
+}
+
+TEST(OpenAiRequest, ChoiceSeedsAreDistinctAndKeepTheFirst) {
+  for (uint64_t seed : {uint64_t{0}, uint64_t{1}, UINT64_MAX}) {
+    std::set<uint64_t> seen;
+    for (int c = 0; c < kMaxChoices; ++c) seen.insert(choice_seed(seed, c));
+    EXPECT_EQ(seen.size(), static_cast<std::size_t>(kMaxChoices)) << seed;
+    EXPECT_EQ(choice_seed(seed, 0), seed);
+    EXPECT_EQ(choice_seed(seed, 5), choice_seed(seed, 5));
+  }
+  OpenAiRequest r;
+  r.seed = 42;
+  EXPECT_EQ(to_sampling_params(r, 3, 0).seed, std::optional<uint64_t>(42));
+  EXPECT_EQ(to_sampling_params(r, 3, 2).seed, std::optional<uint64_t>(choice_seed(42, 2)));
+  r.seed.reset();
+  EXPECT_FALSE(to_sampling_params(r, 3, 2).seed.has_value());  // the engine's RNG
 }
 
 TEST(OpenAiRequest, ResolveMaxTokensAgainstContext) {
@@ -227,21 +277,29 @@ TEST(OpenAiRequest, ResolveMaxTokensAgainstContext) {
   ASSERT_FALSE(chat_full.ok());
   EXPECT_EQ(*chat_full.error().param, "messages");
   EXPECT_FALSE(resolve_max_tokens(chat, 0, 64).ok());
+  // A batch names the prompt that does not fit.
+  OpenAiRequest batch;
+  batch.prompts.resize(3);
+  auto third = resolve_max_tokens(batch, 20, 20, 2);
+  ASSERT_FALSE(third.ok());
+  EXPECT_EQ(*third.error().param, "prompt[2]");
 }
 
 TEST(OpenAiRequest, NestingDepthScan) {
   EXPECT_EQ(json_nesting_depth("{}", 10), 1);
   EXPECT_EQ(json_nesting_depth(R"({"a": [[1], {"b": []}]})", 10), 4);  // { [ { [
-  EXPECT_EQ(json_nesting_depth(R"({"a": "[[[[[\"[["})", 10), 1);  // brackets inside strings
-  EXPECT_EQ(json_nesting_depth(std::string(1000, '['), 5), 6);    // stops past the limit
+  EXPECT_EQ(json_nesting_depth(R"({"a": "[[[[[\"[["})", 10), 1);       // brackets inside strings
+  EXPECT_EQ(json_nesting_depth(std::string(1000, '['), 5), 6);         // stops past the limit
 }
 
 TEST(OpenAiRequest, ErrorBodyShape) {
-  EXPECT_EQ(error_body(bad_request("max_tokens: bad", std::string("max_tokens"))),
-            R"({"error":{"code":null,"message":"max_tokens: bad","param":"max_tokens","type":"invalid_request_error"}})");
-  EXPECT_EQ(error_body(ApiError{429, "rate_limit_error", "full", std::nullopt,
-                                std::string("queue_full")}),
-            R"({"error":{"code":"queue_full","message":"full","param":null,"type":"rate_limit_error"}})");
+  EXPECT_EQ(
+      error_body(bad_request("max_tokens: bad", std::string("max_tokens"))),
+      R"({"error":{"code":null,"message":"max_tokens: bad","param":"max_tokens","type":"invalid_request_error"}})");
+  EXPECT_EQ(
+      error_body(
+          ApiError{429, "rate_limit_error", "full", std::nullopt, std::string("queue_full")}),
+      R"({"error":{"code":"queue_full","message":"full","param":null,"type":"rate_limit_error"}})");
 }
 
 }  // namespace

@@ -57,29 +57,34 @@ json base(const ResponseContext& ctx, const char* object) {
 
 }  // namespace
 
-std::string completion_body(const ResponseContext& ctx, const std::string& text,
-                            const std::string& finish_reason, const Usage& usage,
-                            const std::vector<TokenLogprob>& logprobs) {
+std::string completion_body(const ResponseContext& ctx, const std::vector<ChoiceText>& choices,
+                            const Usage& usage) {
   const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
   json body = base(ctx, chat ? "chat.completion" : "text_completion");
-  json choice = {{"index", 0}, {"finish_reason", finish_reason},
-                 {"logprobs", logprobs_json(ctx, logprobs, 0)}};
-  if (chat) {
-    choice["message"] = json{{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
+  json array = json::array();
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceText& c = choices[i];
+    json choice = {{"index", i},
+                   {"finish_reason", c.finish_reason},
+                   {"logprobs", logprobs_json(ctx, c.logprobs, 0)}};
+    if (chat) {
+      choice["message"] = json{{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    array.push_back(std::move(choice));
   }
-  body["choices"] = json::array({choice});
+  body["choices"] = std::move(array);
   body["usage"] = usage_json(usage);
   return dump(body);
 }
 
-std::string stream_chunk(const ResponseContext& ctx, const std::string& text_delta,
+std::string stream_chunk(const ResponseContext& ctx, int index, const std::string& text_delta,
                          const std::optional<std::string>& finish_reason,
                          const std::vector<TokenLogprob>& logprobs, bool first) {
   const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
   json body = base(ctx, chat ? "chat.completion.chunk" : "text_completion");
-  json choice = {{"index", 0},
+  json choice = {{"index", index},
                  {"finish_reason", finish_reason ? json(*finish_reason) : json(nullptr)},
                  {"logprobs", logprobs_json(ctx, logprobs, 0)}};
   if (chat) {

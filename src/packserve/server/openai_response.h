@@ -1,11 +1,14 @@
 // openai_response.h: the JSON bodies packserve answers with on /v1/completions and
 // /v1/chat/completions, as OpenAI shapes them (docs/server.md):
-//   completions:  object "text_completion", choices[0].text, finish_reason, usage
-//   chat:         object "chat.completion", choices[0].message {role, content}
-//   streaming:    object "text_completion" / "chat.completion.chunk", one delta per event;
-//                 chat's first chunk carries {"role": "assistant"}; the chunk with the
-//                 finish_reason ends the choice; with stream_options.include_usage every chunk
-//                 has "usage": null and a last chunk has "choices": [] and the usage.
+//   completions:  object "text_completion", choices[i].text, finish_reason, usage
+//   chat:         object "chat.completion", choices[i].message {role, content}
+//   streaming:    object "text_completion" / "chat.completion.chunk", one delta of one
+//                 choice (its "index") per event; chat's first chunk of a choice carries
+//                 {"role": "assistant"}; the chunk with the finish_reason ends the choice; with
+//                 stream_options.include_usage every chunk has "usage": null and a last chunk
+//                 has "choices": [] and the usage.
+// Choice i of a request with P prompts and n choices per prompt is choice i % n of prompt
+// i / n (OpenAI's order).
 // Every string goes through JSON's replacement of invalid UTF-8, so output never fails to
 // serialise.
 // Thread-safety: pure functions.
@@ -22,7 +25,7 @@ namespace packserve::server {
 
 struct ResponseContext {
   Endpoint endpoint = Endpoint::kCompletions;
-  std::string id;  // "cmpl-7" / "chatcmpl-7"
+  std::string id;         // "cmpl-7" / "chatcmpl-7"
   int64_t created_s = 0;  // unix time
   std::string model;
   bool logprobs = false;
@@ -40,14 +43,20 @@ struct TokenLogprob {
   double logprob = 0.0;
 };
 
-// The whole non-streaming body.
-std::string completion_body(const ResponseContext& ctx, const std::string& text,
-                            const std::string& finish_reason, const Usage& usage,
-                            const std::vector<TokenLogprob>& logprobs);
+// One finished choice of a non-streaming response.
+struct ChoiceText {
+  std::string text;
+  std::string finish_reason;
+  std::vector<TokenLogprob> logprobs;
+};
 
-// One streamed chunk's JSON (without SSE framing). `first` adds chat's role delta;
-// `finish_reason` ends the choice.
-std::string stream_chunk(const ResponseContext& ctx, const std::string& text_delta,
+// The whole non-streaming body; choices[i] gets "index" i.
+std::string completion_body(const ResponseContext& ctx, const std::vector<ChoiceText>& choices,
+                            const Usage& usage);
+
+// One streamed chunk's JSON (without SSE framing) for choice `index`. `first` (the choice's
+// first chunk) adds chat's role delta; `finish_reason` ends the choice.
+std::string stream_chunk(const ResponseContext& ctx, int index, const std::string& text_delta,
                          const std::optional<std::string>& finish_reason,
                          const std::vector<TokenLogprob>& logprobs, bool first);
 

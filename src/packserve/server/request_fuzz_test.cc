@@ -45,7 +45,8 @@ std::string mutant(Rng& rng) {
       return seed.substr(0, pick(seed.size() + 1));
     case 2: {  // byte flips
       std::string s = seed;
-      for (std::size_t k = 0, n = 1 + pick(4); k < n; ++k) s[pick(s.size())] = static_cast<char>(rng.next_u64());
+      for (std::size_t k = 0, n = 1 + pick(4); k < n; ++k)
+        s[pick(s.size())] = static_cast<char>(rng.next_u64());
       return s;
     }
     case 3: {  // deep nesting, inside a field or at the top
@@ -54,22 +55,32 @@ std::string mutant(Rng& rng) {
       return pick(2) ? nest : R"({"model":"tiny","prompt":)" + nest + "}";
     }
     case 4: {  // huge or odd numbers in numeric fields
-      const char* numbers[] = {"1e309", "-1e309", "1e-400", "18446744073709551616",
-                               "-9223372036854775809", "99999999999999999999999999", "1.0e+",
-                               "0x10", "-0", "NaN", "Infinity", "2147483648", "1e2"};
-      const char* fields[] = {"max_tokens", "temperature", "top_p", "top_k", "seed", "n",
-                              "min_p", "presence_penalty", "logprobs"};
+      const char* numbers[] = {"1e309",
+                               "-1e309",
+                               "1e-400",
+                               "18446744073709551616",
+                               "-9223372036854775809",
+                               "99999999999999999999999999",
+                               "1.0e+",
+                               "0x10",
+                               "-0",
+                               "NaN",
+                               "Infinity",
+                               "2147483648",
+                               "1e2"};
+      const char* fields[] = {"max_tokens", "temperature",      "top_p",   "top_k", "seed", "n",
+                              "min_p",      "presence_penalty", "logprobs"};
       return std::string(R"({"model":"tiny","prompt":"p",")") + fields[pick(9)] +
              "\":" + numbers[pick(13)] + "}";
     }
     case 5: {  // invalid UTF-8 inside strings
-      const char* bad[] = {"\xff", "\xc3", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xc0\xaf",
-                           "\\ud800", "\\udc00x"};
+      const char* bad[] = {"\xff",     "\xc3",    "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                           "\xc0\xaf", "\\ud800", "\\udc00x"};
       return std::string(R"({"model":"tiny","prompt":"a)") + bad[pick(7)] + "b\"}";
     }
     case 6: {  // wrong types everywhere
       const char* values[] = {"null", "true", "[]", "{}", "\"s\"", "-1", "0", "[[]]", "[{}]"};
-      const char* fields[] = {"model", "prompt", "messages", "stop", "stream",
+      const char* fields[] = {"model",          "prompt",     "messages",    "stop", "stream",
                               "stream_options", "max_tokens", "temperature", "seed"};
       std::string body = seed;
       body.insert(1, std::string("\"") + fields[pick(9)] + "\":" + values[pick(9)] + ",");
@@ -94,8 +105,14 @@ void check_parse(const std::string& body, Endpoint endpoint) {
   ASSERT_TRUE(std::isfinite(q.temperature) && q.temperature >= 0) << body;
   ASSERT_TRUE(q.top_p > 0 && q.top_p <= 1) << body;
   ASSERT_TRUE(!q.max_tokens || *q.max_tokens >= 1) << body;
+  ASSERT_TRUE(q.n >= 1 && q.n <= kMaxChoices) << body;
   if (endpoint == Endpoint::kCompletions) {
-    ASSERT_TRUE(q.prompt_text.has_value() != q.prompt_token_ids.has_value()) << body;
+    ASSERT_FALSE(q.prompts.empty()) << body;
+    for (const Prompt& prompt : q.prompts) {
+      ASSERT_TRUE(prompt.text.has_value() != prompt.token_ids.has_value()) << body;
+      ASSERT_TRUE(prompt.text ? !prompt.text->empty() : !prompt.token_ids->empty()) << body;
+    }
+    ASSERT_LE(q.prompts.size() * q.n, static_cast<std::size_t>(kMaxChoices)) << body;
   } else {
     ASSERT_FALSE(q.messages.empty()) << body;
   }
@@ -117,7 +134,8 @@ TEST(RequestFuzz, ParserNeverCrashesAndRejectsWith400) {
   EXPECT_GT(n, 1000);  // the budget covered a meaningful number of cases
   // Every prefix of every seed too.
   for (const std::string& seed : seeds()) {
-    for (std::size_t k = 0; k < seed.size(); ++k) check_parse(seed.substr(0, k), Endpoint::kCompletions);
+    for (std::size_t k = 0; k < seed.size(); ++k)
+      check_parse(seed.substr(0, k), Endpoint::kCompletions);
   }
 }
 
