@@ -23,6 +23,8 @@
 #                                                # balancedattn: --attention-policy auto / balanced)
 #   scripts/gpu-serve-check.sh sharedtrace       # $DIR/shared_prefix.jsonl: N requests reading
 #                                                # one long shared prompt, or one of G (for TRACE=)
+#   scripts/gpu-serve-check.sh choices           # one request of n choices of a long prompt
+#                                                # (scripts/choices_bench.py) per variant
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
 # MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000); matrix: ARCH (qwen3-8b),
 # MAX_BATCHED_TOKENS (2048, the server's --max-num-batched-tokens),
@@ -70,6 +72,38 @@ fi
 export LD_LIBRARY_PATH="$BIN/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export XDG_CACHE_HOME=$PWD/$DIR/cache
 PS="$BIN/packserve --log-level info"
+
+# variant_flags VARIANT: the server flags of a named variant into the array `flags`.
+variant_flags() {
+  case $1 in
+    default) flags=() ;;
+    noprefix) flags=(--no-prefix-caching) ;;
+    naive) flags=(--attention-policy naive) ;;
+    prefixattn) flags=(--attention-policy prefix) ;;
+    hostsample) flags=(--no-backend-sampling) ;;
+    nowait) flags=(--prefix-wait-min-tokens 0) ;;
+    autoattn) flags=(--attention-policy auto) ;;
+    balancedattn) flags=(--attention-policy balanced) ;;
+    *) echo "unknown variant '$1': expected default, noprefix, naive, prefixattn, autoattn, balancedattn, hostsample or nowait" >&2; exit 2 ;;
+  esac
+}
+
+# start_server NAME MODEL FLAGS...: serves MODEL on $PORT with --backend cuda (log
+# $OUT/serve_NAME.log, pid in $server); returns 0 once ready, 1 (with the log's tail) if not.
+start_server() {
+  local name=$1 model=$2; shift 2
+  $PS serve --model "$model" --backend cuda --gpu-memory-utilization "${GPU_MEMORY_UTILIZATION:-0.9}" \
+    --port "$PORT" --max-num-batched-tokens "${MAX_BATCHED_TOKENS:-2048}" "$@" >"$OUT/serve_$name.log" 2>&1 &
+  server=$!
+  for _ in $(seq 300); do
+    grep -q "packserve serve: ready" "$OUT/serve_$name.log" && return 0
+    kill -0 $server 2>/dev/null || break
+    sleep 1
+  done
+  echo "$name: server not ready"; tail -5 "$OUT/serve_$name.log"
+  return 1
+}
+PORT=${PORT:-8000}
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader
 
 case $STEP in
@@ -103,7 +137,6 @@ make8b)
 serve)
   MODEL=$DIR/llama-3.1-8b
   [[ -f $MODEL/config.json ]] || { echo "$MODEL missing: run the make8b step first" >&2; exit 1; }
-  PORT=${PORT:-8000}
   $PS serve --model "$MODEL" --backend cuda \
     --gpu-memory-utilization "${GPU_MEMORY_UTILIZATION:-0.9}" --port "$PORT" \
     --max-num-batched-tokens 2048 >"$OUT/serve.log" 2>&1 &
@@ -155,18 +188,9 @@ matrix)
   tag=$(basename "$TRACE" | sed -E 's/_.*//')
   read -r -a SCALES <<<"${TIME_SCALES:-2 1 0.5}"
   read -r -a RUN_VARIANTS <<<"${VARIANTS:-default noprefix naive}"
-  PORT=${PORT:-8000}
   run_variant() {  # name, time scale, server flags...
     local name=$1 scale=$2; shift 2
-    $PS serve --model "$MODEL" --backend cuda --gpu-memory-utilization 0.9 --port "$PORT" \
-      --max-num-batched-tokens "${MAX_BATCHED_TOKENS:-2048}" "$@" >"$OUT/serve_$name.log" 2>&1 &
-    local server=$!
-    for _ in $(seq 300); do
-      grep -q "packserve serve: ready" "$OUT/serve_$name.log" && break
-      kill -0 $server 2>/dev/null || break
-      sleep 1
-    done
-    if grep -q "packserve serve: ready" "$OUT/serve_$name.log"; then
+    if start_server "$name" "$MODEL" "$@"; then
       timeout 300 $PS bench --trace "$TRACE" --url "http://127.0.0.1:$PORT" --tokenizer "$MODEL" \
         --duration-s "${BENCH_DURATION_S:-30}" --time-scale "$scale" \
         --max-input-tokens "${MAX_INPUT_TOKENS:-2048}" --max-output-tokens "${MAX_OUTPUT_TOKENS:-128}" ${BENCH_FLAGS:-} \
@@ -174,8 +198,6 @@ matrix)
       echo "$name: bench exit $?"
       python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode())' \
         "http://127.0.0.1:$PORT/metrics" | grep -E '^packserve_(engine_|prefix_cache_hit_rate)' >"$OUT/$name.metrics"
-    else
-      echo "$name: server not ready"; tail -5 "$OUT/serve_$name.log"
     fi
     kill -INT $server 2>/dev/null; wait $server
   }
@@ -185,17 +207,7 @@ matrix)
     suffix=""
     ((rounds > 1)) && suffix="_r$round"
     for variant in "${RUN_VARIANTS[@]}"; do
-      case $variant in
-        default) flags=() ;;
-        noprefix) flags=(--no-prefix-caching) ;;
-        naive) flags=(--attention-policy naive) ;;
-        prefixattn) flags=(--attention-policy prefix) ;;
-        hostsample) flags=(--no-backend-sampling) ;;
-        nowait) flags=(--prefix-wait-min-tokens 0) ;;
-        autoattn) flags=(--attention-policy auto) ;;
-        balancedattn) flags=(--attention-policy balanced) ;;
-        *) echo "unknown variant '$variant': expected default, noprefix, naive, prefixattn, autoattn, balancedattn, hostsample or nowait" >&2; exit 2 ;;
-      esac
+      variant_flags "$variant"
       for scale in "${SCALES[@]}"; do
         if [[ $variant != default && ${ABLATE_SCALES:-mid} != all && $scale != "$mid" ]]; then continue; fi
         run_variant "${tag}_${variant}_scale$scale$suffix" "$scale" "${flags[@]}"
@@ -232,6 +244,22 @@ for name in sorted(os.listdir(out)):
           f"{r['p99_itl_ms']:.0f} | {fmt(r.get('request_goodput'))} | {step_times(name)} |")
 EOF
   ;;
+choices)
+  # n choices of one long prompt in one streaming request (scripts/choices_bench.py) on the
+  # llama-3.1-8b dummy of make8b, for each of CHOICES_VARIANTS (default "default nowait
+  # noprefix": prefix wait off makes the n copies prefill the prompt side by side; prefix
+  # caching off also gives each its own KV). CHOICES_ARGS: extra choices_bench.py flags.
+  MODEL=$DIR/llama-3.1-8b
+  [[ -f $MODEL/config.json ]] || { echo "$MODEL missing: run the make8b step first" >&2; exit 1; }
+  for variant in ${CHOICES_VARIANTS:-default nowait noprefix}; do
+    variant_flags "$variant"
+    if start_server "choices_$variant" "$MODEL" "${flags[@]}"; then
+      timeout 400 python3 scripts/choices_bench.py --url "http://127.0.0.1:$PORT" \
+        --model llama-3.1-8b --label "$variant" ${CHOICES_ARGS:-} | tee -a "$OUT/choices.jsonl"
+    fi
+    kill -INT $server 2>/dev/null; wait $server
+  done
+  ;;
 sharedtrace)
   # A synthetic Mooncake-format trace of long shared prompts (a system prompt or document that
   # many requests read, PAT's B=[1,N] tree): SHARED_GROUPS prompts of SHARED_TOKENS, each read
@@ -261,7 +289,7 @@ print(f"{path}: {n} requests over {groups} shared prompt(s) of {shared} tokens +
 EOF
   ;;
 *)
-  echo "unknown step '$STEP': expected --pack, generate, make8b, serve, makemodel, makeqwen8b, sharedtrace or matrix" >&2
+  echo "unknown step '$STEP': expected --pack, generate, make8b, serve, makemodel, makeqwen8b, sharedtrace, matrix or choices" >&2
   exit 2
   ;;
 esac
