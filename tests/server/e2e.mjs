@@ -205,6 +205,26 @@ await check('logprobs: one non-positive logprob per completion token', async () 
   assert.ok(lp.token_logprobs.every((v) => v <= 0), JSON.stringify(lp.token_logprobs));
 });
 
+await check('top logprobs: the greedy token is the most likely alternative, with its own logprob', async () => {
+  const r = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 5, logprobs: 3, ...greedy });
+  const lp = r.choices[0].logprobs;
+  assert.equal(lp.top_logprobs.length, 5);
+  lp.top_logprobs.forEach((alts, i) => {
+    const values = Object.values(alts);
+    assert.ok(values.length >= 1 && values.length <= 3, JSON.stringify(alts));
+    assert.equal(Math.max(...values), lp.token_logprobs[i]);
+    assert.equal(alts[lp.tokens[i]], lp.token_logprobs[i]);
+  });
+  const messages = [{ role: 'user', content: 'Hi' }];
+  const c = await client.chat.completions.create({ model: MODEL, messages, max_tokens: 4, logprobs: true, top_logprobs: 2, ...greedy });
+  for (const t of c.choices[0].logprobs.content) {
+    assert.equal(t.top_logprobs.length, 2);
+    assert.equal(t.top_logprobs[0].token, t.token);
+    assert.equal(t.top_logprobs[0].logprob, t.logprob);
+    assert.ok(t.top_logprobs[1].logprob <= t.logprob);
+  }
+});
+
 await check('a client that aborts a stream: request cancelled, KV pages back to baseline', async () => {
   const base = await waitForMetrics(args.url, (m) => m.get('packserve_num_requests_running') === 0, 'idle before abort');
   const pagesBase = base.get('packserve_kv_pages_used');
@@ -238,6 +258,8 @@ await check('errors: status, type and param for each case', async () => {
   await expectApiError(client.completions.create({ model: MODEL, prompt: Array(600).fill(1) }), 400, 'invalid_request_error', 'prompt');
   await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 600 }), 400, 'invalid_request_error', 'max_tokens');
   await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', n: 129 }), 400, 'invalid_request_error', 'n');
+  await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', logprobs: 21 }), 400, 'invalid_request_error', 'logprobs');
+  await expectApiError(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }), 400, 'invalid_request_error', 'top_logprobs');
   await expectApiError(client.completions.create({ model: MODEL, prompt: ['x', 'y'], n: 2, best_of: 3 }), 400, 'invalid_request_error', 'best_of');
   await expectApiError(client.completions.create({ model: MODEL, prompt: [[1, 2], Array(600).fill(1)], n: 2 }), 400, 'invalid_request_error', 'prompt[1]');
   await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', presence_penalty: 0.5 }), 400, 'invalid_request_error', 'presence_penalty');

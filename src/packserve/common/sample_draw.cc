@@ -202,6 +202,37 @@ double log_softmax_with_max(std::span<const float> logits, int32_t token, float 
   return x_token - m - std::log(sum_exp_shifted(logits.data(), logits.size(), m));
 }
 
+std::vector<TopLogprob> top_logprobs(std::span<const float> logits, int k) {
+  const size_t n = std::min(logits.size(), static_cast<size_t>(std::max(k, 0)));
+  if (n == 0) return {};
+  thread_local std::vector<int32_t> ids;
+  ids.resize(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  auto more_likely = [&](int32_t a, int32_t b) {
+    const double xa = finite_or_neg_inf(logits[static_cast<size_t>(a)]);
+    const double xb = finite_or_neg_inf(logits[static_cast<size_t>(b)]);
+    return xa > xb || (xa == xb && a < b);
+  };
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                    more_likely);
+  const float m = max_ignoring_nan(logits);
+  std::vector<TopLogprob> out;
+  out.reserve(n);
+  if (degenerate_max(m)) {
+    for (size_t i = 0; i < n; ++i) {
+      out.push_back({ids[i], static_cast<float>(log_softmax_with_max(logits, ids[i], m))});
+    }
+    return out;
+  }
+  // log_softmax_with_max's expression, with its sum taken once.
+  const double log_sum = std::log(sum_exp_shifted(logits.data(), logits.size(), m));
+  for (size_t i = 0; i < n; ++i) {
+    const double x = finite_or_neg_inf(logits[static_cast<size_t>(ids[i])]);
+    out.push_back({ids[i], static_cast<float>(x - m - log_sum)});
+  }
+  return out;
+}
+
 SampleResult sample_draw(std::span<const float> logits, const SampleDraw& draw) {
   thread_local TemperatureScratch scratch;
   return sample_draw(logits, draw, scratch);

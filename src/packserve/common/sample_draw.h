@@ -60,4 +60,15 @@ std::vector<SampleCandidate> sample_candidates(std::span<const float> logits, fl
 // float64 sum. m: max_ignoring_nan(logits).
 double log_softmax_with_max(std::span<const float> logits, int32_t token, float m);
 
+struct TopLogprob {
+  int32_t token_id;
+  float logprob;  // log_softmax_with_max's value, rounded to float (the sampled token's own)
+};
+
+// The min(k, vocab) most likely tokens of a non-empty row, most likely first (logit
+// descending, NaN as -inf, token id ascending among equals), each with its raw logprob: the
+// same float a draw reports for that token (SampleResult::logprob). One pass for the sum, one
+// partial sort of the ids.
+std::vector<TopLogprob> top_logprobs(std::span<const float> logits, int k);
+
 }  // namespace packserve

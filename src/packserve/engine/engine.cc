@@ -38,6 +38,16 @@ Status SamplingParams::validate() const {
   if (!std::isfinite(min_p) || min_p < 0.0 || min_p > 1.0) {
     return invalid_argument("min_p: expected a number in [0, 1], got " + fmt_double(min_p));
   }
+  if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs) {
+    return invalid_argument("top_logprobs: expected an integer in [0, " +
+                            std::to_string(kMaxTopLogprobs) + "], got " +
+                            std::to_string(top_logprobs));
+  }
+  if (top_logprobs > 0 && !logprobs) {
+    return invalid_argument(
+        "top_logprobs: needs logprobs (the alternatives come with the "
+        "sampled token's own log-probability)");
+  }
   if (max_tokens < 1) {
     return invalid_argument("max_tokens: expected an integer >= 1, got " +
                             std::to_string(max_tokens));

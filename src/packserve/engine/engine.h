@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "packserve/attention/plan.h"
+#include "packserve/common/sample_draw.h"
 #include "packserve/common/status.h"
 #include "packserve/kv/kv_cache.h"
 #include "packserve/model/forward.h"
@@ -37,6 +38,9 @@
 namespace packserve::engine {
 
 using RequestId = sched::RequestId;
+
+// Alternatives a token may report with SamplingParams::top_logprobs (vLLM's default cap).
+inline constexpr int32_t kMaxTopLogprobs = 20;
 
 struct SamplingParams {
   double temperature = 1.0;             // 0 = greedy; >= 0, finite
@@ -49,6 +53,10 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS ids
   bool ignore_eos = false;
   bool logprobs = false;  // report the sampled token's log-probability
+  // With logprobs: also the this-many most likely tokens' log-probabilities (0 to
+  // kMaxTopLogprobs). Such a request's rows are drawn on the host from their logits
+  // (ForwardBatch::samples = kOutputLogits), whatever the backend.
+  int32_t top_logprobs = 0;
   // kInvalidArgument naming the field ("temperature: expected a finite number >= 0, got nan").
   Status validate() const;
 };
@@ -66,6 +74,9 @@ struct GenerateRequest {
 struct TokenOutput {
   int32_t token_id = 0;
   std::optional<float> logprob;  // when SamplingParams::logprobs
+  // The SamplingParams::top_logprobs most likely tokens at this position, most likely first
+  // (common/sample_draw.h top_logprobs; the sampled token's logprob is the same float there).
+  std::vector<TopLogprob> top_logprobs;
 };
 
 // One update of a request. The last update has finished = true.

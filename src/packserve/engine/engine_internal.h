@@ -64,6 +64,7 @@ struct LiveRequest {
   bool return_last_prompt_logits = false;
   // Set by the executor adapter in the step that samples, read when its token event arrives.
   std::optional<float> step_logprob;
+  std::vector<TopLogprob> step_top_logprobs;  // params.top_logprobs > 0
   std::vector<float> captured_logits;
   // Whether the step that samples the first token must keep its logits (captured_logits).
   bool captures_logits_now() const {

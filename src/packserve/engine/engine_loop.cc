@@ -47,9 +47,9 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
         LiveRequest& r = *it->second;
         // A greedy row without logprobs needs only the argmax and any other row only its
-        // draw, unless its logits are captured.
+        // draw, unless its logits are captured or its alternatives' logprobs are wanted.
         output = model::kOutputLogits;
-        if (!r.captures_logits_now()) {
+        if (!r.captures_logits_now() && r.params.top_logprobs == 0) {
           if (r.sampler.argmax_only()) {
             output = model::kOutputArgmax;
           } else if (impl.config.backend_sampling) {
@@ -109,6 +109,9 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       const SampledToken sampled = r.sampler.sample(row_logits);
       out.sampled_token_ids[job.sequence] = sampled.token_id;
       r.step_logprob = sampled.logprob;
+      if (r.params.top_logprobs > 0) {
+        r.step_top_logprobs = packserve::top_logprobs(row_logits, r.params.top_logprobs);
+      }
       if (r.captures_logits_now()) {
         r.captured_logits.assign(row_logits.begin(), row_logits.end());
       }
@@ -253,6 +256,8 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
     token.token_id = ev.token_id;
     if (r.params.logprobs) token.logprob = r.step_logprob;
     r.step_logprob.reset();
+    token.top_logprobs = std::move(r.step_top_logprobs);
+    r.step_top_logprobs.clear();
     u.tokens.push_back(token);
     // Stop tokens count as output tokens but add no text (as vLLM without
     // include_stop_str_in_output).

@@ -185,6 +185,7 @@ inline std::vector<int32_t> reference_greedy(const NextTokenFn& next, std::vecto
 struct Collected {
   std::vector<int32_t> token_ids;
   std::vector<float> logprobs;
+  std::vector<std::vector<TopLogprob>> top_logprobs;  // per token
   std::string text;
   std::vector<std::string> deltas;
   RequestOutput last;
@@ -204,6 +205,7 @@ inline Collected collect(RequestStream& stream,
     for (const TokenOutput& t : u->tokens) {
       c.token_ids.push_back(t.token_id);
       if (t.logprob) c.logprobs.push_back(*t.logprob);
+      c.top_logprobs.push_back(t.top_logprobs);
     }
     c.text += u->text_delta;
     c.deltas.push_back(u->text_delta);

@@ -426,5 +426,63 @@ TEST(SamplerTest, LogSoftmaxMatchesFloat64OnAFullVocabulary) {
   EXPECT_EQ(log_softmax_at(logits, 7), -std::numeric_limits<double>::infinity());  // NaN
 }
 
+// top_logprobs: the k most likely tokens in order (ties to the lower id, NaN last), each with
+// the float a draw reports for it; against a float64 log-softmax, on a random row with ties,
+// NaN and -inf, and on degenerate rows.
+TEST(SamplerTest, TopLogprobsAreTheMostLikelyWithTheDrawsLogprobs) {
+  std::vector<float> logits(5000);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+  for (float& x : logits) x = u(rng);
+  logits[10] = logits[20] = 9.5f;  // a tie at the top: 10 before 20
+  logits[30] = std::numeric_limits<float>::quiet_NaN();
+  logits[40] = -std::numeric_limits<float>::infinity();
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  auto key = [&](int32_t i) {
+    const float x = logits[static_cast<size_t>(i)];
+    return std::isnan(x) ? -std::numeric_limits<double>::infinity() : static_cast<double>(x);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return key(a) > key(b); });
+  double zsum = 0.0;
+  for (float x : logits) {
+    if (!std::isnan(x)) zsum += std::exp(static_cast<double>(x) - 9.5);
+  }
+  const auto top = top_logprobs(logits, 20);
+  ASSERT_EQ(top.size(), 20u);
+  EXPECT_EQ(top[0].token_id, 10);
+  EXPECT_EQ(top[1].token_id, 20);
+  for (size_t j = 0; j < top.size(); ++j) {
+    EXPECT_EQ(top[j].token_id, order[j]) << j;
+    EXPECT_NEAR(top[j].logprob, key(order[j]) - 9.5 - std::log(zsum), 2e-6) << j;
+    EXPECT_EQ(top[j].logprob, static_cast<float>(log_softmax_at(logits, top[j].token_id))) << j;
+  }
+  // The greedy draw's own logprob is the first entry's, bit for bit.
+  SamplingParams p = params(0.0);
+  p.logprobs = true;
+  RequestSampler greedy(p, 1);
+  const SampledToken tok = greedy.sample(logits);
+  EXPECT_EQ(tok.token_id, top[0].token_id);
+  EXPECT_EQ(tok.logprob, top[0].logprob);
+  // k beyond the vocabulary: every token, the NaN last; k = 0: none.
+  const auto all = top_logprobs(logits, 1 << 20);
+  ASSERT_EQ(all.size(), logits.size());
+  EXPECT_EQ(all.back().token_id, 40);  // -inf and NaN tie: the lower id first
+  EXPECT_EQ(all[all.size() - 2].token_id, 30);
+  EXPECT_EQ(all.back().logprob, -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(top_logprobs(logits, 0).empty());
+  // A row with +inf entries: uniform over them, -inf for the rest.
+  const std::vector<float> inf = {1.0f, std::numeric_limits<float>::infinity(), 2.0f,
+                                  std::numeric_limits<float>::infinity()};
+  const auto t = top_logprobs(inf, 3);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].token_id, 1);
+  EXPECT_EQ(t[1].token_id, 3);
+  EXPECT_EQ(t[2].token_id, 2);
+  EXPECT_FLOAT_EQ(t[0].logprob, static_cast<float>(-std::log(2.0)));
+  EXPECT_EQ(t[2].logprob, -std::numeric_limits<float>::infinity());
+}
+
 }  // namespace
 }  // namespace packserve::engine

@@ -8,6 +8,8 @@
 //   kFailedPrecondition after set_draining().
 //   Prefix cache: a prompt submitted before (the same token ids) reports all its tokens as
 //   cached (num_cached_prompt_tokens), as the engine's prefix cache with prefix wait would.
+//   logprobs: -0.5 for every token; top_logprobs k: the token and the k - 1 letters after it
+//   at -0.5, -1.5, ...
 //   Failures: after fail_prompts_with(id), a request whose prompt holds token `id` ends with
 //   finish_reason "error" at its first step.
 // Thread-safety: all methods thread-safe.
@@ -174,7 +176,15 @@ class FakeEngine final : public EngineApi {
     l.text += static_cast<char>(token);
     engine::RequestOutput out;
     out.id = l.stream->id();
-    out.tokens.push_back(engine::TokenOutput{token, -0.5f});
+    engine::TokenOutput t;
+    t.token_id = token;
+    t.logprob = -0.5f;
+    // Alternatives: this token, then the letters after it, at -0.5, -1.5, -2.5, ...
+    for (int32_t j = 0; j < l.request.sampling.top_logprobs; ++j) {
+      t.top_logprobs.push_back(
+          {'a' + (l.num_output_tokens - 1 + j) % 26, -0.5f - static_cast<float>(j)});
+    }
+    out.tokens.push_back(std::move(t));
     out.num_prompt_tokens = static_cast<int32_t>(l.request.prompt_token_ids.size());
     out.num_output_tokens = l.num_output_tokens;
     out.num_cached_prompt_tokens = l.num_cached;

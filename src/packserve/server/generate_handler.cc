@@ -97,6 +97,7 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   p.ctx.created_s = static_cast<int64_t>(std::time(nullptr));
   p.ctx.model = options.served_model_name;
   p.ctx.logprobs = r.logprobs;
+  p.ctx.top_logprobs = r.top_logprobs;
   p.ctx.include_usage = r.include_usage;
   p.stream = r.stream;
   return p;
@@ -107,7 +108,11 @@ std::vector<TokenLogprob> logprobs_of(EngineApi& engine, const engine::RequestOu
   std::vector<TokenLogprob> result;
   if (!wanted) return result;
   for (const engine::TokenOutput& t : out.tokens) {
-    result.push_back(TokenLogprob{engine.token_text(t.token_id), t.logprob.value_or(0.0f)});
+    TokenLogprob lp{engine.token_text(t.token_id), t.logprob.value_or(0.0f), {}};
+    for (const TopLogprob& alt : t.top_logprobs) {
+      lp.top.emplace_back(engine.token_text(alt.token_id), alt.logprob);
+    }
+    result.push_back(std::move(lp));
   }
   return result;
 }

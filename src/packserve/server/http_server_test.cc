@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -134,6 +135,35 @@ TEST_F(ServerTest, ChatCompletionUsesTemplateAndDefaultFillsContext) {
   ASSERT_EQ(j["choices"][0]["logprobs"]["content"].size(), 44u);
   EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["token"], "a");
   EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["logprob"], -0.5);
+}
+
+// Alternatives: completions' logprobs = k gives a {text: logprob} per token (OpenAI's legacy
+// shape), chat's top_logprobs a list of {token, logprob, bytes}; k reaches the engine.
+TEST_F(ServerTest, TopLogprobsInBothShapes) {
+  start();
+  Answer a =
+      post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":2,"logprobs":3})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json lp = a.parsed()["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json({"a", "b"}));
+  EXPECT_EQ(lp["token_logprobs"], json({-0.5, -0.5}));
+  EXPECT_EQ(lp["top_logprobs"][0], json({{"a", -0.5}, {"b", -1.5}, {"c", -2.5}}));
+  EXPECT_EQ(lp["top_logprobs"][1], json({{"b", -0.5}, {"c", -1.5}, {"d", -2.5}}));
+  Answer none =
+      post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":1,"logprobs":0})");
+  EXPECT_TRUE(none.parsed()["choices"][0]["logprobs"]["top_logprobs"][0].is_null());
+  Answer c = post("/v1/chat/completions",
+                  R"({"model":"tiny","messages":[{"role":"user","content":"q"}],"max_tokens":1,
+                      "logprobs":true,"top_logprobs":2})");
+  ASSERT_EQ(c.status, 200) << c.body;
+  const json content = c.parsed()["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 1u);
+  EXPECT_EQ(content[0]["top_logprobs"], json::parse(R"([{"token":"a","logprob":-0.5,"bytes":[97]},
+                            {"token":"b","logprob":-1.5,"bytes":[98]}])"));
+  std::vector<int32_t> ks;
+  for (const auto& r : engine_->submitted_requests()) ks.push_back(r.sampling.top_logprobs);
+  std::sort(ks.begin(), ks.end());
+  EXPECT_EQ(ks, (std::vector<int32_t>{0, 2, 3}));
 }
 
 // Reads a whole SSE response; returns its events' data.

@@ -327,21 +327,27 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
   if (present(body, "user") && !body.at("user").is_string()) {
     return wrong("user", "a string", body.at("user"));
   }
+  const std::string top_expected =
+      "an integer in [0, " + std::to_string(engine::kMaxTopLogprobs) + "]";
   if (present(body, "logprobs")) {
     if (endpoint == Endpoint::kCompletions) {
-      [[maybe_unused]] int64_t n = 0;
-      PS_API_ASSIGN(n, get_int(body, "logprobs", 0, 0,
-                               "0 (the sampled token's log-probability; alternatives are not "
-                               "supported)"));
+      int64_t k = 0;
+      PS_API_ASSIGN(k, get_int(body, "logprobs", 0, engine::kMaxTopLogprobs,
+                               top_expected + " (the sampled token's log-probability and that "
+                                              "many alternatives)"));
       out.logprobs = true;
+      out.top_logprobs = static_cast<int32_t>(k);
     } else {
       PS_API_ASSIGN(out.logprobs, get_bool(body, "logprobs"));
     }
   }
   if (present(body, "top_logprobs")) {
-    [[maybe_unused]] int64_t n = 0;
-    PS_API_ASSIGN(n, get_int(body, "top_logprobs", 0, 0,
-                             "0 (alternative tokens' log-probabilities are not supported)"));
+    int64_t k = 0;
+    PS_API_ASSIGN(k, get_int(body, "top_logprobs", 0, engine::kMaxTopLogprobs, top_expected));
+    if (k > 0 && !out.logprobs) {
+      return bad_request("top_logprobs: needs \"logprobs\": true", "top_logprobs");
+    }
+    out.top_logprobs = static_cast<int32_t>(k);
   }
   if (present(body, "stream")) PS_API_ASSIGN(out.stream, get_bool(body, "stream"));
   if (present(body, "stream_options")) {
@@ -472,6 +478,7 @@ engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t 
   p.stop_token_ids = request.stop_token_ids;
   p.ignore_eos = request.ignore_eos;
   p.logprobs = request.logprobs;
+  p.top_logprobs = request.top_logprobs;
   return p;
 }
 

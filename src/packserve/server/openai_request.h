@@ -62,7 +62,8 @@ struct OpenAiRequest {
   std::vector<int32_t> stop_token_ids;  // extension (vLLM)
   bool ignore_eos = false;              // extension (vLLM)
   int32_t n = 1;                        // choices per prompt; prompts x n <= kMaxChoices
-  bool logprobs = false;                // completions: logprobs = 0; chat: logprobs = true
+  bool logprobs = false;                // completions: logprobs = k >= 0; chat: logprobs = true
+  int32_t top_logprobs = 0;             // completions: that k; chat: top_logprobs (needs logprobs)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };

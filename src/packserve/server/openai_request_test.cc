@@ -109,14 +109,19 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
       {"frequency_penalty", kChat,
        R"({"model":"m","messages":[{"role":"user","content":"x"}],"frequency_penalty":-1})",
        "frequency_penalty", "not supported"},
-      {"logprobs 5", kC, R"({"model": "m", "prompt": "x", "logprobs": 5})", "logprobs",
-       "expected 0"},
+      {"logprobs 21", kC, R"({"model": "m", "prompt": "x", "logprobs": 21})", "logprobs",
+       "expected an integer in [0, 20]"},
       {"chat logprobs int", kChat,
        R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":1})", "logprobs",
        "true or false"},
-      {"top_logprobs", kChat,
+      {"top_logprobs without logprobs", kChat,
        R"({"model":"m","messages":[{"role":"user","content":"x"}],"top_logprobs":3})",
-       "top_logprobs", "expected 0"},
+       "top_logprobs", "needs \"logprobs\": true"},
+      {"top_logprobs 21", kChat,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})",
+       "top_logprobs", "expected an integer in [0, 20], got 21"},
+      {"top_logprobs on completions", kC, R"({"model": "m", "prompt": "x", "top_logprobs": 1})",
+       "top_logprobs", "Unrecognized"},
       {"stream string", kC, R"({"model": "m", "prompt": "x", "stream": "yes"})", "stream",
        "true or false"},
       {"stream_options w/o stream", kC,
@@ -232,6 +237,16 @@ TEST(OpenAiRequest, ChatMessages) {
   EXPECT_EQ(r.value().max_tokens, std::optional<int32_t>(5));
   EXPECT_EQ(r.value().max_tokens_field, "max_completion_tokens");
   EXPECT_TRUE(r.value().logprobs);
+  EXPECT_EQ(r.value().top_logprobs, 0);
+  auto top = parse_openai_request(
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":5})",
+      kChat);
+  ASSERT_TRUE(top.ok()) << top.error().message;
+  EXPECT_EQ(to_sampling_params(top.value(), 1).top_logprobs, 5);
+  auto completions = parse_openai_request(R"({"model":"m","prompt":"x","logprobs":3})", kC);
+  ASSERT_TRUE(completions.ok()) << completions.error().message;
+  EXPECT_TRUE(completions.value().logprobs);
+  EXPECT_EQ(completions.value().top_logprobs, 3);
 }
 
 TEST(OpenAiRequest, ChoiceSeedsAreDistinctAndKeepTheFirst) {

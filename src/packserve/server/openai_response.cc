@@ -23,15 +23,22 @@ json usage_json(const Usage& usage) {
 json logprobs_json(const ResponseContext& ctx, const std::vector<TokenLogprob>& logprobs,
                    int64_t text_offset_base) {
   if (!ctx.logprobs) return nullptr;
+  auto bytes_of = [](const std::string& text) {
+    json bytes = json::array();
+    for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+    return bytes;
+  };
   if (ctx.endpoint == Endpoint::kChatCompletions) {
     json content = json::array();
     for (const TokenLogprob& t : logprobs) {
-      json bytes = json::array();
-      for (unsigned char c : t.token) bytes.push_back(static_cast<int>(c));
+      json top = json::array();
+      for (const auto& [text, logprob] : t.top) {
+        top.push_back(json{{"token", text}, {"logprob", logprob}, {"bytes", bytes_of(text)}});
+      }
       content.push_back(json{{"token", t.token},
                              {"logprob", t.logprob},
-                             {"bytes", bytes},
-                             {"top_logprobs", json::array()}});
+                             {"bytes", bytes_of(t.token)},
+                             {"top_logprobs", top}});
     }
     return json{{"content", content}};
   }
@@ -42,7 +49,15 @@ json logprobs_json(const ResponseContext& ctx, const std::vector<TokenLogprob>& 
     tokens.push_back(t.token);
     token_logprobs.push_back(t.logprob);
     offsets.push_back(offset);
-    top.push_back(nullptr);
+    if (ctx.top_logprobs > 0) {
+      json alternatives = json::object();  // text -> logprob, as OpenAI's legacy format
+      for (const auto& [text, logprob] : t.top) {
+        if (!alternatives.contains(text)) alternatives[text] = logprob;
+      }
+      top.push_back(alternatives);
+    } else {
+      top.push_back(nullptr);
+    }
     offset += static_cast<int64_t>(t.token.size());
   }
   return json{{"tokens", tokens},

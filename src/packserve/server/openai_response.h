@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "packserve/server/openai_request.h"
@@ -29,6 +30,7 @@ struct ResponseContext {
   int64_t created_s = 0;  // unix time
   std::string model;
   bool logprobs = false;
+  int32_t top_logprobs = 0;    // alternatives per token (completions' logprobs = k)
   bool include_usage = false;  // streaming: usage: null on chunks, a last usage chunk
 };
 
@@ -41,6 +43,8 @@ struct Usage {
 struct TokenLogprob {
   std::string token;  // the token's text
   double logprob = 0.0;
+  // The ResponseContext::top_logprobs most likely tokens (text, logprob), most likely first.
+  std::vector<std::pair<std::string, double>> top;
 };
 
 // One finished choice of a non-streaming response.
