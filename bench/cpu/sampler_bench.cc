@@ -3,13 +3,15 @@
 // sampling row of a step on its thread, so this times the per-row host cost of a decode step
 // (issue 5: serving latency). Logits: N(0, 3) from a fixed seed, like a flat LM head; the
 // *Flat case N(0, 0.3), like the random dummy models' logits, whose top-p 0.9 set is most of
-// the vocabulary.
+// the vocabulary. TopLogprobs20: common/sample_draw.h top_logprobs(row, 20), which the engine
+// adds to the draw for a request with top_logprobs = 20.
 //   sampler_bench [benchmark flags]
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <vector>
 
+#include "packserve/common/sample_draw.h"
 #include "packserve/engine/sampler.h"
 
 namespace {
@@ -49,6 +51,11 @@ void BM_TemperatureLogprobs(benchmark::State& s) { run(s, with(1.0, 0, 1.0, true
 void BM_TopK50(benchmark::State& s) { run(s, with(1.0, 50, 1.0, false)); }
 void BM_TopP09(benchmark::State& s) { run(s, with(1.0, 0, 0.9, false)); }
 void BM_TopP09Flat(benchmark::State& s) { run(s, with(1.0, 0, 0.9, false), 0.3f); }
+void BM_TopLogprobs20(benchmark::State& state) {
+  const std::vector<float> logits = random_logits(3.0f);
+  for (auto _ : state) benchmark::DoNotOptimize(packserve::top_logprobs(logits, 20));
+  state.SetItemsProcessed(state.iterations());
+}
 
 BENCHMARK(BM_Greedy);
 BENCHMARK(BM_Temperature);
@@ -56,6 +63,7 @@ BENCHMARK(BM_TemperatureLogprobs);
 BENCHMARK(BM_TopK50);
 BENCHMARK(BM_TopP09);
 BENCHMARK(BM_TopP09Flat);
+BENCHMARK(BM_TopLogprobs20);
 
 }  // namespace
 
