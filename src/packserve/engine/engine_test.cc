@@ -74,6 +74,21 @@ std::vector<int32_t> ids_of(const std::string& text) {
   return ids;
 }
 
+// The fake model's logits after `context` (hash_next_token's row).
+std::vector<float> model_row(const std::vector<int32_t>& context) {
+  std::vector<float> row(kVocab);
+  testing::fake_logits(context, testing::hash_next_token(context), kVocab, row.data());
+  return row;
+}
+
+// float64 reference of the raw log-softmax of `row` at `token`.
+double log_softmax64(const std::vector<float>& row, int32_t token) {
+  double m = -1e300, z = 0;
+  for (float x : row) m = std::max(m, static_cast<double>(x));
+  for (float x : row) z += std::exp(x - m);
+  return row[static_cast<size_t>(token)] - m - std::log(z);
+}
+
 std::string text_of(const std::vector<int32_t>& ids) {
   std::string s;
   for (int32_t id : ids) s += static_cast<char>(id);
@@ -507,18 +522,9 @@ TEST(EngineTest, LogprobsAndCapturedLogitsMatchTheModel) {
   const Collected c = collect(**s);
   ASSERT_EQ(c.logprobs.size(), 4u);
   std::vector<int32_t> context = ids_of("logits");
-  std::vector<float> expected(kVocab);
-  testing::fake_logits(context, testing::hash_next_token(context), kVocab, expected.data());
-  EXPECT_EQ(c.last_prompt_logits, expected);
+  EXPECT_EQ(c.last_prompt_logits, model_row(context));
   for (size_t i = 0; i < 4; ++i) {
-    std::vector<float> row(kVocab);
-    testing::fake_logits(context, testing::hash_next_token(context), kVocab, row.data());
-    // float64 reference of the raw log-softmax.
-    double m = -1e300, z = 0;
-    for (float x : row) m = std::max(m, static_cast<double>(x));
-    for (float x : row) z += std::exp(x - m);
-    const double ref = row[static_cast<size_t>(c.token_ids[i])] - m - std::log(z);
-    EXPECT_NEAR(c.logprobs[i], ref, 1e-6);
+    EXPECT_NEAR(c.logprobs[i], log_softmax64(model_row(context), c.token_ids[i]), 1e-6);
     context.push_back(c.token_ids[i]);
   }
   EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);  // logprobs need the logits rows
@@ -553,11 +559,7 @@ TEST(EngineTest, TopLogprobsAreTheRowsMostLikelyTokens) {
     for (const auto& top : without.top_logprobs) EXPECT_TRUE(top.empty());
     std::vector<int32_t> context = ids_of("alternatives");
     for (size_t i = 0; i < 6; ++i) {
-      std::vector<float> row(kVocab);
-      testing::fake_logits(context, testing::hash_next_token(context), kVocab, row.data());
-      double m = -1e300, z = 0;
-      for (float x : row) m = std::max(m, static_cast<double>(x));
-      for (float x : row) z += std::exp(x - m);
+      const std::vector<float> row = model_row(context);
       std::vector<int32_t> order(kVocab);
       for (int32_t v = 0; v < kVocab; ++v) order[static_cast<size_t>(v)] = v;
       std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
@@ -567,7 +569,7 @@ TEST(EngineTest, TopLogprobsAreTheRowsMostLikelyTokens) {
       ASSERT_EQ(top.size(), 5u);
       for (size_t j = 0; j < 5; ++j) {
         EXPECT_EQ(top[j].token_id, order[j]) << "token " << i << " alternative " << j;
-        EXPECT_NEAR(top[j].logprob, row[static_cast<size_t>(order[j])] - m - std::log(z), 1e-6);
+        EXPECT_NEAR(top[j].logprob, log_softmax64(row, order[j]), 1e-6);
         if (top[j].token_id == c.token_ids[i]) {
           EXPECT_EQ(top[j].logprob, c.logprobs[i]);
         }
@@ -588,9 +590,7 @@ TEST(EngineTest, GreedyCapturesLogitsOnceThenTakesTheArgmax) {
   ASSERT_TRUE(s.ok());
   const Collected c = collect(**s);
   const std::vector<int32_t> context = ids_of("capture");
-  std::vector<float> expected(kVocab);
-  testing::fake_logits(context, testing::hash_next_token(context), kVocab, expected.data());
-  EXPECT_EQ(c.last_prompt_logits, expected);
+  EXPECT_EQ(c.last_prompt_logits, model_row(context));
   EXPECT_EQ(c.token_ids, testing::reference_greedy(testing::hash_next_token, context, 5, {}));
   EXPECT_EQ(t.backend->num_argmax_rows.load(), 4);  // the first token sampled from the logits
 }

@@ -137,7 +137,7 @@ class Choices {
     for (engine::GenerateRequest& request : requests) {
       Result<std::shared_ptr<OutputStream>> stream = engine.submit(std::move(request));
       if (!stream.ok()) {
-        c->cancel_unfinished(engine);
+        for (const auto& submitted : c->streams_) engine.cancel(submitted->id());
         return stream.status();
       }
       stream.value()->attach(c->signal_);
@@ -181,7 +181,7 @@ class Choices {
 
   void cancel_unfinished(EngineApi& engine) {
     for (std::size_t i = 0; i < streams_.size(); ++i) {
-      if (i >= finished_.size() || !finished_[i]) engine.cancel(streams_[i]->id());
+      if (!finished_[i]) engine.cancel(streams_[i]->id());
     }
   }
 
