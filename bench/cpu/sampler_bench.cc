@@ -4,7 +4,9 @@
 // (issue 5: serving latency). Logits: N(0, 3) from a fixed seed, like a flat LM head; the
 // *Flat case N(0, 0.3), like the random dummy models' logits, whose top-p 0.9 set is most of
 // the vocabulary. TopLogprobs20: common/sample_draw.h top_logprobs(row, 20), which the engine
-// adds to the draw for a request with top_logprobs = 20.
+// adds to the draw for a request with top_logprobs = 20. Penalties: the penalized copy of a row
+// (engine TokenPenalties::apply) for a 2,000-token prompt (repetition_penalty) and 500 output
+// tokens (all three penalties), which the engine adds before the draw of a penalized request.
 //   sampler_bench [benchmark flags]
 #include <benchmark/benchmark.h>
 
@@ -56,6 +58,25 @@ void BM_TopLogprobs20(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(packserve::top_logprobs(logits, 20));
   state.SetItemsProcessed(state.iterations());
 }
+void BM_Penalties(benchmark::State& state) {
+  const std::vector<float> logits = random_logits(3.0f);
+  SamplingParams p;
+  p.presence_penalty = 0.5;
+  p.frequency_penalty = 0.5;
+  p.repetition_penalty = 1.1;
+  std::mt19937 gen(11);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(kVocab) - 1);
+  std::vector<int32_t> prompt(2000);
+  for (int32_t& t : prompt) t = id(gen);
+  packserve::engine::TokenPenalties penalties(p, prompt);
+  for (int i = 0; i < 500; ++i) penalties.add_output(id(gen));
+  std::vector<float> out;
+  for (auto _ : state) {
+    penalties.apply(logits, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
 
 BENCHMARK(BM_Greedy);
 BENCHMARK(BM_Temperature);
@@ -64,6 +85,7 @@ BENCHMARK(BM_TopK50);
 BENCHMARK(BM_TopP09);
 BENCHMARK(BM_TopP09Flat);
 BENCHMARK(BM_TopLogprobs20);
+BENCHMARK(BM_Penalties);
 
 }  // namespace
 

@@ -225,6 +225,22 @@ await check('top logprobs: the greedy token is the most likely alternative, with
   }
 });
 
+await check('penalties: the same first token, then fewer repeats than plain greedy', async () => {
+  const ask = (extra) => client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 24, logprobs: 0, ...greedy, ...extra });
+  const repeats = (tokens) => tokens.length - new Set(tokens).size;
+  const plain = (await ask({})).choices[0].logprobs;
+  const penalized = (await ask({ presence_penalty: 2, frequency_penalty: 2 })).choices[0].logprobs;
+  assert.equal(penalized.tokens.length, 24);
+  assert.equal(penalized.tokens[0], plain.tokens[0]);
+  assert.equal(penalized.token_logprobs[0], plain.token_logprobs[0]);  // raw logprobs
+  assert.ok(repeats(plain.tokens) > 0, `plain greedy repeats nothing: ${JSON.stringify(plain.tokens)}`);
+  assert.ok(repeats(penalized.tokens) < repeats(plain.tokens),
+    `${JSON.stringify(penalized.tokens)} against ${JSON.stringify(plain.tokens)}`);
+  // repetition_penalty (vLLM's extension) goes through too, and changes the text.
+  const repeated = (await ask({ repetition_penalty: 1.5 })).choices[0].logprobs;
+  assert.notDeepEqual(repeated.tokens, plain.tokens);
+});
+
 await check('a client that aborts a stream: request cancelled, KV pages back to baseline', async () => {
   const base = await waitForMetrics(args.url, (m) => m.get('packserve_num_requests_running') === 0, 'idle before abort');
   const pagesBase = base.get('packserve_kv_pages_used');
@@ -262,8 +278,9 @@ await check('errors: status, type and param for each case', async () => {
   await expectApiError(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 }), 400, 'invalid_request_error', 'top_logprobs');
   await expectApiError(client.completions.create({ model: MODEL, prompt: ['x', 'y'], n: 2, best_of: 3 }), 400, 'invalid_request_error', 'best_of');
   await expectApiError(client.completions.create({ model: MODEL, prompt: [[1, 2], Array(600).fill(1)], n: 2 }), 400, 'invalid_request_error', 'prompt[1]');
-  await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', presence_penalty: 0.5 }), 400, 'invalid_request_error', 'presence_penalty');
-  await expectApiError(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], frequency_penalty: 1 }), 400, 'invalid_request_error', 'frequency_penalty');
+  await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', presence_penalty: 2.5 }), 400, 'invalid_request_error', 'presence_penalty');
+  await expectApiError(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], frequency_penalty: -3 }), 400, 'invalid_request_error', 'frequency_penalty');
+  await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', repetition_penalty: 0 }), 400, 'invalid_request_error', 'repetition_penalty');
   await expectApiError(client.completions.create({ model: 'gpt-4o', prompt: 'x' }), 404, 'not_found_error', 'model');
   const wrongKey = new OpenAI({ baseURL: `${args.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
   await expectApiError(wrongKey.completions.create({ model: MODEL, prompt: 'x' }), 401, 'authentication_error');

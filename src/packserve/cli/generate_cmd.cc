@@ -52,6 +52,9 @@ struct GenerateArgs {
   int32_t top_k = 0;
   double top_p = 1.0;
   double min_p = 0.0;
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  double repetition_penalty = 1.0;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool ignore_eos = false;
@@ -183,6 +186,9 @@ int run_generate(const GenerateArgs& args) {
     request.sampling.top_k = args.top_k;
     request.sampling.top_p = args.top_p;
     request.sampling.min_p = args.min_p;
+    request.sampling.presence_penalty = args.presence_penalty;
+    request.sampling.frequency_penalty = args.frequency_penalty;
+    request.sampling.repetition_penalty = args.repetition_penalty;
     if (args.seed) request.sampling.seed = *args.seed + i;
     request.sampling.stop = args.stop;
     request.sampling.ignore_eos = args.ignore_eos;
@@ -284,6 +290,16 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--top-k", args->top_k, "0 = off")->capture_default_str();
   cmd->add_option("--top-p", args->top_p, "in (0, 1]")->capture_default_str();
   cmd->add_option("--min-p", args->min_p, "in [0, 1]")->capture_default_str();
+  cmd->add_option("--presence-penalty", args->presence_penalty,
+                  "in [-2, 2]: subtracted from the logit of every token already generated")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", args->frequency_penalty,
+                  "in [-2, 2]: times its count, subtracted from each generated token's logit")
+      ->capture_default_str();
+  cmd->add_option("--repetition-penalty", args->repetition_penalty,
+                  "> 0, 1 = off: divides the positive logits (multiplies the others) of the "
+                  "prompt's and the output's tokens")
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed, "prompt i samples with seed SEED + i");
   cmd->add_option("--stop", args->stop, "stop string (repeatable; excluded from the text)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the model's EOS tokens");

@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "packserve/common/log.h"
 #include "packserve/engine/engine_internal.h"
@@ -47,6 +48,17 @@ Status SamplingParams::validate() const {
     return invalid_argument(
         "top_logprobs: needs logprobs (the alternatives come with the "
         "sampled token's own log-probability)");
+  }
+  for (const auto& [name, value] : {std::pair{"presence_penalty", presence_penalty},
+                                    {"frequency_penalty", frequency_penalty}}) {
+    if (!std::isfinite(value) || value < -2.0 || value > 2.0) {
+      return invalid_argument(std::string(name) + ": expected a number in [-2, 2], got " +
+                              fmt_double(value));
+    }
+  }
+  if (!std::isfinite(repetition_penalty) || repetition_penalty <= 0.0) {
+    return invalid_argument("repetition_penalty: expected a finite number > 0 (1 = off), got " +
+                            fmt_double(repetition_penalty));
   }
   if (max_tokens < 1) {
     return invalid_argument("max_tokens: expected an integer >= 1, got " +

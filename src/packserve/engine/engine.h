@@ -57,6 +57,19 @@ struct SamplingParams {
   // kMaxTopLogprobs). Such a request's rows are drawn on the host from their logits
   // (ForwardBatch::samples = kOutputLogits), whatever the backend.
   int32_t top_logprobs = 0;
+  // Penalties on tokens already seen, applied to the raw logits before temperature and the
+  // cuts (vLLM's order: repetition, then frequency, then presence); logprobs stay those of the
+  // raw logits. Such a request's rows are drawn on the host from their logits.
+  // OpenAI's, on the tokens generated so far (not the prompt's), each in [-2, 2]:
+  //   logit -= frequency_penalty * count + presence_penalty * (count > 0).
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
+  // transformers' / vLLM's, on every token of the prompt and of the output, > 0 (1 = off): a
+  // positive logit is divided by it, any other multiplied.
+  double repetition_penalty = 1.0;
+  bool has_penalties() const {
+    return presence_penalty != 0.0 || frequency_penalty != 0.0 || repetition_penalty != 1.0;
+  }
   // kInvalidArgument naming the field ("temperature: expected a finite number >= 0, got nan").
   Status validate() const;
 };

@@ -45,7 +45,7 @@ struct LiveRequest {
         stream(std::move(s)),
         decoder(tok, tokenizer::DecodeOptions{.skip_special_tokens = true}),
         matcher(request.sampling.stop),
-        sampler(request.sampling, seed),
+        sampler(request.sampling, seed, request.prompt_token_ids),
         num_prompt_tokens(static_cast<int32_t>(request.prompt_token_ids.size())),
         return_last_prompt_logits(request.return_last_prompt_logits) {}
 

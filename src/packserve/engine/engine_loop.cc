@@ -47,9 +47,10 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
         LiveRequest& r = *it->second;
         // A greedy row without logprobs needs only the argmax and any other row only its
-        // draw, unless its logits are captured or its alternatives' logprobs are wanted.
+        // draw, unless its logits are captured, its alternatives' logprobs are wanted or it
+        // has penalties.
         output = model::kOutputLogits;
-        if (!r.captures_logits_now() && r.params.top_logprobs == 0) {
+        if (!r.captures_logits_now() && !r.sampler.needs_logits()) {
           if (r.sampler.argmax_only()) {
             output = model::kOutputArgmax;
           } else if (impl.config.backend_sampling) {

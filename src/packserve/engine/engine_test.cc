@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -347,7 +348,18 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
   r.sampling.logprobs = true;
   r.sampling.top_logprobs = kMaxTopLogprobs + 1;
   expect_invalid(e, r, "top_logprobs");
-  EXPECT_EQ(e.metrics().requests_rejected, 16);
+  r = greedy_request({1}, 3);
+  r.sampling.presence_penalty = 2.5;
+  expect_invalid(e, r, "presence_penalty");
+  r.sampling.presence_penalty = 0.0;
+  r.sampling.frequency_penalty = std::nan("");
+  expect_invalid(e, r, "frequency_penalty");
+  r.sampling.frequency_penalty = 0.0;
+  r.sampling.repetition_penalty = 0.0;
+  expect_invalid(e, r, "repetition_penalty");
+  r.sampling.repetition_penalty = std::numeric_limits<double>::infinity();
+  expect_invalid(e, r, "repetition_penalty");
+  EXPECT_EQ(e.metrics().requests_rejected, 20);
   // Nothing was admitted.
   EXPECT_EQ(e.metrics().num_waiting, 0);
   e.drain(std::chrono::milliseconds(100));
@@ -580,6 +592,37 @@ TEST(EngineTest, TopLogprobsAreTheRowsMostLikelyTokens) {
       context.push_back(c.token_ids[i]);
     }
   }
+}
+
+// Penalties: every greedy token is the argmax (lowest id on ties) of the fake model's row with
+// the float64 reference's penalties (repetition on the prompt's and the output's tokens, the
+// other two on the output's); the logprobs stay the raw row's; the rows come back as logits
+// although the backend could take their argmax; and the tokens differ from plain greedy's.
+TEST(EngineTest, PenaltiesSteerGreedyTokens) {
+  auto t = make_engine(testing::hash_next_token);
+  const std::vector<int32_t> prompt = ids_of("penalties");
+  GenerateRequest r = greedy_request(prompt, 16);
+  r.sampling.ignore_eos = true;
+  r.sampling.logprobs = true;
+  r.sampling.presence_penalty = 2.0;
+  r.sampling.frequency_penalty = 2.0;
+  r.sampling.repetition_penalty = 1.5;
+  auto s = t.engine->submit(r);
+  ASSERT_TRUE(s.ok());
+  const Collected c = collect(**s);
+  ASSERT_EQ(c.token_ids.size(), 16u);
+  EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);
+  EXPECT_EQ(t.backend->num_sample_rows.load(), 0);
+  std::vector<int32_t> context = prompt, output;
+  for (size_t i = 0; i < 16; ++i) {
+    const std::vector<float> row = model_row(context);
+    const int32_t want = argmax_lowest(testing::penalized64(row, r.sampling, prompt, output));
+    EXPECT_EQ(c.token_ids[i], want) << i;
+    EXPECT_NEAR(c.logprobs[i], log_softmax64(row, want), 1e-6) << i;
+    context.push_back(want);
+    output.push_back(want);
+  }
+  EXPECT_NE(c.token_ids, testing::reference_greedy(testing::hash_next_token, prompt, 16, {}));
 }
 
 TEST(EngineTest, GreedyCapturesLogitsOnceThenTakesTheArgmax) {

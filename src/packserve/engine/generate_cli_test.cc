@@ -3,6 +3,7 @@
 // deterministic and independent of the other prompts, --logits-out whose row argmax is the
 // first greedy token, stop strings, copy models decoding periodically, and errors naming the
 // file and line (exit 2).
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstring>
@@ -107,6 +108,33 @@ TEST_F(GenerateCliTest, StopStringCutsTheText) {
   EXPECT_EQ(cut_lines[0]["finish_reason"], "stop");
 }
 
+// --presence-penalty / --frequency-penalty: the first tokens are plain greedy's (nothing
+// generated yet), the rest repeat fewer tokens; the engine tests check the arithmetic.
+TEST_F(GenerateCliTest, PenaltiesRepeatFewerTokens) {
+  const fs::path prompts = write("p4.jsonl", kPrompts);
+  const std::string base = "generate " + model() + " --prompts " + prompts.string() +
+                           " --max-tokens 24 --temperature 0 --ignore-eos";
+  const CliRun plain = run(base);
+  const CliRun penalized = run(base + " --presence-penalty 2 --frequency-penalty 2");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(penalized.exit_code, 0) << penalized.err;
+  const auto a = lines_of(plain.out), b = lines_of(penalized.out);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  auto repeats = [](const auto& line) {
+    std::vector<int64_t> ids = line["token_ids"];
+    std::sort(ids.begin(), ids.end());
+    return ids.size() - static_cast<size_t>(std::unique(ids.begin(), ids.end()) - ids.begin());
+  };
+  size_t plain_repeats = 0, penalized_repeats = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(b[i]["token_ids"][0], a[i]["token_ids"][0]) << i;
+    plain_repeats += repeats(a[i]);
+    penalized_repeats += repeats(b[i]);
+  }
+  EXPECT_LT(penalized_repeats, plain_repeats);
+}
+
 // Copy models decode periodically on the CPU backend (generate_cli_fixture.h).
 TEST_F(GenerateCliTest, CopyModelContinuesEachPromptPeriodically) {
   expect_copy_models_decode_periodically("cpu");
@@ -131,6 +159,10 @@ TEST_F(GenerateCliTest, BadInputIsExit2NamingFileAndLine) {
   r = run("generate " + model() + " --prompts " + good.string() + " --top-p 0");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
+  r = run("generate " + model() + " --prompts " + good.string() + " --repetition-penalty 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("repetition_penalty: expected a finite number > 0"), std::string::npos)
+      << r.err;
   r = run("generate --prompts " + bad.string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;

@@ -27,11 +27,16 @@
 // the sampler's own polynomial (|error| < 2e-6, tested against float64 on 151,936 logits),
 // summed in float64; computed only when SamplingParams::logprobs (one pass over the
 // vocabulary, vectorized).
+// Penalties (SamplingParams::has_penalties): the row is first copied with them applied
+// (TokenPenalties), and the pipeline above runs on that copy; the logprob stays that of the raw
+// logits. sample() counts the token it returns as the request's output.
 // Thread-safety: one RequestSampler per request, used by one thread.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "packserve/common/rng.h"
@@ -46,9 +51,30 @@ struct SampledToken {
   float logprob = 0.0f;  // log_softmax(raw logits)[token_id]; 0 unless params.logprobs
 };
 
+// The tokens a request's penalties apply to, and the penalized copy of a row. Each penalized
+// logit x is computed in float64 and rounded once: y = x > 0 ? x / repetition : x * repetition
+// for a token of the prompt or the output (repetition_penalty != 1), then for a token generated
+// c > 0 times y - frequency_penalty * c - presence_penalty (vLLM's order). Ids outside the row
+// are ignored.
+class TokenPenalties {
+ public:
+  TokenPenalties(const SamplingParams& params, std::span<const int32_t> prompt_token_ids);
+  void add_output(int32_t token) { ++output_counts_[token]; }
+  // out = logits with the penalties applied.
+  void apply(std::span<const float> logits, std::vector<float>& out) const;
+
+ private:
+  double presence_, frequency_, repetition_;
+  std::vector<int32_t> prompt_ids_;  // distinct, sorted; empty when repetition_ == 1
+  std::unordered_map<int32_t, int32_t> output_counts_;
+};
+
 class RequestSampler {
  public:
-  RequestSampler(const SamplingParams& params, uint64_t seed) : params_(params), rng_(seed) {}
+  // prompt_token_ids: what repetition_penalty applies to besides the output (not kept when it
+  // is 1).
+  RequestSampler(const SamplingParams& params, uint64_t seed,
+                 std::span<const int32_t> prompt_token_ids = {});
 
   // logits: [vocab_size], non-empty. Non-finite logits: NaN counts as -inf; +inf entries win.
   // sample_draw (common/sample_draw.h) of the logits with next_draw().
@@ -56,7 +82,11 @@ class RequestSampler {
   // Greedy without logprobs: sample() is argmax_lowest (common/argmax.h) of the logits and
   // draws nothing from the RNG, so the caller may take the argmax from the forward backend
   // (ForwardBatch::samples = kOutputArgmax) and never call sample() for this request.
+  // False with penalties.
   bool argmax_only() const;
+  // Whether sample() must see the row's logits: the alternatives' logprobs (top_logprobs) or
+  // penalties, which a forward backend's argmax or draw does not apply.
+  bool needs_logits() const { return params_.top_logprobs > 0 || penalties_.has_value(); }
   // The parameters of this request's next token (SampleDraw, common/temperature_sample.h);
   // draws its one uniform from the RNG unless greedy, as sample() does for that token. A
   // caller may pass it to the forward backend (ForwardBatch::samples = kOutputSample), take
@@ -74,6 +104,8 @@ class RequestSampler {
   SamplingParams params_;
   Rng rng_;
   TemperatureScratch scratch_;  // weights [vocab] and their block sums, reused per token
+  std::optional<TokenPenalties> penalties_;  // params_.has_penalties()
+  std::vector<float> penalized_;             // the row with the penalties, reused per token
 };
 
 // log_softmax(logits)[token] (NaN entries count as -inf), |error| < 2e-6: float32 exponentials,

@@ -10,11 +10,13 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "packserve/common/argmax.h"
 #include "packserve/common/sample_draw.h"
 #include "packserve/common/temperature_sample.h"
+#include "packserve/engine/engine_test_util.h"
 
 namespace packserve::engine {
 namespace {
@@ -482,6 +484,123 @@ TEST(SamplerTest, TopLogprobsAreTheMostLikelyWithTheDrawsLogprobs) {
   EXPECT_EQ(t[2].token_id, 2);
   EXPECT_FLOAT_EQ(t[0].logprob, static_cast<float>(-std::log(2.0)));
   EXPECT_EQ(t[2].logprob, -std::numeric_limits<float>::infinity());
+}
+
+void expect_same_floats(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t v = 0; v < got.size(); ++v) {
+    if (std::isnan(want[v])) {
+      EXPECT_TRUE(std::isnan(got[v])) << v;
+    } else {
+      EXPECT_EQ(got[v], want[v]) << v;
+    }
+  }
+}
+
+// Every element of a penalized row against the float64 reference: prompt ids repeated and
+// beyond the row, tokens generated several times, in the prompt or not, positive, zero,
+// negative and non-finite logits.
+TEST(SamplerTest, PenaltiesMatchTheFloat64Reference) {
+  std::vector<float> row(3000);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-6.0f, 6.0f);
+  for (float& x : row) x = u(rng);
+  row[4] = 0.0f;
+  row[5] = std::numeric_limits<float>::infinity();
+  row[6] = -std::numeric_limits<float>::infinity();
+  row[7] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<int32_t> prompt = {4, 9, 9, 11, 5, 6, 7, 2999, 5000, 12};
+  const std::vector<int32_t> output = {12, 13, 13, 13, 4, 5, 6, 7, 9, 40, 40};
+  for (const auto& [presence, frequency, repetition] : {std::tuple{0.5, 0.3, 1.3},
+                                                        {-0.7, 0.0, 1.0},
+                                                        {0.0, -1.1, 0.8},
+                                                        {0.0, 0.0, 2.5},
+                                                        {2.0, 2.0, 1.0}}) {
+    SamplingParams p = params(1.0);
+    p.presence_penalty = presence;
+    p.frequency_penalty = frequency;
+    p.repetition_penalty = repetition;
+    SCOPED_TRACE(::testing::Message() << presence << " " << frequency << " " << repetition);
+    TokenPenalties penalties(p, prompt);
+    std::vector<float> got;
+    penalties.apply(row, got);  // nothing generated yet: the prompt's repetition only
+    expect_same_floats(got, testing::penalized64(row, p, prompt, {}));
+    for (int32_t token : output) penalties.add_output(token);
+    penalties.apply(row, got);
+    expect_same_floats(got, testing::penalized64(row, p, prompt, output));
+  }
+}
+
+// Greedy with penalties takes the argmax of the penalized row, counts its own tokens and
+// reports the raw row's logprob; the forward backend's argmax could not serve it.
+TEST(SamplerTest, GreedyPenaltiesMoveOffARepeatedToken) {
+  std::vector<float> row = {0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 3.0f, 2.6f, 0.5f};
+  SamplingParams p = params(0.0);
+  p.logprobs = true;
+  p.frequency_penalty = 0.3;
+  RequestSampler sampler(p, 1, std::vector<int32_t>{5});
+  EXPECT_FALSE(sampler.argmax_only());
+  EXPECT_TRUE(sampler.needs_logits());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 4; ++i) {
+    const SampledToken t = sampler.sample(row);
+    tokens.push_back(t.token_id);
+    EXPECT_EQ(t.logprob, static_cast<float>(log_softmax_at(row, t.token_id)));
+  }
+  // 3.0 - 0.3 c5 against 2.6 - 0.3 c6, the prompt not counted: 5 (3.0), 5 (2.7), 6 (2.4 <
+  // 2.6), 5 (2.4 > 2.3). Counting the prompt's 5 would give 5, 6, 5, 6.
+  EXPECT_EQ(tokens, (std::vector<int32_t>{5, 5, 6, 5}));
+  // The prompt's token 5 counts for repetition_penalty only: 3.0 / 1.25 = 2.4 < 2.6.
+  SamplingParams r = params(0.0);
+  r.repetition_penalty = 1.25;
+  RequestSampler repeat(r, 1, std::vector<int32_t>{5});
+  EXPECT_EQ(repeat.sample(row).token_id, 6);
+  RequestSampler no_prompt(r, 1);
+  EXPECT_EQ(no_prompt.sample(row).token_id, 5);
+  // Without penalties nothing changes: argmax_only, and the same token every time.
+  RequestSampler plain(params(0.0), 1, std::vector<int32_t>{5});
+  EXPECT_TRUE(plain.argmax_only());
+  EXPECT_FALSE(plain.needs_logits());
+}
+
+// With a temperature and cuts, the sampler draws from the penalized row: its candidates and
+// its tokens (same seed) are those of a penalty-free sampler given the reference's row.
+TEST(SamplerTest, PenaltiesApplyBeforeTemperatureAndCuts) {
+  std::vector<float> row(500);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  for (float& x : row) x = u(rng);
+  SamplingParams p = params(0.8, 40, 0.9, 0.01);
+  p.logprobs = true;
+  SamplingParams plain_params = p;
+  p.presence_penalty = 0.6;
+  p.frequency_penalty = 0.4;
+  p.repetition_penalty = 1.2;
+  const std::vector<int32_t> prompt = {1, 2, 3, 100, 200};
+  RequestSampler sampler(p, 99, prompt);
+  RequestSampler plain(plain_params, 99);
+  std::vector<int32_t> output;
+  int moved = 0;  // steps whose kept set the penalties changed
+  for (int i = 0; i < 30; ++i) {
+    const std::vector<float> want_row = testing::penalized64(row, p, prompt, output);
+    const auto got = sampler.candidates(row);
+    const auto want = plain.candidates(want_row);
+    const auto raw = plain.candidates(row);
+    moved += raw.size() != want.size() ||
+             !std::equal(raw.begin(), raw.end(), want.begin(), [](const auto& a, const auto& b) {
+               return a.token_id == b.token_id && a.prob == b.prob;
+             });
+    ASSERT_EQ(got.size(), want.size()) << i;
+    for (size_t j = 0; j < got.size(); ++j) {
+      EXPECT_EQ(got[j].token_id, want[j].token_id) << i;
+      EXPECT_EQ(got[j].prob, want[j].prob) << i;
+    }
+    const SampledToken t = sampler.sample(row);
+    EXPECT_EQ(t.token_id, plain.sample(want_row).token_id) << i;
+    EXPECT_EQ(t.logprob, static_cast<float>(log_softmax_at(row, t.token_id))) << i;
+    output.push_back(t.token_id);
+  }
+  EXPECT_GE(moved, 25);  // not a vacuous comparison
 }
 
 }  // namespace

@@ -166,6 +166,20 @@ TEST_F(ServerTest, TopLogprobsInBothShapes) {
   EXPECT_EQ(ks, (std::vector<int32_t>{0, 2, 3}));
 }
 
+TEST_F(ServerTest, PenaltiesReachEveryChoice) {
+  start();
+  Answer a = post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":1,"n":2,
+      "presence_penalty":0.5,"frequency_penalty":-0.25,"repetition_penalty":1.3})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  const auto submitted = engine_->submitted_requests();
+  ASSERT_EQ(submitted.size(), 2u);
+  for (const auto& r : submitted) {
+    EXPECT_EQ(r.sampling.presence_penalty, 0.5);
+    EXPECT_EQ(r.sampling.frequency_penalty, -0.25);
+    EXPECT_EQ(r.sampling.repetition_penalty, 1.3);
+  }
+}
+
 // Reads a whole SSE response; returns its events' data.
 std::vector<std::string> read_stream(httplib::Client& c, const std::string& path,
                                      const std::string& body, int* status) {

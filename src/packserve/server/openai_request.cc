@@ -29,8 +29,8 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
   // clang-format off
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
-      "logprobs", "presence_penalty", "frequency_penalty", "stream", "stream_options", "user",
-      "stop_token_ids", "ignore_eos"};
+      "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "stream",
+      "stream_options", "user", "stop_token_ids", "ignore_eos"};
   // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
@@ -314,15 +314,16 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
   if (present(body, "suffix")) {
     return wrong("suffix", "null (suffix is not supported)", body.at("suffix"));
   }
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    if (present(body, penalty)) {
-      double value = 0.0;
-      PS_API_ASSIGN(value, get_number(body, penalty, -2.0, 2.0, false, "a number in [-2, 2]"));
-      if (value != 0.0) {
-        return bad_request(std::string(penalty) + ": not supported by packserve; send 0 or omit it",
-                           std::string(penalty));
-      }
+  for (const auto& [field, value] : {std::pair{"presence_penalty", &out.presence_penalty},
+                                     std::pair{"frequency_penalty", &out.frequency_penalty}}) {
+    if (present(body, field)) {
+      PS_API_ASSIGN(*value, get_number(body, field, -2.0, 2.0, false, "a number in [-2, 2]"));
     }
+  }
+  if (present(body, "repetition_penalty")) {
+    PS_API_ASSIGN(out.repetition_penalty,
+                  get_number(body, "repetition_penalty", 0.0, std::numeric_limits<double>::max(),
+                             true, "a finite number > 0 (1 = off)"));
   }
   if (present(body, "user") && !body.at("user").is_string()) {
     return wrong("user", "a string", body.at("user"));
@@ -472,6 +473,9 @@ engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t 
   p.top_k = request.top_k;
   p.top_p = request.top_p;
   p.min_p = request.min_p;
+  p.presence_penalty = request.presence_penalty;
+  p.frequency_penalty = request.frequency_penalty;
+  p.repetition_penalty = request.repetition_penalty;
   if (request.seed) p.seed = choice_seed(*request.seed, choice);
   p.max_tokens = max_tokens;
   p.stop = request.stop;

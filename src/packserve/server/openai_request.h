@@ -57,7 +57,10 @@ struct OpenAiRequest {
   double top_p = 1.0;
   int32_t top_k = 0;  // 0 = off (-1 is accepted as off too, as vLLM clients send it)
   double min_p = 0.0;
-  std::optional<uint64_t> seed;  // a JSON int64 reinterpreted as uint64
+  double presence_penalty = 0.0;    // in [-2, 2]
+  double frequency_penalty = 0.0;   // in [-2, 2]
+  double repetition_penalty = 1.0;  // extension (vLLM): > 0, 1 = off
+  std::optional<uint64_t> seed;     // a JSON int64 reinterpreted as uint64
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // extension (vLLM)
   bool ignore_eos = false;              // extension (vLLM)

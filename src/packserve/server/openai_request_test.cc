@@ -104,11 +104,13 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
       {"best_of above n", kC, R"({"model": "m", "prompt": "x", "n": 2, "best_of": 3})", "best_of",
        "expected n (2): best_of greater than n is not supported, got 3"},
       {"echo", kC, R"({"model": "m", "prompt": "x", "echo": true})", "echo", "not supported"},
-      {"presence_penalty", kC, R"({"model": "m", "prompt": "x", "presence_penalty": 0.5})",
-       "presence_penalty", "not supported"},
+      {"presence_penalty", kC, R"({"model": "m", "prompt": "x", "presence_penalty": 2.5})",
+       "presence_penalty", "expected a number in [-2, 2], got 2.5"},
       {"frequency_penalty", kChat,
-       R"({"model":"m","messages":[{"role":"user","content":"x"}],"frequency_penalty":-1})",
-       "frequency_penalty", "not supported"},
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"frequency_penalty":"1"})",
+       "frequency_penalty", "expected a number in [-2, 2], got \"1\""},
+      {"repetition_penalty", kC, R"({"model": "m", "prompt": "x", "repetition_penalty": 0})",
+       "repetition_penalty", "expected a finite number > 0 (1 = off), got 0"},
       {"logprobs 21", kC, R"({"model": "m", "prompt": "x", "logprobs": 21})", "logprobs",
        "expected an integer in [0, 20]"},
       {"chat logprobs int", kChat,
@@ -183,6 +185,20 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_EQ(p.stop, q.stop);
   EXPECT_TRUE(p.logprobs);
   EXPECT_EQ(p.seed, std::optional<uint64_t>(UINT64_MAX));  // choice 0 keeps the seed
+  EXPECT_FALSE(p.has_penalties());
+}
+
+TEST(OpenAiRequest, PenaltiesMapToTheEngine) {
+  ApiResult<OpenAiRequest> r = parse_openai_request(
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"presence_penalty":-2,
+          "frequency_penalty":0.75,"repetition_penalty":1.1})",
+      kChat);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const engine::SamplingParams p = to_sampling_params(r.value(), 5);
+  EXPECT_EQ(p.presence_penalty, -2.0);
+  EXPECT_EQ(p.frequency_penalty, 0.75);
+  EXPECT_EQ(p.repetition_penalty, 1.1);
+  EXPECT_TRUE(p.validate().ok());
 }
 
 TEST(OpenAiRequest, PromptForms) {

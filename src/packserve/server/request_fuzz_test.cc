@@ -68,9 +68,11 @@ std::string mutant(Rng& rng) {
                                "Infinity",
                                "2147483648",
                                "1e2"};
-      const char* fields[] = {"max_tokens", "temperature",      "top_p",   "top_k", "seed", "n",
-                              "min_p",      "presence_penalty", "logprobs"};
-      return std::string(R"({"model":"tiny","prompt":"p",")") + fields[pick(9)] +
+      const char* fields[] = {"max_tokens",        "temperature",        "top_p",
+                              "top_k",             "seed",               "n",
+                              "min_p",             "presence_penalty",   "frequency_penalty",
+                              "repetition_penalty", "logprobs"};
+      return std::string(R"({"model":"tiny","prompt":"p",")") + fields[pick(11)] +
              "\":" + numbers[pick(13)] + "}";
     }
     case 5: {  // invalid UTF-8 inside strings
@@ -106,6 +108,9 @@ void check_parse(const std::string& body, Endpoint endpoint) {
   ASSERT_TRUE(q.top_p > 0 && q.top_p <= 1) << body;
   ASSERT_TRUE(!q.max_tokens || *q.max_tokens >= 1) << body;
   ASSERT_TRUE(q.n >= 1 && q.n <= kMaxChoices) << body;
+  // Whatever the parser accepts the engine accepts (sampling fields, penalties included).
+  const Status engine_says = to_sampling_params(q, 1).validate();
+  ASSERT_TRUE(engine_says.ok()) << body << ": " << engine_says.to_string();
   if (endpoint == Endpoint::kCompletions) {
     ASSERT_FALSE(q.prompts.empty()) << body;
     for (const Prompt& prompt : q.prompts) {
