@@ -4,7 +4,8 @@ against a running `packserve serve` (scripts/gpu-serve-check.sh `choices` step; 
 
 For each n in --n-list and each of --rounds rounds it sends a fresh random token-id prompt of
 --prompt-tokens (seeded per run, so no run finds another's prompt in the prefix cache), asks
-for --max-tokens per choice (ignore_eos, temperature 1), and prints one JSON line:
+for --max-tokens per choice (ignore_eos, temperature 1, plus the --extra fields), and prints one
+JSON line:
   ttft_first_ms / ttft_last_ms: arrival to the first token of the first / of the last choice
   e2e_ms: arrival to [DONE]; output_tokens: the choices' tokens (usage); out_tok_s =
   output_tokens / e2e; cached_tokens_after: a repeat of the same prompt with n = 1 reports how
@@ -54,7 +55,7 @@ def run(a, n, seed):
     prompt = [rng.randrange(min(1000, a.vocab // 2), a.vocab) for _ in range(a.prompt_tokens)]
     body = {"model": a.model, "prompt": prompt, "n": n, "max_tokens": a.max_tokens,
             "temperature": 1.0, "ignore_eos": True, "stream": True, "logprobs": 0,
-            "stream_options": {"include_usage": True}}
+            "stream_options": {"include_usage": True}, **a.extra}
     before = metrics(a.url)
     t0 = time.perf_counter()
     res = post(a.url, body, True)
@@ -102,11 +103,14 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--label", default="")
+    ap.add_argument("--extra", type=json.loads, default={},
+                    help='JSON object of more request fields, e.g. \'{"frequency_penalty": 0.5}\'')
     a = ap.parse_args()
     for r in range(a.rounds):
         for n in map(int, a.n_list.split(",")):
             row = run(a, n, seed=1000 * r + n)
             row["label"] = a.label
+            row["extra"] = a.extra
             row["round"] = r + 1
             print(json.dumps(row), flush=True)
 

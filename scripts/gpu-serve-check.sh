@@ -26,6 +26,7 @@
 #   scripts/gpu-serve-check.sh choices           # one request of n choices of a long prompt
 #                                                # (scripts/choices_bench.py) per variant
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
+# serve: BENCH_FLAGS (extra bench flags), RUN_NAME (bench: the results' name under $OUT),
 # MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000); matrix: ARCH (qwen3-8b),
 # MAX_BATCHED_TOKENS (2048, the server's --max-num-batched-tokens),
 # TIME_SCALES ("2 1 0.5"), VARIANTS ("default noprefix naive"), ABLATE_SCALES (mid: the
@@ -139,21 +140,22 @@ serve)
   [[ -f $MODEL/config.json ]] || { echo "$MODEL missing: run the make8b step first" >&2; exit 1; }
   $PS serve --model "$MODEL" --backend cuda \
     --gpu-memory-utilization "${GPU_MEMORY_UTILIZATION:-0.9}" --port "$PORT" \
-    --max-num-batched-tokens 2048 >"$OUT/serve.log" 2>&1 &
+    --max-num-batched-tokens 2048 >"$OUT/serve_${RUN_NAME:-bench}.log" 2>&1 &
   SERVER=$!
   for _ in $(seq 300); do
-    grep -q "packserve serve: ready" "$OUT/serve.log" && break
+    grep -q "packserve serve: ready" "$OUT/serve_${RUN_NAME:-bench}.log" && break
     kill -0 $SERVER 2>/dev/null || break
     sleep 1
   done
-  grep -E "backend cuda|ready|error" "$OUT/serve.log"
-  if ! grep -q "packserve serve: ready" "$OUT/serve.log"; then
-    echo "server not ready"; tail -20 "$OUT/serve.log"; kill $SERVER 2>/dev/null; exit 1
+  grep -E "backend cuda|ready|error" "$OUT/serve_${RUN_NAME:-bench}.log"
+  if ! grep -q "packserve serve: ready" "$OUT/serve_${RUN_NAME:-bench}.log"; then
+    echo "server not ready"; tail -20 "$OUT/serve_${RUN_NAME:-bench}.log"; kill $SERVER 2>/dev/null; exit 1
   fi
   timeout 400 $PS bench --trace data/traces/mooncake_slice.jsonl --url "http://127.0.0.1:$PORT" \
     --dummy-model llama-3.1-8b --duration-s "${BENCH_DURATION_S:-30}" \
     --time-scale "${BENCH_TIME_SCALE:-1}" --max-input-tokens "${MAX_INPUT_TOKENS:-2048}" \
-    --max-output-tokens "${MAX_OUTPUT_TOKENS:-128}" --out "$OUT/bench" 2>"$OUT/bench.log"
+    --max-output-tokens "${MAX_OUTPUT_TOKENS:-128}" ${BENCH_FLAGS:-} --out "$OUT/${RUN_NAME:-bench}" \
+    2>"$OUT/${RUN_NAME:-bench}.log"
   echo "bench: exit $?"
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
   kill -INT $SERVER

@@ -85,10 +85,11 @@ if grep -E '[0-9]\.[0-9]{3}$' "$work/compare.log" | grep -vqE ' 1\.000$'; then
 fi
 
 "$bin" bench "${common[@]}" --model "$work/model" --in-process --out "$work/inproc" \
-  --temperature 0.8 --top-k 5 --top-p 0.9 --logprobs \
+  --temperature 0.8 --top-k 5 --top-p 0.9 --logprobs --frequency-penalty 0.5 \
   >"$work/inproc_stdout.log" 2>"$work/inproc_stderr.log" || fail "bench --in-process exited $?"
 grep -qF '"completed": 12' "$work/inproc/result.json" || fail "in-process run incomplete"
-for field in '"top_k": 5' '"top_p": 0.9' '"logprobs": true' '"temperature": 0.8'; do
+for field in '"top_k": 5' '"top_p": 0.9' '"logprobs": true' '"temperature": 0.8' \
+  '"frequency_penalty": 0.5' '"presence_penalty": null'; do
   grep -qF "$field" "$work/inproc/result.json" || fail "in-process result.json lacks $field"
 done
 grep -qF '"running_batch_source": "engine num_running"' "$work/inproc/result.json" ||
@@ -108,4 +109,12 @@ rc=$?
 set -e
 [ "$rc" = 2 ] || fail "--top-p 1.5: exit $rc, expected 2"
 grep -qF -- "--top-p: expected a number in (0, 1]" "$work/bad_top_p.log" || fail "--top-p message"
+set +e
+"$bin" bench --trace "$trace" --dummy-model tiny --url "http://127.0.0.1:$port" \
+  --presence-penalty 3 >/dev/null 2>"$work/bad_penalty.log"
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "--presence-penalty 3: exit $rc, expected 2"
+grep -qF -- "--presence-penalty: expected a number in [-2, 2]" "$work/bad_penalty.log" ||
+  fail "--presence-penalty message"
 echo "bench_e2e: ok"

@@ -79,6 +79,8 @@ std::string completion_body(const CompletionRequest& request) {
   if (s.temperature) body["temperature"] = *s.temperature;
   if (s.top_k) body["top_k"] = *s.top_k;
   if (s.top_p) body["top_p"] = *s.top_p;
+  if (s.presence_penalty) body["presence_penalty"] = *s.presence_penalty;
+  if (s.frequency_penalty) body["frequency_penalty"] = *s.frequency_penalty;
   if (s.logprobs) body["logprobs"] = 0;
   return body.dump();
 }

@@ -38,10 +38,12 @@ Result<Endpoint> parse_url(std::string_view url);
 
 // Sampling fields sent with every request; an unset one is the server's default.
 struct RequestSampling {
-  std::optional<double> temperature;  // "temperature"
-  std::optional<int32_t> top_k;       // "top_k"
-  std::optional<double> top_p;        // "top_p"
-  bool logprobs = false;              // "logprobs": 0 (the sampled token's logprob)
+  std::optional<double> temperature;        // "temperature"
+  std::optional<int32_t> top_k;             // "top_k"
+  std::optional<double> top_p;              // "top_p"
+  std::optional<double> presence_penalty;   // "presence_penalty"
+  std::optional<double> frequency_penalty;  // "frequency_penalty"
+  bool logprobs = false;                    // "logprobs": 0 (the sampled token's logprob)
 };
 
 struct CompletionRequest {

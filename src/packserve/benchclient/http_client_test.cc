@@ -40,16 +40,27 @@ TEST(CompletionBody, Fields) {
   EXPECT_FALSE(
       nlohmann::json::parse(completion_body({"m", "hi", 7, false, {}})).contains("ignore_eos"));
   EXPECT_FALSE(j.contains("temperature"));  // the server's default
-  EXPECT_FALSE(j.contains("top_k") || j.contains("top_p") || j.contains("logprobs"));
+  EXPECT_FALSE(j.contains("top_k") || j.contains("top_p") || j.contains("logprobs") ||
+               j.contains("presence_penalty") || j.contains("frequency_penalty"));
   RequestSampling greedy_sampling;
   greedy_sampling.temperature = 0.0;
   const nlohmann::json greedy =
       nlohmann::json::parse(completion_body({"m", "hi", 7, true, greedy_sampling}));
   ASSERT_TRUE(greedy.contains("temperature"));
   EXPECT_EQ(greedy["temperature"], 0.0);
-  const nlohmann::json nucleus = nlohmann::json::parse(completion_body(
-      {"m", "hi", 7, true, {.temperature = 0.7, .top_k = 50, .top_p = 0.9, .logprobs = true}}));
+  const nlohmann::json nucleus = nlohmann::json::parse(completion_body({"m",
+                                                                        "hi",
+                                                                        7,
+                                                                        true,
+                                                                        {.temperature = 0.7,
+                                                                         .top_k = 50,
+                                                                         .top_p = 0.9,
+                                                                         .presence_penalty = -0.5,
+                                                                         .frequency_penalty = 1.5,
+                                                                         .logprobs = true}}));
   EXPECT_EQ(nucleus["top_k"], 50);
+  EXPECT_EQ(nucleus["presence_penalty"], -0.5);
+  EXPECT_EQ(nucleus["frequency_penalty"], 1.5);
   EXPECT_EQ(nucleus["top_p"], 0.9);
   EXPECT_EQ(nucleus["logprobs"], 0);
 }

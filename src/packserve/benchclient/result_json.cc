@@ -62,6 +62,8 @@ json result_to_json(const RunInfo& info, const RunSummary& s,
   j["temperature"] = optional_number(info.sampling.temperature);
   j["top_k"] = info.sampling.top_k ? json(*info.sampling.top_k) : json(nullptr);
   j["top_p"] = optional_number(info.sampling.top_p);
+  j["presence_penalty"] = optional_number(info.sampling.presence_penalty);
+  j["frequency_penalty"] = optional_number(info.sampling.frequency_penalty);
   j["logprobs"] = info.sampling.logprobs;
   j["time_scale"] = info.time_scale;
   j["max_concurrency"] = info.max_concurrency > 0 ? json(info.max_concurrency) : json(nullptr);

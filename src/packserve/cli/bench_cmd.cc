@@ -165,6 +165,12 @@ int run_bench(const BenchArgs& args) {
   if (sampling.top_p && !(*sampling.top_p > 0 && *sampling.top_p <= 1)) {
     return fail_input("--top-p: expected a number in (0, 1]");
   }
+  for (const auto& [flag, value] : {std::pair{"--presence-penalty", sampling.presence_penalty},
+                                    std::pair{"--frequency-penalty", sampling.frequency_penalty}}) {
+    if (value && !(*value >= -2 && *value <= 2)) {
+      return fail_input(std::string(flag) + ": expected a number in [-2, 2]");
+    }
+  }
   std::optional<trace::TraceFormat> format;
   if (!args.format.empty()) {
     auto f = trace::parse_trace_format(args.format);
@@ -352,6 +358,10 @@ void register_bench_command(CLI::App& app, int& exit_code) {
                   "top-k of every request, >= 0 (0 = off; default: the server's, off)");
   cmd->add_option("--top-p", args->sampling.top_p,
                   "top-p of every request, in (0, 1] (default: the server's, 1 = off)");
+  cmd->add_option("--presence-penalty", args->sampling.presence_penalty,
+                  "presence_penalty of every request, in [-2, 2] (default: the server's, 0)");
+  cmd->add_option("--frequency-penalty", args->sampling.frequency_penalty,
+                  "frequency_penalty of every request, in [-2, 2] (default: the server's, 0)");
   cmd->add_flag("--logprobs", args->sampling.logprobs,
                 "ask for the sampled token's logprob with every request");
   cmd->add_option("--request-timeout-s", args->request_timeout_s,

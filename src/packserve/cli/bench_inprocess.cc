@@ -38,6 +38,8 @@ class InProcessSender final : public benchclient::RequestSender {
     if (sampling_.temperature) g.sampling.temperature = *sampling_.temperature;
     if (sampling_.top_k) g.sampling.top_k = *sampling_.top_k;
     if (sampling_.top_p) g.sampling.top_p = *sampling_.top_p;
+    if (sampling_.presence_penalty) g.sampling.presence_penalty = *sampling_.presence_penalty;
+    if (sampling_.frequency_penalty) g.sampling.frequency_penalty = *sampling_.frequency_penalty;
     g.sampling.logprobs = sampling_.logprobs;
     record.server_prompt_tokens = static_cast<int32_t>(g.prompt_token_ids.size());
     auto stream = engine_->submit(std::move(g));
