@@ -5,7 +5,7 @@
 // *Flat case N(0, 0.3), like the random dummy models' logits, whose top-p 0.9 set is most of
 // the vocabulary. TopLogprobs20: common/sample_draw.h top_logprobs(row, 20), which the engine
 // adds to the draw for a request with top_logprobs = 20. Penalties: the penalized copy of a row
-// (engine TokenPenalties::apply) for a 2,000-token prompt (repetition_penalty) and 500 output
+// (engine LogitAdjustments::apply) for a 2,000-token prompt (repetition_penalty) and 500 output
 // tokens (all three penalties), which the engine adds before the draw of a penalized request.
 //   sampler_bench [benchmark flags]
 #include <benchmark/benchmark.h>
@@ -68,11 +68,11 @@ void BM_Penalties(benchmark::State& state) {
   std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(kVocab) - 1);
   std::vector<int32_t> prompt(2000);
   for (int32_t& t : prompt) t = id(gen);
-  packserve::engine::TokenPenalties penalties(p, prompt);
-  for (int i = 0; i < 500; ++i) penalties.add_output(id(gen));
+  packserve::engine::LogitAdjustments adjustments(p, prompt);
+  for (int i = 0; i < 500; ++i) adjustments.add_output(id(gen));
   std::vector<float> out;
   for (auto _ : state) {
-    penalties.apply(logits, out);
+    adjustments.apply(logits, out);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations());

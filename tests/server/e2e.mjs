@@ -241,6 +241,13 @@ await check('penalties: the same first token, then fewer repeats than plain gree
   assert.notDeepEqual(repeated.tokens, plain.tokens);
 });
 
+await check('logit_bias: +100 on one token makes every greedy token that token', async () => {
+  const [id] = tokenize({ text: 'q' }, false);
+  const r = await client.completions.create({ model: MODEL, prompt: 'x', max_tokens: 5, logprobs: 0, logit_bias: { [id]: 100 }, ...greedy });
+  assert.deepEqual(r.choices[0].logprobs.tokens, Array(5).fill('q'));
+  assert.equal(r.choices[0].text, 'qqqqq');
+});
+
 await check('a client that aborts a stream: request cancelled, KV pages back to baseline', async () => {
   const base = await waitForMetrics(args.url, (m) => m.get('packserve_num_requests_running') === 0, 'idle before abort');
   const pagesBase = base.get('packserve_kv_pages_used');
@@ -281,6 +288,8 @@ await check('errors: status, type and param for each case', async () => {
   await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', presence_penalty: 2.5 }), 400, 'invalid_request_error', 'presence_penalty');
   await expectApiError(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'x' }], frequency_penalty: -3 }), 400, 'invalid_request_error', 'frequency_penalty');
   await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', repetition_penalty: 0 }), 400, 'invalid_request_error', 'repetition_penalty');
+  await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', logit_bias: { 10000000: 1 } }), 400, 'invalid_request_error', 'logit_bias[10000000]');
+  await expectApiError(client.completions.create({ model: MODEL, prompt: 'x', logit_bias: { 5: 200 } }), 400, 'invalid_request_error', 'logit_bias[5]');
   await expectApiError(client.completions.create({ model: 'gpt-4o', prompt: 'x' }), 404, 'not_found_error', 'model');
   const wrongKey = new OpenAI({ baseURL: `${args.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
   await expectApiError(wrongKey.completions.create({ model: MODEL, prompt: 'x' }), 401, 'authentication_error');

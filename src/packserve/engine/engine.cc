@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <unordered_set>
 #include <utility>
 
 #include "packserve/common/log.h"
@@ -59,6 +60,19 @@ Status SamplingParams::validate() const {
   if (!std::isfinite(repetition_penalty) || repetition_penalty <= 0.0) {
     return invalid_argument("repetition_penalty: expected a finite number > 0 (1 = off), got " +
                             fmt_double(repetition_penalty));
+  }
+  if (logit_bias.size() > kMaxLogitBias) {
+    return invalid_argument("logit_bias: expected at most " + std::to_string(kMaxLogitBias) +
+                            " entries, got " + std::to_string(logit_bias.size()));
+  }
+  std::unordered_set<int32_t> biased;
+  for (const auto& [token, bias] : logit_bias) {
+    const std::string field = "logit_bias[" + std::to_string(token) + "]";
+    if (token < 0) return invalid_argument(field + ": expected a token id >= 0");
+    if (!biased.insert(token).second) return invalid_argument(field + ": given twice");
+    if (!std::isfinite(bias) || bias < -100.0 || bias > 100.0) {
+      return invalid_argument(field + ": expected a bias in [-100, 100], got " + fmt_double(bias));
+    }
   }
   if (max_tokens < 1) {
     return invalid_argument("max_tokens: expected an integer >= 1, got " +
@@ -232,6 +246,13 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(GenerateRequest request) {
       return reject(invalid_argument(
           "stop_token_ids[" + std::to_string(i) + "]: expected a token id in [0, " +
           std::to_string(impl.vocab_size) + "), got " + std::to_string(id)));
+    }
+  }
+  for (const auto& [id, bias] : request.sampling.logit_bias) {
+    if (id >= impl.vocab_size) {
+      return reject(invalid_argument("logit_bias[" + std::to_string(id) +
+                                     "]: expected a token id in [0, " +
+                                     std::to_string(impl.vocab_size) + ")"));
     }
   }
   const int64_t total = static_cast<int64_t>(prompt.size()) + request.sampling.max_tokens;

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "packserve/attention/plan.h"
@@ -41,6 +42,8 @@ using RequestId = sched::RequestId;
 
 // Alternatives a token may report with SamplingParams::top_logprobs (vLLM's default cap).
 inline constexpr int32_t kMaxTopLogprobs = 20;
+// Entries a request's SamplingParams::logit_bias may hold.
+inline constexpr size_t kMaxLogitBias = 1024;
 
 struct SamplingParams {
   double temperature = 1.0;             // 0 = greedy; >= 0, finite
@@ -57,9 +60,14 @@ struct SamplingParams {
   // kMaxTopLogprobs). Such a request's rows are drawn on the host from their logits
   // (ForwardBatch::samples = kOutputLogits), whatever the backend.
   int32_t top_logprobs = 0;
-  // Penalties on tokens already seen, applied to the raw logits before temperature and the
-  // cuts (vLLM's order: repetition, then frequency, then presence); logprobs stay those of the
-  // raw logits. Such a request's rows are drawn on the host from their logits.
+  // Adjustments of the raw logits before temperature and the cuts, in vLLM's order: the
+  // logit bias, then the penalties on tokens already seen (repetition, then frequency, then
+  // presence). Logprobs stay those of the raw logits. Such a request's rows are drawn on the
+  // host from their logits (LogitAdjustments, sampler.h).
+  // OpenAI's logit_bias: (token id, bias in [-100, 100]) pairs, each id once, at most
+  // kMaxLogitBias; the bias is added to the token's logit. (Ids are checked against the
+  // vocabulary by Engine::submit.)
+  std::vector<std::pair<int32_t, double>> logit_bias;
   // OpenAI's, on the tokens generated so far (not the prompt's), each in [-2, 2]:
   //   logit -= frequency_penalty * count + presence_penalty * (count > 0).
   double presence_penalty = 0.0;
@@ -67,8 +75,9 @@ struct SamplingParams {
   // transformers' / vLLM's, on every token of the prompt and of the output, > 0 (1 = off): a
   // positive logit is divided by it, any other multiplied.
   double repetition_penalty = 1.0;
-  bool has_penalties() const {
-    return presence_penalty != 0.0 || frequency_penalty != 0.0 || repetition_penalty != 1.0;
+  bool adjusts_logits() const {
+    return presence_penalty != 0.0 || frequency_penalty != 0.0 || repetition_penalty != 1.0 ||
+           !logit_bias.empty();
   }
   // kInvalidArgument naming the field ("temperature: expected a finite number >= 0, got nan").
   Status validate() const;

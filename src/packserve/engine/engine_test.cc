@@ -359,7 +359,16 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
   expect_invalid(e, r, "repetition_penalty");
   r.sampling.repetition_penalty = std::numeric_limits<double>::infinity();
   expect_invalid(e, r, "repetition_penalty");
-  EXPECT_EQ(e.metrics().requests_rejected, 20);
+  r = greedy_request({1}, 3);
+  r.sampling.logit_bias = {{5, 1.0}, {400, 2.0}};
+  expect_invalid(e, r, "logit_bias[400]");
+  r.sampling.logit_bias = {{5, 100.5}};
+  expect_invalid(e, r, "logit_bias[5]");
+  r.sampling.logit_bias = {{5, 1.0}, {5, 2.0}};
+  expect_invalid(e, r, "logit_bias[5]");
+  r.sampling.logit_bias.assign(kMaxLogitBias + 1, {1, 0.0});
+  expect_invalid(e, r, "logit_bias");
+  EXPECT_EQ(e.metrics().requests_rejected, 24);
   // Nothing was admitted.
   EXPECT_EQ(e.metrics().num_waiting, 0);
   e.drain(std::chrono::milliseconds(100));
@@ -616,13 +625,33 @@ TEST(EngineTest, PenaltiesSteerGreedyTokens) {
   std::vector<int32_t> context = prompt, output;
   for (size_t i = 0; i < 16; ++i) {
     const std::vector<float> row = model_row(context);
-    const int32_t want = argmax_lowest(testing::penalized64(row, r.sampling, prompt, output));
+    const int32_t want = argmax_lowest(testing::adjusted64(row, r.sampling, prompt, output));
     EXPECT_EQ(c.token_ids[i], want) << i;
     EXPECT_NEAR(c.logprobs[i], log_softmax64(row, want), 1e-6) << i;
     context.push_back(want);
     output.push_back(want);
   }
   EXPECT_NE(c.token_ids, testing::reference_greedy(testing::hash_next_token, prompt, 16, {}));
+}
+
+// logit_bias: +100 on 'z' makes every greedy token 'z' (the fake model's best is 8.0 above the
+// rest); the logprobs stay the raw row's; the rows come back as logits.
+TEST(EngineTest, LogitBiasForcesAToken) {
+  auto t = make_engine(testing::hash_next_token);
+  GenerateRequest r = greedy_request(ids_of("bias"), 6);
+  r.sampling.ignore_eos = true;
+  r.sampling.logprobs = true;
+  r.sampling.logit_bias = {{'z', 100.0}};
+  auto s = t.engine->submit(r);
+  ASSERT_TRUE(s.ok());
+  const Collected c = collect(**s);
+  EXPECT_EQ(c.token_ids, std::vector<int32_t>(6, 'z'));
+  EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);
+  std::vector<int32_t> context = ids_of("bias");
+  for (size_t i = 0; i < c.logprobs.size(); ++i) {
+    EXPECT_NEAR(c.logprobs[i], log_softmax64(model_row(context), 'z'), 1e-6) << i;
+    context.push_back('z');
+  }
 }
 
 TEST(EngineTest, GreedyCapturesLogitsOnceThenTakesTheArgmax) {

@@ -168,18 +168,22 @@ inline tokenizer::Tokenizer make_test_tokenizer() {
 }
 
 // Greedy reference: the fake model run on a plain vector, stopping at `stop_ids`.
-// The float64 reference of TokenPenalties::apply, written from its definition: a token of the
-// prompt or the output (repetition != 1) has x / r if x > 0 and x * r otherwise, then one
-// generated c times loses frequency * c + presence; each result rounded to float once.
-inline std::vector<float> penalized64(const std::vector<float>& row, const SamplingParams& p,
-                                      const std::vector<int32_t>& prompt,
-                                      const std::vector<int32_t>& output) {
+// The float64 reference of LogitAdjustments::apply, written from its definition: a token of
+// logit_bias gets x + bias; then a token of the prompt or the output (repetition != 1) has x / r
+// if x > 0 and x * r otherwise; then one generated c times loses frequency * c + presence;
+// each stage rounded to float.
+inline std::vector<float> adjusted64(const std::vector<float>& row, const SamplingParams& p,
+                                     const std::vector<int32_t>& prompt,
+                                     const std::vector<int32_t>& output) {
   std::vector<float> out = row;
   for (size_t v = 0; v < row.size(); ++v) {
     const auto token = static_cast<int32_t>(v);
     const auto count = std::count(output.begin(), output.end(), token);
     const bool seen = count > 0 || std::find(prompt.begin(), prompt.end(), token) != prompt.end();
     double x = row[v];
+    for (const auto& [id, bias] : p.logit_bias) {
+      if (id == token) x = static_cast<float>(x + bias);
+    }
     if (seen && p.repetition_penalty != 1.0) {
       x = static_cast<float>(x > 0.0 ? x / p.repetition_penalty : x * p.repetition_penalty);
     }

@@ -14,11 +14,12 @@ bool is_greedy(const SamplingParams& params) {
 
 }  // namespace
 
-TokenPenalties::TokenPenalties(const SamplingParams& params,
-                               std::span<const int32_t> prompt_token_ids)
+LogitAdjustments::LogitAdjustments(const SamplingParams& params,
+                                   std::span<const int32_t> prompt_token_ids)
     : presence_(params.presence_penalty),
       frequency_(params.frequency_penalty),
-      repetition_(params.repetition_penalty) {
+      repetition_(params.repetition_penalty),
+      bias_(params.logit_bias) {
   if (repetition_ != 1.0) {
     prompt_ids_.assign(prompt_token_ids.begin(), prompt_token_ids.end());
     std::sort(prompt_ids_.begin(), prompt_ids_.end());
@@ -26,11 +27,16 @@ TokenPenalties::TokenPenalties(const SamplingParams& params,
   }
 }
 
-void TokenPenalties::apply(std::span<const float> logits, std::vector<float>& out) const {
+void LogitAdjustments::apply(std::span<const float> logits, std::vector<float>& out) const {
   out.assign(logits.begin(), logits.end());
   const auto in_row = [&](int32_t token) {
     return token >= 0 && static_cast<size_t>(token) < out.size();
   };
+  for (const auto& [token, bias] : bias_) {
+    if (!in_row(token)) continue;
+    float& x = out[static_cast<size_t>(token)];
+    x = static_cast<float>(static_cast<double>(x) + bias);
+  }
   if (repetition_ != 1.0) {
     const auto repeat = [&](int32_t token) {
       const double x = out[static_cast<size_t>(token)];
@@ -57,11 +63,11 @@ void TokenPenalties::apply(std::span<const float> logits, std::vector<float>& ou
 RequestSampler::RequestSampler(const SamplingParams& params, uint64_t seed,
                                std::span<const int32_t> prompt_token_ids)
     : params_(params), rng_(seed) {
-  if (params.has_penalties()) penalties_.emplace(params, prompt_token_ids);
+  if (params.adjusts_logits()) adjust_.emplace(params, prompt_token_ids);
 }
 
 bool RequestSampler::argmax_only() const {
-  return is_greedy(params_) && !params_.logprobs && !penalties_.has_value();
+  return is_greedy(params_) && !params_.logprobs && !adjust_.has_value();
 }
 
 SampleDraw RequestSampler::draw_params() const {
@@ -83,24 +89,24 @@ SampleDraw RequestSampler::next_draw() {
 }
 
 SampledToken RequestSampler::sample(std::span<const float> logits) {
-  if (!penalties_.has_value()) {
+  if (!adjust_.has_value()) {
     const SampleResult r = sample_draw(logits, next_draw(), scratch_);
     return {r.token_id, r.logprob};
   }
-  penalties_->apply(logits, penalized_);
+  adjust_->apply(logits, adjusted_);
   SampleDraw draw = next_draw();
   draw.logprob = 0;  // the raw row's, below
-  const SampleResult r = sample_draw(penalized_, draw, scratch_);
-  penalties_->add_output(r.token_id);
+  const SampleResult r = sample_draw(adjusted_, draw, scratch_);
+  adjust_->add_output(r.token_id);
   return {r.token_id,
           params_.logprobs ? static_cast<float>(log_softmax_at(logits, r.token_id)) : 0.0f};
 }
 
 std::vector<RequestSampler::Candidate> RequestSampler::candidates(std::span<const float> logits) {
   if (logits.empty()) return {};
-  if (penalties_.has_value()) {
-    penalties_->apply(logits, penalized_);
-    logits = penalized_;
+  if (adjust_.has_value()) {
+    adjust_->apply(logits, adjusted_);
+    logits = adjusted_;
   }
   if (is_greedy(params_)) return {{argmax_lowest(logits), 1.0}};
   return sample_candidates(logits, max_ignoring_nan(logits), draw_params(), scratch_);

@@ -27,9 +27,9 @@
 // the sampler's own polynomial (|error| < 2e-6, tested against float64 on 151,936 logits),
 // summed in float64; computed only when SamplingParams::logprobs (one pass over the
 // vocabulary, vectorized).
-// Penalties (SamplingParams::has_penalties): the row is first copied with them applied
-// (TokenPenalties), and the pipeline above runs on that copy; the logprob stays that of the raw
-// logits. sample() counts the token it returns as the request's output.
+// Logit bias and penalties (SamplingParams::adjusts_logits): the row is first copied with them
+// applied (LogitAdjustments), and the pipeline above runs on that copy; the logprob stays that
+// of the raw logits. sample() counts the token it returns as the request's output.
 // Thread-safety: one RequestSampler per request, used by one thread.
 #pragma once
 
@@ -51,20 +51,22 @@ struct SampledToken {
   float logprob = 0.0f;  // log_softmax(raw logits)[token_id]; 0 unless params.logprobs
 };
 
-// The tokens a request's penalties apply to, and the penalized copy of a row. Each penalized
-// logit x is computed in float64 and rounded once: y = x > 0 ? x / repetition : x * repetition
-// for a token of the prompt or the output (repetition_penalty != 1), then for a token generated
-// c > 0 times y - frequency_penalty * c - presence_penalty (vLLM's order). Ids outside the row
-// are ignored.
-class TokenPenalties {
+// A request's logit bias and penalties (SamplingParams::adjusts_logits), the tokens they apply
+// to, and the adjusted copy of a row. In vLLM's order, each stage computed in float64 from the
+// previous stage's float and rounded to float: x + bias for a token of logit_bias; then
+// x > 0 ? x / repetition : x * repetition for a token of the prompt or the output
+// (repetition_penalty != 1); then x - frequency_penalty * c - presence_penalty for a token
+// generated c > 0 times. Ids outside the row are ignored.
+class LogitAdjustments {
  public:
-  TokenPenalties(const SamplingParams& params, std::span<const int32_t> prompt_token_ids);
+  LogitAdjustments(const SamplingParams& params, std::span<const int32_t> prompt_token_ids);
   void add_output(int32_t token) { ++output_counts_[token]; }
-  // out = logits with the penalties applied.
+  // out = logits with the bias and the penalties applied.
   void apply(std::span<const float> logits, std::vector<float>& out) const;
 
  private:
   double presence_, frequency_, repetition_;
+  std::vector<std::pair<int32_t, double>> bias_;
   std::vector<int32_t> prompt_ids_;  // distinct, sorted; empty when repetition_ == 1
   std::unordered_map<int32_t, int32_t> output_counts_;
 };
@@ -82,11 +84,11 @@ class RequestSampler {
   // Greedy without logprobs: sample() is argmax_lowest (common/argmax.h) of the logits and
   // draws nothing from the RNG, so the caller may take the argmax from the forward backend
   // (ForwardBatch::samples = kOutputArgmax) and never call sample() for this request.
-  // False with penalties.
+  // False with a logit bias or penalties.
   bool argmax_only() const;
   // Whether sample() must see the row's logits: the alternatives' logprobs (top_logprobs) or
-  // penalties, which a forward backend's argmax or draw does not apply.
-  bool needs_logits() const { return params_.top_logprobs > 0 || penalties_.has_value(); }
+  // a logit bias or penalties, which a forward backend's argmax or draw does not apply.
+  bool needs_logits() const { return params_.top_logprobs > 0 || adjust_.has_value(); }
   // The parameters of this request's next token (SampleDraw, common/temperature_sample.h);
   // draws its one uniform from the RNG unless greedy, as sample() does for that token. A
   // caller may pass it to the forward backend (ForwardBatch::samples = kOutputSample), take
@@ -104,8 +106,8 @@ class RequestSampler {
   SamplingParams params_;
   Rng rng_;
   TemperatureScratch scratch_;  // weights [vocab] and their block sums, reused per token
-  std::optional<TokenPenalties> penalties_;  // params_.has_penalties()
-  std::vector<float> penalized_;             // the row with the penalties, reused per token
+  std::optional<LogitAdjustments> adjust_;  // params_.adjusts_logits()
+  std::vector<float> adjusted_;             // the row with the bias and penalties, reused per token
 };
 
 // log_softmax(logits)[token] (NaN entries count as -inf), |error| < 2e-6: float32 exponentials,

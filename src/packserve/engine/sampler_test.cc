@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "packserve/common/argmax.h"
@@ -497,10 +498,10 @@ void expect_same_floats(const std::vector<float>& got, const std::vector<float>&
   }
 }
 
-// Every element of a penalized row against the float64 reference: prompt ids repeated and
-// beyond the row, tokens generated several times, in the prompt or not, positive, zero,
-// negative and non-finite logits.
-TEST(SamplerTest, PenaltiesMatchTheFloat64Reference) {
+// Every element of an adjusted row against the float64 reference: prompt ids repeated and
+// beyond the row, tokens generated several times, in the prompt or not, biased or not,
+// positive, zero, negative and non-finite logits.
+TEST(SamplerTest, LogitAdjustmentsMatchTheFloat64Reference) {
   std::vector<float> row(3000);
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-6.0f, 6.0f);
@@ -511,23 +512,27 @@ TEST(SamplerTest, PenaltiesMatchTheFloat64Reference) {
   row[7] = std::numeric_limits<float>::quiet_NaN();
   const std::vector<int32_t> prompt = {4, 9, 9, 11, 5, 6, 7, 2999, 5000, 12};
   const std::vector<int32_t> output = {12, 13, 13, 13, 4, 5, 6, 7, 9, 40, 40};
-  for (const auto& [presence, frequency, repetition] : {std::tuple{0.5, 0.3, 1.3},
-                                                        {-0.7, 0.0, 1.0},
-                                                        {0.0, -1.1, 0.8},
-                                                        {0.0, 0.0, 2.5},
-                                                        {2.0, 2.0, 1.0}}) {
+  const std::vector<std::pair<int32_t, double>> bias = {{12, 3.25}, {4, -100.0}, {5, 1.0},
+                                                        {7, 2.0},   {50, 100.0}, {9000, 5.0}};
+  // clang-format off
+  for (const auto& [presence, frequency, repetition, biased] :
+       {std::tuple{0.5, 0.3, 1.3, false}, {-0.7, 0.0, 1.0, false}, {0.0, -1.1, 0.8, true},
+        {0.0, 0.0, 2.5, false}, {2.0, 2.0, 1.0, true}, {0.0, 0.0, 1.0, true}}) {
+    // clang-format on
     SamplingParams p = params(1.0);
     p.presence_penalty = presence;
     p.frequency_penalty = frequency;
     p.repetition_penalty = repetition;
-    SCOPED_TRACE(::testing::Message() << presence << " " << frequency << " " << repetition);
-    TokenPenalties penalties(p, prompt);
+    if (biased) p.logit_bias = bias;
+    SCOPED_TRACE(::testing::Message()
+                 << presence << " " << frequency << " " << repetition << " " << biased);
+    LogitAdjustments adjustments(p, prompt);
     std::vector<float> got;
-    penalties.apply(row, got);  // nothing generated yet: the prompt's repetition only
-    expect_same_floats(got, testing::penalized64(row, p, prompt, {}));
-    for (int32_t token : output) penalties.add_output(token);
-    penalties.apply(row, got);
-    expect_same_floats(got, testing::penalized64(row, p, prompt, output));
+    adjustments.apply(row, got);  // nothing generated yet: the bias, the prompt's repetition
+    expect_same_floats(got, testing::adjusted64(row, p, prompt, {}));
+    for (int32_t token : output) adjustments.add_output(token);
+    adjustments.apply(row, got);
+    expect_same_floats(got, testing::adjusted64(row, p, prompt, output));
   }
 }
 
@@ -563,6 +568,24 @@ TEST(SamplerTest, GreedyPenaltiesMoveOffARepeatedToken) {
   EXPECT_FALSE(plain.needs_logits());
 }
 
+// logit_bias: +100 makes a token the greedy choice, -100 removes the row's best; the logprob
+// stays the raw row's.
+TEST(SamplerTest, LogitBiasSteersGreedy) {
+  const std::vector<float> row = {0.0f, 1.0f, 4.0f, 0.5f};
+  SamplingParams p = params(0.0);
+  p.logprobs = true;
+  p.logit_bias = {{3, 100.0}};
+  RequestSampler forced(p, 1);
+  EXPECT_TRUE(forced.needs_logits());
+  EXPECT_FALSE(forced.argmax_only());
+  const SampledToken t = forced.sample(row);
+  EXPECT_EQ(t.token_id, 3);
+  EXPECT_EQ(t.logprob, static_cast<float>(log_softmax_at(row, 3)));
+  p.logit_bias = {{2, -100.0}};
+  RequestSampler banned(p, 1);
+  EXPECT_EQ(banned.sample(row).token_id, 1);
+}
+
 // With a temperature and cuts, the sampler draws from the penalized row: its candidates and
 // its tokens (same seed) are those of a penalty-free sampler given the reference's row.
 TEST(SamplerTest, PenaltiesApplyBeforeTemperatureAndCuts) {
@@ -576,13 +599,14 @@ TEST(SamplerTest, PenaltiesApplyBeforeTemperatureAndCuts) {
   p.presence_penalty = 0.6;
   p.frequency_penalty = 0.4;
   p.repetition_penalty = 1.2;
+  p.logit_bias = {{7, 1.5}, {300, -2.0}};
   const std::vector<int32_t> prompt = {1, 2, 3, 100, 200};
   RequestSampler sampler(p, 99, prompt);
   RequestSampler plain(plain_params, 99);
   std::vector<int32_t> output;
   int moved = 0;  // steps whose kept set the penalties changed
   for (int i = 0; i < 30; ++i) {
-    const std::vector<float> want_row = testing::penalized64(row, p, prompt, output);
+    const std::vector<float> want_row = testing::adjusted64(row, p, prompt, output);
     const auto got = sampler.candidates(row);
     const auto want = plain.candidates(want_row);
     const auto raw = plain.candidates(row);

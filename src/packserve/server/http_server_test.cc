@@ -166,10 +166,11 @@ TEST_F(ServerTest, TopLogprobsInBothShapes) {
   EXPECT_EQ(ks, (std::vector<int32_t>{0, 2, 3}));
 }
 
-TEST_F(ServerTest, PenaltiesReachEveryChoice) {
+TEST_F(ServerTest, PenaltiesAndLogitBiasReachEveryChoice) {
   start();
   Answer a = post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":1,"n":2,
-      "presence_penalty":0.5,"frequency_penalty":-0.25,"repetition_penalty":1.3})");
+      "presence_penalty":0.5,"frequency_penalty":-0.25,"repetition_penalty":1.3,
+      "logit_bias":{"3":-1.5}})");
   ASSERT_EQ(a.status, 200) << a.body;
   const auto submitted = engine_->submitted_requests();
   ASSERT_EQ(submitted.size(), 2u);
@@ -177,6 +178,7 @@ TEST_F(ServerTest, PenaltiesReachEveryChoice) {
     EXPECT_EQ(r.sampling.presence_penalty, 0.5);
     EXPECT_EQ(r.sampling.frequency_penalty, -0.25);
     EXPECT_EQ(r.sampling.repetition_penalty, 1.3);
+    EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, double>>{{3, -1.5}}));
   }
 }
 

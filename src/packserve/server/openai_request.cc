@@ -1,6 +1,7 @@
 // openai_request.cc: see openai_request.h.
 #include "packserve/server/openai_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -29,8 +30,8 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
   // clang-format off
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
-      "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "stream",
-      "stream_options", "user", "stop_token_ids", "ignore_eos"};
+      "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
+      "stream", "stream_options", "user", "stop_token_ids", "ignore_eos"};
   // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
@@ -203,6 +204,37 @@ std::optional<ApiError> parse_messages(const json& body, OpenAiRequest& out) {
   return std::nullopt;
 }
 
+// logit_bias: {"token id": bias} with decimal ids < 2^31 and biases in [-100, 100].
+std::optional<ApiError> parse_logit_bias(const json& body, OpenAiRequest& out) {
+  if (!present(body, "logit_bias")) return std::nullopt;
+  const json& v = body.at("logit_bias");
+  if (!v.is_object()) return wrong("logit_bias", "an object of token id -> bias", v);
+  if (v.size() > engine::kMaxLogitBias) {
+    return bad_request("logit_bias: expected at most " + std::to_string(engine::kMaxLogitBias) +
+                           " entries, got " + std::to_string(v.size()),
+                       "logit_bias");
+  }
+  for (const auto& [key, bias] : v.items()) {
+    int64_t id = -1;
+    if (!key.empty() && key.size() <= 10 &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      id = std::stoll(key);
+    }
+    if (id < 0 || id > INT32_MAX) {
+      return bad_request(
+          "logit_bias: expected token ids as decimal strings, got " + describe(json(key)),
+          "logit_bias");
+    }
+    const std::string field = "logit_bias[" + key + "]";
+    if (!bias.is_number() || !std::isfinite(bias.get<double>()) || bias.get<double>() < -100.0 ||
+        bias.get<double>() > 100.0) {
+      return wrong(field, "a number in [-100, 100]", bias);
+    }
+    out.logit_bias.emplace_back(static_cast<int32_t>(id), bias.get<double>());
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_stop(const json& body, OpenAiRequest& out) {
   if (!present(body, "stop")) return std::nullopt;
   const json& s = body.at("stop");
@@ -325,6 +357,7 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
                   get_number(body, "repetition_penalty", 0.0, std::numeric_limits<double>::max(),
                              true, "a finite number > 0 (1 = off)"));
   }
+  PS_API_TRY(parse_logit_bias(body, out));
   if (present(body, "user") && !body.at("user").is_string()) {
     return wrong("user", "a string", body.at("user"));
   }
@@ -476,6 +509,7 @@ engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t 
   p.presence_penalty = request.presence_penalty;
   p.frequency_penalty = request.frequency_penalty;
   p.repetition_penalty = request.repetition_penalty;
+  p.logit_bias = request.logit_bias;
   if (request.seed) p.seed = choice_seed(*request.seed, choice);
   p.max_tokens = max_tokens;
   p.stop = request.stop;

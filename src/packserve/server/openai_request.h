@@ -60,7 +60,10 @@ struct OpenAiRequest {
   double presence_penalty = 0.0;    // in [-2, 2]
   double frequency_penalty = 0.0;   // in [-2, 2]
   double repetition_penalty = 1.0;  // extension (vLLM): > 0, 1 = off
-  std::optional<uint64_t> seed;     // a JSON int64 reinterpreted as uint64
+  // logit_bias: {"token id": bias in [-100, 100]}, at most engine::kMaxLogitBias entries (ids
+  // are checked against the vocabulary by the engine).
+  std::vector<std::pair<int32_t, double>> logit_bias;
+  std::optional<uint64_t> seed;  // a JSON int64 reinterpreted as uint64
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // extension (vLLM)
   bool ignore_eos = false;              // extension (vLLM)

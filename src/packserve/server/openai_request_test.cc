@@ -111,6 +111,16 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
        "frequency_penalty", "expected a number in [-2, 2], got \"1\""},
       {"repetition_penalty", kC, R"({"model": "m", "prompt": "x", "repetition_penalty": 0})",
        "repetition_penalty", "expected a finite number > 0 (1 = off), got 0"},
+      {"logit_bias list", kC, R"({"model": "m", "prompt": "x", "logit_bias": [1]})", "logit_bias",
+       "expected an object of token id -> bias"},
+      {"logit_bias key", kC, R"({"model": "m", "prompt": "x", "logit_bias": {"-5": 1}})",
+       "logit_bias", "expected token ids as decimal strings, got \"-5\""},
+      {"logit_bias huge key", kC,
+       R"({"model": "m", "prompt": "x", "logit_bias": {"99999999999": 1}})", "logit_bias",
+       "decimal strings"},
+      {"logit_bias value", kChat,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"logit_bias":{"7":101}})",
+       "logit_bias[7]", "expected a number in [-100, 100], got 101"},
       {"logprobs 21", kC, R"({"model": "m", "prompt": "x", "logprobs": 21})", "logprobs",
        "expected an integer in [0, 20]"},
       {"chat logprobs int", kChat,
@@ -185,19 +195,20 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_EQ(p.stop, q.stop);
   EXPECT_TRUE(p.logprobs);
   EXPECT_EQ(p.seed, std::optional<uint64_t>(UINT64_MAX));  // choice 0 keeps the seed
-  EXPECT_FALSE(p.has_penalties());
+  EXPECT_FALSE(p.adjusts_logits());
 }
 
-TEST(OpenAiRequest, PenaltiesMapToTheEngine) {
+TEST(OpenAiRequest, PenaltiesAndLogitBiasMapToTheEngine) {
   ApiResult<OpenAiRequest> r = parse_openai_request(
       R"({"model":"m","messages":[{"role":"user","content":"x"}],"presence_penalty":-2,
-          "frequency_penalty":0.75,"repetition_penalty":1.1})",
+          "frequency_penalty":0.75,"repetition_penalty":1.1,"logit_bias":{"7":-100,"50256":2.5}})",
       kChat);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const engine::SamplingParams p = to_sampling_params(r.value(), 5);
   EXPECT_EQ(p.presence_penalty, -2.0);
   EXPECT_EQ(p.frequency_penalty, 0.75);
   EXPECT_EQ(p.repetition_penalty, 1.1);
+  EXPECT_EQ(p.logit_bias, (std::vector<std::pair<int32_t, double>>{{50256, 2.5}, {7, -100.0}}));
   EXPECT_TRUE(p.validate().ok());
 }
 
