@@ -48,7 +48,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         LiveRequest& r = *it->second;
         // A greedy row without logprobs needs only the argmax and any other row only its
         // draw, unless its logits are captured, its alternatives' logprobs are wanted or it
-        // has penalties.
+        // has a logit bias or penalties (RequestSampler::needs_logits).
         output = model::kOutputLogits;
         if (!r.captures_logits_now() && !r.sampler.needs_logits()) {
           if (r.sampler.argmax_only()) {

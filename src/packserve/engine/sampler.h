@@ -60,7 +60,10 @@ struct SampledToken {
 class LogitAdjustments {
  public:
   LogitAdjustments(const SamplingParams& params, std::span<const int32_t> prompt_token_ids);
-  void add_output(int32_t token) { ++output_counts_[token]; }
+  // Counts a generated token (kept only where a penalty needs the counts).
+  void add_output(int32_t token) {
+    if (presence_ != 0.0 || frequency_ != 0.0 || repetition_ != 1.0) ++output_counts_[token];
+  }
   // out = logits with the bias and the penalties applied.
   void apply(std::span<const float> logits, std::vector<float>& out) const;
 
