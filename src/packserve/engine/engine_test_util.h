@@ -167,7 +167,6 @@ inline tokenizer::Tokenizer make_test_tokenizer() {
   return std::move(t).value();
 }
 
-// Greedy reference: the fake model run on a plain vector, stopping at `stop_ids`.
 // The float64 reference of LogitAdjustments::apply, written from its definition: a token of
 // logit_bias gets x + bias; then a token of the prompt or the output (repetition != 1) has x / r
 // if x > 0 and x * r otherwise; then one generated c times loses frequency * c + presence;
@@ -196,6 +195,7 @@ inline std::vector<float> adjusted64(const std::vector<float>& row, const Sampli
   return out;
 }
 
+// Greedy reference: the fake model run on a plain vector, stopping at `stop_ids`.
 inline std::vector<int32_t> reference_greedy(const NextTokenFn& next, std::vector<int32_t> prompt,
                                              int32_t max_tokens,
                                              const std::vector<int32_t>& stop_ids) {
