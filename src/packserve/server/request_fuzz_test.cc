@@ -68,10 +68,11 @@ std::string mutant(Rng& rng) {
                                "Infinity",
                                "2147483648",
                                "1e2"};
-      const char* fields[] = {"max_tokens",        "temperature",        "top_p",
-                              "top_k",             "seed",               "n",
-                              "min_p",             "presence_penalty",   "frequency_penalty",
+      // clang-format off
+      const char* fields[] = {"max_tokens", "temperature", "top_p", "top_k", "seed", "n",
+                              "min_p", "presence_penalty", "frequency_penalty",
                               "repetition_penalty", "logprobs"};
+      // clang-format on
       return std::string(R"({"model":"tiny","prompt":"p",")") + fields[pick(11)] +
              "\":" + numbers[pick(13)] + "}";
     }
