@@ -233,9 +233,32 @@ std::vector<TopLogprob> top_logprobs(std::span<const float> logits, int k) {
   return out;
 }
 
+SampleResult sample_draw_adjusted(std::span<const float> logits,
+                                  std::span<const LogitAdjust> adjusts, const SampleDraw& draw,
+                                  std::vector<float>& adjusted, TemperatureScratch& scratch) {
+  if (adjusts.empty()) return sample_draw(logits, draw, scratch);
+  adjusted.assign(logits.begin(), logits.end());
+  apply_adjusts(adjusts, adjusted);
+  SampleDraw d = draw;
+  d.logprob = 0;
+  SampleResult r = sample_draw(adjusted, d, scratch);
+  if (draw.logprob) {
+    r.logprob =
+        static_cast<float>(log_softmax_with_max(logits, r.token_id, max_ignoring_nan(logits)));
+  }
+  return r;
+}
+
 SampleResult sample_draw(std::span<const float> logits, const SampleDraw& draw) {
   thread_local TemperatureScratch scratch;
   return sample_draw(logits, draw, scratch);
+}
+
+SampleResult sample_draw_adjusted(std::span<const float> logits,
+                                  std::span<const LogitAdjust> adjusts, const SampleDraw& draw) {
+  thread_local std::vector<float> adjusted;
+  thread_local TemperatureScratch scratch;
+  return sample_draw_adjusted(logits, adjusts, draw, adjusted, scratch);
 }
 
 std::vector<SampleCandidate> sample_candidates(std::span<const float> logits, float m,

@@ -28,6 +28,7 @@
 #include <span>
 #include <vector>
 
+#include "packserve/common/logit_adjust.h"
 #include "packserve/common/temperature_sample.h"
 
 namespace packserve {
@@ -49,6 +50,17 @@ SampleResult sample_draw(std::span<const float> logits, const SampleDraw& draw,
 // The same with a scratch of the calling thread's own, kept across calls (one vocabulary's
 // weights per thread): for draws spread over a WorkerPool.
 SampleResult sample_draw(std::span<const float> logits, const SampleDraw& draw);
+
+// The draw from the row with `adjusts` applied (common/logit_adjust.h: distinct tokens; those
+// outside the row are skipped), the logprob (when the draw asks for it) that of the raw row, as
+// vLLM reports it. `adjusted` is the caller's buffer for the adjusted copy. Empty adjusts:
+// sample_draw.
+SampleResult sample_draw_adjusted(std::span<const float> logits,
+                                  std::span<const LogitAdjust> adjusts, const SampleDraw& draw,
+                                  std::vector<float>& adjusted, TemperatureScratch& scratch);
+// The same with buffers of the calling thread's own (as sample_draw's).
+SampleResult sample_draw_adjusted(std::span<const float> logits,
+                                  std::span<const LogitAdjust> adjusts, const SampleDraw& draw);
 
 // The kept tokens and their renormalized probabilities that a non-greedy draw walks, in the
 // walk's order (most likely first when top-k or top-p is on, token-id order otherwise); for

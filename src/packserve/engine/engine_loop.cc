@@ -29,6 +29,8 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     fb.page_ids.clear();
     fb.samples.clear();
     fb.draws.clear();
+    fb.adjust_indptr.assign(1, 0);
+    fb.adjusts.clear();
     fb.page_copies = batch.page_copies;
     rows.clear();
     argmax_rows.clear();
@@ -47,8 +49,8 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
         LiveRequest& r = *it->second;
         // A greedy row without logprobs needs only the argmax and any other row only its
-        // draw, unless its logits are captured, its alternatives' logprobs are wanted or it
-        // has a logit bias or penalties (RequestSampler::needs_logits).
+        // draw (with its logit bias and penalties), unless its logits are captured or its
+        // alternatives' logprobs are wanted (RequestSampler::needs_logits).
         output = model::kOutputLogits;
         if (!r.captures_logits_now() && !r.sampler.needs_logits()) {
           if (r.sampler.argmax_only()) {
@@ -60,6 +62,8 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         if (output == model::kOutputSample) {
           fb.draws.resize(batch.sequences.size());
           fb.draws[i] = r.sampler.next_draw();
+          const std::span<const LogitAdjust> adjusts = r.sampler.adjustments();
+          fb.adjusts.insert(fb.adjusts.end(), adjusts.begin(), adjusts.end());
         }
         (output == model::kOutputArgmax   ? argmax_rows
          : output == model::kOutputSample ? draw_rows
@@ -67,7 +71,9 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
             .push_back({i, &r});
       }
       fb.samples.push_back(output);
+      fb.adjust_indptr.push_back(static_cast<int32_t>(fb.adjusts.size()));
     }
+    if (fb.adjusts.empty()) fb.adjust_indptr.clear();
     const auto t0 = std::chrono::steady_clock::now();
     PS_RETURN_IF_ERROR(impl.backend->forward(fb, fwd));
     const auto t1 = std::chrono::steady_clock::now();
@@ -98,6 +104,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         }
         out.sampled_token_ids[(*jobs)[j].sequence] = token;
         (*jobs)[j].request->step_logprob = logprobs ? (*logprobs)[j] : 0.0f;
+        (*jobs)[j].request->sampler.accept(token);
       }
     }
     // Each row touches only its own request (its sampler and RNG): the rows run in parallel

@@ -605,37 +605,43 @@ TEST(EngineTest, TopLogprobsAreTheRowsMostLikelyTokens) {
 
 // Penalties: every greedy token is the argmax (lowest id on ties) of the fake model's row with
 // the float64 reference's penalties (repetition on the prompt's and the output's tokens, the
-// other two on the output's); the logprobs stay the raw row's; the rows come back as logits
-// although the backend could take their argmax; and the tokens differ from plain greedy's.
+// other two on the output's); the logprobs stay the raw row's; the rows are the backend's
+// draws with the adjustments (ForwardBatch::adjusts), or logits drawn on the host without
+// backend sampling; and the tokens differ from plain greedy's.
 TEST(EngineTest, PenaltiesSteerGreedyTokens) {
-  auto t = make_engine(testing::hash_next_token);
-  const std::vector<int32_t> prompt = ids_of("penalties");
-  GenerateRequest r = greedy_request(prompt, 16);
-  r.sampling.ignore_eos = true;
-  r.sampling.logprobs = true;
-  r.sampling.presence_penalty = 2.0;
-  r.sampling.frequency_penalty = 2.0;
-  r.sampling.repetition_penalty = 1.5;
-  auto s = t.engine->submit(r);
-  ASSERT_TRUE(s.ok());
-  const Collected c = collect(**s);
-  ASSERT_EQ(c.token_ids.size(), 16u);
-  EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);
-  EXPECT_EQ(t.backend->num_sample_rows.load(), 0);
-  std::vector<int32_t> context = prompt, output;
-  for (size_t i = 0; i < 16; ++i) {
-    const std::vector<float> row = model_row(context);
-    const int32_t want = argmax_lowest(testing::adjusted64(row, r.sampling, prompt, output));
-    EXPECT_EQ(c.token_ids[i], want) << i;
-    EXPECT_NEAR(c.logprobs[i], log_softmax64(row, want), 1e-6) << i;
-    context.push_back(want);
-    output.push_back(want);
+  for (const bool backend_sampling : {true, false}) {
+    SCOPED_TRACE(backend_sampling ? "backend draws" : "host draws");
+    EngineSetup setup;
+    setup.backend_sampling = backend_sampling;
+    auto t = make_engine(testing::hash_next_token, setup);
+    const std::vector<int32_t> prompt = ids_of("penalties");
+    GenerateRequest r = greedy_request(prompt, 16);
+    r.sampling.ignore_eos = true;
+    r.sampling.logprobs = true;
+    r.sampling.presence_penalty = 2.0;
+    r.sampling.frequency_penalty = 2.0;
+    r.sampling.repetition_penalty = 1.5;
+    auto s = t.engine->submit(r);
+    ASSERT_TRUE(s.ok());
+    const Collected c = collect(**s);
+    ASSERT_EQ(c.token_ids.size(), 16u);
+    EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);
+    EXPECT_EQ(t.backend->num_sample_rows.load(), backend_sampling ? 16 : 0);
+    std::vector<int32_t> context = prompt, output;
+    for (size_t i = 0; i < 16; ++i) {
+      const std::vector<float> row = model_row(context);
+      const int32_t want = argmax_lowest(testing::adjusted64(row, r.sampling, prompt, output));
+      EXPECT_EQ(c.token_ids[i], want) << i;
+      EXPECT_NEAR(c.logprobs[i], log_softmax64(row, want), 1e-6) << i;
+      context.push_back(want);
+      output.push_back(want);
+    }
+    EXPECT_NE(c.token_ids, testing::reference_greedy(testing::hash_next_token, prompt, 16, {}));
   }
-  EXPECT_NE(c.token_ids, testing::reference_greedy(testing::hash_next_token, prompt, 16, {}));
 }
 
 // logit_bias: +100 on 'z' makes every greedy token 'z' (the fake model's best is 8.0 above the
-// rest); the logprobs stay the raw row's; the rows come back as logits.
+// rest), drawn by the backend; the logprobs stay the raw row's.
 TEST(EngineTest, LogitBiasForcesAToken) {
   auto t = make_engine(testing::hash_next_token);
   GenerateRequest r = greedy_request(ids_of("bias"), 6);
@@ -647,6 +653,7 @@ TEST(EngineTest, LogitBiasForcesAToken) {
   const Collected c = collect(**s);
   EXPECT_EQ(c.token_ids, std::vector<int32_t>(6, 'z'));
   EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);
+  EXPECT_EQ(t.backend->num_sample_rows.load(), 6);
   std::vector<int32_t> context = ids_of("bias");
   for (size_t i = 0; i < c.logprobs.size(); ++i) {
     EXPECT_NEAR(c.logprobs[i], log_softmax64(model_row(context), 'z'), 1e-6) << i;

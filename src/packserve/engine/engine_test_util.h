@@ -111,8 +111,7 @@ class FakeBackend : public model::ForwardBackend {
         out.argmax.push_back(bad_argmax ? static_cast<int32_t>(vocab) : argmax_lowest(row));
         ++num_argmax_rows;
       } else if (batch.samples[r] == model::kOutputSample) {
-        TemperatureScratch scratch;
-        const SampleResult s = sample_draw(row, batch.draws[r], scratch);
+        const SampleResult s = sample_draw_adjusted(row, batch.adjusts_of(r), batch.draws[r]);
         out.sampled.push_back(bad_argmax ? -1 : s.token_id);
         out.sampled_logprobs.push_back(s.logprob);
         ++num_sample_rows;

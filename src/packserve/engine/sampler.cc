@@ -18,46 +18,68 @@ LogitAdjustments::LogitAdjustments(const SamplingParams& params,
                                    std::span<const int32_t> prompt_token_ids)
     : presence_(params.presence_penalty),
       frequency_(params.frequency_penalty),
-      repetition_(params.repetition_penalty),
-      bias_(params.logit_bias) {
+      repetition_(params.repetition_penalty) {
+  for (const auto& [token, bias] : params.logit_bias) {
+    LogitAdjust a;
+    a.token = token;
+    a.stages = kAdjustBias;
+    a.bias = bias;
+    entries_.push_back(a);
+  }
   if (repetition_ != 1.0) {
-    prompt_ids_.assign(prompt_token_ids.begin(), prompt_token_ids.end());
-    std::sort(prompt_ids_.begin(), prompt_ids_.end());
-    prompt_ids_.erase(std::unique(prompt_ids_.begin(), prompt_ids_.end()), prompt_ids_.end());
+    for (int32_t token : prompt_token_ids) {
+      LogitAdjust a;
+      a.token = token;
+      a.stages = kAdjustRepetition;
+      a.repetition = repetition_;
+      entries_.push_back(a);
+    }
+  }
+  // One entry per token: a token's bias entry (ids are distinct in logit_bias) takes the
+  // repetition of its prompt entries.
+  std::stable_sort(entries_.begin(), entries_.end(),
+                   [](const LogitAdjust& x, const LogitAdjust& y) { return x.token < y.token; });
+  size_t kept = 0;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (kept > 0 && entries_[kept - 1].token == entries_[i].token) {
+      entries_[kept - 1].stages |= entries_[i].stages;
+      entries_[kept - 1].repetition = entries_[i].repetition;
+      continue;
+    }
+    entries_[kept++] = entries_[i];
+  }
+  entries_.resize(kept);
+  counts_.assign(entries_.size(), 0);
+}
+
+void LogitAdjustments::add_output(int32_t token) {
+  const bool penalty = presence_ != 0.0 || frequency_ != 0.0;
+  if (!penalty && repetition_ == 1.0) return;
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), token,
+                             [](const LogitAdjust& a, int32_t t) { return a.token < t; });
+  const auto i = static_cast<size_t>(it - entries_.begin());
+  if (it == entries_.end() || it->token != token) {
+    LogitAdjust a;
+    a.token = token;
+    entries_.insert(it, a);
+    counts_.insert(counts_.begin() + static_cast<std::ptrdiff_t>(i), 0);
+  }
+  LogitAdjust& a = entries_[i];
+  const int32_t count = ++counts_[i];
+  if (repetition_ != 1.0) {
+    a.stages |= kAdjustRepetition;
+    a.repetition = repetition_;
+  }
+  if (penalty) {
+    a.stages |= kAdjustPenalty;
+    a.frequency = frequency_ * count;
+    a.presence = presence_;
   }
 }
 
 void LogitAdjustments::apply(std::span<const float> logits, std::vector<float>& out) const {
   out.assign(logits.begin(), logits.end());
-  const auto in_row = [&](int32_t token) {
-    return token >= 0 && static_cast<size_t>(token) < out.size();
-  };
-  for (const auto& [token, bias] : bias_) {
-    if (!in_row(token)) continue;
-    float& x = out[static_cast<size_t>(token)];
-    x = static_cast<float>(static_cast<double>(x) + bias);
-  }
-  if (repetition_ != 1.0) {
-    const auto repeat = [&](int32_t token) {
-      const double x = out[static_cast<size_t>(token)];
-      out[static_cast<size_t>(token)] =
-          static_cast<float>(x > 0.0 ? x / repetition_ : x * repetition_);
-    };
-    for (int32_t token : prompt_ids_) {
-      if (in_row(token)) repeat(token);
-    }
-    for (const auto& [token, count] : output_counts_) {
-      if (in_row(token) && !std::binary_search(prompt_ids_.begin(), prompt_ids_.end(), token)) {
-        repeat(token);
-      }
-    }
-  }
-  if (presence_ == 0.0 && frequency_ == 0.0) return;
-  for (const auto& [token, count] : output_counts_) {
-    if (!in_row(token)) continue;
-    float& y = out[static_cast<size_t>(token)];
-    y = static_cast<float>(static_cast<double>(y) - frequency_ * count - presence_);
-  }
+  apply_adjusts(entries_, out);
 }
 
 RequestSampler::RequestSampler(const SamplingParams& params, uint64_t seed,
@@ -89,17 +111,10 @@ SampleDraw RequestSampler::next_draw() {
 }
 
 SampledToken RequestSampler::sample(std::span<const float> logits) {
-  if (!adjust_.has_value()) {
-    const SampleResult r = sample_draw(logits, next_draw(), scratch_);
-    return {r.token_id, r.logprob};
-  }
-  adjust_->apply(logits, adjusted_);
-  SampleDraw draw = next_draw();
-  draw.logprob = 0;  // the raw row's, below
-  const SampleResult r = sample_draw(adjusted_, draw, scratch_);
-  adjust_->add_output(r.token_id);
-  return {r.token_id,
-          params_.logprobs ? static_cast<float>(log_softmax_at(logits, r.token_id)) : 0.0f};
+  const SampleResult r =
+      sample_draw_adjusted(logits, adjustments(), next_draw(), adjusted_, scratch_);
+  accept(r.token_id);
+  return {r.token_id, r.logprob};
 }
 
 std::vector<RequestSampler::Candidate> RequestSampler::candidates(std::span<const float> logits) {

@@ -29,14 +29,14 @@
 // vocabulary, vectorized).
 // Logit bias and penalties (SamplingParams::adjusts_logits): the row is first copied with them
 // applied (LogitAdjustments), and the pipeline above runs on that copy; the logprob stays that
-// of the raw logits. sample() counts the token it returns as the request's output.
+// of the raw logits (sample_draw_adjusted). sample() counts the token it returns as the
+// request's output; a caller that had the backend draw the token counts it with accept().
 // Thread-safety: one RequestSampler per request, used by one thread.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "packserve/common/rng.h"
@@ -51,27 +51,27 @@ struct SampledToken {
   float logprob = 0.0f;  // log_softmax(raw logits)[token_id]; 0 unless params.logprobs
 };
 
-// A request's logit bias and penalties (SamplingParams::adjusts_logits), the tokens they apply
-// to, and the adjusted copy of a row. In vLLM's order, each stage computed in float64 from the
-// previous stage's float and rounded to float: x + bias for a token of logit_bias; then
+// A request's logit bias and penalties (SamplingParams::adjusts_logits) as the list of
+// common/logit_adjust.h, one entry per token they apply to, kept up to date as outputs are
+// counted. In vLLM's order, each stage computed in float64 from the previous stage's float and
+// rounded to float: x + bias for a token of logit_bias; then
 // x > 0 ? x / repetition : x * repetition for a token of the prompt or the output
 // (repetition_penalty != 1); then x - frequency_penalty * c - presence_penalty for a token
 // generated c > 0 times. Ids outside the row are ignored.
 class LogitAdjustments {
  public:
   LogitAdjustments(const SamplingParams& params, std::span<const int32_t> prompt_token_ids);
-  // Counts a generated token (kept only where a penalty needs the counts).
-  void add_output(int32_t token) {
-    if (presence_ != 0.0 || frequency_ != 0.0 || repetition_ != 1.0) ++output_counts_[token];
-  }
+  // Counts a generated token (only where a penalty needs the counts).
+  void add_output(int32_t token);
   // out = logits with the bias and the penalties applied.
   void apply(std::span<const float> logits, std::vector<float>& out) const;
+  // The adjustments of the next row: distinct tokens in increasing order.
+  std::span<const LogitAdjust> entries() const { return entries_; }
 
  private:
   double presence_, frequency_, repetition_;
-  std::vector<std::pair<int32_t, double>> bias_;
-  std::vector<int32_t> prompt_ids_;  // distinct, sorted; empty when repetition_ == 1
-  std::unordered_map<int32_t, int32_t> output_counts_;
+  std::vector<LogitAdjust> entries_;  // by token
+  std::vector<int32_t> counts_;       // [entries_.size()]: the token's count in the output
 };
 
 class RequestSampler {
@@ -89,9 +89,19 @@ class RequestSampler {
   // (ForwardBatch::samples = kOutputArgmax) and never call sample() for this request.
   // False with a logit bias or penalties.
   bool argmax_only() const;
-  // Whether sample() must see the row's logits: the alternatives' logprobs (top_logprobs) or
-  // a logit bias or penalties, which a forward backend's argmax or draw does not apply.
-  bool needs_logits() const { return params_.top_logprobs > 0 || adjust_.has_value(); }
+  // Whether sample() must see the row's logits: the alternatives' logprobs (top_logprobs),
+  // which a forward backend's argmax or draw does not give.
+  bool needs_logits() const { return params_.top_logprobs > 0; }
+  // The logit bias and penalties of the next token (empty without them): a caller that passes
+  // next_draw() to the forward backend passes these with it (ForwardBatch::adjusts) and then
+  // hands the backend's token to accept().
+  std::span<const LogitAdjust> adjustments() const {
+    return adjust_.has_value() ? adjust_->entries() : std::span<const LogitAdjust>{};
+  }
+  // Counts a token the forward backend drew (sample() counts its own) for the penalties.
+  void accept(int32_t token) {
+    if (adjust_.has_value()) adjust_->add_output(token);
+  }
   // The parameters of this request's next token (SampleDraw, common/temperature_sample.h);
   // draws its one uniform from the RNG unless greedy, as sample() does for that token. A
   // caller may pass it to the forward backend (ForwardBatch::samples = kOutputSample), take

@@ -148,6 +148,41 @@ TEST(SamplerTest, NextDrawReproducesSample) {
   }
 }
 
+// With penalties and a logit bias the backend's path (next_draw() and adjustments() to
+// sample_draw_adjusted, the token handed back by accept()) gives sample()'s tokens and raw
+// logprobs, token for token, as the counts grow.
+TEST(SamplerTest, NextDrawWithAdjustmentsReproducesSample) {
+  std::mt19937 gen(23);
+  std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+  std::vector<float> row(2000);
+  for (float& x : row) x = dist(gen);
+  const std::vector<int32_t> prompt = {3, 3, 17, 1999, 40};
+  std::vector<SamplingParams> modes = {params(0.0), params(0.8), params(0.9, 40, 0.95),
+                                       params(1.2, 0, 0.9, 0.01)};
+  for (SamplingParams& p : modes) {
+    p.logprobs = true;
+    p.presence_penalty = 0.4;
+    p.frequency_penalty = 0.6;
+    p.repetition_penalty = 1.2;
+    p.logit_bias = {{17, 2.5}, {5, -1.0}};
+  }
+  for (size_t mode = 0; mode < modes.size(); ++mode) {
+    RequestSampler host(modes[mode], 9, prompt), twin(modes[mode], 9, prompt);
+    EXPECT_FALSE(twin.needs_logits());
+    std::vector<float> adjusted;
+    TemperatureScratch scratch;
+    for (int step = 0; step < 60; ++step) {
+      const SampledToken want = host.sample(row);
+      const SampleResult got =
+          sample_draw_adjusted(row, twin.adjustments(), twin.next_draw(), adjusted, scratch);
+      twin.accept(got.token_id);
+      ASSERT_EQ(got.token_id, want.token_id) << "mode " << mode << ", step " << step;
+      ASSERT_EQ(got.logprob, want.logprob) << "mode " << mode << ", step " << step;
+      EXPECT_EQ(got.logprob, static_cast<float>(log_softmax_at(row, got.token_id)));
+    }
+  }
+}
+
 // Every logit NaN: no candidate; the draw gives greedy's token 0 (it used to read past an
 // empty candidate list).
 TEST(SamplerTest, AllNanRowSamplesTokenZero) {
@@ -533,6 +568,10 @@ TEST(SamplerTest, LogitAdjustmentsMatchTheFloat64Reference) {
     for (int32_t token : output) adjustments.add_output(token);
     adjustments.apply(row, got);
     expect_same_floats(got, testing::adjusted64(row, p, prompt, output));
+    const std::span<const LogitAdjust> entries = adjustments.entries();
+    for (size_t i = 1; i < entries.size(); ++i) {
+      EXPECT_LT(entries[i - 1].token, entries[i].token) << i;
+    }
   }
 }
 
@@ -545,7 +584,8 @@ TEST(SamplerTest, GreedyPenaltiesMoveOffARepeatedToken) {
   p.frequency_penalty = 0.3;
   RequestSampler sampler(p, 1, std::vector<int32_t>{5});
   EXPECT_FALSE(sampler.argmax_only());
-  EXPECT_TRUE(sampler.needs_logits());
+  EXPECT_FALSE(sampler.needs_logits());        // a backend's draw takes them (adjustments())
+  EXPECT_TRUE(sampler.adjustments().empty());  // nothing generated yet
   std::vector<int32_t> tokens;
   for (int i = 0; i < 4; ++i) {
     const SampledToken t = sampler.sample(row);
@@ -555,6 +595,9 @@ TEST(SamplerTest, GreedyPenaltiesMoveOffARepeatedToken) {
   // 3.0 - 0.3 c5 against 2.6 - 0.3 c6, the prompt not counted: 5 (3.0), 5 (2.7), 6 (2.4 <
   // 2.6), 5 (2.4 > 2.3). Counting the prompt's 5 would give 5, 6, 5, 6.
   EXPECT_EQ(tokens, (std::vector<int32_t>{5, 5, 6, 5}));
+  ASSERT_EQ(sampler.adjustments().size(), 2u);  // 5 (three times) and 6
+  EXPECT_EQ(sampler.adjustments()[0].frequency, 0.3 * 3);
+  EXPECT_EQ(sampler.adjustments()[1].token, 6);
   // The prompt's token 5 counts for repetition_penalty only: 3.0 / 1.25 = 2.4 < 2.6.
   SamplingParams r = params(0.0);
   r.repetition_penalty = 1.25;
@@ -576,7 +619,7 @@ TEST(SamplerTest, LogitBiasSteersGreedy) {
   p.logprobs = true;
   p.logit_bias = {{3, 100.0}};
   RequestSampler forced(p, 1);
-  EXPECT_TRUE(forced.needs_logits());
+  EXPECT_FALSE(forced.needs_logits());
   EXPECT_FALSE(forced.argmax_only());
   const SampledToken t = forced.sample(row);
   EXPECT_EQ(t.token_id, 3);

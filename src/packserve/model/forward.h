@@ -9,7 +9,9 @@
 // for the last row of each request with samples[r] != kNoOutput either its logits
 // (kOutputLogits), only their argmax (kOutputArgmax: greedy sampling without logprobs; by
 // the rules of common/argmax.h), or only the token of a draw (kOutputSample: sample_draw of
-// common/sample_draw.h with draws[r], and its logprob when draws[r].logprob). A GPU backend
+// common/sample_draw.h with draws[r], and its logprob when draws[r].logprob; with the logit
+// bias and penalties adjusts[adjust_indptr[r] .. adjust_indptr[r+1]) it is
+// sample_draw_adjusted's: the draw from the adjusted row, the raw row's logprob). A GPU backend
 // keeps the logits of argmax and sample rows on the device.
 // page_copies (copy-on-write, kv_cache.h) run before anything else.
 // Failure contract: an error leaves the KV of pages not written by this batch unchanged.
@@ -44,9 +46,22 @@ struct ForwardBatch {
                                      // kOutputSample
   // [num_requests] when any samples[r] is kOutputSample (read only for those), else empty.
   std::vector<SampleDraw> draws;
+  // [num_requests + 1] or empty (no adjustments): request r's logit bias and penalties are
+  // adjusts[adjust_indptr[r] .. adjust_indptr[r+1]), tokens strictly increasing, only for
+  // kOutputSample requests (common/logit_adjust.h).
+  std::vector<int32_t> adjust_indptr;
+  std::vector<LogitAdjust> adjusts;
   std::vector<kv::PageCopy> page_copies;
   int num_requests() const { return static_cast<int>(kv_len.size()); }
   int total_rows() const { return static_cast<int>(token_ids.size()); }
+  // Request r's adjusts (empty without adjust_indptr).
+  std::span<const LogitAdjust> adjusts_of(int r) const {
+    if (adjust_indptr.empty()) return {};
+    return std::span<const LogitAdjust>(adjusts).subspan(
+        static_cast<size_t>(adjust_indptr[static_cast<size_t>(r)]),
+        static_cast<size_t>(adjust_indptr[static_cast<size_t>(r) + 1] -
+                            adjust_indptr[static_cast<size_t>(r)]));
+  }
 };
 
 struct KvPoolShape {

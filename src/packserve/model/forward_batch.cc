@@ -35,6 +35,50 @@ Status check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t
   return ok_status();
 }
 
+// The logit adjustments of a batch whose samples passed (forward_batch.h).
+Status check_adjusts(const ForwardBatch& b, const ModelConfig& config) {
+  const size_t n = b.kv_len.size();
+  if (b.adjust_indptr.empty()) {
+    if (b.adjusts.empty()) return ok_status();
+    return invalid_argument("adjusts: length " + str(b.adjusts.size()) +
+                            " with an empty adjust_indptr, expected 0");
+  }
+  PS_RETURN_IF_ERROR(
+      check_indptr(b.adjust_indptr, "adjust_indptr", n, b.adjusts.size(), "adjusts.size()"));
+  for (size_t r = 0; r < n; ++r) {
+    const int32_t begin = b.adjust_indptr[r], end = b.adjust_indptr[r + 1];
+    if (begin != end && b.samples[r] != kOutputSample) {
+      return invalid_argument("adjust_indptr: request " + str(r) + " has " + str(end - begin) +
+                              " adjusts with samples[" + str(r) + "] = " + str(b.samples[r]) +
+                              ", expected 0 (adjusts apply to draws, samples = 3)");
+    }
+    for (int32_t i = begin; i < end; ++i) {
+      const LogitAdjust& a = b.adjusts[static_cast<size_t>(i)];
+      const std::string at = "adjusts[" + str(i) + "]";
+      if (a.token < 0 || a.token >= config.vocab_size) {
+        return invalid_argument(at + ".token = " + str(a.token) +
+                                ": expected in [0, vocab_size = " + str(config.vocab_size) + ")");
+      }
+      if (i > begin && a.token <= b.adjusts[static_cast<size_t>(i - 1)].token) {
+        return invalid_argument(at + ".token = " + str(a.token) +
+                                ": expected above the previous token of request " + str(r) +
+                                " (tokens strictly increasing)");
+      }
+      if ((a.stages & ~kAdjustStages) != 0) {
+        return invalid_argument(at + ".stages = " + str(a.stages) + ": expected bits of " +
+                                str(kAdjustStages));
+      }
+      if (!std::isfinite(a.bias) || !std::isfinite(a.frequency) || !std::isfinite(a.presence) ||
+          !std::isfinite(a.repetition) || !(a.repetition > 0.0)) {
+        return invalid_argument(at +
+                                ": bias, frequency and presence must be finite and "
+                                "repetition finite and > 0");
+      }
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status validate_kv_pool_shape(const KvPoolShape& pool) {
@@ -101,6 +145,7 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
                               ": expected in (0, 1]");
     }
   }
+  PS_RETURN_IF_ERROR(check_adjusts(b, config));
   const int64_t ps = pool.page_size;
   for (size_t r = 0; r < n; ++r) {
     const int32_t q_len = b.qo_indptr[r + 1] - b.qo_indptr[r];

@@ -9,6 +9,9 @@
 //     values, each kNoOutput, kOutputLogits or kOutputArgmax;
 //   every request has q_len >= 1 and q_len <= kv_len, and exactly ceil(kv_len / page_size)
 //     pages (the pages covering [0, kv_len), as the scheduler's page table);
+//   adjust_indptr: empty (then adjusts too) or as qo_indptr, ending at adjusts.size(), with
+//     entries only for kOutputSample requests; each request's adjusts have tokens strictly
+//     increasing in [0, vocab_size), stages in kAdjustStages, finite values, repetition > 0;
 //   page ids and page_copies' pages in [0, num_pages), src != dst, num_tokens in
 //     [1, page_size]; token ids in [0, vocab_size);
 //   no two rows write the same KV slot (a page shared by two requests is read-only this step).

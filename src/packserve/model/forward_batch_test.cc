@@ -43,6 +43,14 @@ SampleDraw& draw_row(ForwardBatch& x, size_t r) {
   return x.draws[r];
 }
 
+// Makes request 1 of x a kOutputSample row with two valid adjusts (tokens 3 and 8); them.
+std::vector<LogitAdjust>& adjust_row(ForwardBatch& x) {
+  draw_row(x, 1);
+  x.adjusts = {{3, kAdjustBias, 1.5}, {8, kAdjustRepetition | kAdjustPenalty, 0.0, 1.2, 0.5, 0.1}};
+  x.adjust_indptr = {0, 0, 2};
+  return x.adjusts;
+}
+
 TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
   const ModelConfig config = llama_config();
   const ModelWeights w = make_weights(config);
@@ -94,6 +102,27 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
        "draws[1].top_p = 0.000000: expected in (0, 1]"},
       {"draws flags", [](ForwardBatch& x) { draw_row(x, 0).greedy = 2; },
        "draws[0]: greedy = 2, logprob = 0: expected 0 or 1"},
+      {"adjusts without indptr", [](ForwardBatch& x) { x.adjusts.resize(1); },
+       "adjusts: length 1 with an empty adjust_indptr, expected 0"},
+      {"adjust_indptr length", [](ForwardBatch& x) { adjust_row(x).clear(); },
+       "adjust_indptr[2] = 2: expected adjusts.size() = 0"},
+      {"adjusts of an argmax row",
+       [](ForwardBatch& x) {
+         adjust_row(x);
+         x.adjust_indptr = {0, 1, 2};
+       },
+       "adjust_indptr: request 0 has 1 adjusts with samples[0] = 1, expected 0"},
+      {"adjust token high",
+       [v](ForwardBatch& x) { adjust_row(x)[1].token = static_cast<int32_t>(v); },
+       "adjusts[1].token = 300: expected in [0, vocab_size = 300)"},
+      {"adjust tokens repeated", [](ForwardBatch& x) { adjust_row(x)[1].token = 3; },
+       "adjusts[1].token = 3: expected above the previous token of request 1"},
+      {"adjust stages", [](ForwardBatch& x) { adjust_row(x)[0].stages = 9; },
+       "adjusts[0].stages = 9: expected bits of 7"},
+      {"adjust repetition", [](ForwardBatch& x) { adjust_row(x)[1].repetition = 0.0; },
+       "adjusts[1]: bias, frequency and presence must be finite and repetition finite and > 0"},
+      {"adjust bias", [](ForwardBatch& x) { adjust_row(x)[0].bias = INFINITY; },
+       "adjusts[0]: bias"},
       {"kv_len < q_len", [](ForwardBatch& x) { x.kv_len[1] = 2; }, "kv_len[1] = 2"},
       {"too few pages", [](ForwardBatch& x) { x.kv_len[1] = 17; },
        "request 1 has 1 pages, expected ceil(kv_len[1] = 17"},

@@ -190,8 +190,9 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   out.sampled.resize(draw_requests.size());
   out.sampled_logprobs.resize(draw_requests.size());
   sample_pool_->run(static_cast<int64_t>(draw_requests.size()), [&](int64_t k) {
+    const int r = draw_requests[static_cast<size_t>(k)];
     const SampleResult s =
-        sample_draw(row(i + k), batch.draws[static_cast<size_t>(draw_requests[k])]);
+        sample_draw_adjusted(row(i + k), batch.adjusts_of(r), batch.draws[static_cast<size_t>(r)]);
     out.sampled[k] = s.token_id;
     out.sampled_logprobs[k] = s.logprob;
   });

@@ -206,12 +206,16 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   // Row 0 at temperature 0.7 with a min-p cut, row 2 at temperature 1.5; then with top-k,
   // top-p and logprobs.
   std::vector<SampleDraw> draws = {{1.0f / 0.7f, 0.05f, 0.61}, {}, {1.0f / 1.5f, 0.0f, 0.23}};
+  std::vector<LogitAdjust> adjusts;  // none until the last run
+  std::vector<int32_t> adjust_indptr;
   const auto run = [&](const std::vector<uint8_t>& outputs) {
     ForwardBatch b;
     for (size_t i = 0; i < seqs.size(); ++i) {
       add(b, seqs[i], static_cast<int>(seqs[i].tokens.size()), outputs[i], kPool.page_size);
     }
     if (std::count(outputs.begin(), outputs.end(), kOutputSample) > 0) b.draws = draws;
+    b.adjusts = adjusts;
+    b.adjust_indptr = adjust_indptr;
     ForwardOutput out;
     CpuForwardOptions options;
     options.sample_threads = 3;
@@ -251,6 +255,28 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
     EXPECT_EQ(drawn.sampled_logprobs[i / 2], want.logprob) << i;
     EXPECT_LT(want.logprob, 0.0f);
   }
+
+  // With a logit bias and penalties: sample_draw_adjusted of the same rows (the draw from the
+  // adjusted row, the raw row's logprob); +50 on a token makes it row 2's every draw.
+  const int32_t forced = 7;
+  adjusts = {{3, kAdjustRepetition | kAdjustPenalty, 0.0, 1.3, 0.6, 0.2},
+             {forced, kAdjustBias, 1.0},
+             {11, kAdjustBias, -100.0},
+             {forced, kAdjustBias, 50.0}};
+  adjust_indptr = {0, 3, 3, 4};
+  drawn = run({kOutputSample, kOutputArgmax, kOutputSample});
+  std::vector<float> adjusted;
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    const std::span<const LogitAdjust> a(
+        adjusts.data() + adjust_indptr[i],
+        static_cast<size_t>(adjust_indptr[i + 1] - adjust_indptr[i]));
+    const SampleResult want = sample_draw_adjusted(row(i), a, draws[i], adjusted, scratch);
+    EXPECT_EQ(drawn.sampled[i / 2], want.token_id) << i;
+    EXPECT_EQ(drawn.sampled_logprobs[i / 2], want.logprob) << i;
+    EXPECT_EQ(want.logprob, static_cast<float>(log_softmax_with_max(row(i), want.token_id,
+                                                                    max_ignoring_nan(row(i)))));
+  }
+  EXPECT_EQ(drawn.sampled[1], forced);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardCpuArch,

@@ -163,6 +163,7 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   PS_RETURN_IF_ERROR(meta_pinned.reserve(meta_capacity * 4));
   PS_RETURN_IF_ERROR(argmax_dev.alloc(2 * R * 4, "argmax and sampled ids"));
   PS_RETURN_IF_ERROR(argmax_pinned.reserve(2 * R * 4));
+  PS_RETURN_IF_ERROR(reserve_adjusts(0));
   PS_RETURN_IF_ERROR(step_events.create());
   PS_RETURN_IF_ERROR(logits_events.create(kLogitsChunks));
   const int hw_threads = static_cast<int>(std::thread::hardware_concurrency());

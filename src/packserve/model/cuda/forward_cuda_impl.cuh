@@ -147,13 +147,14 @@ struct LayerDev {
 // one shape):
 //   token_ids [R] | positions [R] | kv_page [R] | kv_slot [R] | page_indptr [n + 1] |
 //   sample_rows [S] | (one int32 of padding when needed) draws [D] SampleDraw
-//   (8 int32 each, 8-byte aligned) | page_ids [P]
+//   (8 int32 each, 8-byte aligned) | adjust_indptr [D + 1] | page_ids [P]
 // sample_rows lists the kOutputLogits rows first, then the kOutputArgmax rows, then the
 // kOutputSample rows (each in request order), so the logits to copy are the first rows of the
-// LM head's output; draws holds the kOutputSample rows' draws in the same order.
+// LM head's output; draws holds the kOutputSample rows' draws in the same order, and
+// adjust_indptr their ranges in the adjust buffer (ops.h SampleAdjusts).
 struct MetaLayout {
-  size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, pind = 0, samp = 0, draw = 0, pids = 0,
-         end = 0;
+  size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, pind = 0, samp = 0, draw = 0, adj = 0,
+         pids = 0, end = 0;
 };
 static_assert(sizeof(SampleDraw) == 32 && alignof(SampleDraw) == 8);
 inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t D, size_t P) {
@@ -164,7 +165,8 @@ inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t D, size_t P) 
   m.pind = m.kv_slot + R;
   m.samp = m.pind + n + 1;
   m.draw = (m.samp + S + 1) / 2 * 2;
-  m.pids = m.draw + sizeof(SampleDraw) / 4 * D;
+  m.adj = m.draw + sizeof(SampleDraw) / 4 * D;
+  m.pids = m.adj + D + 1;
   m.end = m.pids + P;
   return m;
 }
@@ -193,6 +195,11 @@ struct CudaForwardBackend::Impl {
   cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
   // argmax_dev / argmax_pinned: a step's argmax ids [A], sampled ids [D], their logprobs [D].
   cuda::PinnedMemory meta_pinned, logits_pinned, argmax_pinned;
+  // The draw rows' logit bias and penalties: adjust_capacity LogitAdjust, then as many floats
+  // (SampleAdjusts::raw); fixed address (graphs read it), so growing it drops every graph.
+  cuda::DeviceMemory adjust_dev;
+  cuda::PinnedMemory adjust_pinned;
+  size_t adjust_capacity = 0;
   // The sampled rows sample_rows left to the host: (draw row, request) and their logits.
   std::vector<std::pair<int, int>> host_draws;
   cuda::PinnedMemory host_draw_logits;
@@ -222,6 +229,12 @@ struct CudaForwardBackend::Impl {
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
   }
   uint16_t* k_pages(size_t l) const { return kv.as<uint16_t>() + 2 * l * layer_kv_elems; }
+  LogitAdjust* adjust_entries() const { return adjust_dev.as<LogitAdjust>(); }
+  float* adjust_raw() const {
+    return reinterpret_cast<float*>(adjust_dev.as<LogitAdjust>() + adjust_capacity);
+  }
+  // Grows the adjust buffer to hold `entries` (dropping the graphs when it moves).
+  Status reserve_adjusts(size_t entries);
   uint16_t* v_pages(size_t l) const { return kv.as<uint16_t>() + (2 * l + 1) * layer_kv_elems; }
 
   Status setup(const ModelConfig& c, const KvPoolShape& p, const CudaForwardOptions& o);

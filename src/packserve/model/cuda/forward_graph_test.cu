@@ -87,6 +87,8 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
   SCOPED_TRACE(what);
   ForwardBatch all_logits = step;
   for (uint8_t& s : all_logits.samples) s = s == kNoOutput ? kNoOutput : kOutputLogits;
+  all_logits.adjust_indptr.clear();
+  all_logits.adjusts.clear();
   ForwardOutput eager, got;
   const Status se = be.eager->forward(all_logits, eager);
   ASSERT_TRUE(se.ok()) << se.to_string();
@@ -106,7 +108,9 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
     if (s == kOutputArgmax) {
       want_argmax.push_back(argmax_lowest(logits));
     } else if (s == kOutputSample) {
-      const SampleResult s = sample_draw(logits, step.draws[r], scratch);
+      std::vector<float> adjusted;
+      const SampleResult s = sample_draw_adjusted(logits, step.adjusts_of(static_cast<int>(r)),
+                                                  step.draws[r], adjusted, scratch);
       want_sampled.push_back(s.token_id);
       want_logprobs.push_back(s.logprob);
     } else {
@@ -246,6 +250,27 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
   expect_same_step(be, s10, L, "decode with 2 draw rows (replay)");
   EXPECT_TRUE(prof.graph_replayed);
   EXPECT_EQ(be.graph->num_cuda_graphs(), 6);
+  // The same shape with a logit bias and penalties on the draw rows (ForwardBatch::adjusts):
+  // the replay reads them from the step's metadata and the adjust buffer; +30 on token 7 makes
+  // the greedy row's draw, and a second replay with other adjusts sees those.
+  ForwardBatch s11 = s10;
+  s11.draws[2].greedy = 1;
+  s11.adjusts = {{3, kAdjustRepetition | kAdjustPenalty, 0.0, 1.4, 1.0, 0.5},
+                 {11, kAdjustBias, -2.0},
+                 {7, kAdjustBias, 30.0},
+                 {90, kAdjustBias | kAdjustRepetition, 1.5, 0.7}};
+  s11.adjust_indptr = {0, 2, 2, 4};
+  expect_same_step(be, s11, L, "decode with adjusted draw rows (replay)");
+  EXPECT_TRUE(prof.graph_replayed);
+  ForwardOutput forced;
+  ASSERT_TRUE(be.graph->forward(s11, forced).ok());
+  EXPECT_EQ(forced.sampled[1], 7);
+  s11.adjusts = {{5, kAdjustBias, 30.0}};
+  s11.adjust_indptr = {0, 0, 0, 1};
+  expect_same_step(be, s11, L, "decode with other adjusts (replay)");
+  ASSERT_TRUE(be.graph->forward(s11, forced).ok());
+  EXPECT_EQ(forced.sampled[1], 5);
+  EXPECT_EQ(be.graph->num_cuda_graphs(), 6);
   EXPECT_EQ(be.eager->num_cuda_graphs(), 0);
 }
 
@@ -283,10 +308,26 @@ TEST(CudaForwardGraph, DrawRowsLeftToTheHostEqualTheHostDraw) {
              {1.0f / 0.9f, 0.0f, 0.13, 0.995, 0, 0, 0}, {1.0f, 0.0f, 0.5, 1.0, 0, 0, 1},
              {1.0f, 0.0f, 0.93, 0.99, 0, 0, 1},         {1.0f / 0.7f, 0.0f, 0.61, 0.9, 40, 0, 1}};
   expect_same_step(be, s, L, "draw rows, some left to the host");
+  // With a logit bias and penalties on every other row (kInfToken among them): the rows left to
+  // the host are drawn there from their raw logits with the adjustments.
+  s.adjusts.clear();
+  s.adjust_indptr = {0};
+  for (size_t r = 0; r < seqs.size(); ++r) {
+    if (r % 2 == 0) {
+      s.adjusts.push_back({7, kAdjustBias, 4.0});
+      s.adjusts.push_back({static_cast<int32_t>(kInfToken), kAdjustRepetition | kAdjustPenalty, 0.0,
+                           1.3, 0.4, 0.2});
+      s.adjusts.push_back({19999, kAdjustBias | kAdjustPenalty, -1.0, 1.0, 0.0, 0.5});
+    }
+    s.adjust_indptr.push_back(static_cast<int32_t>(s.adjusts.size()));
+  }
+  expect_same_step(be, s, L, "adjusted draw rows, some left to the host");
   // Which rows have an infinite maximum: eager's logits of the same step (the positions are
   // written again with the same K/V).
   ForwardBatch all_logits = s;
   for (uint8_t& x : all_logits.samples) x = kOutputLogits;
+  all_logits.adjust_indptr.clear();
+  all_logits.adjusts.clear();
   ForwardOutput logits;
   ASSERT_TRUE(be.eager->forward(all_logits, logits).ok());
   int infinite = 0;

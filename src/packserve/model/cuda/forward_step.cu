@@ -157,10 +157,11 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
   }
   if (D > 0) {  // the last D rows; their ids after the argmax ids, then their logprobs
     int32_t* ids = argmax_dev.as<int32_t>() + A;
+    const cuda::SampleAdjusts adjusts{dm + m.adj, adjust_entries(), adjust_raw()};
     PS_RETURN_IF_ERROR(cuda::sample_rows(logits_dev.as<float>() + static_cast<size_t>(S - D) * V, D,
                                          static_cast<int>(V),
-                                         reinterpret_cast<const SampleDraw*>(dm + m.draw), ids,
-                                         reinterpret_cast<float*>(ids + D), stream));
+                                         reinterpret_cast<const SampleDraw*>(dm + m.draw), adjusts,
+                                         ids, reinterpret_cast<float*>(ids + D), stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kSample));
   }
   return ok_status();
@@ -246,6 +247,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     PS_RETURN_IF_ERROR(logits_dev.reserve(logits_need, "logits"));
   }
   PS_RETURN_IF_ERROR(logits_pinned.reserve(static_cast<size_t>(SL) * V * 4));
+  PS_RETURN_IF_ERROR(reserve_adjusts(batch.adjusts.size()));
   profile.validate_ms = clock.lap();
   if (n > 0) {
     layout = make_attention_layout(batch, c, pool, DType::kBF16);
@@ -308,8 +310,17 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     if (batch.samples[r] == kOutputArgmax) hm[m.samp + a++] = batch.qo_indptr[r + 1] - 1;
     if (batch.samples[r] == kOutputSample) {
       hm[m.samp + SL + A + d] = batch.qo_indptr[r + 1] - 1;
+      // Only draw rows have adjusts (forward_batch.h), so the rows' ranges are contiguous.
+      hm[m.adj + d] = batch.adjust_indptr.empty() ? 0 : batch.adjust_indptr[r];
       draws[d++] = batch.draws[static_cast<size_t>(r)];
     }
+  }
+  hm[m.adj + D] = static_cast<int32_t>(batch.adjusts.size());
+  if (!batch.adjusts.empty()) {
+    std::copy(batch.adjusts.begin(), batch.adjusts.end(), adjust_pinned.as<LogitAdjust>());
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(adjust_entries(), adjust_pinned.as<void>(),
+                                                  batch.adjusts.size() * sizeof(LogitAdjust),
+                                                  cudaMemcpyHostToDevice, stream));
   }
   std::copy(batch.page_ids.begin(), batch.page_ids.end(), hm + m.pids);
   PS_MODEL_CUDA_RETURN_IF_ERROR(
@@ -373,6 +384,18 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   return ok_status();
 }
 
+Status CudaForwardBackend::Impl::reserve_adjusts(size_t entries) {
+  if (entries <= adjust_capacity && adjust_dev.bytes() > 0) return ok_status();
+  const size_t capacity = std::max({entries, 2 * adjust_capacity, size_t{16384}});
+  graphs.clear();
+  adjust_capacity = 0;
+  PS_RETURN_IF_ERROR(
+      adjust_dev.alloc(capacity * (sizeof(LogitAdjust) + sizeof(float)), "logit adjustments"));
+  PS_RETURN_IF_ERROR(adjust_pinned.reserve(capacity * sizeof(LogitAdjust)));
+  adjust_capacity = capacity;
+  return ok_status();
+}
+
 Status CudaForwardBackend::Impl::sample_left_rows(const ForwardBatch& batch, int first_row,
                                                   ForwardOutput& out) {
   cuda::Stopwatch clock;
@@ -394,7 +417,8 @@ Status CudaForwardBackend::Impl::sample_left_rows(const ForwardBatch& batch, int
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   copier->workers().run(static_cast<int64_t>(F), [&](int64_t j) {
     const auto [i, r] = host_draws[static_cast<size_t>(j)];
-    const SampleResult s = sample_draw({rows + j * V, V}, batch.draws[static_cast<size_t>(r)]);
+    const SampleResult s = sample_draw_adjusted({rows + j * V, V}, batch.adjusts_of(r),
+                                                batch.draws[static_cast<size_t>(r)]);
     out.sampled[static_cast<size_t>(i)] = s.token_id;
     out.sampled_logprobs[static_cast<size_t>(i)] = s.logprob;
   });

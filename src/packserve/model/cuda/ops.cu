@@ -293,7 +293,8 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 }
 
 // sample_rows (ops.h): one CTA of kSampleThreads per row, common/sample_draw.h's arithmetic in
-// its order. The logits are read, never written (a row left to the host keeps them). Every
+// its order. The logits are read, and written only where a row has adjustments (a row left to
+// the host gets its raw logits back). Every
 // float64 sum whose order the header fixes runs in one thread, so its bits are the host's;
 // the float32 block sums run as the header's lanes; the ordered draws' masses are integers,
 // whose sums are the host's in any order.
@@ -742,9 +743,23 @@ __device__ int32_t ordered_token(const float* row, int vocab, float m, const Sam
   return drawn.key == 0 ? -1 : sample_math::key_token(drawn.key);
 }
 
+// m = max_ignoring_nan(row) (every thread gets it): NaN compares false, fmaxf drops NaN.
+__device__ float row_max(const float* row, int vocab, float* red) {
+  float m = -CUDART_INF_F;
+  for (int j = threadIdx.x; j < vocab; j += kSampleThreads) m = row[j] > m ? row[j] : m;
+  return block_reduce(
+      m, [](float a, float b) { return fmaxf(a, b); }, red);
+}
+
+// Thread 0: log of the weights' total at temperature 1 and min-p 0 (sample_draw.h's logprob).
+__device__ double log_sum_exp_shifted(const float* row, int vocab, float m, const SampleSmem& s) {
+  weight_block_sums(row, vocab, m, 1.0f, 0.0f, s);
+  return threadIdx.x == 0 ? log(blocks_total(s, (vocab + kSampleBlock - 1) / kSampleBlock)) : 0.0;
+}
+
 __global__ void __launch_bounds__(kSampleThreads)
-    sample_rows_kernel(const float* logits, int vocab, const SampleDraw* draws, int32_t* out,
-                       float* out_logprobs) {
+    sample_rows_kernel(float* logits, int vocab, const SampleDraw* draws, SampleAdjusts adj,
+                       int32_t* out, float* out_logprobs) {
   extern __shared__ double smem[];
   __shared__ float staged[kSampleBlock];
   __shared__ float red[kSampleWarps];
@@ -756,16 +771,39 @@ __global__ void __launch_bounds__(kSampleThreads)
   s.lane_sums = reinterpret_cast<float*>(s.block_sums + blocks);
   s.bin_mass = reinterpret_cast<uint64_t*>(s.block_sums);
   s.bin_count = reinterpret_cast<uint32_t*>(s.bin_mass + kSampleWarps * kDigitBins);
-  const float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
+  float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
   const SampleDraw d = draws[blockIdx.x];
   const int t = threadIdx.x;
 
-  // m = max_ignoring_nan(row): NaN compares false, fmaxf drops NaN.
-  float m = -CUDART_INF_F;
-  for (int j = t; j < vocab; j += kSampleThreads) m = row[j] > m ? row[j] : m;
-  m = block_reduce(
-      m, [](float a, float b) { return fmaxf(a, b); }, red);
+  // The logit bias and penalties, in place; the raw row's maximum and log-sum first when the
+  // logprob is wanted (it is the raw row's), and each adjusted logit's raw value kept.
+  const int a_begin = adj.indptr != nullptr ? adj.indptr[blockIdx.x] : 0;
+  const int a_end = adj.indptr != nullptr ? adj.indptr[blockIdx.x + 1] : 0;
+  const bool adjusted = a_end > a_begin;
+  float raw_m = 0.0f;
+  double raw_log_sum = 0.0;  // thread 0's
+  if (adjusted) {
+    if (d.logprob) {
+      raw_m = row_max(row, vocab, red);
+      // An infinite raw maximum stays infinite (finite stages): the row goes to the host.
+      if (raw_m != CUDART_INF_F && raw_m != -CUDART_INF_F) {
+        raw_log_sum = log_sum_exp_shifted(row, vocab, raw_m, s);
+      }
+    }
+    for (int e = a_begin + t; e < a_end; e += kSampleThreads) {
+      const LogitAdjust a = adj.entries[e];
+      adj.raw[e] = row[a.token];
+      row[a.token] = sample_math::adjust_logit(row[a.token], a);
+    }
+    __syncthreads();
+  }
+
+  const float m = row_max(row, vocab, red);
   if (m == CUDART_INF_F || m == -CUDART_INF_F) {  // left to the host (sample_draw)
+    // The host draws from the raw row with the adjustments (sample_draw_adjusted): put the
+    // raw logits back (each thread the entries it adjusted).
+    for (int e = a_begin + t; e < a_end; e += kSampleThreads)
+      row[adj.entries[e].token] = adj.raw[e];
     if (t == 0) {
       out[blockIdx.x] = -1;
       out_logprobs[blockIdx.x] = 0.0f;
@@ -794,13 +832,34 @@ __global__ void __launch_bounds__(kSampleThreads)
   token = chosen;
   float logprob = 0.0f;
   if (d.logprob && token >= 0) {
-    // logit - m - log(sum_exp): sum_exp is the weights' total at temperature 1, min-p 0.
-    weight_block_sums(row, vocab, m, 1.0f, 0.0f, s);
+    // logit - m - log(sum_exp): sum_exp is the weights' total at temperature 1, min-p 0, of
+    // the raw row.
+    float x = 0.0f;
+    double mx = 0.0, log_sum = 0.0;
+    if (adjusted) {
+      if (t == 0) {  // the token's raw logit: its entry's kept value when it was adjusted
+        x = row[token];
+        int lo = a_begin, hi = a_end;
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          if (adj.entries[mid].token < token) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
+        }
+        if (lo < a_end && adj.entries[lo].token == token) x = adj.raw[lo];
+      }
+      mx = raw_m;
+      log_sum = raw_log_sum;
+    } else {
+      log_sum = log_sum_exp_shifted(row, vocab, m, s);
+      x = row[token];
+      mx = m;
+    }
     if (t == 0) {
-      const float x = row[token];
       const double xd = isnan(x) ? -CUDART_INF : static_cast<double>(x);
-      logprob = static_cast<float>(
-          __dsub_rn(__dsub_rn(xd, static_cast<double>(m)), log(blocks_total(s, blocks))));
+      logprob = static_cast<float>(__dsub_rn(__dsub_rn(xd, mx), log_sum));
     }
   }
   if (t == 0) {
@@ -896,8 +955,9 @@ Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, Strea
   return launched("argmax_rows");
 }
 
-Status sample_rows(const float* logits, int rows, int vocab, const SampleDraw* draws, int32_t* out,
-                   float* out_logprobs, StreamHandle stream) {
+Status sample_rows(float* logits, int rows, int vocab, const SampleDraw* draws,
+                   const SampleAdjusts& adjusts, int32_t* out, float* out_logprobs,
+                   StreamHandle stream) {
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
@@ -920,7 +980,7 @@ Status sample_rows(const float* logits, int rows, int vocab, const SampleDraw* d
                           cudaGetErrorString(err));
   }
   sample_rows_kernel<<<rows, kSampleThreads, sample_rows_smem(vocab), stream>>>(
-      logits, vocab, draws, out, out_logprobs);
+      logits, vocab, draws, adjusts, out, out_logprobs);
   return launched("sample_rows");
 }
 

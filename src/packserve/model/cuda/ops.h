@@ -20,12 +20,15 @@
 //                  (16-byte vectors when I % 8 == 0)
 //   argmax_rows:   out[r] = argmax_lowest(logits[r, :]) (common/argmax.h: NaN never wins, ties
 //                  to the lowest index, 0 when the maximum is -inf); one CTA per row
-//   sample_rows:   (out[r], out_logprobs[r]) = sample_draw(logits[r, :], draws[r]) (common/
-//                  sample_draw.h, the same token ids as the host; the logprob within a float
-//                  ulp or two), or out[r] = -1 for a row left to the host: a row whose maximum
-//                  is infinite. Top-k / top-p sets of any size (a radix descent narrows what
-//                  does not fit the kMaxSampleCandidates keys sorted in shared memory). The
-//                  logits are only read. One CTA per row; vocab <= 2^20
+//   sample_rows:   (out[r], out_logprobs[r]) = sample_draw_adjusted(logits[r, :], row r's
+//                  adjusts, draws[r]) (common/sample_draw.h, the same token ids as the host;
+//                  the logprob, the raw row's, within a float ulp or two), or out[r] = -1 for
+//                  a row left to the host: a row whose maximum (after its adjustments) is
+//                  infinite. Top-k / top-p sets of any size (a radix descent narrows what does
+//                  not fit the kMaxSampleCandidates keys sorted in shared memory). A row's
+//                  adjustments are applied to its logits in place (a row left to the host gets
+//                  its raw logits back); rows without them are only read. One CTA per row;
+//                  vocab <= 2^20
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
@@ -38,6 +41,7 @@
 
 #include "packserve/attention/cuda/run_cuda.h"
 #include "packserve/common/dtype.h"
+#include "packserve/common/logit_adjust.h"
 #include "packserve/common/status.h"
 #include "packserve/common/temperature_sample.h"
 
@@ -88,9 +92,20 @@ Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, Strea
 // keys).
 inline constexpr int kMaxSampleCandidates = 8192;
 
+// The logit bias and penalties of sample_rows' rows (device arrays): row r's are
+// entries[indptr[r] .. indptr[r + 1]) (common/logit_adjust.h; tokens strictly increasing, in
+// [0, vocab)); raw: as many floats as entries, where each adjusted logit's raw value is kept.
+// indptr null: no row has any.
+struct SampleAdjusts {
+  const int32_t* indptr = nullptr;
+  const LogitAdjust* entries = nullptr;
+  float* raw = nullptr;
+};
+
 // logits: [rows, vocab] f32; draws: [rows] (device); out, out_logprobs: [rows].
-Status sample_rows(const float* logits, int rows, int vocab, const SampleDraw* draws, int32_t* out,
-                   float* out_logprobs, StreamHandle stream);
+Status sample_rows(float* logits, int rows, int vocab, const SampleDraw* draws,
+                   const SampleAdjusts& adjusts, int32_t* out, float* out_logprobs,
+                   StreamHandle stream);
 
 // dtype: kBF16 or kF32.
 Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -420,7 +421,7 @@ TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
     ASSERT_EQ(cudaMalloc(&dlp, rows * 4), cudaSuccess);
     ASSERT_EQ(cudaMemset(dout, 0x7f, rows * 4), cudaSuccess);
     ASSERT_EQ(cudaMemset(dlp, 0x7f, rows * 4), cudaSuccess);
-    ASSERT_TRUE(sample_rows(dx, rows, vocab, dd, dout, dlp, nullptr).ok());
+    ASSERT_TRUE(sample_rows(dx, rows, vocab, dd, {}, dout, dlp, nullptr).ok());
     const std::vector<int32_t> got = to_host(dout, rows);
     const std::vector<float> got_lp = to_host(dlp, rows);
     const std::vector<float> after = to_host(dx, x.size());  // only read (NaN included)
@@ -451,10 +452,134 @@ TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
     cudaFree(dout);
     cudaFree(dlp);
   }
-  EXPECT_EQ(sample_rows(nullptr, 1, (1 << 20) + 1, nullptr, nullptr, nullptr, nullptr).code(),
+  EXPECT_EQ(sample_rows(nullptr, 1, (1 << 20) + 1, nullptr, {}, nullptr, nullptr, nullptr).code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(sample_rows(nullptr, 1, 0, nullptr, nullptr, nullptr, nullptr).code(),
+  EXPECT_EQ(sample_rows(nullptr, 1, 0, nullptr, {}, nullptr, nullptr, nullptr).code(),
             StatusCode::kInvalidArgument);
+}
+
+// With a logit bias and penalties, sample_rows equals sample_draw_adjusted (the draw from the
+// adjusted row, the raw row's logprob): rows with and without adjustments side by side, every
+// stage alone and together, tokens at the row's ends, a bias that makes a token the greedy
+// choice, and in every mode. The adjusted rows hold the host's adjusted logits afterwards; a
+// row left to the host (an adjustment overflowing to +inf, a raw +inf) gets its raw logits
+// back, and the host's sample_draw_adjusted of them is what the backend then runs.
+TEST(ModelCudaOps, SampleRowsWithAdjustmentsEqualsTheHostDraw) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(37);
+  for (int vocab : {1000, 151669}) {
+    SCOPED_TRACE(vocab);
+    const int rows = 24;
+    std::vector<float> x = random_f32(static_cast<size_t>(rows) * vocab, rng, 0.0, 3.0);
+    const auto at = [&](int r, int i) -> float& { return x[static_cast<size_t>(r) * vocab + i]; };
+    std::vector<SampleDraw> draws(rows);
+    std::vector<int32_t> indptr = {0};
+    std::vector<LogitAdjust> adjusts;
+    for (int r = 0; r < rows; ++r) {
+      SampleDraw& d = draws[r];
+      d.inv_temperature = static_cast<float>(1.0 / (0.5 + r % 3 * 0.5));
+      d.u = rng.uniform();
+      d.logprob = r % 4 != 3;
+      switch (r % 5) {
+        case 0:
+          break;
+        case 1:
+          d.greedy = 1;
+          break;
+        case 2:
+          d.top_k = 40;
+          break;
+        case 3:
+          d.top_p = 0.9;
+          break;
+        case 4:
+          d.top_k = 200;
+          d.min_p = 0.02f;
+          d.top_p = 0.95;
+          break;
+      }
+      if (r % 6 != 5) {  // every sixth row without adjustments
+        std::vector<int32_t> tokens = {0, vocab - 1};
+        const int extra = r % 2 == 0 ? 5 : 300;
+        for (int i = 0; i < extra; ++i) {
+          tokens.push_back(static_cast<int32_t>(rng.uniform() * (vocab - 1)));
+        }
+        std::sort(tokens.begin(), tokens.end());
+        tokens.erase(std::unique(tokens.begin(), tokens.end()), tokens.end());
+        for (int32_t token : tokens) {
+          LogitAdjust a;
+          a.token = token;
+          a.stages = 1 + static_cast<uint32_t>(rng.uniform() * 7);  // 1..7: every combination
+          a.bias = rng.uniform(-5.0, 5.0);
+          a.repetition = rng.uniform(0.5, 2.0);
+          a.frequency = 2.0 * static_cast<int>(rng.uniform() * 4);
+          a.presence = rng.uniform(-2.0, 2.0);
+          adjusts.push_back(a);
+        }
+      }
+      if (r == 1) adjusts.back() = LogitAdjust{vocab - 1, kAdjustBias, 100.0};  // greedy's draw
+      indptr.push_back(static_cast<int32_t>(adjusts.size()));
+    }
+    // Row 2: an adjustment overflows to +inf (1e30 / 1e-10); row 4: a raw +inf. Both go to the
+    // host with their raw logits.
+    at(2, 0) = 1e30f;
+    adjusts[static_cast<size_t>(indptr[2])] = LogitAdjust{0, kAdjustRepetition, 0.0, 1e-10};
+    at(4, vocab / 2) = INFINITY;
+    float* dx = to_device(x);
+    SampleDraw* dd = nullptr;
+    int32_t *dout = nullptr, *dind = nullptr;
+    float *dlp = nullptr, *draw_raw = nullptr;
+    LogitAdjust* dadj = nullptr;
+    ASSERT_EQ(cudaMalloc(&dd, rows * sizeof(SampleDraw)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dd, draws.data(), rows * sizeof(SampleDraw), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dadj, adjusts.size() * sizeof(LogitAdjust)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dadj, adjusts.data(), adjusts.size() * sizeof(LogitAdjust),
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+    dind = to_device(indptr);
+    ASSERT_EQ(cudaMalloc(&draw_raw, adjusts.size() * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dout, rows * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dlp, rows * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dout, 0x7f, rows * 4), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dlp, 0x7f, rows * 4), cudaSuccess);
+    ASSERT_TRUE(sample_rows(dx, rows, vocab, dd, {dind, dadj, draw_raw}, dout, dlp, nullptr).ok());
+    const std::vector<int32_t> got = to_host(dout, rows);
+    const std::vector<float> got_lp = to_host(dlp, rows);
+    const std::vector<float> after = to_host(dx, x.size());
+    TemperatureScratch scratch;
+    std::vector<float> adjusted;
+    for (int r = 0; r < rows; ++r) {
+      SCOPED_TRACE("row " + std::to_string(r));
+      const std::span<const float> row(x.data() + static_cast<size_t>(r) * vocab, vocab);
+      const std::span<const LogitAdjust> a(adjusts.data() + indptr[r],
+                                           static_cast<size_t>(indptr[r + 1] - indptr[r]));
+      const SampleResult want = sample_draw_adjusted(row, a, draws[r], adjusted, scratch);
+      const std::span<const float> row_after(after.data() + static_cast<size_t>(r) * vocab, vocab);
+      if (r == 2 || r == 4) {
+        EXPECT_EQ(got[static_cast<size_t>(r)], -1);
+        EXPECT_EQ(std::memcmp(row_after.data(), row.data(), row.size_bytes()), 0);
+        continue;
+      }
+      if (a.empty()) adjusted.assign(row.begin(), row.end());
+      EXPECT_EQ(std::memcmp(row_after.data(), adjusted.data(), row.size_bytes()), 0);
+      EXPECT_EQ(got[static_cast<size_t>(r)], want.token_id);
+      const float lp = got_lp[static_cast<size_t>(r)];
+      if (!draws[r].logprob) {
+        EXPECT_EQ(lp, 0.0f);
+      } else {
+        EXPECT_NEAR(lp, want.logprob, 3e-7 * std::max(1.0f, std::fabs(want.logprob)));
+      }
+    }
+    EXPECT_EQ(got[1], vocab - 1);
+    cudaFree(dx);
+    cudaFree(dd);
+    cudaFree(dadj);
+    cudaFree(dind);
+    cudaFree(draw_raw);
+    cudaFree(dout);
+    cudaFree(dlp);
+  }
 }
 
 TEST(ModelCudaOps, FillRandomHasTheAskedMoments) {
