@@ -54,23 +54,23 @@ Status check_adjusts(const ForwardBatch& b, const ModelConfig& config) {
     }
     for (int32_t i = begin; i < end; ++i) {
       const LogitAdjust& a = b.adjusts[static_cast<size_t>(i)];
-      const std::string at = "adjusts[" + str(i) + "]";
+      const auto at = [i] { return "adjusts[" + str(i) + "]"; };  // only for an error
       if (a.token < 0 || a.token >= config.vocab_size) {
-        return invalid_argument(at + ".token = " + str(a.token) +
+        return invalid_argument(at() + ".token = " + str(a.token) +
                                 ": expected in [0, vocab_size = " + str(config.vocab_size) + ")");
       }
       if (i > begin && a.token <= b.adjusts[static_cast<size_t>(i - 1)].token) {
-        return invalid_argument(at + ".token = " + str(a.token) +
+        return invalid_argument(at() + ".token = " + str(a.token) +
                                 ": expected above the previous token of request " + str(r) +
                                 " (tokens strictly increasing)");
       }
       if ((a.stages & ~kAdjustStages) != 0) {
-        return invalid_argument(at + ".stages = " + str(a.stages) + ": expected bits of " +
+        return invalid_argument(at() + ".stages = " + str(a.stages) + ": expected bits of " +
                                 str(kAdjustStages));
       }
       if (!std::isfinite(a.bias) || !std::isfinite(a.frequency) || !std::isfinite(a.presence) ||
           !std::isfinite(a.repetition) || !(a.repetition > 0.0)) {
-        return invalid_argument(at +
+        return invalid_argument(at() +
                                 ": bias, frequency and presence must be finite and "
                                 "repetition finite and > 0");
       }

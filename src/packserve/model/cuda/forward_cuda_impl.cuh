@@ -197,6 +197,9 @@ struct CudaForwardBackend::Impl {
   cuda::PinnedMemory meta_pinned, logits_pinned, argmax_pinned;
   // The draw rows' logit bias and penalties: adjust_capacity LogitAdjust, then as many floats
   // (SampleAdjusts::raw); fixed address (graphs read it), so growing it drops every graph.
+  // From kInitialAdjusts (2.9 MB, in the fixed reserve of the memory budget: 64 rows of a
+  // 1,000-token prompt's repetition penalty); doubled when a step needs more.
+  static constexpr size_t kInitialAdjusts = 65536;
   cuda::DeviceMemory adjust_dev;
   cuda::PinnedMemory adjust_pinned;
   size_t adjust_capacity = 0;

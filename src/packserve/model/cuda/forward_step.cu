@@ -386,7 +386,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
 
 Status CudaForwardBackend::Impl::reserve_adjusts(size_t entries) {
   if (entries <= adjust_capacity && adjust_dev.bytes() > 0) return ok_status();
-  const size_t capacity = std::max({entries, 2 * adjust_capacity, size_t{16384}});
+  const size_t capacity = std::max({entries, 2 * adjust_capacity, kInitialAdjusts});
   graphs.clear();
   adjust_capacity = 0;
   PS_RETURN_IF_ERROR(
