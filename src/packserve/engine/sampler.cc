@@ -35,15 +35,17 @@ LogitAdjustments::LogitAdjustments(const SamplingParams& params,
       entries_.push_back(a);
     }
   }
-  // One entry per token: a token's bias entry (ids are distinct in logit_bias) takes the
-  // repetition of its prompt entries.
+  // One entry per token: the first of a token's entries (its bias, when it has one: ids are
+  // distinct in logit_bias) takes the repetition of its prompt entries.
   std::stable_sort(entries_.begin(), entries_.end(),
                    [](const LogitAdjust& x, const LogitAdjust& y) { return x.token < y.token; });
   size_t kept = 0;
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (kept > 0 && entries_[kept - 1].token == entries_[i].token) {
-      entries_[kept - 1].stages |= entries_[i].stages;
-      entries_[kept - 1].repetition = entries_[i].repetition;
+      if (entries_[i].stages & kAdjustRepetition) {
+        entries_[kept - 1].stages |= kAdjustRepetition;
+        entries_[kept - 1].repetition = repetition_;
+      }
       continue;
     }
     entries_[kept++] = entries_[i];
