@@ -62,8 +62,8 @@ struct SamplingParams {
   int32_t top_logprobs = 0;
   // Adjustments of the raw logits before temperature and the cuts, in vLLM's order: the
   // logit bias, then the penalties on tokens already seen (repetition, then frequency, then
-  // presence). Logprobs stay those of the raw logits. Such a request's rows are drawn on the
-  // host from their logits (LogitAdjustments, sampler.h).
+  // presence). Logprobs stay those of the raw logits. The forward backend applies them to
+  // the rows it draws (LogitAdjustments, sampler.h; ForwardBatch::adjusts).
   // OpenAI's logit_bias: (token id, bias in [-100, 100]) pairs, each id once, at most
   // kMaxLogitBias; the bias is added to the token's logit. (Ids are checked against the
   // vocabulary by Engine::submit.)
