@@ -17,6 +17,7 @@
 // Exit codes (commands.h): 0 all prompts done; 1 some request finished with "error";
 // 2 bad input (flags, model, prompts file) -- nothing is written to stdout then.
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -55,6 +56,7 @@ struct GenerateArgs {
   double presence_penalty = 0.0;
   double frequency_penalty = 0.0;
   double repetition_penalty = 1.0;
+  std::vector<std::string> logit_bias;  // "ID:BIAS"
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool ignore_eos = false;
@@ -146,6 +148,28 @@ Status write_npy(const std::string& path, const std::vector<float>& data, int64_
   return ok_status();
 }
 
+// --logit-bias values "ID:BIAS" as the engine's pairs (it checks the ranges and the ids).
+Result<std::vector<std::pair<int32_t, double>>> parse_logit_bias(
+    const std::vector<std::string>& values) {
+  std::vector<std::pair<int32_t, double>> out;
+  for (const std::string& v : values) {
+    const size_t colon = v.find(':');
+    int32_t id = 0;
+    double bias = 0.0;
+    const char* end = v.data() + v.size();
+    const bool ok = colon != std::string::npos &&
+                    std::from_chars(v.data(), v.data() + colon, id).ptr == v.data() + colon &&
+                    colon > 0 && colon + 1 < v.size() &&
+                    std::from_chars(v.data() + colon + 1, end, bias).ptr == end;
+    if (!ok) {
+      return invalid_argument("--logit-bias " + v +
+                              ": expected ID:BIAS, a token id and a number (e.g. 198:-100)");
+    }
+    out.emplace_back(id, bias);
+  }
+  return out;
+}
+
 int run_generate(const GenerateArgs& args) {
   if (args.model_dir.empty() == args.dummy_model.empty()) {
     return fail_input("give exactly one of --model DIR and --dummy-model NAME");
@@ -176,6 +200,8 @@ int run_generate(const GenerateArgs& args) {
   engine::Engine& eng = **created;
   const int64_t vocab = eng.model_config().vocab_size;
 
+  const auto logit_bias = parse_logit_bias(args.logit_bias);
+  if (!logit_bias.ok()) return fail_input(logit_bias.status().message());
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<engine::RequestStream>> streams;
   for (size_t i = 0; i < prompts->size(); ++i) {
@@ -189,6 +215,7 @@ int run_generate(const GenerateArgs& args) {
     request.sampling.presence_penalty = args.presence_penalty;
     request.sampling.frequency_penalty = args.frequency_penalty;
     request.sampling.repetition_penalty = args.repetition_penalty;
+    request.sampling.logit_bias = *logit_bias;
     if (args.seed) request.sampling.seed = *args.seed + i;
     request.sampling.stop = args.stop;
     request.sampling.ignore_eos = args.ignore_eos;
@@ -300,6 +327,8 @@ void register_generate_command(CLI::App& app, int& exit_code) {
                   "> 0, 1 = off: divides the positive logits (multiplies the others) of the "
                   "prompt's and the output's tokens")
       ->capture_default_str();
+  cmd->add_option("--logit-bias", args->logit_bias,
+                  "ID:BIAS, bias in [-100, 100] added to token ID's logit (repeatable)");
   cmd->add_option("--seed", args->seed, "prompt i samples with seed SEED + i");
   cmd->add_option("--stop", args->stop, "stop string (repeatable; excluded from the text)");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the model's EOS tokens");

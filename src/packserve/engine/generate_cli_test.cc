@@ -135,6 +135,33 @@ TEST_F(GenerateCliTest, PenaltiesRepeatFewerTokens) {
   EXPECT_LT(penalized_repeats, plain_repeats);
 }
 
+// --logit-bias ID:BIAS: +100 makes every greedy token that id; a malformed value or an id
+// outside the vocabulary is exit 2 naming it, with nothing generated.
+TEST_F(GenerateCliTest, LogitBiasForcesAToken) {
+  const fs::path prompts = write("p5.jsonl", kPrompts);
+  const std::string base = "generate " + model() + " --prompts " + prompts.string() +
+                           " --max-tokens 6 --temperature 0 --ignore-eos";
+  const CliRun forced = run(base + " --logit-bias 65:100 --logit-bias 66:-1.5");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  const auto lines = lines_of(forced.out);
+  ASSERT_EQ(lines.size(), 3u);
+  for (const auto& line : lines) {
+    EXPECT_EQ(line["token_ids"], std::vector<int64_t>(6, 65)) << line.dump();
+  }
+  for (const char* bad : {"65", "x:1", "65:", ":3", "65:1e"}) {
+    const CliRun r = run(base + " --logit-bias " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find(std::string("--logit-bias ") + bad + ": expected ID:BIAS"),
+              std::string::npos)
+        << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+  const CliRun outside = run(base + " --logit-bias 99999999:1");
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_NE(outside.err.find("logit_bias"), std::string::npos) << outside.err;
+  EXPECT_TRUE(outside.out.empty());
+}
+
 // Copy models decode periodically on the CPU backend (generate_cli_fixture.h).
 TEST_F(GenerateCliTest, CopyModelContinuesEachPromptPeriodically) {
   expect_copy_models_decode_periodically("cpu");
