@@ -294,10 +294,9 @@ __global__ void __launch_bounds__(kArgmaxThreads)
 
 // sample_rows (ops.h): one CTA of kSampleThreads per row, common/sample_draw.h's arithmetic in
 // its order. The logits are read, and written only where a row has adjustments (a row left to
-// the host gets its raw logits back). Every
-// float64 sum whose order the header fixes runs in one thread, so its bits are the host's;
-// the float32 block sums run as the header's lanes; the ordered draws' masses are integers,
-// whose sums are the host's in any order.
+// the host gets its raw logits back). Every float64 sum whose order the header fixes runs in
+// one thread, so its bits are the host's; the float32 block sums run as the header's lanes;
+// the ordered draws' masses are integers, whose sums are the host's in any order.
 constexpr int kSampleThreads = 1024;
 constexpr int kSampleWarps = kSampleThreads / 32;
 constexpr int kSampleLanes = sample_math::kBlockLanes;
