@@ -526,19 +526,12 @@ TEST(ModelCudaOps, SampleRowsWithAdjustmentsEqualsTheHostDraw) {
     adjusts[static_cast<size_t>(indptr[2])] = LogitAdjust{0, kAdjustRepetition, 0.0, 1e-10};
     at(4, vocab / 2) = INFINITY;
     float* dx = to_device(x);
-    SampleDraw* dd = nullptr;
-    int32_t *dout = nullptr, *dind = nullptr;
-    float *dlp = nullptr, *draw_raw = nullptr;
-    LogitAdjust* dadj = nullptr;
-    ASSERT_EQ(cudaMalloc(&dd, rows * sizeof(SampleDraw)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dd, draws.data(), rows * sizeof(SampleDraw), cudaMemcpyHostToDevice),
-              cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dadj, adjusts.size() * sizeof(LogitAdjust)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dadj, adjusts.data(), adjusts.size() * sizeof(LogitAdjust),
-                         cudaMemcpyHostToDevice),
-              cudaSuccess);
-    dind = to_device(indptr);
-    ASSERT_EQ(cudaMalloc(&draw_raw, adjusts.size() * 4), cudaSuccess);
+    SampleDraw* dd = to_device(draws);
+    LogitAdjust* dadj = to_device(adjusts);
+    int32_t* dind = to_device(indptr);
+    float* draw_raw = to_device(std::vector<float>(adjusts.size(), NAN));  // poisoned
+    int32_t* dout = nullptr;
+    float* dlp = nullptr;
     ASSERT_EQ(cudaMalloc(&dout, rows * 4), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&dlp, rows * 4), cudaSuccess);
     ASSERT_EQ(cudaMemset(dout, 0x7f, rows * 4), cudaSuccess);
