@@ -154,8 +154,11 @@ namespace packserve {
 // One sampled token's parameters (common/sample_draw.h runs the whole pipeline; this header's
 // draw reads the first three): (float) (1 / temperature), finite and > 0; min_p in [0, 1]; the
 // request's uniform u in [0, 1); top_k >= 0 (0 = off); top_p in (0, 1] (1 = off); greedy: the
-// argmax, nothing else read but logprob; logprob: also return log_softmax(raw logits)[token].
+// argmax, nothing else read but logprob; logprob: also return log_softmax(raw logits)[token];
+// top_logprobs (0 to kMaxTopLogprobs, needs logprob): a forward backend also returns the raw
+// row's this-many most likely tokens (sample_draw.h top_logprobs; sample_draw ignores it).
 // Trivially copyable: the CUDA backend uploads an array of them.
+inline constexpr int kMaxTopLogprobs = 20;  // vLLM's default cap
 struct SampleDraw {
   float inv_temperature = 1.0f;
   float min_p = 0.0f;
@@ -164,6 +167,7 @@ struct SampleDraw {
   int32_t top_k = 0;
   uint8_t greedy = 0;
   uint8_t logprob = 0;
+  uint8_t top_logprobs = 0;
 };
 
 // Reused buffers of sample_temperature (sized to the vocabulary on first use).

@@ -41,7 +41,7 @@ namespace packserve::engine {
 using RequestId = sched::RequestId;
 
 // Alternatives a token may report with SamplingParams::top_logprobs (vLLM's default cap).
-inline constexpr int32_t kMaxTopLogprobs = 20;
+inline constexpr int32_t kMaxTopLogprobs = packserve::kMaxTopLogprobs;
 // Entries a request's SamplingParams::logit_bias may hold.
 inline constexpr size_t kMaxLogitBias = 1024;
 
@@ -57,8 +57,8 @@ struct SamplingParams {
   bool ignore_eos = false;
   bool logprobs = false;  // report the sampled token's log-probability
   // With logprobs: also the this-many most likely tokens' log-probabilities (0 to
-  // kMaxTopLogprobs). Such a request's rows are drawn on the host from their logits
-  // (ForwardBatch::samples = kOutputLogits), whatever the backend.
+  // kMaxTopLogprobs), those of the raw logits. The forward backend finds them beside its draw
+  // (SampleDraw::top_logprobs, ForwardOutput::top_logprobs).
   int32_t top_logprobs = 0;
   // Adjustments of the raw logits before temperature and the cuts, in vLLM's order: the
   // logit bias, then the penalties on tokens already seen (repetition, then frequency, then

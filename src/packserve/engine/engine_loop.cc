@@ -49,10 +49,10 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
         LiveRequest& r = *it->second;
         // A greedy row without logprobs needs only the argmax and any other row only its
-        // draw (with its logit bias and penalties), unless its logits are captured or its
-        // alternatives' logprobs are wanted (RequestSampler::needs_logits).
+        // draw (with its logit bias, penalties and alternatives' logprobs), unless its logits
+        // are captured.
         output = model::kOutputLogits;
-        if (!r.captures_logits_now() && !r.sampler.needs_logits()) {
+        if (!r.captures_logits_now()) {
           if (r.sampler.argmax_only()) {
             output = model::kOutputArgmax;
           } else if (impl.config.backend_sampling) {
@@ -80,13 +80,26 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     const int64_t vocab = impl.vocab_size;
     if (static_cast<int64_t>(fwd.logits.size()) != static_cast<int64_t>(rows.size()) * vocab ||
         fwd.argmax.size() != argmax_rows.size() || fwd.sampled.size() != draw_rows.size() ||
-        fwd.sampled_logprobs.size() != draw_rows.size()) {
+        fwd.sampled_logprobs.size() != draw_rows.size() ||
+        fwd.top_logprobs.size() != draw_rows.size()) {
       return internal_error(
           "backend " + std::string(impl.backend->name()) + " returned " +
           std::to_string(fwd.logits.size()) + " logits, " + std::to_string(fwd.argmax.size()) +
-          " argmax ids and " + std::to_string(fwd.sampled.size()) + " sampled ids, expected " +
+          " argmax ids and " + std::to_string(fwd.sampled.size()) + " sampled ids (" +
+          std::to_string(fwd.sampled_logprobs.size()) + " logprobs, " +
+          std::to_string(fwd.top_logprobs.size()) + " top_logprobs), expected " +
           std::to_string(rows.size()) + " rows x vocab_size " + std::to_string(vocab) + ", " +
           std::to_string(argmax_rows.size()) + " and " + std::to_string(draw_rows.size()));
+    }
+    for (size_t j = 0; j < draw_rows.size(); ++j) {
+      const LiveRequest& r = *draw_rows[j].request;
+      const auto want = static_cast<size_t>(std::min<int64_t>(r.params.top_logprobs, vocab));
+      if (fwd.top_logprobs[j].size() != want) {
+        return internal_error("backend " + std::string(impl.backend->name()) + " returned " +
+                              std::to_string(fwd.top_logprobs[j].size()) +
+                              " top_logprobs for sampled row " + std::to_string(j) + ", expected " +
+                              std::to_string(want));
+      }
     }
     sched::StepOutput out;
     out.sampled_token_ids.assign(batch.sequences.size(), 0);
@@ -106,6 +119,9 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         (*jobs)[j].request->step_logprob = logprobs ? (*logprobs)[j] : 0.0f;
         (*jobs)[j].request->sampler.accept(token);
       }
+    }
+    for (size_t j = 0; j < draw_rows.size(); ++j) {
+      draw_rows[j].request->step_top_logprobs = std::move(fwd.top_logprobs[j]);
     }
     // Each row touches only its own request (its sampler and RNG): the rows run in parallel
     // and the tokens do not depend on the number of threads.

@@ -552,55 +552,59 @@ TEST(EngineTest, LogprobsAndCapturedLogitsMatchTheModel) {
 }
 
 // top_logprobs: each token carries the k most likely tokens of its row with their raw
-// logprobs (float64 reference), the sampled one's equal to its own logprob; such rows come
-// back as logits even when the backend could draw them, and the tokens are those of the same
-// request without alternatives.
+// logprobs (float64 reference), the sampled one's equal to its own logprob; the backend finds
+// them beside its draw (or the host from the row's logits without backend sampling), and the
+// tokens are those of the same request without alternatives.
 TEST(EngineTest, TopLogprobsAreTheRowsMostLikelyTokens) {
-  for (const double temperature : {0.0, 0.8}) {
-    SCOPED_TRACE("temperature " + std::to_string(temperature));
-    auto t = make_engine(testing::hash_next_token);
-    GenerateRequest r = greedy_request(ids_of("alternatives"), 6);
-    r.sampling.temperature = temperature;
-    r.sampling.seed = 11;
-    r.sampling.logprobs = true;
-    GenerateRequest plain = r;
-    r.sampling.top_logprobs = 5;
-    auto s = t.engine->submit(r);
-    ASSERT_TRUE(s.ok());
-    const Collected c = collect(**s);
-    ASSERT_EQ(c.token_ids.size(), 6u);
-    ASSERT_EQ(c.top_logprobs.size(), 6u);
-    EXPECT_EQ(t.backend->num_sample_rows.load(), 0);
-    EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);
-    auto p = t.engine->submit(plain);
-    ASSERT_TRUE(p.ok());
-    const Collected without = collect(**p);
-    EXPECT_EQ(without.token_ids, c.token_ids);
-    EXPECT_EQ(without.logprobs, c.logprobs);
-    for (const auto& top : without.top_logprobs) EXPECT_TRUE(top.empty());
-    std::vector<int32_t> context = ids_of("alternatives");
-    for (size_t i = 0; i < 6; ++i) {
-      const std::vector<float> row = model_row(context);
-      std::vector<int32_t> order(kVocab);
-      for (int32_t v = 0; v < kVocab; ++v) order[static_cast<size_t>(v)] = v;
-      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-        return row[static_cast<size_t>(a)] > row[static_cast<size_t>(b)];
-      });
-      const auto& top = c.top_logprobs[i];
-      ASSERT_EQ(top.size(), 5u);
-      for (size_t j = 0; j < 5; ++j) {
-        EXPECT_EQ(top[j].token_id, order[j]) << "token " << i << " alternative " << j;
-        EXPECT_NEAR(top[j].logprob, log_softmax64(row, order[j]), 1e-6);
-        if (top[j].token_id == c.token_ids[i]) {
-          EXPECT_EQ(top[j].logprob, c.logprobs[i]);
+  for (const double temperature : {0.0, 0.8})
+    for (const bool backend_sampling : {true, false}) {
+      SCOPED_TRACE("temperature " + std::to_string(temperature) +
+                   (backend_sampling ? ", backend draws" : ", host draws"));
+      EngineSetup setup;
+      setup.backend_sampling = backend_sampling;
+      auto t = make_engine(testing::hash_next_token, setup);
+      GenerateRequest r = greedy_request(ids_of("alternatives"), 6);
+      r.sampling.temperature = temperature;
+      r.sampling.seed = 11;
+      r.sampling.logprobs = true;
+      GenerateRequest plain = r;
+      r.sampling.top_logprobs = 5;
+      auto s = t.engine->submit(r);
+      ASSERT_TRUE(s.ok());
+      const Collected c = collect(**s);
+      ASSERT_EQ(c.token_ids.size(), 6u);
+      ASSERT_EQ(c.top_logprobs.size(), 6u);
+      EXPECT_EQ(t.backend->num_sample_rows.load(), backend_sampling ? 6 : 0);
+      EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);
+      auto p = t.engine->submit(plain);
+      ASSERT_TRUE(p.ok());
+      const Collected without = collect(**p);
+      EXPECT_EQ(without.token_ids, c.token_ids);
+      EXPECT_EQ(without.logprobs, c.logprobs);
+      for (const auto& top : without.top_logprobs) EXPECT_TRUE(top.empty());
+      std::vector<int32_t> context = ids_of("alternatives");
+      for (size_t i = 0; i < 6; ++i) {
+        const std::vector<float> row = model_row(context);
+        std::vector<int32_t> order(kVocab);
+        for (int32_t v = 0; v < kVocab; ++v) order[static_cast<size_t>(v)] = v;
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          return row[static_cast<size_t>(a)] > row[static_cast<size_t>(b)];
+        });
+        const auto& top = c.top_logprobs[i];
+        ASSERT_EQ(top.size(), 5u);
+        for (size_t j = 0; j < 5; ++j) {
+          EXPECT_EQ(top[j].token_id, order[j]) << "token " << i << " alternative " << j;
+          EXPECT_NEAR(top[j].logprob, log_softmax64(row, order[j]), 1e-6);
+          if (top[j].token_id == c.token_ids[i]) {
+            EXPECT_EQ(top[j].logprob, c.logprobs[i]);
+          }
         }
+        if (temperature == 0.0) {
+          EXPECT_EQ(top[0].token_id, c.token_ids[i]);
+        }
+        context.push_back(c.token_ids[i]);
       }
-      if (temperature == 0.0) {
-        EXPECT_EQ(top[0].token_id, c.token_ids[i]);
-      }
-      context.push_back(c.token_ids[i]);
     }
-  }
 }
 
 // Penalties: every greedy token is the argmax (lowest id on ties) of the fake model's row with

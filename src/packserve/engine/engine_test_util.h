@@ -87,6 +87,7 @@ class FakeBackend : public model::ForwardBackend {
     out.argmax.clear();
     out.sampled.clear();
     out.sampled_logprobs.clear();
+    out.top_logprobs.clear();
     const int64_t vocab = config_.vocab_size;
     for (int r = 0; r < batch.num_requests(); ++r) {
       const int32_t q_len = batch.qo_indptr[r + 1] - batch.qo_indptr[r];
@@ -114,6 +115,7 @@ class FakeBackend : public model::ForwardBackend {
         const SampleResult s = sample_draw_adjusted(row, batch.adjusts_of(r), batch.draws[r]);
         out.sampled.push_back(bad_argmax ? -1 : s.token_id);
         out.sampled_logprobs.push_back(s.logprob);
+        out.top_logprobs.push_back(top_logprobs(row, batch.draws[r].top_logprobs));
         ++num_sample_rows;
       } else {
         out.logits.insert(out.logits.end(), row.begin(), row.end());

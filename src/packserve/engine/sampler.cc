@@ -97,6 +97,7 @@ bool RequestSampler::argmax_only() const {
 SampleDraw RequestSampler::draw_params() const {
   SampleDraw d;
   d.logprob = params_.logprobs ? 1 : 0;
+  d.top_logprobs = static_cast<uint8_t>(params_.top_logprobs);  // <= kMaxTopLogprobs (submit)
   d.greedy = is_greedy(params_) ? 1 : 0;
   if (d.greedy) return d;
   d.inv_temperature = static_cast<float>(1.0 / params_.temperature);

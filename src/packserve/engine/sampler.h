@@ -89,9 +89,6 @@ class RequestSampler {
   // (ForwardBatch::samples = kOutputArgmax) and never call sample() for this request.
   // False with a logit bias or penalties.
   bool argmax_only() const;
-  // Whether sample() must see the row's logits: the alternatives' logprobs (top_logprobs),
-  // which a forward backend's argmax or draw does not give.
-  bool needs_logits() const { return params_.top_logprobs > 0; }
   // The logit bias and penalties of the next token (empty without them): a caller that passes
   // next_draw() to the forward backend passes these with it (ForwardBatch::adjusts) and then
   // hands the backend's token to accept().
@@ -105,7 +102,8 @@ class RequestSampler {
   // The parameters of this request's next token (SampleDraw, common/temperature_sample.h);
   // draws its one uniform from the RNG unless greedy, as sample() does for that token. A
   // caller may pass it to the forward backend (ForwardBatch::samples = kOutputSample), take
-  // its token and logprob, and never call sample() for this token.
+  // its token, logprob and top_logprobs (the request's SamplingParams::top_logprobs), and never
+  // call sample() for this token.
   SampleDraw next_draw();
 
   // The kept tokens and their renormalized probabilities (in the draw's walk order) that

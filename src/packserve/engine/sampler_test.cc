@@ -168,7 +168,6 @@ TEST(SamplerTest, NextDrawWithAdjustmentsReproducesSample) {
   }
   for (size_t mode = 0; mode < modes.size(); ++mode) {
     RequestSampler host(modes[mode], 9, prompt), twin(modes[mode], 9, prompt);
-    EXPECT_FALSE(twin.needs_logits());
     std::vector<float> adjusted;
     TemperatureScratch scratch;
     for (int step = 0; step < 60; ++step) {
@@ -584,7 +583,6 @@ TEST(SamplerTest, GreedyPenaltiesMoveOffARepeatedToken) {
   p.frequency_penalty = 0.3;
   RequestSampler sampler(p, 1, std::vector<int32_t>{5});
   EXPECT_FALSE(sampler.argmax_only());
-  EXPECT_FALSE(sampler.needs_logits());        // a backend's draw takes them (adjustments())
   EXPECT_TRUE(sampler.adjustments().empty());  // nothing generated yet
   std::vector<int32_t> tokens;
   for (int i = 0; i < 4; ++i) {
@@ -608,7 +606,6 @@ TEST(SamplerTest, GreedyPenaltiesMoveOffARepeatedToken) {
   // Without penalties nothing changes: argmax_only, and the same token every time.
   RequestSampler plain(params(0.0), 1, std::vector<int32_t>{5});
   EXPECT_TRUE(plain.argmax_only());
-  EXPECT_FALSE(plain.needs_logits());
 }
 
 // logit_bias: +100 makes a token the greedy choice, -100 removes the row's best; the logprob
@@ -619,7 +616,6 @@ TEST(SamplerTest, LogitBiasSteersGreedy) {
   p.logprobs = true;
   p.logit_bias = {{3, 100.0}};
   RequestSampler forced(p, 1);
-  EXPECT_FALSE(forced.needs_logits());
   EXPECT_FALSE(forced.argmax_only());
   const SampledToken t = forced.sample(row);
   EXPECT_EQ(t.token_id, 3);

@@ -11,7 +11,8 @@
 // the rules of common/argmax.h), or only the token of a draw (kOutputSample: sample_draw of
 // common/sample_draw.h with draws[r], and its logprob when draws[r].logprob; with the logit
 // bias and penalties adjusts[adjust_indptr[r] .. adjust_indptr[r+1]) it is
-// sample_draw_adjusted's: the draw from the adjusted row, the raw row's logprob). A GPU backend
+// sample_draw_adjusted's: the draw from the adjusted row, the raw row's logprob; with
+// draws[r].top_logprobs = k > 0 also top_logprobs(raw row, k) of sample_draw.h). A GPU backend
 // keeps the logits of argmax and sample rows on the device.
 // page_copies (copy-on-write, kv_cache.h) run before anything else.
 // Failure contract: an error leaves the KV of pages not written by this batch unchanged.
@@ -76,6 +77,8 @@ struct ForwardOutput {
   std::vector<int32_t> sampled;  // [requests with kOutputSample]: sample_draw's token
   std::vector<float> sampled_logprobs;  // [requests with kOutputSample]: its logprob (0 unless
                                         // the draw asked for it)
+  // [requests with kOutputSample]: top_logprobs(raw row, draws[r].top_logprobs) (empty for 0).
+  std::vector<std::vector<TopLogprob>> top_logprobs;
 };
 
 class ForwardBackend {

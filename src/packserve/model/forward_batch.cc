@@ -123,7 +123,12 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
       return invalid_argument("draws[" + str(r) + "]: greedy = " + str(d.greedy) +
                               ", logprob = " + str(d.logprob) + ": expected 0 or 1");
     }
-    if (d.greedy) continue;  // nothing else is read
+    if (d.top_logprobs > kMaxTopLogprobs || (d.top_logprobs > 0 && !d.logprob)) {
+      return invalid_argument("draws[" + str(r) + "].top_logprobs = " + str(d.top_logprobs) +
+                              ": expected in [0, " + str(kMaxTopLogprobs) +
+                              "], and 0 unless logprob = 1");
+    }
+    if (d.greedy) continue;  // nothing else is read but top_logprobs
     if (!(d.inv_temperature > 0.0f) || !std::isfinite(d.inv_temperature)) {
       return invalid_argument("draws[" + str(r) + "].inv_temperature = " +
                               std::to_string(d.inv_temperature) + ": expected finite and > 0");

@@ -6,7 +6,10 @@
 // expected, e.g. "page_ids[5] = 99: expected a page in [0, num_pages = 64)"):
 //   qo_indptr, page_indptr: length num_requests + 1 (num_requests = kv_len.size()), start at
 //     0, non-decreasing, end at token_ids.size() / page_ids.size(); samples: num_requests
-//     values, each kNoOutput, kOutputLogits or kOutputArgmax;
+//     values, each kNoOutput, kOutputLogits, kOutputArgmax or kOutputSample; draws: num_requests
+//     values when any is kOutputSample, whose draws[r] have greedy and logprob 0 or 1,
+//     top_logprobs in [0, kMaxTopLogprobs] and 0 unless logprob, and (non-greedy) the ranges
+//     of temperature_sample.h's SampleDraw;
 //   every request has q_len >= 1 and q_len <= kv_len, and exactly ceil(kv_len / page_size)
 //     pages (the pages covering [0, kv_len), as the scheduler's page table);
 //   adjust_indptr: empty (then adjusts too) or as qo_indptr, ending at adjusts.size(), with

@@ -102,6 +102,20 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
        "draws[1].top_p = 0.000000: expected in (0, 1]"},
       {"draws flags", [](ForwardBatch& x) { draw_row(x, 0).greedy = 2; },
        "draws[0]: greedy = 2, logprob = 0: expected 0 or 1"},
+      {"draws top_logprobs 21",
+       [](ForwardBatch& x) {
+         SampleDraw& d = draw_row(x, 1);
+         d.logprob = 1;
+         d.top_logprobs = 21;
+       },
+       "draws[1].top_logprobs = 21: expected in [0, 20], and 0 unless logprob = 1"},
+      {"draws top_logprobs without logprob",
+       [](ForwardBatch& x) {
+         SampleDraw& d = draw_row(x, 0);
+         d.greedy = 1;
+         d.top_logprobs = 2;
+       },
+       "draws[0].top_logprobs = 2: expected in [0, 20]"},
       {"adjusts without indptr", [](ForwardBatch& x) { x.adjusts.resize(1); },
        "adjusts: length 1 with an empty adjust_indptr, expected 0"},
       {"adjust_indptr length", [](ForwardBatch& x) { adjust_row(x).clear(); },
@@ -179,12 +193,13 @@ TEST(ForwardBatchValidation, EmptyBatchRunsOnlyPageCopies) {
   ForwardBatch empty;
   empty.qo_indptr = {0};
   empty.page_indptr = {0};
-  ForwardOutput out{std::vector<float>(3, 1.0f), {4}, {5}, {6.0f}};
+  ForwardOutput out{std::vector<float>(3, 1.0f), {4}, {5}, {6.0f}, {{{7, -1.0f}}}};
   ASSERT_TRUE(backend->forward(empty, out).ok());
   EXPECT_TRUE(out.logits.empty());
   EXPECT_TRUE(out.argmax.empty());
   EXPECT_TRUE(out.sampled.empty());
   EXPECT_TRUE(out.sampled_logprobs.empty());
+  EXPECT_TRUE(out.top_logprobs.empty());
 }
 
 TEST(CpuForwardBackendCreate, RejectsUnsupportedShapesAndBadWeights) {

@@ -145,6 +145,7 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   out.argmax.clear();
   out.sampled.clear();
   out.sampled_logprobs.clear();
+  out.top_logprobs.clear();
   if (num_requests == 0) return ok_status();
 
   const int64_t rows = batch.total_rows();
@@ -189,12 +190,14 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   }
   out.sampled.resize(draw_requests.size());
   out.sampled_logprobs.resize(draw_requests.size());
+  out.top_logprobs.resize(draw_requests.size());
   sample_pool_->run(static_cast<int64_t>(draw_requests.size()), [&](int64_t k) {
     const int r = draw_requests[static_cast<size_t>(k)];
-    const SampleResult s =
-        sample_draw_adjusted(row(i + k), batch.adjusts_of(r), batch.draws[static_cast<size_t>(r)]);
+    const SampleDraw& draw = batch.draws[static_cast<size_t>(r)];
+    const SampleResult s = sample_draw_adjusted(row(i + k), batch.adjusts_of(r), draw);
     out.sampled[k] = s.token_id;
     out.sampled_logprobs[k] = s.logprob;
+    out.top_logprobs[k] = top_logprobs(row(i + k), draw.top_logprobs);
   });
   logits.resize(static_cast<size_t>(num_logits * vocab));
   out.logits = std::move(logits);

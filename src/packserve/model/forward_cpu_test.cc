@@ -238,6 +238,8 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   const auto expect = [&](size_t i) { return sample_draw(row(i), draws[i], scratch); };
   EXPECT_EQ(drawn.sampled, (std::vector<int32_t>{expect(0).token_id, expect(2).token_id}));
   EXPECT_EQ(drawn.sampled_logprobs, (std::vector<float>{0.0f, 0.0f}));
+  ASSERT_EQ(drawn.top_logprobs.size(), 2u);
+  EXPECT_TRUE(drawn.top_logprobs[0].empty() && drawn.top_logprobs[1].empty());
   EXPECT_EQ(drawn.argmax, std::vector<int32_t>{argmax_lowest(row(1))});
   EXPECT_TRUE(drawn.logits.empty());
   // The two draws differ from greedy here (flat dummy logits), so the rows really sampled.
@@ -257,7 +259,9 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   }
 
   // With a logit bias and penalties: sample_draw_adjusted of the same rows (the draw from the
-  // adjusted row, the raw row's logprob); +50 on a token makes it row 2's every draw.
+  // adjusted row, the raw row's logprob; the alternatives the raw row's top_logprobs); +50 on
+  // a token makes it row 2's every draw.
+  draws[2].top_logprobs = 4;
   const int32_t forced = 7;
   adjusts = {{3, kAdjustRepetition | kAdjustPenalty, 0.0, 1.3, 0.6, 0.2},
              {forced, kAdjustBias, 1.0},
@@ -277,6 +281,13 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
                                                                     max_ignoring_nan(row(i)))));
   }
   EXPECT_EQ(drawn.sampled[1], forced);
+  EXPECT_TRUE(drawn.top_logprobs[0].empty());
+  const std::vector<TopLogprob> top = top_logprobs(row(2), 4);
+  ASSERT_EQ(drawn.top_logprobs[1].size(), 4u);
+  for (size_t j = 0; j < 4; ++j) {
+    EXPECT_EQ(drawn.top_logprobs[1][j].token_id, top[j].token_id) << j;
+    EXPECT_EQ(drawn.top_logprobs[1][j].logprob, top[j].logprob) << j;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardCpuArch,

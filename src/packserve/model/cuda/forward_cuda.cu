@@ -161,8 +161,8 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
       cuda::meta_layout(R, R, R, R, static_cast<size_t>(options.max_batch_page_ids)).end;
   PS_RETURN_IF_ERROR(meta.alloc(meta_capacity * 4, "step metadata"));
   PS_RETURN_IF_ERROR(meta_pinned.reserve(meta_capacity * 4));
-  PS_RETURN_IF_ERROR(argmax_dev.alloc(2 * R * 4, "argmax and sampled ids"));
-  PS_RETURN_IF_ERROR(argmax_pinned.reserve(2 * R * 4));
+  PS_RETURN_IF_ERROR(argmax_dev.alloc(argmax_bytes(0, R, true), "argmax and sampled ids"));
+  PS_RETURN_IF_ERROR(argmax_pinned.reserve(argmax_bytes(0, R, true)));
   PS_RETURN_IF_ERROR(reserve_adjusts(0));
   PS_RETURN_IF_ERROR(step_events.create());
   PS_RETURN_IF_ERROR(logits_events.create(kLogitsChunks));

@@ -10,8 +10,9 @@
 //   scratch  activations for max_batch_rows
 //   meta  the step's int32 metadata (MetaLayout), capacity for max_batch_rows and
 //         max_batch_page_ids; fixed address (graphs read it)
-//   argmax  int32 [max_batch_rows]: the argmax ids of the kOutputArgmax rows, then the sampled
-//           ids of the kOutputSample rows; fixed address
+//   argmax  a step's argmax ids of the kOutputArgmax rows [A], the sampled ids and logprobs of
+//           the kOutputSample rows [D] and [D], then their top_logprobs [D, kMaxTopLogprobs];
+//           sized for max_batch_rows, fixed address (argmax_top_offset)
 // Graph invariant: every pointer and size a captured graph bakes in is fixed for a GraphKey
 // (rows, requests, sampling rows, argmax rows, draw rows): the scratch, meta and workspace
 // addresses never
@@ -193,7 +194,8 @@ struct CudaForwardBackend::Impl {
   std::optional<cuda::ParallelCopier> copier;  // logits: pinned staging -> caller
   std::optional<attention::cuda::Workspace> workspace;
   cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
-  // argmax_dev / argmax_pinned: a step's argmax ids [A], sampled ids [D], their logprobs [D].
+  // argmax_dev / argmax_pinned: a step's argmax ids [A], sampled ids [D], their logprobs [D],
+  // their top_logprobs [D, kMaxTopLogprobs] (TopLogprob, at argmax_top_offset(A, D) bytes).
   cuda::PinnedMemory meta_pinned, logits_pinned, argmax_pinned;
   // The draw rows' logit bias and penalties: adjust_capacity LogitAdjust, then as many floats
   // (SampleAdjusts::raw); fixed address (graphs read it), so growing it drops every graph.
@@ -232,6 +234,10 @@ struct CudaForwardBackend::Impl {
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
   }
   uint16_t* k_pages(size_t l) const { return kv.as<uint16_t>() + 2 * l * layer_kv_elems; }
+  static size_t argmax_top_offset(int A, int D) { return static_cast<size_t>(A + 2 * D) * 4; }
+  static size_t argmax_bytes(int A, int D, bool top) {
+    return argmax_top_offset(A, D) + (top ? static_cast<size_t>(D) * kMaxTopLogprobs * 8 : 0);
+  }
   LogitAdjust* adjust_entries() const { return adjust_dev.as<LogitAdjust>(); }
   float* adjust_raw() const {
     return reinterpret_cast<float*>(adjust_dev.as<LogitAdjust>() + adjust_capacity);

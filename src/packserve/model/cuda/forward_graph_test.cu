@@ -9,7 +9,8 @@
 // cuBLAS may pick another algorithm inside a capture); observed differences are printed (0 on
 // the H100 so far). Argmax rows (kOutputArgmax: the graph backend's on-device argmax) must
 // equal argmax_lowest of eager's logits of the row exactly, and draw rows (kOutputSample: its
-// on-device draw) sample_draw of them with the row's draw (the logprob to a float ulp or two);
+// on-device draw) sample_draw of them with the row's draw (the logprob to a float ulp or two),
+// their top_logprobs the host's top_logprobs of those logits (ids exactly, logprobs as above);
 // with a nonzero logits difference a near-tie could flip one, and the printed difference would
 // show it.
 // Every test skips without a CUDA device.
@@ -98,6 +99,7 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
   std::vector<float> want;
   std::vector<int32_t> want_argmax, want_sampled;
   std::vector<float> want_logprobs;
+  std::vector<std::vector<TopLogprob>> want_top;
   TemperatureScratch scratch;
   size_t row = 0;
   for (size_t r = 0; r < step.samples.size(); ++r) {
@@ -113,6 +115,7 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
                                                   step.draws[r], adjusted, scratch);
       want_sampled.push_back(s.token_id);
       want_logprobs.push_back(s.logprob);
+      want_top.push_back(top_logprobs(logits, step.draws[r].top_logprobs));
     } else {
       want.insert(want.end(), logits.begin(), logits.end());
     }
@@ -124,6 +127,18 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
     EXPECT_NEAR(got.sampled_logprobs[i], want_logprobs[i],
                 3e-7 * std::max(1.0f, std::fabs(want_logprobs[i])))
         << "draw row " << i;
+  }
+  const auto near = [](float got, float want) {  // a float ulp or two, or the same infinity
+    return std::isinf(want) ? got == want
+                            : std::fabs(got - want) <= 3e-7 * std::max(1.0f, std::fabs(want));
+  };
+  ASSERT_EQ(got.top_logprobs.size(), want_top.size());
+  for (size_t i = 0; i < want_top.size(); ++i) {
+    ASSERT_EQ(got.top_logprobs[i].size(), want_top[i].size()) << "draw row " << i;
+    for (size_t j = 0; j < want_top[i].size(); ++j) {
+      EXPECT_EQ(got.top_logprobs[i][j].token_id, want_top[i][j].token_id) << i << ", " << j;
+      EXPECT_PRED2(near, got.top_logprobs[i][j].logprob, want_top[i][j].logprob) << i << ", " << j;
+    }
   }
   ASSERT_EQ(got.logits.size(), want.size());
   double num = 0, den = 0;
@@ -246,7 +261,7 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
   add(s10, d, 1, kOutputSample);
   add(s10, e, 1, kOutputArgmax);
   add(s10, b, 1, kOutputSample);
-  s10.draws = {{1.0f / 2.0f, 0.1f, 0.05, 0.9, 20, 0, 1}, {}, {1.0f, 0.0f, 0.999, 1.0, 0, 1, 1}};
+  s10.draws = {{1.0f / 2.0f, 0.1f, 0.05, 0.9, 20, 0, 1, 5}, {}, {1.0f, 0.0f, 0.999, 1.0, 0, 1, 1}};
   expect_same_step(be, s10, L, "decode with 2 draw rows (replay)");
   EXPECT_TRUE(prof.graph_replayed);
   EXPECT_EQ(be.graph->num_cuda_graphs(), 6);
@@ -267,6 +282,8 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
   EXPECT_EQ(forced.sampled[1], 7);
   s11.adjusts = {{5, kAdjustBias, 30.0}};
   s11.adjust_indptr = {0, 0, 0, 1};
+  s11.draws[0].top_logprobs = 0;  // the alternatives of the adjusted greedy row now
+  s11.draws[2].top_logprobs = 20;
   expect_same_step(be, s11, L, "decode with other adjusts (replay)");
   ASSERT_TRUE(be.graph->forward(s11, forced).ok());
   EXPECT_EQ(forced.sampled[1], 5);
@@ -308,6 +325,8 @@ TEST(CudaForwardGraph, DrawRowsLeftToTheHostEqualTheHostDraw) {
              {1.0f / 0.9f, 0.0f, 0.13, 0.995, 0, 0, 0}, {1.0f, 0.0f, 0.5, 1.0, 0, 0, 1},
              {1.0f, 0.0f, 0.93, 0.99, 0, 0, 1},         {1.0f / 0.7f, 0.0f, 0.61, 0.9, 40, 0, 1}};
   expect_same_step(be, s, L, "draw rows, some left to the host");
+  for (SampleDraw& d : s.draws) d.top_logprobs = d.logprob ? 7 : 0;
+  expect_same_step(be, s, L, "draw rows with top_logprobs, some left to the host");
   // With a logit bias and penalties on every other row (kInfToken among them): the rows left to
   // the host are drawn there from their raw logits with the adjustments.
   s.adjusts.clear();

@@ -155,13 +155,14 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
                           static_cast<int>(V), argmax_dev.as<int32_t>(), stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kArgmax));
   }
-  if (D > 0) {  // the last D rows; their ids after the argmax ids, then their logprobs
+  if (D > 0) {  // the last D rows; their ids after the argmax ids, their logprobs, alternatives
     int32_t* ids = argmax_dev.as<int32_t>() + A;
+    auto* top = reinterpret_cast<TopLogprob*>(argmax_dev.as<std::byte>() + argmax_top_offset(A, D));
     const cuda::SampleAdjusts adjusts{dm + m.adj, adjust_entries(), adjust_raw()};
     PS_RETURN_IF_ERROR(cuda::sample_rows(logits_dev.as<float>() + static_cast<size_t>(S - D) * V, D,
                                          static_cast<int>(V),
                                          reinterpret_cast<const SampleDraw*>(dm + m.draw), adjusts,
-                                         ids, reinterpret_cast<float*>(ids + D), stream));
+                                         ids, reinterpret_cast<float*>(ids + D), top, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kSample));
   }
   return ok_status();
@@ -284,6 +285,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     out.argmax.clear();
     out.sampled.clear();
     out.sampled_logprobs.clear();
+    out.top_logprobs.clear();
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     profile.total_ms = total.lap();
     return ok_status();
@@ -337,9 +339,13 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   // The argmax and sampled ids (tiny) first; then the logits in up to kLogitsChunks pieces of
   // whole rows, an event after each: the host copies piece i into the caller's vector while
   // piece i + 1 is still on its way.
+  // The alternatives only when a draw row asks for them.
+  const bool any_top =
+      std::any_of(draws, draws + D, [](const SampleDraw& d) { return d.top_logprobs > 0; });
   if (A + D > 0) {
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(argmax_pinned.as<void>(), argmax_dev.as<void>(),
-                                                  (A + 2 * D) * 4, cudaMemcpyDeviceToHost, stream));
+                                                  argmax_bytes(A, D, any_top),
+                                                  cudaMemcpyDeviceToHost, stream));
   }
   const int rows_per_chunk = SL > 0 ? (SL + kLogitsChunks - 1) / kLogitsChunks : 1;
   const int chunks = (SL + rows_per_chunk - 1) / rows_per_chunk;  // <= kLogitsChunks, >= 1 row each
@@ -374,6 +380,14 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   out.sampled.assign(argmax_pinned.as<int32_t>() + A, argmax_pinned.as<int32_t>() + A + D);
   const auto* logprobs = reinterpret_cast<const float*>(argmax_pinned.as<int32_t>() + A + D);
   out.sampled_logprobs.assign(logprobs, logprobs + D);
+  out.top_logprobs.resize(static_cast<size_t>(D));
+  const auto* top =
+      reinterpret_cast<const TopLogprob*>(argmax_pinned.as<std::byte>() + argmax_top_offset(A, D));
+  for (int i = 0; i < D; ++i) {  // a row left to the host gets its alternatives there
+    const size_t k = out.sampled[i] < 0 ? 0 : std::min<size_t>(draws[i].top_logprobs, V);
+    const TopLogprob* row_top = top + static_cast<size_t>(i) * kMaxTopLogprobs;
+    out.top_logprobs[i].assign(row_top, row_top + k);
+  }
   PS_RETURN_IF_ERROR(sample_left_rows(batch, S - D, out));
   float gpu_ms = 0.0f;
   PS_MODEL_CUDA_RETURN_IF_ERROR(
@@ -421,6 +435,8 @@ Status CudaForwardBackend::Impl::sample_left_rows(const ForwardBatch& batch, int
                                                 batch.draws[static_cast<size_t>(r)]);
     out.sampled[static_cast<size_t>(i)] = s.token_id;
     out.sampled_logprobs[static_cast<size_t>(i)] = s.logprob;
+    out.top_logprobs[static_cast<size_t>(i)] =
+        top_logprobs({rows + j * V, V}, batch.draws[static_cast<size_t>(r)].top_logprobs);
   });
   profile.host_sampled_rows = static_cast<int>(F);
   profile.host_sample_ms = clock.lap();

@@ -435,13 +435,36 @@ struct Located {
   uint64_t mass;   // and their mass
 };
 
-// The candidate of logit j: its key when it is one (w > 0) with lo <= key <= hi, else 0.
-__device__ __forceinline__ uint64_t candidate_key(const float* row, int j, float m,
-                                                  const SampleDraw& d, uint64_t lo, uint64_t hi) {
-  const float w = sample_math::weight(row[j], m, d.inv_temperature, d.min_p);
-  if (w == 0.0f) return 0;
-  const uint64_t key = sample_math::sample_key(w, j);
-  return key >= lo && key <= hi ? key : 0;
+// The keys a descent orders, most likely first (key 0: not a candidate). DrawKeys: a draw's
+// candidates (w > 0) by sample_key, each with its integer mass.
+struct DrawKeys {
+  static constexpr bool kMass = true;
+  const float* row;
+  float m, inv_t, min_p;
+  __device__ __forceinline__ uint64_t operator()(int j) const {
+    const float w = sample_math::weight(row[j], m, inv_t, min_p);
+    return w == 0.0f ? 0 : sample_math::sample_key(w, j);
+  }
+};
+
+// LogitKeys: every token by logit (NaN as -inf, -0 as +0), then id ascending (top_logprobs'
+// order, sample_draw.h): the float's bits made monotone above the token's sample_key bits.
+struct LogitKeys {
+  static constexpr bool kMass = false;
+  const float* row;
+  __device__ __forceinline__ uint64_t operator()(int j) const {
+    const float x = row[j];
+    uint32_t b = __float_as_uint(isnan(x) ? -CUDART_INF_F : x == 0.0f ? 0.0f : x);
+    b = (b & 0x80000000u) != 0 ? ~b : b | 0x80000000u;  // >= 0x007fffff (-inf): never 0
+    return (static_cast<uint64_t>(b) << 32) | (0xffffffffu - static_cast<uint32_t>(j));
+  }
+};
+
+// Key j when it is a candidate with lo <= key <= hi, else 0.
+template <typename Keys>
+__device__ __forceinline__ uint64_t key_in(const Keys& keys, int j, uint64_t lo, uint64_t hi) {
+  const uint64_t key = keys(j);
+  return key != 0 && key >= lo && key <= hi ? key : 0;
 }
 
 // The keys whose first `level` bytes are prefix's.
@@ -450,11 +473,13 @@ __device__ __forceinline__ uint64_t bin_end(uint64_t prefix, int level) {
 }
 
 // Histograms of the candidates whose first `level` bytes are prefix's, by their byte `level`
-// (count and mass), into s.bin_count / s.bin_mass [0, kDigitBins). A warp's lanes with one
-// byte add their masses together (__match_any_sync, then __reduce_add_sync on two 20-bit
-// halves: 32 masses <= 2^40 fit), and one lane writes the warp's own bins: no atomics.
-__device__ void digit_histogram(const float* row, int vocab, float m, const SampleDraw& d,
-                                const SampleSmem& s, uint64_t prefix, int level) {
+// (count, and mass when Keys has it), into s.bin_count / s.bin_mass [0, kDigitBins). A warp's
+// lanes with one byte add their masses together (__match_any_sync, then __reduce_add_sync on
+// two 20-bit halves: 32 masses <= 2^40 fit), and one lane writes the warp's own bins: no
+// atomics.
+template <typename Keys>
+__device__ void digit_histogram(const Keys& keys, int vocab, const SampleSmem& s, uint64_t prefix,
+                                int level) {
   const int t = threadIdx.x, lane = t % 32;
   for (int i = t; i < kSampleWarps * kDigitBins; i += kSampleThreads) {
     s.bin_mass[i] = 0;
@@ -468,18 +493,19 @@ __device__ void digit_histogram(const float* row, int vocab, float m, const Samp
   for (int j0 = 0; j0 < vocab; j0 += kSampleThreads) {  // the warp's lanes stay together
     __syncwarp();  // the previous round's bin writes are seen by this round's writers
     const int j = j0 + t;
-    const uint64_t key = j < vocab ? candidate_key(row, j, m, d, prefix, hi) : 0;
+    const uint64_t key = j < vocab ? key_in(keys, j, prefix, hi) : 0;
     const unsigned in_range = __ballot_sync(0xffffffffu, key != 0);
     if (key == 0) continue;
     const unsigned digit = static_cast<unsigned>(key >> shift) & (kDigitBins - 1);
     const unsigned peers = __match_any_sync(in_range, digit);
-    const uint64_t mass = sample_math::key_mass(key);
-    const unsigned mass_hi = __reduce_add_sync(peers, static_cast<unsigned>(mass >> 20));
-    const unsigned mass_lo = __reduce_add_sync(peers, static_cast<unsigned>(mass & 0xfffff));
-    if (lane == __ffs(peers) - 1) {
-      warp_mass[digit] += (static_cast<uint64_t>(mass_hi) << 20) + mass_lo;
-      warp_count[digit] += __popc(peers);
+    if constexpr (Keys::kMass) {
+      const uint64_t mass = sample_math::key_mass(key);
+      const unsigned mass_hi = __reduce_add_sync(peers, static_cast<unsigned>(mass >> 20));
+      const unsigned mass_lo = __reduce_add_sync(peers, static_cast<unsigned>(mass & 0xfffff));
+      if (lane == __ffs(peers) - 1)
+        warp_mass[digit] += (static_cast<uint64_t>(mass_hi) << 20) + mass_lo;
     }
+    if (lane == __ffs(peers) - 1) warp_count[digit] += __popc(peers);
   }
   __syncthreads();
   for (int b = t; b < kDigitBins; b += kSampleThreads) {
@@ -497,14 +523,15 @@ __device__ void digit_histogram(const float* row, int vocab, float m, const Samp
 
 // Gathers the candidates with lo <= key <= hi (at most kMaxSampleCandidates: the caller knows
 // their count) into s.keys and sorts them descending (bitonic); returns how many.
-__device__ int gather_sorted(const float* row, int vocab, float m, const SampleDraw& d,
-                             const SampleSmem& s, uint64_t lo, uint64_t hi) {
+template <typename Keys>
+__device__ int gather_sorted(const Keys& keys, int vocab, const SampleSmem& s, uint64_t lo,
+                             uint64_t hi) {
   __shared__ int count;
   const int t = threadIdx.x;
   if (t == 0) count = 0;
   __syncthreads();
   for (int j = t; j < vocab; j += kSampleThreads) {
-    const uint64_t key = candidate_key(row, j, m, d, lo, hi);
+    const uint64_t key = key_in(keys, j, lo, hi);
     if (key == 0) continue;
     const int slot = atomicAdd(&count, 1);
     if (slot < kMaxSampleCandidates) s.keys[slot] = key;
@@ -649,11 +676,12 @@ __device__ Located locate(const float* row, int vocab, float m, const SampleDraw
   __shared__ int chosen;
   __shared__ uint32_t above_count_s;
   __shared__ uint64_t above_mass_s;
+  const DrawKeys keys{row, m, d.inv_temperature, d.min_p};
   // The cut among the resident keys, after gathering every key >= lo (of mass `mass`) as the
   // new resident keys when lo is given.
   const auto resident_cut = [&](bool gather, uint64_t lo, uint64_t mass) {
     if (gather) {
-      st.resident_n = gather_sorted(row, vocab, m, d, s, lo, ~uint64_t{0});
+      st.resident_n = gather_sorted(keys, vocab, s, lo, ~uint64_t{0});
       st.resident_mass = mass;
     }
     return find_in_sorted(s, st.resident_n, need, by_mass, 0, 0);
@@ -668,7 +696,7 @@ __device__ Located locate(const float* row, int vocab, float m, const SampleDraw
     return resident_cut(true, floor_key(f), st.floors->mass[f]);
   }
   if (!st.hist0_ready) {
-    digit_histogram(row, vocab, m, d, s, 0, 0);
+    digit_histogram(keys, vocab, s, 0, 0);
     for (int b = threadIdx.x; b < kDigitBins; b += kSampleThreads) {
       st.count0[b] = s.bin_count[b];
       st.mass0[b] = s.bin_mass[b];
@@ -678,7 +706,7 @@ __device__ Located locate(const float* row, int vocab, float m, const SampleDraw
   }
   uint64_t prefix = 0;
   for (int level = 0; level < 8; ++level) {
-    if (level > 0) digit_histogram(row, vocab, m, d, s, prefix, level);
+    if (level > 0) digit_histogram(keys, vocab, s, prefix, level);
     const uint32_t* count = level == 0 ? st.count0 : s.bin_count;
     const uint64_t* mass = level == 0 ? st.mass0 : s.bin_mass;
     if (threadIdx.x == 0) {
@@ -707,7 +735,7 @@ __device__ Located locate(const float* row, int vocab, float m, const SampleDraw
       return resident_cut(true, prefix, above_mass + bin_mass);  // the bin and all above it
     }
     if (bin_count <= static_cast<uint32_t>(kMaxSampleCandidates)) {
-      const int n = gather_sorted(row, vocab, m, d, s, prefix, bin_end(prefix, level + 1));
+      const int n = gather_sorted(keys, vocab, s, prefix, bin_end(prefix, level + 1));
       st.resident_n = 0;
       st.resident_mass = 0;
       return find_in_sorted(s, n, need, by_mass, above_count, above_mass);
@@ -742,6 +770,38 @@ __device__ int32_t ordered_token(const float* row, int vocab, float m, const Sam
   return drawn.key == 0 ? -1 : sample_math::key_token(drawn.key);
 }
 
+// The k most likely tokens of a row by logit (LogitKeys; 1 <= k <= vocab) in s.keys[0, k): a
+// radix descent narrows to the bin that holds the k-th key until it and the keys above it are
+// at most kTopGather, which are gathered and sorted.
+constexpr int kTopGather = 1024;
+__device__ void top_logit_keys(const float* row, int vocab, int k, const SampleSmem& s) {
+  __shared__ int chosen;
+  __shared__ uint32_t above_s;
+  const LogitKeys keys{row};
+  uint64_t prefix = 0;
+  for (int level = 0; level < 8; ++level) {
+    digit_histogram(keys, vocab, s, prefix, level);
+    if (threadIdx.x == 0) {
+      uint32_t above = level == 0 ? 0 : above_s;
+      int b = kDigitBins - 1;  // the bins hold >= k - above keys: b stops at 0 at the latest
+      for (; b > 0 && above + s.bin_count[b] < static_cast<uint32_t>(k); --b) {
+        above += s.bin_count[b];
+      }
+      chosen = b;
+      above_s = above;
+    }
+    __syncthreads();
+    const int b = chosen;
+    const uint32_t through = above_s + s.bin_count[b];
+    __syncthreads();  // read before thread 0 or the next histogram writes them
+    prefix |= static_cast<uint64_t>(b) << (56 - 8 * level);
+    if (through <= static_cast<uint32_t>(kTopGather)) {  // at level 7 at the latest (one key)
+      gather_sorted(keys, vocab, s, prefix, ~uint64_t{0});
+      return;
+    }
+  }
+}
+
 // m = max_ignoring_nan(row) (every thread gets it): NaN compares false, fmaxf drops NaN.
 __device__ float row_max(const float* row, int vocab, float* red) {
   float m = -CUDART_INF_F;
@@ -758,7 +818,7 @@ __device__ double log_sum_exp_shifted(const float* row, int vocab, float m, cons
 
 __global__ void __launch_bounds__(kSampleThreads)
     sample_rows_kernel(float* logits, int vocab, const SampleDraw* draws, SampleAdjusts adj,
-                       int32_t* out, float* out_logprobs) {
+                       int32_t* out, float* out_logprobs, TopLogprob* out_top) {
   extern __shared__ double smem[];
   __shared__ float staged[kSampleBlock];
   __shared__ float red[kSampleWarps];
@@ -830,11 +890,11 @@ __global__ void __launch_bounds__(kSampleThreads)
   __syncthreads();
   token = chosen;
   float logprob = 0.0f;
+  double mx = 0.0, log_sum = 0.0;  // the raw row's maximum and log-sum (thread 0's)
   if (d.logprob && token >= 0) {
     // logit - m - log(sum_exp): sum_exp is the weights' total at temperature 1, min-p 0, of
     // the raw row.
     float x = 0.0f;
-    double mx = 0.0, log_sum = 0.0;
     if (adjusted) {
       if (t == 0) {  // the token's raw logit: its entry's kept value when it was adjusted
         x = row[token];
@@ -864,6 +924,26 @@ __global__ void __launch_bounds__(kSampleThreads)
   if (t == 0) {
     out[blockIdx.x] = token;
     out_logprobs[blockIdx.x] = logprob;
+  }
+  // top_logprobs (which needs logprob): the raw row's most likely tokens, each with the
+  // logprob expression above.
+  const int k = min(static_cast<int>(d.top_logprobs), vocab);
+  if (k == 0 || token < 0) return;
+  __shared__ double top_mx, top_log_sum;
+  if (t == 0) {
+    top_mx = mx;
+    top_log_sum = log_sum;
+  }
+  __syncthreads();  // thread 0 has read the adjusted row
+  for (int e = a_begin + t; e < a_end; e += kSampleThreads) row[adj.entries[e].token] = adj.raw[e];
+  __syncthreads();
+  top_logit_keys(row, vocab, k, s);
+  if (t < k) {
+    const int32_t id = sample_math::key_token(s.keys[t]);
+    const float x = row[id];
+    const double xd = isnan(x) ? -CUDART_INF : static_cast<double>(x);
+    out_top[static_cast<size_t>(blockIdx.x) * kMaxTopLogprobs + t] =
+        TopLogprob{id, static_cast<float>(__dsub_rn(__dsub_rn(xd, top_mx), top_log_sum))};
   }
 }
 
@@ -956,7 +1036,7 @@ Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, Strea
 
 Status sample_rows(float* logits, int rows, int vocab, const SampleDraw* draws,
                    const SampleAdjusts& adjusts, int32_t* out, float* out_logprobs,
-                   StreamHandle stream) {
+                   TopLogprob* out_top, StreamHandle stream) {
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
@@ -979,7 +1059,7 @@ Status sample_rows(float* logits, int rows, int vocab, const SampleDraw* draws,
                           cudaGetErrorString(err));
   }
   sample_rows_kernel<<<rows, kSampleThreads, sample_rows_smem(vocab), stream>>>(
-      logits, vocab, draws, adjusts, out, out_logprobs);
+      logits, vocab, draws, adjusts, out, out_logprobs, out_top);
   return launched("sample_rows");
 }
 

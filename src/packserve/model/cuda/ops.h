@@ -24,11 +24,12 @@
 //                  adjusts, draws[r]) (common/sample_draw.h, the same token ids as the host;
 //                  the logprob, the raw row's, within a float ulp or two), or out[r] = -1 for
 //                  a row left to the host: a row whose maximum (after its adjustments) is
-//                  infinite. Top-k / top-p sets of any size (a radix descent narrows what does
-//                  not fit the kMaxSampleCandidates keys sorted in shared memory). A row's
-//                  adjustments are applied to its logits in place (a row left to the host gets
-//                  its raw logits back); rows without them are only read. One CTA per row;
-//                  vocab <= 2^20
+//                  infinite; with draws[r].top_logprobs = k > 0 also out_top[r, 0..k) =
+//                  top_logprobs(raw row, k) (the host's ids; logprobs as out_logprobs'). Top-k /
+//                  top-p sets of any size (a radix descent narrows what does not fit the
+//                  kMaxSampleCandidates keys sorted in shared memory). A row's adjustments are
+//                  applied to its logits in place (a row left to the host gets its raw logits
+//                  back); rows without them are only read. One CTA per row; vocab <= 2^20
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
@@ -42,6 +43,7 @@
 #include "packserve/attention/cuda/run_cuda.h"
 #include "packserve/common/dtype.h"
 #include "packserve/common/logit_adjust.h"
+#include "packserve/common/sample_draw.h"
 #include "packserve/common/status.h"
 #include "packserve/common/temperature_sample.h"
 
@@ -102,10 +104,12 @@ struct SampleAdjusts {
   float* raw = nullptr;
 };
 
-// logits: [rows, vocab] f32; draws: [rows] (device); out, out_logprobs: [rows].
+// logits: [rows, vocab] f32; draws: [rows] (device); out, out_logprobs: [rows]; out_top:
+// [rows, kMaxTopLogprobs], row r's first min(draws[r].top_logprobs, vocab) written (not for a
+// row left to the host).
 Status sample_rows(float* logits, int rows, int vocab, const SampleDraw* draws,
                    const SampleAdjusts& adjusts, int32_t* out, float* out_logprobs,
-                   StreamHandle stream);
+                   TopLogprob* out_top, StreamHandle stream);
 
 // dtype: kBF16 or kF32.
 Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,

@@ -421,7 +421,7 @@ TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
     ASSERT_EQ(cudaMalloc(&dlp, rows * 4), cudaSuccess);
     ASSERT_EQ(cudaMemset(dout, 0x7f, rows * 4), cudaSuccess);
     ASSERT_EQ(cudaMemset(dlp, 0x7f, rows * 4), cudaSuccess);
-    ASSERT_TRUE(sample_rows(dx, rows, vocab, dd, {}, dout, dlp, nullptr).ok());
+    ASSERT_TRUE(sample_rows(dx, rows, vocab, dd, {}, dout, dlp, nullptr, nullptr).ok());
     const std::vector<int32_t> got = to_host(dout, rows);
     const std::vector<float> got_lp = to_host(dlp, rows);
     const std::vector<float> after = to_host(dx, x.size());  // only read (NaN included)
@@ -452,9 +452,10 @@ TEST(ModelCudaOps, SampleRowsEqualsTheHostDraw) {
     cudaFree(dout);
     cudaFree(dlp);
   }
-  EXPECT_EQ(sample_rows(nullptr, 1, (1 << 20) + 1, nullptr, {}, nullptr, nullptr, nullptr).code(),
+  EXPECT_EQ(sample_rows(nullptr, 1, (1 << 20) + 1, nullptr, {}, nullptr, nullptr, nullptr, nullptr)
+                .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(sample_rows(nullptr, 1, 0, nullptr, {}, nullptr, nullptr, nullptr).code(),
+  EXPECT_EQ(sample_rows(nullptr, 1, 0, nullptr, {}, nullptr, nullptr, nullptr, nullptr).code(),
             StatusCode::kInvalidArgument);
 }
 
@@ -536,7 +537,8 @@ TEST(ModelCudaOps, SampleRowsWithAdjustmentsEqualsTheHostDraw) {
     ASSERT_EQ(cudaMalloc(&dlp, rows * 4), cudaSuccess);
     ASSERT_EQ(cudaMemset(dout, 0x7f, rows * 4), cudaSuccess);
     ASSERT_EQ(cudaMemset(dlp, 0x7f, rows * 4), cudaSuccess);
-    ASSERT_TRUE(sample_rows(dx, rows, vocab, dd, {dind, dadj, draw_raw}, dout, dlp, nullptr).ok());
+    ASSERT_TRUE(
+        sample_rows(dx, rows, vocab, dd, {dind, dadj, draw_raw}, dout, dlp, nullptr, nullptr).ok());
     const std::vector<int32_t> got = to_host(dout, rows);
     const std::vector<float> got_lp = to_host(dlp, rows);
     const std::vector<float> after = to_host(dx, x.size());
@@ -572,6 +574,108 @@ TEST(ModelCudaOps, SampleRowsWithAdjustmentsEqualsTheHostDraw) {
     cudaFree(draw_raw);
     cudaFree(dout);
     cudaFree(dlp);
+  }
+}
+
+// sample_rows' top_logprobs equal the host's top_logprobs of the raw row: the same ids in the
+// same order (logit descending, NaN as -inf, -0 as +0, ties to the lower id) and the logprobs
+// to a float ulp or two. Rows of random logits; of exact ties on a coarse grid (many rows per
+// radix bin: the descent goes down to the id bytes); of zeros of both signs; with NaN and
+// -inf, and with fewer finite logits than k (the -inf ones follow by id); with adjustments
+// (the alternatives are the raw row's, the draw the adjusted row's); greedy and sampled; k 1,
+// 5 and 20; a vocabulary smaller than k. Slots past k, rows without top_logprobs and the row
+// left to the host (+inf) are not written.
+TEST(ModelCudaOps, SampleRowsTopLogprobsEqualTheHost) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(41);
+  for (int vocab : {3, 1000, 151669}) {
+    SCOPED_TRACE(vocab);
+    const int rows = 12;
+    std::vector<float> x = random_f32(static_cast<size_t>(rows) * vocab, rng, 0.0, 4.0);
+    const auto at = [&](int r, int i) -> float& { return x[static_cast<size_t>(r) * vocab + i]; };
+    for (int i = 0; i < vocab; ++i) {
+      at(2, i) = std::round(static_cast<float>(rng.uniform(-2.0, 2.0)) * 2.0f) / 2.0f;
+      at(3, i) = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : -1.0f;
+      if (i % 5 == 0) at(4, i) = NAN;
+      if (i % 7 == 0) at(4, i) = -INFINITY;
+      at(0, i) = i % 2 == 0 ? NAN : -INFINITY;  // k = 20 beyond its 3 finite logits
+    }
+    for (int i = 0; i < std::min(vocab, 3); ++i) at(0, i * 11 % vocab) = static_cast<float>(i);
+    at(9, vocab / 2) = INFINITY;  // left to the host
+    std::vector<SampleDraw> draws(rows);
+    std::vector<int32_t> indptr = {0};
+    std::vector<LogitAdjust> adjusts;
+    for (int r = 0; r < rows; ++r) {
+      SampleDraw& d = draws[r];
+      d.logprob = 1;
+      d.top_logprobs = static_cast<uint8_t>(r == 8 ? 0 : r % 3 == 0 ? 20 : r % 3 == 1 ? 5 : 1);
+      d.greedy = r % 2;
+      d.u = rng.uniform();
+      d.top_k = r % 4 == 2 ? 50 : 0;
+      if (r == 6 || r == 7) {  // the draw's row is adjusted, the alternatives' is not
+        adjusts.push_back(LogitAdjust{vocab - 1, kAdjustBias, 100.0});
+      }
+      indptr.push_back(static_cast<int32_t>(adjusts.size()));
+    }
+    float* dx = to_device(x);
+    SampleDraw* dd = to_device(draws);
+    LogitAdjust* dadj = to_device(adjusts.empty() ? std::vector<LogitAdjust>(1) : adjusts);
+    int32_t* dind = to_device(indptr);
+    float* draw_raw = to_device(std::vector<float>(adjusts.size() + 1, NAN));
+    const TopLogprob poison{-7, 7.0f};
+    TopLogprob* dtop =
+        to_device(std::vector<TopLogprob>(static_cast<size_t>(rows) * kMaxTopLogprobs, poison));
+    int32_t* dout = to_device(std::vector<int32_t>(rows, -9));
+    float* dlp = to_device(std::vector<float>(rows, NAN));
+    ASSERT_TRUE(
+        sample_rows(dx, rows, vocab, dd, {dind, dadj, draw_raw}, dout, dlp, dtop, nullptr).ok());
+    const std::vector<int32_t> got = to_host(dout, rows);
+    const std::vector<TopLogprob> top = to_host(dtop, static_cast<size_t>(rows) * kMaxTopLogprobs);
+    std::vector<float> adjusted;
+    TemperatureScratch scratch;
+    for (int r = 0; r < rows; ++r) {
+      SCOPED_TRACE("row " + std::to_string(r));
+      const std::span<const float> row(x.data() + static_cast<size_t>(r) * vocab, vocab);
+      const std::span<const LogitAdjust> a(adjusts.data() + indptr[r],
+                                           static_cast<size_t>(indptr[r + 1] - indptr[r]));
+      const std::vector<TopLogprob> want = top_logprobs(row, draws[r].top_logprobs);
+      size_t written = want.size();
+      if (r == 9) {
+        EXPECT_EQ(got[r], -1);
+        written = 0;
+      } else {
+        EXPECT_EQ(got[r], sample_draw_adjusted(row, a, draws[r], adjusted, scratch).token_id);
+        if (r == 6 || r == 7) EXPECT_EQ(got[r], vocab - 1);
+        for (size_t i = 0; i < want.size(); ++i) {
+          const TopLogprob& g = top[static_cast<size_t>(r) * kMaxTopLogprobs + i];
+          EXPECT_EQ(g.token_id, want[i].token_id) << i;
+          if (std::isinf(want[i].logprob)) {
+            EXPECT_EQ(g.logprob, want[i].logprob) << i;
+          } else {
+            EXPECT_NEAR(g.logprob, want[i].logprob,
+                        3e-7 * std::max(1.0f, std::fabs(want[i].logprob)))
+                << i;
+          }
+        }
+      }
+      for (size_t i = written; i < size_t{kMaxTopLogprobs}; ++i) {
+        const TopLogprob& g = top[static_cast<size_t>(r) * kMaxTopLogprobs + i];
+        EXPECT_TRUE(g.token_id == poison.token_id && g.logprob == poison.logprob) << i;
+      }
+    }
+    if (vocab == 3) EXPECT_EQ(top_logprobs({&at(0, 0), 3}, 20).size(), 3u);
+    if (vocab > 3) {  // the row of few finite logits: 22, 11, 0, then the others by id
+      EXPECT_EQ(top[1].token_id, 11);
+      EXPECT_EQ(top[3].token_id, 1);
+      EXPECT_EQ(top[3].logprob, -INFINITY);
+    }
+    if (vocab > 3) {  // the row of zeros: -0 and +0 tie, so ids 0, 1, 3, 4, ... lead
+      EXPECT_EQ(top[3 * kMaxTopLogprobs + 1].token_id, 1);
+      EXPECT_EQ(top[3 * kMaxTopLogprobs + 2].token_id, 3);
+    }
+    for (void* p : std::initializer_list<void*>{dx, dd, dadj, dind, draw_raw, dtop, dout, dlp}) {
+      cudaFree(p);
+    }
   }
 }
 
