@@ -12,9 +12,10 @@
 //        -> x += act Wd^T (f32, in the GEMM)
 //   -> final RMSNorm of the sampling rows only -> logits = h Wlm^T (f32) -> the logits of the
 //   kOutputLogits rows to the host; of the kOutputArgmax rows only their argmax (argmax_rows,
-//   ops.h) and of the kOutputSample rows only their drawn token and logprob (sample_rows,
-//   ops.h; the rows it leaves to the host are drawn there from their logits), so a step
-//   without captured logits copies at most 8 bytes per row instead of 4 * vocab_size.
+//   ops.h) and of the kOutputSample rows only their drawn token, logprob and top_logprobs
+//   (sample_rows, ops.h; the rows it leaves to the host are drawn there from their logits),
+//   so a step without captured logits copies at most 168 bytes per row instead of
+//   4 * vocab_size.
 // The device part (embedding to LM head) of a step of <= CudaStepOptions::max_graph_rows rows
 // replays a CUDA graph captured for the step's shape (forward_step.cu, docs/forward-cuda.md).
 // Precision: weights, K/V pages and GEMM inputs bf16; the residual stream x and every GEMM
