@@ -106,7 +106,8 @@ struct SampleAdjusts {
 
 // logits: [rows, vocab] f32; draws: [rows] (device); out, out_logprobs: [rows]; out_top:
 // [rows, kMaxTopLogprobs], row r's first min(draws[r].top_logprobs, vocab) written (not for a
-// row left to the host).
+// row left to the host), null when no draw asks. top_logprobs > 0 needs logprob (as
+// validate_forward_batch checks): the alternatives use the logprob's maximum and log-sum.
 Status sample_rows(float* logits, int rows, int vocab, const SampleDraw* draws,
                    const SampleAdjusts& adjusts, int32_t* out, float* out_logprobs,
                    TopLogprob* out_top, StreamHandle stream);
