@@ -11,6 +11,7 @@
 // after each prompt's last token (.npy v1.0). out: one {"ids": [...]} line per prompt, the N
 // greedy tokens. Exit 0 on success, 1 with the error on stderr.
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -64,9 +65,12 @@ int main(int argc, char** argv) {
       dummy_init = v;
     else if (k == "--prompts")
       prompts_path = v;
-    else if (k == "--max-tokens")
-      max_tokens = std::stoi(v);
-    else if (k == "--logits-out")
+    else if (k == "--max-tokens") {
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), max_tokens);
+      if (ec != std::errc() || end != v.data() + v.size() || max_tokens < 1) {
+        return fail("--max-tokens " + v + ": expected an integer >= 1");
+      }
+    } else if (k == "--logits-out")
       logits_out = v;
     else if (k == "--out")
       out_path = v;
@@ -93,9 +97,19 @@ int main(int argc, char** argv) {
   if (!weights.ok()) return fail(weights.status().to_string());
   std::vector<std::vector<int32_t>> prompts;
   std::ifstream pf(prompts_path);
+  if (!pf) return fail("cannot read " + prompts_path);
+  int line_no = 0;
   for (std::string line; std::getline(pf, line);) {
+    ++line_no;
     if (line.empty()) continue;
-    prompts.push_back(nlohmann::json::parse(line).at("prompt_ids").get<std::vector<int32_t>>());
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("prompt_ids") || !j["prompt_ids"].is_array() ||
+        !std::all_of(j["prompt_ids"].begin(), j["prompt_ids"].end(),
+                     [](const nlohmann::json& x) { return x.is_number_integer(); })) {
+      return fail(prompts_path + ":" + std::to_string(line_no) +
+                  ": expected {\"prompt_ids\": [integers]}");
+    }
+    prompts.push_back(j["prompt_ids"].get<std::vector<int32_t>>());
   }
   if (prompts.empty()) return fail("no prompts in " + prompts_path);
   const int page_size = 16;
