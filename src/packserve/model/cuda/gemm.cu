@@ -2,11 +2,9 @@
 // column-major view, Y' [out, rows] = W'^T [out, in] X' [in, rows] with W' = w viewed as
 // [in, out] (ld in) and X' = x viewed as [in, rows] (ld in): op(A) = T, op(B) = N; C = D = Y'.
 #include <cublasLt.h>
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <limits>
 #include <string>
 #include <utility>
@@ -29,124 +27,13 @@ std::string lt_error(const char* call, cublasStatus_t s) {
 
 cublasLtHandle_t lt_handle(void* p) { return static_cast<cublasLtHandle_t>(p); }
 
-// skinny_linear (gemm.h): one warp per kSkinnyCols output columns; each lane walks the
-// reduction in 8-element (16-byte) pieces 256 apart, loading the columns' weights once and each
-// x row's piece once for all the columns, f32 products, then a warp sum per (column, row).
-constexpr int kSkinnyCols = 4;
-constexpr int kSkinnyThreads = 256;
-
-__device__ __forceinline__ void bf16x8(const uint4& v, float (&f)[8]) {
-  const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(u[i] << 16);
-    f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-  }
-}
-
-template <int M>
-__global__ void __launch_bounds__(kSkinnyThreads)
-    skinny_linear_kernel(const uint16_t* x, int in, const uint16_t* w, int out, void* y, bool y_f32,
-                         bool accumulate) {
-  const int warp = static_cast<int>((blockIdx.x * kSkinnyThreads + threadIdx.x) / 32);
-  const int lane = static_cast<int>(threadIdx.x % 32);
-  const int n0 = warp * kSkinnyCols;
-  if (n0 >= out) return;
-  const int cols = min(kSkinnyCols, out - n0);
-  float acc[kSkinnyCols][M] = {};
-#pragma unroll 2
-  for (int k = lane * 8; k < in; k += 256) {
-    uint4 wv[kSkinnyCols];
-#pragma unroll
-    for (int c = 0; c < kSkinnyCols; ++c) {
-      wv[c] = c < cols
-                  ? __ldg(reinterpret_cast<const uint4*>(w + static_cast<size_t>(n0 + c) * in + k))
-                  : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int r = 0; r < M; ++r) {
-      float xf[8];
-      bf16x8(__ldg(reinterpret_cast<const uint4*>(x + static_cast<size_t>(r) * in + k)), xf);
-#pragma unroll
-      for (int c = 0; c < kSkinnyCols; ++c) {
-        float wf[8];
-        bf16x8(wv[c], wf);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[c][r] = fmaf(xf[i], wf[i], acc[c][r]);
-      }
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < kSkinnyCols; ++c) {
-#pragma unroll
-    for (int r = 0; r < M; ++r) {
-      float v = acc[c][r];
-      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-      if (lane == (c * M + r) % 32 && c < cols) {
-        const size_t at = static_cast<size_t>(r) * out + n0 + c;
-        if (y_f32) {
-          float* yf = static_cast<float*>(y);
-          yf[at] = accumulate ? yf[at] + v : v;
-        } else {
-          reinterpret_cast<__nv_bfloat16*>(y)[at] = __float2bfloat16_rn(v);
-        }
-      }
-    }
-  }
-}
-
 }  // namespace
-
-bool skinny_linear_fits(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w) {
-  return rows >= 1 && rows <= kSkinnyMaxRows && in % 8 == 0 &&
-         (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) % 16 == 0;
-}
-
-Status skinny_linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w, int64_t out,
-                     void* y, DType y_dtype, bool accumulate,
-                     attention::cuda::StreamHandle stream) {
-  if (!skinny_linear_fits(x, rows, in, w) || out < 1 || out > (int64_t{1} << 30) ||
-      in > (int64_t{1} << 30) || y == nullptr) {
-    return invalid_argument("skinny_linear: rows = " + std::to_string(rows) +
-                            ", in = " + std::to_string(in) + ", out = " + std::to_string(out) +
-                            ": expected rows in [1, " + std::to_string(kSkinnyMaxRows) +
-                            "], in a multiple of 8, out >= 1, 16-byte aligned x and w, non-null y");
-  }
-  if ((y_dtype != DType::kBF16 && y_dtype != DType::kF32) ||
-      (accumulate && y_dtype != DType::kF32)) {
-    return invalid_argument("skinny_linear: y dtype must be bf16 or f32 (f32 to accumulate)");
-  }
-  const int64_t warps = (out + kSkinnyCols - 1) / kSkinnyCols;
-  const auto blocks = static_cast<unsigned>((warps * 32 + kSkinnyThreads - 1) / kSkinnyThreads);
-  const bool f32 = y_dtype == DType::kF32;
-  const int i = static_cast<int>(in), o = static_cast<int>(out);
-  switch (rows) {
-#define PS_SKINNY_CASE(M)                                                        \
-  case M:                                                                        \
-    skinny_linear_kernel<M>                                                      \
-        <<<blocks, kSkinnyThreads, 0, stream>>>(x, i, w, o, y, f32, accumulate); \
-    break;
-    PS_SKINNY_CASE(1)
-    PS_SKINNY_CASE(2)
-    PS_SKINNY_CASE(3)
-    PS_SKINNY_CASE(4)
-    PS_SKINNY_CASE(5)
-    PS_SKINNY_CASE(6)
-    PS_SKINNY_CASE(7)
-    PS_SKINNY_CASE(8)
-#undef PS_SKINNY_CASE
-  }
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return cuda_status(e, "skinny_linear launch", __FILE__, __LINE__);
-  return ok_status();
-}
 
 struct Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   bool tuned = false;
-  bool skinny = false;  // skinny_linear timed faster than every cuBLASLt candidate
   ~Plan() {
     if (a != nullptr) (void)cublasLtMatrixLayoutDestroy(a);
     if (b != nullptr) (void)cublasLtMatrixLayoutDestroy(b);
@@ -155,11 +42,10 @@ struct Gemm::Plan {
   }
 };
 
-Result<Gemm> Gemm::create(attention::cuda::StreamHandle stream, bool autotune, bool skinny) {
+Result<Gemm> Gemm::create(attention::cuda::StreamHandle stream, bool autotune) {
   Gemm g;
   g.stream_ = stream;
   g.autotune_ = autotune;
-  g.skinny_ = skinny;
   cublasLtHandle_t h = nullptr;
   const cublasStatus_t s = cublasLtCreate(&h);
   if (s != CUBLAS_STATUS_SUCCESS) return internal_error(lt_error("cublasLtCreate", s));
@@ -181,7 +67,6 @@ Gemm& Gemm::operator=(Gemm&& other) noexcept {
   std::swap(scratch_, other.scratch_);
   std::swap(scratch_bytes_, other.scratch_bytes_);
   std::swap(autotune_, other.autotune_);
-  std::swap(skinny_, other.skinny_);
   std::swap(plans_, other.plans_);
   std::swap(uncached_, other.uncached_);
   return *this;
@@ -198,10 +83,6 @@ void Gemm::release() {
 }
 
 int Gemm::num_cached_shapes() const { return static_cast<int>(plans_.size()); }
-int Gemm::num_skinny_shapes() const {
-  return static_cast<int>(
-      std::count_if(plans_.begin(), plans_.end(), [](const auto& p) { return p.second->skinny; }));
-}
 int Gemm::num_tuned_shapes() const {
   return static_cast<int>(
       std::count_if(plans_.begin(), plans_.end(), [](const auto& p) { return p.second->tuned; }));
@@ -287,8 +168,7 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
       }
     }
   }
-  const bool try_skinny = autotune_ && skinny_ && skinny_linear_fits(x, rows, in, w);
-  if (autotune_ && rows <= kMaxTunedRows && (num_candidates > 1 || try_skinny)) {
+  if (autotune_ && rows <= kMaxTunedRows && num_candidates > 1) {
     void* out_ptr = y;
     const size_t out_bytes =
         static_cast<size_t>(rows) * static_cast<size_t>(out) * (y_type == CUDA_R_32F ? 4 : 2);
@@ -306,42 +186,29 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
     const float alpha = 1.0f, beta = 0.0f;
-    constexpr float kInf = std::numeric_limits<float>::infinity();
-    // A candidate's time over kTuneReps runs after a warm-up; +inf when it refuses the problem.
-    const auto time_ms = [&](const auto& launch, float& ms) -> Status {
-      ms = kInf;
-      for (int rep = 0; rep <= kTuneReps; ++rep) {
-        if (rep == 1) (void)cudaEventRecord(start, stream_);
-        if (!launch()) return ok_status();
-      }
-      (void)cudaEventRecord(stop, stream_);
-      const cudaError_t e = cudaEventSynchronize(stop);
-      if (e != cudaSuccess)
-        return cuda_status(e, "cudaEventSynchronize(gemm tuning)", __FILE__, __LINE__);
-      (void)cudaEventElapsedTime(&ms, start, stop);
-      return ok_status();
-    };
-    float best_ms = kInf, ms = kInf;
+    float best_ms = std::numeric_limits<float>::infinity();
     Status failed = ok_status();
     for (int i = 0; i < num_candidates && failed.ok(); ++i) {
-      failed = time_ms(
-          [&] {
-            return cublasLtMatmul(lt_handle(lt_), plan->op, &alpha, w, plan->a, x, plan->b, &beta,
-                                  out_ptr, plan->c, out_ptr, plan->c, &candidates[i], workspace_,
-                                  kWorkspaceBytes, stream_) == CUBLAS_STATUS_SUCCESS;
-          },
-          ms);
-      if (failed.ok() && ms < best_ms) {
+      bool ran = true;
+      for (int rep = 0; rep <= kTuneReps && ran; ++rep) {
+        if (rep == 1) (void)cudaEventRecord(start, stream_);
+        ran = cublasLtMatmul(lt_handle(lt_), plan->op, &alpha, w, plan->a, x, plan->b, &beta,
+                             out_ptr, plan->c, out_ptr, plan->c, &candidates[i], workspace_,
+                             kWorkspaceBytes, stream_) == CUBLAS_STATUS_SUCCESS;
+      }
+      if (!ran) continue;  // a candidate that refuses the problem is skipped
+      (void)cudaEventRecord(stop, stream_);
+      float ms = 0.0f;
+      const cudaError_t e = cudaEventSynchronize(stop);
+      if (e != cudaSuccess) {
+        failed = cuda_status(e, "cudaEventSynchronize(gemm tuning)", __FILE__, __LINE__);
+        break;
+      }
+      (void)cudaEventElapsedTime(&ms, start, stop);
+      if (ms < best_ms) {
         best_ms = ms;
         plan->algo = candidates[i];
       }
-    }
-    if (failed.ok() && try_skinny) {
-      const DType dtype = static_cast<DType>(y_dtype);
-      failed = time_ms(
-          [&] { return skinny_linear(x, rows, in, w, out, out_ptr, dtype, false, stream_).ok(); },
-          ms);
-      plan->skinny = failed.ok() && ms < best_ms;
     }
     (void)cudaEventDestroy(start);
     (void)cudaEventDestroy(stop);
@@ -374,9 +241,6 @@ Status Gemm::linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t*
   if (lt_ == nullptr) return failed_precondition("gemm: used after move");
   PS_ASSIGN_OR_RETURN(const Plan* plan,
                       plan_for(Key{rows, in, out, static_cast<int>(y_dtype)}, x, w, y, accumulate));
-  if (plan->skinny && skinny_linear_fits(x, rows, in, w)) {
-    return skinny_linear(x, rows, in, w, out, y, y_dtype, accumulate, stream_);
-  }
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
   const cublasStatus_t s =

@@ -13,8 +13,6 @@
 //     disturbed) and keeps the fastest; small-row GEMMs are memory-bound and the heuristic's
 //     first pick reached only 0.6-0.87 of copy bandwidth on an H100 (docs/forward-cuda.md).
 //     One-time cost: at most kMaxCandidates x (kTuneReps + 1) GEMMs per new shape.
-//     With rows <= kSkinnyMaxRows skinny_linear (below) is timed too, and kept when faster
-//     (a call whose x or w is not 16-byte aligned then takes the best cuBLASLt algorithm).
 //   * otherwise the heuristic's first algorithm.
 // Inside a stream capture a shape that is not cached yet gets the heuristic's first algorithm
 // without caching it (nothing may synchronise during a capture); the CUDA forward runs every
@@ -41,16 +39,6 @@
 
 namespace packserve::model::cuda {
 
-// The skinny path for decode-sized GEMMs, rows <= kSkinnyMaxRows: y = x w^T (or y += x w^T,
-// f32 y) by warps that stream w's rows once with 16-byte loads (each warp kSkinnyCols output
-// columns, every x row against them), f32 products and a warp sum. Needs in % 8 == 0 and
-// 16-byte aligned x and w (skinny_linear_fits). Gemm times it beside the cuBLASLt candidates
-// when it fits and keeps it for the shape when it is faster. kInvalidArgument otherwise.
-inline constexpr int64_t kSkinnyMaxRows = 8;
-bool skinny_linear_fits(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w);
-Status skinny_linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w, int64_t out,
-                     void* y, DType y_dtype, bool accumulate, attention::cuda::StreamHandle stream);
-
 class Gemm {
  public:
   static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // cuBLAS's own Hopper default
@@ -61,9 +49,7 @@ class Gemm {
 
   // Creates the cuBLASLt handle bound to `stream` with its workspace. kInternal when
   // cuBLASLt fails to initialise, kResourceExhausted when the workspace does not fit.
-  // skinny: whether autotune also times skinny_linear (off: cuBLASLt only, for comparisons).
-  static Result<Gemm> create(attention::cuda::StreamHandle stream, bool autotune = true,
-                             bool skinny = true);
+  static Result<Gemm> create(attention::cuda::StreamHandle stream, bool autotune = true);
   Gemm(Gemm&& other) noexcept;
   Gemm& operator=(Gemm&& other) noexcept;
   Gemm(const Gemm&) = delete;
@@ -78,7 +64,6 @@ class Gemm {
   // Shapes with a cached algorithm, and how many of them were chosen by timing.
   int num_cached_shapes() const;
   int num_tuned_shapes() const;
-  int num_skinny_shapes() const;  // those that run skinny_linear
 
   struct Plan;  // cuBLASLt descriptors + chosen algorithm of one shape (gemm.cu)
 
@@ -95,7 +80,6 @@ class Gemm {
   void* scratch_ = nullptr;    // device, tuning output of accumulating GEMMs
   size_t scratch_bytes_ = 0;
   bool autotune_ = true;
-  bool skinny_ = true;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   std::unique_ptr<Plan> uncached_;  // a shape first seen inside a capture (one call)
 };

@@ -289,70 +289,12 @@ TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
     if (autotune) {
       EXPECT_GE(g.value().num_tuned_shapes(), 1);
       EXPECT_LE(g.value().num_tuned_shapes(), 6);  // never the 600-row shapes
-      EXPECT_LE(g.value().num_skinny_shapes(), 4);  // only the 1- and 3-row shapes may
     } else {
       EXPECT_EQ(g.value().num_tuned_shapes(), 0);
-      EXPECT_EQ(g.value().num_skinny_shapes(), 0);
     }
     EXPECT_EQ(g.value().linear(nullptr, 1, 1, nullptr, 1, nullptr, DType::kF32).code(),
               StatusCode::kInvalidArgument);
   }
-}
-
-// skinny_linear (gemm.h) against the float64 product of the same bf16 inputs, for every row
-// count it takes and reductions below, between and above its 256-element lane stride, output
-// counts not a multiple of its 4 columns per warp: bf16 y (one rounding) and f32 y accumulated
-// onto poisoned-free random values; outputs poisoned before each run. Bad shapes and
-// misaligned inputs are refused.
-TEST(ModelCudaOps, SkinnyLinearMatchesFloat64) {
-  SKIP_WITHOUT_DEVICE();
-  Rng rng(8);
-  for (const auto& [in, out] : {std::pair{8, 3}, std::pair{520, 201}, std::pair{4096, 130}}) {
-    for (int rows = 1; rows <= kSkinnyMaxRows; ++rows) {
-      SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(in) + " -> " +
-                   std::to_string(out));
-      auto x = random_bf16(static_cast<size_t>(rows) * in, rng);
-      auto w = random_bf16(static_cast<size_t>(out) * in, rng, 0.05);
-      auto y0 = random_f32(static_cast<size_t>(rows) * out, rng, 0.0, 1.0);
-      auto* dx = to_device(x);
-      auto* dw = to_device(w);
-      auto* dyf = to_device(y0);
-      auto* dyb = to_device(std::vector<uint16_t>(static_cast<size_t>(rows) * out, 0x7fc1));
-      ASSERT_TRUE(skinny_linear(dx, rows, in, dw, out, dyb, DType::kBF16, false, nullptr).ok());
-      ASSERT_TRUE(skinny_linear(dx, rows, in, dw, out, dyf, DType::kF32, true, nullptr).ok());
-      std::vector<double> ref(static_cast<size_t>(rows) * out);
-      for (int r = 0; r < rows; ++r) {
-        for (int o = 0; o < out; ++o) {
-          double sum = 0;
-          for (int i = 0; i < in; ++i) {
-            sum += double(bf16_to_float(x[r * in + i])) * bf16_to_float(w[o * in + i]);
-          }
-          ref[static_cast<size_t>(r) * out + o] = sum;
-        }
-      }
-      expect_bf16_near(to_host(dyb, ref.size()), ref, "skinny bf16");
-      const auto yf = to_host(dyf, ref.size());
-      for (size_t i = 0; i < ref.size(); ++i) {
-        ASSERT_NEAR(yf[i], ref[i] + y0[i], 1e-5 * (1.0 + std::abs(ref[i] + y0[i])))
-            << "skinny f32 accumulate " << i;
-      }
-      cudaFree(dx), cudaFree(dw), cudaFree(dyf), cudaFree(dyb);
-    }
-  }
-  uint16_t* d = nullptr;
-  ASSERT_EQ(cudaMalloc(&d, 4096), cudaSuccess);
-  const auto code = [&](const uint16_t* x, int64_t rows, int64_t in, void* y, DType t, bool acc) {
-    return skinny_linear(x, rows, in, d, 4, y, t, acc, nullptr).code();
-  };
-  EXPECT_EQ(code(d, 9, 8, d, DType::kF32, false), StatusCode::kInvalidArgument);  // rows
-  EXPECT_EQ(code(d, 0, 8, d, DType::kF32, false), StatusCode::kInvalidArgument);
-  EXPECT_EQ(code(d, 1, 12, d, DType::kF32, false), StatusCode::kInvalidArgument);     // in % 8
-  EXPECT_EQ(code(d + 1, 1, 8, d, DType::kF32, false), StatusCode::kInvalidArgument);  // aligned
-  EXPECT_EQ(code(d, 1, 8, d, DType::kBF16, true), StatusCode::kInvalidArgument);      // bf16 +=
-  EXPECT_EQ(code(d, 1, 8, nullptr, DType::kF32, false), StatusCode::kInvalidArgument);
-  EXPECT_FALSE(skinny_linear_fits(d + 1, 1, 8, d));
-  EXPECT_TRUE(skinny_linear_fits(d, 8, 8, d));
-  cudaFree(d);
 }
 
 // argmax_rows equals argmax_lowest (common/argmax.h) on every row: random rows (vocab a
