@@ -236,7 +236,8 @@ struct CudaForwardBackend::Impl {
   uint16_t* k_pages(size_t l) const { return kv.as<uint16_t>() + 2 * l * layer_kv_elems; }
   static size_t argmax_top_offset(int A, int D) { return static_cast<size_t>(A + 2 * D) * 4; }
   static size_t argmax_bytes(int A, int D, bool top) {
-    return argmax_top_offset(A, D) + (top ? static_cast<size_t>(D) * kMaxTopLogprobs * 8 : 0);
+    return argmax_top_offset(A, D) +
+           (top ? static_cast<size_t>(D) * kMaxTopLogprobs * sizeof(TopLogprob) : 0);
   }
   LogitAdjust* adjust_entries() const { return adjust_dev.as<LogitAdjust>(); }
   float* adjust_raw() const {

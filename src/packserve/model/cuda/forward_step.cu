@@ -336,10 +336,9 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
     PS_RETURN_IF_ERROR(enqueue_device_step(key, m, options.step.profile_ops ? &timeline : nullptr));
   }
-  // The argmax and sampled ids (tiny) first; then the logits in up to kLogitsChunks pieces of
-  // whole rows, an event after each: the host copies piece i into the caller's vector while
-  // piece i + 1 is still on its way.
-  // The alternatives only when a draw row asks for them.
+  // The argmax and sampled ids (tiny; the alternatives only when a draw row asks for them)
+  // first; then the logits in up to kLogitsChunks pieces of whole rows, an event after each:
+  // the host copies piece i into the caller's vector while piece i + 1 is still on its way.
   const bool any_top =
       std::any_of(draws, draws + D, [](const SampleDraw& d) { return d.top_logprobs > 0; });
   if (A + D > 0) {
