@@ -397,6 +397,8 @@ TEST(EngineTest, BackendErrorFailsOnlyThatStepsRequests) {
   EXPECT_EQ(t.engine->metrics().requests_error, 1);
 }
 
+// A backend's argmax or sampled id outside the vocabulary, or too few alternatives, fails the
+// step's requests with the cause; later requests run.
 TEST(EngineTest, ArgmaxOrSampledIdOutsideTheVocabularyFailsTheStep) {
   auto t = make_engine(testing::hash_next_token);
   t.backend->bad_argmax = true;
@@ -419,6 +421,17 @@ TEST(EngineTest, ArgmaxOrSampledIdOutsideTheVocabularyFailsTheStep) {
   EXPECT_NE(cs.last.error.find("returned sampled id -1, expected in [0, vocab_size = 308)"),
             std::string::npos)
       << cs.last.error;
+  // Too few alternatives for a top_logprobs row.
+  GenerateRequest top = warm;
+  top.sampling.logprobs = true;
+  top.sampling.top_logprobs = 3;
+  auto bad_top = t.engine->submit(top);
+  ASSERT_TRUE(bad_top.ok());
+  const Collected ct = collect(**bad_top);
+  EXPECT_EQ(ct.last.finish_reason, "error");
+  EXPECT_NE(ct.last.error.find("returned 2 top_logprobs for sampled row 0, expected 3"),
+            std::string::npos)
+      << ct.last.error;
   t.backend->bad_argmax = false;
   auto good = t.engine->submit(greedy_request(ids_of("good"), 3));
   ASSERT_TRUE(good.ok());

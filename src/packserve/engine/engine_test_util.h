@@ -115,7 +115,8 @@ class FakeBackend : public model::ForwardBackend {
         const SampleResult s = sample_draw_adjusted(row, batch.adjusts_of(r), batch.draws[r]);
         out.sampled.push_back(bad_argmax ? -1 : s.token_id);
         out.sampled_logprobs.push_back(s.logprob);
-        out.top_logprobs.push_back(top_logprobs(row, batch.draws[r].top_logprobs));
+        const int k = batch.draws[r].top_logprobs;  // bad_argmax: one alternative short
+        out.top_logprobs.push_back(top_logprobs(row, bad_argmax && k > 0 ? k - 1 : k));
         ++num_sample_rows;
       } else {
         out.logits.insert(out.logits.end(), row.begin(), row.end());
@@ -145,7 +146,8 @@ class FakeBackend : public model::ForwardBackend {
   int step_sleep_ms = 0;
   std::atomic<int64_t> num_argmax_rows{0};  // rows served as kOutputArgmax so far
   std::atomic<int64_t> num_sample_rows{0};  // rows served as kOutputSample so far
-  // Return vocab_size (out of range) as the argmax and -1 as a sampled id.
+  // Return vocab_size (out of range) as the argmax, -1 as a sampled id and one alternative
+  // fewer than a draw's top_logprobs.
   std::atomic<bool> bad_argmax{false};
 
  private:
