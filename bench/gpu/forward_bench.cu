@@ -15,9 +15,7 @@
 //   prefill_8k: one request of 8192 tokens; wall time of forward(), median of 3 after 1
 //     warm-up; model TFLOP/s = (GEMM FLOPs + causal attention FLOPs) / time.
 //   decode_gemms_b{1,32,128}: the decode step's GEMMs alone (32 x {Wqkv, Wo, Wgu, Wd} + LM
-//     head, distinct random weights, 15 GB), eager with L2 flush, median of 5; GB/s of weights;
-//     "tune":"cold" (the backend's Gemm: its autotune evicts the weights from L2 before each
-//     timed run) and "warm" (Gemm::create's cold = false: back-to-back runs).
+//     head, distinct random weights, 15 GB), eager with L2 flush, median of 5; GB/s of weights.
 //   prefill_8k_gemms: the same 32 x 4 GEMM shapes ([8192, 4096] x Wqkv^T, x Wo^T, x Wgu^T,
 //     x Wd^T) through the backend's Gemm alone, CUDA events, median of 5; TFLOP/s vs the
 //     measured cuBLAS bf16 rate.
@@ -231,6 +229,8 @@ int main(int argc, char** argv) {
     const size_t Hs = 4096, Is = 14336, Vs = 128256, Qs = 4096, KVs = 1024;
     const size_t qkv_n = (Qs + 2 * KVs) * Hs, o_n = Hs * Qs, gu_n = 2 * Is * Hs, d_n = Hs * Is;
     const size_t layer_n = qkv_n + o_n + gu_n + d_n, total_n = 32 * layer_n + Vs * Hs;
+    auto g = model::cuda::Gemm::create(timer.stream());
+    die(g.status(), "gemm");
     uint16_t *w, *x, *yb;
     float* yf;
     BENCH_CUDA(cudaMalloc(&w, total_n * 2));
@@ -240,30 +240,26 @@ int main(int argc, char** argv) {
     fill_random(w, total_n, 7);
     fill_random(x, size_t{128} * Is, 8);
     BENCH_CUDA(cudaDeviceSynchronize());
-    for (int batch : args.batches)
-      for (const bool cold : {true, false}) {
-        auto g = model::cuda::Gemm::create(timer.stream(), true, cold);
-        die(g.status(), "gemm");
-        auto run = [&](cudaStream_t) {
-          for (size_t l = 0; l < 32; ++l) {
-            const uint16_t* wl = w + l * layer_n;
-            die(g.value().linear(x, batch, Hs, wl, Qs + 2 * KVs, yf, DType::kF32), "qkv");
-            die(g.value().linear(x, batch, Qs, wl + qkv_n, Hs, yf, DType::kF32, true), "o");
-            die(g.value().linear(x, batch, Hs, wl + qkv_n + o_n, 2 * Is, yb, DType::kBF16), "gu");
-            die(g.value().linear(x, batch, Is, wl + qkv_n + o_n + gu_n, Hs, yf, DType::kF32, true),
-                "down");
-          }
-          die(g.value().linear(x, batch, Hs, w + 32 * layer_n, Vs, yf, DType::kF32), "lm_head");
-        };
-        const double ms = timer.eager_ms(run, 2, 5);
-        const double bytes = total_n * 2.0;
-        std::printf(
-            "{\"case\":\"decode_gemms_b%d\",\"tune\":\"%s\",\"ms\":%.3f,\"weight_bytes\":%.0f,"
-            "\"gbps\":%.1f,\"frac_copy_bw\":%.3f}\n",
-            batch, cold ? "cold" : "warm", ms, bytes, bytes / (ms * 1e-3) / 1e9,
-            bytes / (ms * 1e-3) / 1e9 / ceil.copy_gbps);
-        std::fflush(stdout);
-      }
+    for (int batch : args.batches) {
+      auto run = [&](cudaStream_t) {
+        for (size_t l = 0; l < 32; ++l) {
+          const uint16_t* wl = w + l * layer_n;
+          die(g.value().linear(x, batch, Hs, wl, Qs + 2 * KVs, yf, DType::kF32), "qkv");
+          die(g.value().linear(x, batch, Qs, wl + qkv_n, Hs, yf, DType::kF32, true), "o");
+          die(g.value().linear(x, batch, Hs, wl + qkv_n + o_n, 2 * Is, yb, DType::kBF16), "gu");
+          die(g.value().linear(x, batch, Is, wl + qkv_n + o_n + gu_n, Hs, yf, DType::kF32, true),
+              "down");
+        }
+        die(g.value().linear(x, batch, Hs, w + 32 * layer_n, Vs, yf, DType::kF32), "lm_head");
+      };
+      const double ms = timer.eager_ms(run, 2, 5);
+      const double bytes = total_n * 2.0;
+      std::printf(
+          "{\"case\":\"decode_gemms_b%d\",\"ms\":%.3f,\"weight_bytes\":%.0f,"
+          "\"gbps\":%.1f,\"frac_copy_bw\":%.3f}\n",
+          batch, ms, bytes, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / ceil.copy_gbps);
+      std::fflush(stdout);
+    }
     BENCH_CUDA(cudaFree(w));
     BENCH_CUDA(cudaFree(x));
     BENCH_CUDA(cudaFree(yf));

@@ -42,11 +42,10 @@ struct Gemm::Plan {
   }
 };
 
-Result<Gemm> Gemm::create(attention::cuda::StreamHandle stream, bool autotune, bool cold) {
+Result<Gemm> Gemm::create(attention::cuda::StreamHandle stream, bool autotune) {
   Gemm g;
   g.stream_ = stream;
   g.autotune_ = autotune;
-  g.cold_ = cold;
   cublasLtHandle_t h = nullptr;
   const cublasStatus_t s = cublasLtCreate(&h);
   if (s != CUBLAS_STATUS_SUCCESS) return internal_error(lt_error("cublasLtCreate", s));
@@ -68,7 +67,6 @@ Gemm& Gemm::operator=(Gemm&& other) noexcept {
   std::swap(scratch_, other.scratch_);
   std::swap(scratch_bytes_, other.scratch_bytes_);
   std::swap(autotune_, other.autotune_);
-  std::swap(cold_, other.cold_);
   std::swap(plans_, other.plans_);
   std::swap(uncached_, other.uncached_);
   return *this;
@@ -184,63 +182,36 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
       }
       out_ptr = scratch_;
     }
-    // Cold timing: before every run a write of twice the L2 evicts w, as a decode step's
-    // other layers do (when the flush buffer cannot be had, the runs are timed warm).
-    void* flush = nullptr;
-    size_t flush_bytes = 0;
-    if (cold_) {
-      int device = 0, l2 = 0;
-      if (cudaGetDevice(&device) == cudaSuccess &&
-          cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) == cudaSuccess &&
-          cudaMalloc(&flush, 2 * static_cast<size_t>(l2)) == cudaSuccess) {
-        flush_bytes = 2 * static_cast<size_t>(l2);
-      } else {
-        (void)cudaGetLastError();
-        flush = nullptr;
-      }
-    }
-    cudaEvent_t start[kTuneReps] = {}, stop[kTuneReps] = {};
-    Status failed = ok_status();
-    for (int r = 0; r < kTuneReps && failed.ok(); ++r) {
-      failed = cuda_status(cudaEventCreate(&start[r]), "cudaEventCreate", __FILE__, __LINE__);
-      if (failed.ok()) {
-        failed = cuda_status(cudaEventCreate(&stop[r]), "cudaEventCreate", __FILE__, __LINE__);
-      }
-    }
+    cudaEvent_t start = nullptr, stop = nullptr;
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
     const float alpha = 1.0f, beta = 0.0f;
     float best_ms = std::numeric_limits<float>::infinity();
+    Status failed = ok_status();
     for (int i = 0; i < num_candidates && failed.ok(); ++i) {
       bool ran = true;
-      for (int rep = 0; rep <= kTuneReps && ran; ++rep) {  // a warm-up, then kTuneReps timed
-        if (flush != nullptr) (void)cudaMemsetAsync(flush, rep, flush_bytes, stream_);
-        if (rep > 0) (void)cudaEventRecord(start[rep - 1], stream_);
+      for (int rep = 0; rep <= kTuneReps && ran; ++rep) {
+        if (rep == 1) (void)cudaEventRecord(start, stream_);
         ran = cublasLtMatmul(lt_handle(lt_), plan->op, &alpha, w, plan->a, x, plan->b, &beta,
                              out_ptr, plan->c, out_ptr, plan->c, &candidates[i], workspace_,
                              kWorkspaceBytes, stream_) == CUBLAS_STATUS_SUCCESS;
-        if (rep > 0) (void)cudaEventRecord(stop[rep - 1], stream_);
       }
       if (!ran) continue;  // a candidate that refuses the problem is skipped
-      const cudaError_t e = cudaEventSynchronize(stop[kTuneReps - 1]);
+      (void)cudaEventRecord(stop, stream_);
+      float ms = 0.0f;
+      const cudaError_t e = cudaEventSynchronize(stop);
       if (e != cudaSuccess) {
         failed = cuda_status(e, "cudaEventSynchronize(gemm tuning)", __FILE__, __LINE__);
         break;
       }
-      float ms = 0.0f;
-      for (int r = 0; r < kTuneReps; ++r) {
-        float rep_ms = 0.0f;
-        (void)cudaEventElapsedTime(&rep_ms, start[r], stop[r]);
-        ms += rep_ms;
-      }
+      (void)cudaEventElapsedTime(&ms, start, stop);
       if (ms < best_ms) {
         best_ms = ms;
         plan->algo = candidates[i];
       }
     }
-    for (int r = 0; r < kTuneReps; ++r) {
-      if (start[r] != nullptr) (void)cudaEventDestroy(start[r]);
-      if (stop[r] != nullptr) (void)cudaEventDestroy(stop[r]);
-    }
-    if (flush != nullptr) (void)cudaFree(flush);
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(stop);
     PS_RETURN_IF_ERROR(failed);
     plan->tuned = true;
   }

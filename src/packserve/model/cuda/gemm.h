@@ -8,14 +8,11 @@
 //   * autotune on and rows <= kMaxTunedRows (decode-sized): the first eager call times the
 //     cuBLASLt heuristic's best kTuneCandidates algorithms and the split-K variants (2, 4, 8
 //     splits, f32 reduction in the workspace) of those that support it, at most
-//     kMaxCandidates (1 warm-up + kTuneReps runs each, CUDA events around each run, beta = 0
-//     into y, or into a scratch buffer when accumulating so that y is not disturbed; before
-//     each run a write of twice the L2 size evicts w, as in a step whose other layers stream
-//     their own weights, through a buffer allocated for the tuning and freed after it, or
-//     warm when it cannot be had) and keeps the fastest; small-row GEMMs are memory-bound and the
-//     heuristic's first pick reached only 0.6-0.87 of copy bandwidth on an H100
-//     (docs/forward-cuda.md). One-time cost: at most kMaxCandidates x (kTuneReps + 1) GEMMs per new
-//     shape.
+//     kMaxCandidates (1 warm-up + kTuneReps runs each,
+//     CUDA events, beta = 0 into y, or into a scratch buffer when accumulating so that y is not
+//     disturbed) and keeps the fastest; small-row GEMMs are memory-bound and the heuristic's
+//     first pick reached only 0.6-0.87 of copy bandwidth on an H100 (docs/forward-cuda.md).
+//     One-time cost: at most kMaxCandidates x (kTuneReps + 1) GEMMs per new shape.
 //   * otherwise the heuristic's first algorithm.
 // Inside a stream capture a shape that is not cached yet gets the heuristic's first algorithm
 // without caching it (nothing may synchronise during a capture); the CUDA forward runs every
@@ -52,10 +49,7 @@ class Gemm {
 
   // Creates the cuBLASLt handle bound to `stream` with its workspace. kInternal when
   // cuBLASLt fails to initialise, kResourceExhausted when the workspace does not fit.
-  // cold: the autotune evicts the weights from L2 before each timed run (false: back-to-back
-  // runs, the weights warm in L2 after the first; for comparisons).
-  static Result<Gemm> create(attention::cuda::StreamHandle stream, bool autotune = true,
-                             bool cold = true);
+  static Result<Gemm> create(attention::cuda::StreamHandle stream, bool autotune = true);
   Gemm(Gemm&& other) noexcept;
   Gemm& operator=(Gemm&& other) noexcept;
   Gemm(const Gemm&) = delete;
@@ -86,7 +80,6 @@ class Gemm {
   void* scratch_ = nullptr;    // device, tuning output of accumulating GEMMs
   size_t scratch_bytes_ = 0;
   bool autotune_ = true;
-  bool cold_ = true;
   std::map<Key, std::unique_ptr<Plan>> plans_;
   std::unique_ptr<Plan> uncached_;  // a shape first seen inside a capture (one call)
 };
