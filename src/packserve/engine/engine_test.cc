@@ -402,36 +402,29 @@ TEST(EngineTest, BackendErrorFailsOnlyThatStepsRequests) {
 TEST(EngineTest, ArgmaxOrSampledIdOutsideTheVocabularyFailsTheStep) {
   auto t = make_engine(testing::hash_next_token);
   t.backend->bad_argmax = true;
-  auto bad = t.engine->submit(greedy_request(ids_of("argmax"), 5));
-  ASSERT_TRUE(bad.ok());
-  const Collected cb = collect(**bad);
+  // Runs the request to its end, which is an error naming `cause`.
+  const auto fails_with = [&](const GenerateRequest& request, const std::string& cause) {
+    auto s = t.engine->submit(request);
+    EXPECT_TRUE(s.ok());
+    if (!s.ok()) return Collected{};
+    Collected c = collect(**s);
+    EXPECT_EQ(c.last.finish_reason, "error");
+    EXPECT_NE(c.last.error.find(cause), std::string::npos) << c.last.error;
+    return c;
+  };
+  const Collected cb = fails_with(greedy_request(ids_of("argmax"), 5),
+                                  "returned argmax id 308, expected in [0, vocab_size = 308)");
   ASSERT_TRUE(cb.finished);
-  EXPECT_EQ(cb.last.finish_reason, "error");
-  EXPECT_NE(cb.last.error.find("returned argmax id 308, expected in [0, vocab_size = 308)"),
-            std::string::npos)
-      << cb.last.error;
   EXPECT_TRUE(cb.token_ids.empty());
   // A sampled id out of range as well.
   GenerateRequest warm = greedy_request(ids_of("sampled"), 5);
   warm.sampling.temperature = 1.0;
-  auto bad_sampled = t.engine->submit(warm);
-  ASSERT_TRUE(bad_sampled.ok());
-  const Collected cs = collect(**bad_sampled);
-  EXPECT_EQ(cs.last.finish_reason, "error");
-  EXPECT_NE(cs.last.error.find("returned sampled id -1, expected in [0, vocab_size = 308)"),
-            std::string::npos)
-      << cs.last.error;
+  fails_with(warm, "returned sampled id -1, expected in [0, vocab_size = 308)");
   // Too few alternatives for a top_logprobs row.
   GenerateRequest top = warm;
   top.sampling.logprobs = true;
   top.sampling.top_logprobs = 3;
-  auto bad_top = t.engine->submit(top);
-  ASSERT_TRUE(bad_top.ok());
-  const Collected ct = collect(**bad_top);
-  EXPECT_EQ(ct.last.finish_reason, "error");
-  EXPECT_NE(ct.last.error.find("returned 2 top_logprobs for sampled row 0, expected 3"),
-            std::string::npos)
-      << ct.last.error;
+  fails_with(top, "returned 2 top_logprobs for sampled row 0, expected 3");
   t.backend->bad_argmax = false;
   auto good = t.engine->submit(greedy_request(ids_of("good"), 3));
   ASSERT_TRUE(good.ok());

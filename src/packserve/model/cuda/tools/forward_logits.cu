@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     else
       return fail("unknown option " + k);
   }
-  if (model_dir.empty() || prompts_path.empty() || max_tokens < 1) {
+  if (model_dir.empty() || prompts_path.empty()) {
     return fail(
         "usage: --model DIR [--make-dummy ARCH [--dummy-init random|copy]] --prompts FILE "
         "--max-tokens N "
