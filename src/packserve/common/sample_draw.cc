@@ -233,6 +233,13 @@ std::vector<TopLogprob> top_logprobs(std::span<const float> logits, int k) {
   return out;
 }
 
+RowScore score_row(std::span<const float> logits, int32_t target, int k) {
+  RowScore s;
+  s.logprob = static_cast<float>(log_softmax_with_max(logits, target, max_ignoring_nan(logits)));
+  s.top = top_logprobs(logits, k);
+  return s;
+}
+
 SampleResult sample_draw_adjusted(std::span<const float> logits,
                                   std::span<const LogitAdjust> adjusts, const SampleDraw& draw,
                                   std::vector<float>& adjusted, TemperatureScratch& scratch) {

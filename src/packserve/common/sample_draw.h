@@ -83,4 +83,13 @@ struct TopLogprob {
 // partial sort of the ids.
 std::vector<TopLogprob> top_logprobs(std::span<const float> logits, int k);
 
+// A scored row (prompt logprobs, model/forward.h ForwardBatch::score_targets): the target
+// token's raw logprob, the float a draw of that token reports (log_softmax_with_max), and the
+// row's top_logprobs(logits, k).
+struct RowScore {
+  float logprob = 0.0f;
+  std::vector<TopLogprob> top;
+};
+RowScore score_row(std::span<const float> logits, int32_t target, int k);
+
 }  // namespace packserve

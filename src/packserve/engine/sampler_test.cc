@@ -521,6 +521,40 @@ TEST(SamplerTest, TopLogprobsAreTheMostLikelyWithTheDrawsLogprobs) {
   EXPECT_EQ(t[2].logprob, -std::numeric_limits<float>::infinity());
 }
 
+// score_row (prompt logprobs): the target's logprob is the float a draw of it reports, against
+// a float64 log-softmax, for likely, unlikely, -inf and NaN targets; the alternatives are
+// top_logprobs'.
+TEST(SamplerTest, ScoreRowIsTheTargetsRawLogprobAndTheTopTokens) {
+  std::vector<float> logits(3000);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-6.0f, 6.0f);
+  for (float& x : logits) x = u(rng);
+  logits[7] = 8.0f;
+  logits[8] = -std::numeric_limits<float>::infinity();
+  logits[9] = std::numeric_limits<float>::quiet_NaN();
+  double zsum = 0.0;
+  for (float x : logits) {
+    if (!std::isnan(x)) zsum += std::exp(static_cast<double>(x) - 8.0);
+  }
+  for (const int32_t target : {7, 0, 1234, 2999}) {
+    const RowScore s = score_row(logits, target, 5);
+    EXPECT_NEAR(s.logprob, logits[static_cast<size_t>(target)] - 8.0 - std::log(zsum), 2e-6)
+        << target;
+    EXPECT_EQ(s.logprob, static_cast<float>(log_softmax_at(logits, target))) << target;
+    ASSERT_EQ(s.top.size(), 5u);
+    const auto want = top_logprobs(logits, 5);
+    for (size_t j = 0; j < want.size(); ++j) {
+      EXPECT_EQ(s.top[j].token_id, want[j].token_id);
+      EXPECT_EQ(s.top[j].logprob, want[j].logprob);
+    }
+  }
+  EXPECT_EQ(score_row(logits, 7, 1).top[0].logprob, score_row(logits, 7, 0).logprob);
+  EXPECT_TRUE(score_row(logits, 7, 0).top.empty());
+  for (const int32_t target : {8, 9}) {
+    EXPECT_EQ(score_row(logits, target, 0).logprob, -std::numeric_limits<float>::infinity());
+  }
+}
+
 void expect_same_floats(const std::vector<float>& got, const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t v = 0; v < got.size(); ++v) {

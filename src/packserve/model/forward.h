@@ -14,6 +14,9 @@
 // sample_draw_adjusted's: the draw from the adjusted row, the raw row's logprob; with
 // draws[r].top_logprobs = k > 0 also top_logprobs(raw row, k) of sample_draw.h). A GPU backend
 // keeps the logits of argmax and sample rows on the device.
+// Scored rows (prompt logprobs): request r's first score_indptr[r+1] - score_indptr[r] rows
+// also return score_row(raw logits of the row, target, score_top[r]) of common/sample_draw.h,
+// the target being the next prompt token; whether or not the request's last row samples.
 // page_copies (copy-on-write, kv_cache.h) run before anything else.
 // Failure contract: an error leaves the KV of pages not written by this batch unchanged.
 // Thread-safety: one thread drives a backend.
@@ -52,6 +55,13 @@ struct ForwardBatch {
   // kOutputSample requests (common/logit_adjust.h).
   std::vector<int32_t> adjust_indptr;
   std::vector<LogitAdjust> adjusts;
+  // Scored rows, or all three empty: [num_requests + 1] offsets into score_targets; request r
+  // scores its first score_indptr[r+1] - score_indptr[r] rows (at most its q_len), row j
+  // against token score_targets[score_indptr[r] + j], with score_top[r] (0 to
+  // kMaxTopLogprobs) alternatives.
+  std::vector<int32_t> score_indptr;
+  std::vector<int32_t> score_targets;
+  std::vector<uint8_t> score_top;  // [num_requests]
   std::vector<kv::PageCopy> page_copies;
   int num_requests() const { return static_cast<int>(kv_len.size()); }
   int total_rows() const { return static_cast<int>(token_ids.size()); }
@@ -79,6 +89,8 @@ struct ForwardOutput {
                                         // the draw asked for it)
   // [requests with kOutputSample]: top_logprobs(raw row, draws[r].top_logprobs) (empty for 0).
   std::vector<std::vector<TopLogprob>> top_logprobs;
+  // [score_targets.size()]: each scored row's score_row, in batch order.
+  std::vector<RowScore> scores;
 };
 
 class ForwardBackend {

@@ -79,6 +79,42 @@ Status check_adjusts(const ForwardBatch& b, const ModelConfig& config) {
   return ok_status();
 }
 
+// The scored rows of a batch whose qo_indptr passed (forward_batch.h).
+Status check_scores(const ForwardBatch& b, const ModelConfig& config) {
+  const size_t n = b.kv_len.size();
+  if (b.score_indptr.empty()) {
+    if (b.score_targets.empty() && b.score_top.empty()) return ok_status();
+    return invalid_argument("score_targets / score_top: lengths " + str(b.score_targets.size()) +
+                            " / " + str(b.score_top.size()) +
+                            " with an empty score_indptr, expected 0");
+  }
+  PS_RETURN_IF_ERROR(check_indptr(b.score_indptr, "score_indptr", n, b.score_targets.size(),
+                                  "score_targets.size()"));
+  if (b.score_top.size() != n) {
+    return invalid_argument("score_top: length " + str(b.score_top.size()) +
+                            ", expected num_requests = " + str(n));
+  }
+  for (size_t r = 0; r < n; ++r) {
+    const int32_t scored = b.score_indptr[r + 1] - b.score_indptr[r];
+    const int32_t q_len = b.qo_indptr[r + 1] - b.qo_indptr[r];
+    if (scored > q_len) {
+      return invalid_argument("score_indptr: request " + str(r) + " scores " + str(scored) +
+                              " rows, expected at most its q_len = " + str(q_len));
+    }
+    if (b.score_top[r] > kMaxTopLogprobs) {
+      return invalid_argument("score_top[" + str(r) + "] = " + str(b.score_top[r]) +
+                              ": expected in [0, " + str(kMaxTopLogprobs) + "]");
+    }
+  }
+  for (size_t i = 0; i < b.score_targets.size(); ++i) {
+    if (b.score_targets[i] < 0 || b.score_targets[i] >= config.vocab_size) {
+      return invalid_argument("score_targets[" + str(i) + "] = " + str(b.score_targets[i]) +
+                              ": expected in [0, vocab_size = " + str(config.vocab_size) + ")");
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 Status validate_kv_pool_shape(const KvPoolShape& pool) {
@@ -151,6 +187,7 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
     }
   }
   PS_RETURN_IF_ERROR(check_adjusts(b, config));
+  PS_RETURN_IF_ERROR(check_scores(b, config));
   const int64_t ps = pool.page_size;
   for (size_t r = 0; r < n; ++r) {
     const int32_t q_len = b.qo_indptr[r + 1] - b.qo_indptr[r];

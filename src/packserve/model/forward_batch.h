@@ -15,6 +15,9 @@
 //   adjust_indptr: empty (then adjusts too) or as qo_indptr, ending at adjusts.size(), with
 //     entries only for kOutputSample requests; each request's adjusts have tokens strictly
 //     increasing in [0, vocab_size), stages in kAdjustStages, finite values, repetition > 0;
+//   score_indptr: empty (then score_targets and score_top too) or as qo_indptr, ending at
+//     score_targets.size(), request r scoring at most its q_len rows; score_targets in
+//     [0, vocab_size); score_top: num_requests values in [0, kMaxTopLogprobs];
 //   page ids and page_copies' pages in [0, num_pages), src != dst, num_tokens in
 //     [1, page_size]; token ids in [0, vocab_size);
 //   no two rows write the same KV slot (a page shared by two requests is read-only this step).

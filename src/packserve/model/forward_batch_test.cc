@@ -43,6 +43,14 @@ SampleDraw& draw_row(ForwardBatch& x, size_t r) {
   return x.draws[r];
 }
 
+// Makes x score request 1's 3 rows against valid targets (alternatives 2); score_targets.
+std::vector<int32_t>& score_rows(ForwardBatch& x) {
+  x.score_indptr = {0, 0, 3};
+  x.score_targets = {4, 5, 6};
+  x.score_top = {0, 2};
+  return x.score_targets;
+}
+
 // Makes request 1 of x a kOutputSample row with two valid adjusts (tokens 3 and 8); them.
 std::vector<LogitAdjust>& adjust_row(ForwardBatch& x) {
   draw_row(x, 1);
@@ -116,6 +124,32 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
          d.top_logprobs = 2;
        },
        "draws[0].top_logprobs = 2: expected in [0, 20]"},
+      {"score targets without indptr", [](ForwardBatch& x) { x.score_targets.resize(1); },
+       "score_targets / score_top: lengths 1 / 0 with an empty score_indptr, expected 0"},
+      {"score_indptr end", [](ForwardBatch& x) { score_rows(x).pop_back(); },
+       "score_indptr[2] = 3: expected score_targets.size() = 2"},
+      {"score_top length",
+       [](ForwardBatch& x) {
+         score_rows(x);
+         x.score_top.pop_back();
+       },
+       "score_top: length 1, expected num_requests = 2"},
+      {"score rows beyond q_len",
+       [](ForwardBatch& x) {
+         score_rows(x).push_back(7);
+         x.score_indptr = {0, 2, 4};
+       },
+       "score_indptr: request 0 scores 2 rows, expected at most its q_len = 1"},
+      {"score_top 21",
+       [](ForwardBatch& x) {
+         score_rows(x);
+         x.score_top[1] = 21;
+       },
+       "score_top[1] = 21: expected in [0, 20]"},
+      {"score target high", [v](ForwardBatch& x) { score_rows(x)[2] = static_cast<int32_t>(v); },
+       "score_targets[2] = 300: expected in [0, vocab_size = 300)"},
+      {"score target negative", [](ForwardBatch& x) { score_rows(x)[0] = -1; },
+       "score_targets[0] = -1: expected in [0, vocab_size = 300)"},
       {"adjusts without indptr", [](ForwardBatch& x) { x.adjusts.resize(1); },
        "adjusts: length 1 with an empty adjust_indptr, expected 0"},
       {"adjust_indptr length", [](ForwardBatch& x) { adjust_row(x).clear(); },
@@ -193,13 +227,14 @@ TEST(ForwardBatchValidation, EmptyBatchRunsOnlyPageCopies) {
   ForwardBatch empty;
   empty.qo_indptr = {0};
   empty.page_indptr = {0};
-  ForwardOutput out{std::vector<float>(3, 1.0f), {4}, {5}, {6.0f}, {{{7, -1.0f}}}};
+  ForwardOutput out{std::vector<float>(3, 1.0f), {4}, {5}, {6.0f}, {{{7, -1.0f}}}, {{-2.0f, {}}}};
   ASSERT_TRUE(backend->forward(empty, out).ok());
   EXPECT_TRUE(out.logits.empty());
   EXPECT_TRUE(out.argmax.empty());
   EXPECT_TRUE(out.sampled.empty());
   EXPECT_TRUE(out.sampled_logprobs.empty());
   EXPECT_TRUE(out.top_logprobs.empty());
+  EXPECT_TRUE(out.scores.empty());
 }
 
 TEST(CpuForwardBackendCreate, RejectsUnsupportedShapesAndBadWeights) {

@@ -146,6 +146,7 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   out.sampled.clear();
   out.sampled_logprobs.clear();
   out.top_logprobs.clear();
+  out.scores.clear();
   if (num_requests == 0) return ok_status();
 
   const int64_t rows = batch.total_rows();
@@ -161,13 +162,23 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
 
   // Final norm and LM head on the last row of each sampling request: the logits rows first,
   // then the argmax rows and the sample rows, whose logits are reduced to their token and
-  // dropped.
+  // dropped; then the scored rows, reduced to their scores.
   std::vector<float> last;
+  const auto add_row = [&](int32_t row) {
+    const float* xr = x_.data() + static_cast<int64_t>(row) * hid;
+    last.insert(last.end(), xr, xr + hid);
+  };
   for (uint8_t kind : {kOutputLogits, kOutputArgmax, kOutputSample}) {
     for (int r = 0; r < num_requests; ++r) {
-      if (batch.samples[r] != kind) continue;
-      const float* xr = x_.data() + static_cast<int64_t>(batch.qo_indptr[r + 1] - 1) * hid;
-      last.insert(last.end(), xr, xr + hid);
+      if (batch.samples[r] == kind) add_row(batch.qo_indptr[r + 1] - 1);
+    }
+  }
+  const int64_t first_score = static_cast<int64_t>(last.size()) / hid;
+  std::vector<int> score_requests;  // the request of each scored row, rows first_score, ...
+  for (int r = 0; r < num_requests && !batch.score_indptr.empty(); ++r) {
+    for (int32_t j = 0; j < batch.score_indptr[r + 1] - batch.score_indptr[r]; ++j) {
+      add_row(batch.qo_indptr[r] + j);
+      score_requests.push_back(r);
     }
   }
   const int64_t num_samples = static_cast<int64_t>(last.size()) / hid;
@@ -198,6 +209,12 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
     out.sampled[k] = s.token_id;
     out.sampled_logprobs[k] = s.logprob;
     out.top_logprobs[k] = top_logprobs(row(i + k), draw.top_logprobs);
+  });
+  out.scores.resize(score_requests.size());
+  sample_pool_->run(static_cast<int64_t>(score_requests.size()), [&](int64_t k) {
+    const int r = score_requests[static_cast<size_t>(k)];
+    out.scores[k] = score_row(row(first_score + k), batch.score_targets[static_cast<size_t>(k)],
+                              batch.score_top[static_cast<size_t>(r)]);
   });
   logits.resize(static_cast<size_t>(num_logits * vocab));
   out.logits = std::move(logits);

@@ -290,6 +290,78 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   }
 }
 
+// Scored rows (prompt logprobs): each is score_row of the logits its prefix gives as a last
+// row, with the next prompt token as target, across two prefill chunks; beside a request
+// that scores nothing, and whether the chunk's last row samples or not.
+TEST_P(ForwardCpuArch, ScoredRowsAreTheirPrefixesLastRowScores) {
+  const ModelConfig config = GetParam().config();
+  const ModelWeights w = make_weights(config, 8);
+  Rng rng(13);
+  Seq a{random_tokens(19, config.vocab_size, rng), {0, 1}, 0};
+  const Seq b{random_tokens(7, config.vocab_size, rng), {2}, 0};
+  auto backend = make_backend(w, {});
+  const auto targets = [&](int first, int n) {
+    return std::vector<int32_t>(a.tokens.begin() + first + 1, a.tokens.begin() + first + 1 + n);
+  };
+  // Chunk 1: A's rows 0-10, all scored, no sample; B a prefill with an argmax and no scores.
+  ForwardBatch first;
+  add(first, a, 11, kNoOutput, kPool.page_size);
+  add(first, b, 7, kOutputArgmax, kPool.page_size);
+  first.score_indptr = {0, 11, 11};
+  first.score_targets = targets(0, 11);
+  first.score_top = {3, 0};
+  ForwardOutput got1;
+  Status st = backend->forward(first, got1);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(got1.scores.size(), 11u);
+  ASSERT_EQ(got1.argmax.size(), 1u);
+  // Chunk 2: rows 11-18, the first 7 scored, the last one's logits returned.
+  a.computed = 11;
+  ForwardBatch second;
+  add(second, a, 8, kOutputLogits, kPool.page_size);
+  second.score_indptr = {0, 7};
+  second.score_targets = targets(11, 7);
+  second.score_top = {3};
+  ForwardOutput got2;
+  st = backend->forward(second, got2);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(got2.scores.size(), 7u);
+  std::vector<RowScore> got = got1.scores;
+  got.insert(got.end(), got2.scores.begin(), got2.scores.end());
+
+  auto reference = make_backend(w, {});
+  for (int j = 0; j < 19; ++j) {
+    Seq prefix = a;
+    prefix.computed = 0;
+    ForwardBatch one;
+    add(one, prefix, j + 1, kOutputLogits, kPool.page_size);
+    ForwardOutput want;
+    st = reference->forward(one, want);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    if (j == 18) {  // the unscored last row, as a logits row
+      EXPECT_LT(rel_err(got2.logits, want.logits), 1e-5);
+      break;
+    }
+    const RowScore ref = score_row(want.logits, a.tokens[static_cast<size_t>(j + 1)], 3);
+    const RowScore& s = got[static_cast<size_t>(j)];
+    EXPECT_NEAR(s.logprob, ref.logprob, 1e-4) << j;
+    ASSERT_EQ(s.top.size(), 3u) << j;
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(s.top[k].token_id, ref.top[k].token_id) << j << " " << k;
+      EXPECT_NEAR(s.top[k].logprob, ref.top[k].logprob, 1e-4) << j << " " << k;
+    }
+  }
+  // score_top 0: the logprobs alone.
+  a.computed = 0;
+  first.score_top = {0, 0};
+  st = backend->forward(first, got1);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  for (size_t j = 0; j < 11; ++j) {
+    EXPECT_TRUE(got1.scores[j].top.empty());
+    EXPECT_EQ(got1.scores[j].logprob, got[j].logprob) << j;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardCpuArch,
                          testing::Values(ArchCase{"llama", llama_config},
                                          ArchCase{"qwen2", qwen2_config},

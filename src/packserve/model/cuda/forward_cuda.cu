@@ -164,6 +164,8 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   PS_RETURN_IF_ERROR(argmax_dev.alloc(argmax_bytes(0, R, true), "argmax and sampled ids"));
   PS_RETURN_IF_ERROR(argmax_pinned.reserve(argmax_bytes(0, R, true)));
   PS_RETURN_IF_ERROR(reserve_adjusts(0));
+  PS_RETURN_IF_ERROR(score_rows_dev.alloc(kScoreBlockRows * 4, "scored row indices"));
+  PS_RETURN_IF_ERROR(score_rows_pinned.reserve(kScoreBlockRows * 4));
   PS_RETURN_IF_ERROR(step_events.create());
   PS_RETURN_IF_ERROR(logits_events.create(kLogitsChunks));
   const int hw_threads = static_cast<int>(std::thread::hardware_concurrency());

@@ -205,9 +205,16 @@ struct CudaForwardBackend::Impl {
   cuda::DeviceMemory adjust_dev;
   cuda::PinnedMemory adjust_pinned;
   size_t adjust_capacity = 0;
-  // The sampled rows sample_rows left to the host: (draw row, request) and their logits.
+  // The sampled rows sample_rows left to the host: (draw row, request). host_logits holds the
+  // logits the host reads: theirs, and then a block of scored rows at a time.
   std::vector<std::pair<int, int>> host_draws;
-  cuda::PinnedMemory host_draw_logits;
+  cuda::PinnedMemory host_logits;
+  // Scored rows (ForwardBatch::score_targets) run after the step in blocks of at most
+  // kScoreBlockRows: their rows' indices in x (score_rows_dev, staged in score_rows_pinned),
+  // final norm, LM head into logits_dev, the logits to host_logits, score_row on the host.
+  static constexpr int kScoreBlockRows = 64;
+  cuda::DeviceMemory score_rows_dev;
+  cuda::PinnedMemory score_rows_pinned;
   uint16_t *embed = nullptr, *lm_head = nullptr;
   float* final_norm = nullptr;
   std::vector<cuda::LayerDev> layers;
@@ -253,6 +260,8 @@ struct CudaForwardBackend::Impl {
   // After the step: the kOutputSample rows sample_rows left to the host (out.sampled[i] < 0;
   // ops.h), drawn by sample_draw from their logits, still on the device from `first_row` on.
   Status sample_left_rows(const ForwardBatch& batch, int first_row, ForwardOutput& out);
+  // After the step: out.scores of the batch's scored rows (the block pass above).
+  Status score_rows(const ForwardBatch& batch, ForwardOutput& out);
   // Launches embedding -> layers -> final norm -> LM head -> argmax of the argmax rows for a
   // step of key's shape whose
   // metadata sits at `m` in meta; `timeline` (may be null) gets an event after every op.

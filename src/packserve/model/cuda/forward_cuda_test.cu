@@ -70,7 +70,7 @@ ModelConfig qwen3_config() {  // q/k norm, tied embeddings, head_dim 128, q_size
 using tu::Seq;
 constexpr KvPoolShape kPool{32, 16};
 
-void add(ForwardBatch& b, Seq& s, int q_len, bool samples) {
+void add(ForwardBatch& b, Seq& s, int q_len, uint8_t samples) {
   tu::add(b, s, q_len, samples, kPool.page_size);
   s.computed += q_len;
 }
@@ -192,6 +192,87 @@ TEST(CudaForward, Qwen3MatchesCpuOnMixedSteps) {
 TEST(CudaForward, Qwen3MatchesCpuOnMixedStepsPrefixPolicy) {
   SKIP_WITHOUT_DEVICE();
   check_against_cpu(qwen3_config(), attention::Policy::kPrefix);
+}
+
+// Scored rows (prompt logprobs) against the CPU backend's: A's 90-row prefill scores 89 rows
+// beside its argmax row (two blocks of the post-pass), B's first chunk scores all 20 rows and
+// samples nothing, C decodes unscored. With graphs and with the step run eagerly (where the
+// logits buffer holds one row, so the pass runs a row at a time). Order statistics move by at
+// most the logits' perturbation, so the target's logprob and each of the k most likely
+// logprobs agree within twice the logits tolerance; ids where the CPU's values are not that
+// close.
+void check_scores_against_cpu(const CudaStepOptions& step) {
+  const ModelConfig c = llama_config();
+  const ModelWeights w = tu::make_weights(c);
+  auto cpu = CpuForwardBackend::create(w, kPool, CpuForwardOptions{});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  CudaForwardOptions options;
+  options.max_batch_rows = 256;
+  options.max_batch_page_ids = 64;
+  options.step = step;
+  auto gpu = CudaForwardBackend::create(w, kPool, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  Rng rng(5);
+  Seq a{tu::random_tokens(90, c.vocab_size, rng), {0, 1, 2, 3, 4, 5}};
+  Seq b{tu::random_tokens(40, c.vocab_size, rng), {6, 7, 8}};
+  Seq d{tu::random_tokens(8, c.vocab_size, rng), {9}};
+  for (int round = 0; round < 2; ++round) {  // the second round replays a captured graph
+    a.computed = b.computed = 0;
+    d.computed = 7;
+    ForwardBatch step;
+    add(step, a, 90, kOutputArgmax);
+    add(step, b, 20, kNoOutput);
+    add(step, d, 1, kNoOutput);
+    step.score_indptr = {0, 89, 109, 109};
+    step.score_targets.assign(a.tokens.begin() + 1, a.tokens.end());
+    step.score_targets.insert(step.score_targets.end(), b.tokens.begin() + 1,
+                              b.tokens.begin() + 21);
+    step.score_top = {5, 0, 0};
+    // The logits' scale: max |logit| of A's last row on the CPU; rows of one model differ by
+    // less than 2x in it, so twice the logits tolerance of twice that.
+    ForwardBatch last = step;
+    last.samples[0] = kOutputLogits;
+    ForwardOutput ref_last;
+    ASSERT_TRUE(cpu.value()->forward(last, ref_last).ok());
+    double den = 0;
+    for (float x : ref_last.logits) den = std::max(den, std::abs(double(x)));
+    const double tol = 4 * kLogitsRelTol * den;
+    ForwardOutput ref, got;
+    ASSERT_TRUE(cpu.value()->forward(step, ref).ok());
+    const Status s = gpu.value()->forward(step, got);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_EQ(got.scores.size(), 109u);
+    ASSERT_EQ(ref.scores.size(), 109u);
+    ASSERT_EQ(got.argmax.size(), 1u);
+    double worst = 0;
+    for (size_t i = 0; i < 109; ++i) {
+      const RowScore &g = got.scores[i], &r = ref.scores[i];
+      ASSERT_EQ(g.top.size(), i < 89 ? 5u : 0u) << i;
+      ASSERT_TRUE(std::isfinite(g.logprob)) << i;
+      worst = std::max(worst, std::abs(double(g.logprob) - r.logprob));
+      for (size_t k = 0; k < g.top.size(); ++k) {
+        worst = std::max(worst, std::abs(double(g.top[k].logprob) - r.top[k].logprob));
+        const bool tied =
+            (k > 0 && r.top[k - 1].logprob - r.top[k].logprob < 2 * tol) ||
+            (k + 1 < r.top.size() && r.top[k].logprob - r.top[k + 1].logprob < 2 * tol);
+        if (!tied) EXPECT_EQ(g.top[k].token_id, r.top[k].token_id) << i << " " << k;
+      }
+    }
+    std::printf("scored rows: max |gpu - cpu| logprob %.3g, max |logit| %.3g\n", worst, den);
+    EXPECT_LT(worst, tol);
+  }
+}
+
+TEST(CudaForward, ScoredRowsMatchCpu) {
+  SKIP_WITHOUT_DEVICE();
+  check_scores_against_cpu(CudaStepOptions{});
+}
+
+TEST(CudaForward, ScoredRowsMatchCpuEagerRowByRow) {
+  SKIP_WITHOUT_DEVICE();
+  CudaStepOptions eager;
+  eager.max_graph_rows = 0;
+  check_scores_against_cpu(eager);
 }
 
 TEST(CudaForward, InvalidBatchWritesNothing) {

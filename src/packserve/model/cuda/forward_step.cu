@@ -286,6 +286,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     out.sampled.clear();
     out.sampled_logprobs.clear();
     out.top_logprobs.clear();
+    out.scores.clear();
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     profile.total_ms = total.lap();
     return ok_status();
@@ -388,6 +389,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     out.top_logprobs[i].assign(row_top, row_top + k);
   }
   PS_RETURN_IF_ERROR(sample_left_rows(batch, S - D, out));
+  PS_RETURN_IF_ERROR(score_rows(batch, out));
   float gpu_ms = 0.0f;
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaEventElapsedTime(&gpu_ms, step_events.start(), step_events.stop()));
@@ -420,8 +422,8 @@ Status CudaForwardBackend::Impl::sample_left_rows(const ForwardBatch& batch, int
   }
   if (host_draws.empty()) return ok_status();
   const size_t V = config.vocab_size, F = host_draws.size();
-  PS_RETURN_IF_ERROR(host_draw_logits.reserve(F * V * 4));
-  auto* rows = host_draw_logits.as<float>();
+  PS_RETURN_IF_ERROR(host_logits.reserve(F * V * 4));
+  auto* rows = host_logits.as<float>();
   for (size_t j = 0; j < F; ++j) {
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         rows + j * V, logits_dev.as<float>() + (first_row + host_draws[j].first) * V, V * 4,
@@ -439,6 +441,52 @@ Status CudaForwardBackend::Impl::sample_left_rows(const ForwardBatch& batch, int
   });
   profile.host_sampled_rows = static_cast<int>(F);
   profile.host_sample_ms = clock.lap();
+  return ok_status();
+}
+
+Status CudaForwardBackend::Impl::score_rows(const ForwardBatch& batch, ForwardOutput& out) {
+  const size_t total = batch.score_targets.size();
+  out.scores.resize(total);
+  if (total == 0) return ok_status();
+  const size_t V = config.vocab_size;
+  const int H = static_cast<int>(config.hidden_size);
+  // Each scored row's index in x and its request, in batch order.
+  std::vector<std::pair<int32_t, int>> rows;
+  rows.reserve(total);
+  for (int r = 0; r < batch.num_requests(); ++r) {
+    for (int32_t j = 0; j < batch.score_indptr[r + 1] - batch.score_indptr[r]; ++j) {
+      rows.emplace_back(batch.qo_indptr[r] + j, r);
+    }
+  }
+  // logits_dev is free once the step is done; it holds at least one row (graphs keep more).
+  if (logits_dev.bytes() < V * 4) {
+    graphs.clear();
+    PS_RETURN_IF_ERROR(logits_dev.reserve(V * 4, "logits"));
+  }
+  const size_t block =
+      std::min<size_t>(kScoreBlockRows, std::min(total, logits_dev.bytes() / (V * 4)));
+  PS_RETURN_IF_ERROR(host_logits.reserve(block * V * 4));
+  auto* idx = score_rows_pinned.as<int32_t>();
+  const auto* logits = host_logits.as<float>();
+  for (size_t first = 0; first < total; first += block) {
+    const size_t n = std::min(block, total - first);
+    for (size_t j = 0; j < n; ++j) idx[j] = rows[first + j].first;
+    PS_MODEL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(score_rows_dev.as<void>(), idx, n * 4, cudaMemcpyHostToDevice, stream));
+    PS_RETURN_IF_ERROR(cuda::rmsnorm(x, score_rows_dev.as<int32_t>(), static_cast<int>(n), H,
+                                     final_norm, static_cast<float>(config.rms_norm_eps), h,
+                                     stream));
+    PS_RETURN_IF_ERROR(gemm->linear(h, static_cast<int>(n), config.hidden_size, lm_head,
+                                    config.vocab_size, logits_dev.as<void>(), DType::kF32));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits.as<void>(), logits_dev.as<void>(),
+                                                  n * V * 4, cudaMemcpyDeviceToHost, stream));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+    copier->workers().run(static_cast<int64_t>(n), [&](int64_t j) {
+      const size_t i = first + static_cast<size_t>(j);
+      out.scores[i] = score_row({logits + static_cast<size_t>(j) * V, V}, batch.score_targets[i],
+                                batch.score_top[static_cast<size_t>(rows[i].second)]);
+    });
+  }
   return ok_status();
 }
 
