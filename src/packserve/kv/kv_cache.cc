@@ -173,7 +173,7 @@ void KvCacheManager::allocate_checked(RequestPages& req, int32_t num_new_tokens,
 
 Result<AdmitResult> KvCacheManager::add_request(RequestId id, std::span<const TokenId> tokens,
                                                 int32_t max_new_tokens,
-                                                std::vector<PageCopy>* copies) {
+                                                std::vector<PageCopy>* copies, bool adopt_cached) {
   if (requests_.count(id) != 0) {
     return invalid_argument(fmt::format("req={}: request id is already live", id));
   }
@@ -195,6 +195,7 @@ Result<AdmitResult> KvCacheManager::add_request(RequestId id, std::span<const To
   if (config_.enable_prefix_caching) {
     full_page_keys(tokens, config_.page_size, &scratch_keys_);
     for (const PageKey key : scratch_keys_) {
+      if (!adopt_cached) break;
       const auto it = key_to_page_.find(key);
       if (it == key_to_page_.end()) break;
       req.pages.push_back(it->second);
@@ -244,8 +245,10 @@ Result<AdmitResult> KvCacheManager::add_request(RequestId id, std::span<const To
     ++m.refcount;
   }
   allocate_checked(req, num_new, copies);
-  counters_.prefix_lookup_tokens += n;
-  counters_.prefix_hit_tokens += req.num_computed_tokens;
+  if (adopt_cached) {
+    counters_.prefix_lookup_tokens += n;
+    counters_.prefix_hit_tokens += req.num_computed_tokens;
+  }
   const AdmitResult result{req.num_computed_tokens, num_new};
   requests_.emplace(id, std::move(req));
   return result;

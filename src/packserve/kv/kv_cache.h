@@ -133,11 +133,13 @@ class KvCacheManager {
   // so that at least one token stays to compute), then allocates slots for the next
   // min(max_new_tokens, tokens.size() - num_cached_tokens) tokens, as allocate_slots() does.
   // Appends any page copies to `copies` (may be null only if the caller knows none can occur,
-  // i.e. prefix caching is off). Errors: id already live, empty tokens, max_new_tokens < 0
-  // (kInvalidArgument); not enough pages for the first slots (kResourceExhausted, nothing
-  // adopted and no statistic counted).
+  // i.e. prefix caching is off). adopt_cached = false: nothing is adopted (every token is
+  // computed; its full pages are still published), and no prefix lookup is counted. Errors: id
+  // already live, empty tokens, max_new_tokens < 0 (kInvalidArgument); not enough pages for
+  // the first slots (kResourceExhausted, nothing adopted and no statistic counted).
   Result<AdmitResult> add_request(RequestId id, std::span<const TokenId> tokens,
-                                  int32_t max_new_tokens, std::vector<PageCopy>* copies);
+                                  int32_t max_new_tokens, std::vector<PageCopy>* copies,
+                                  bool adopt_cached = true);
 
   // Makes the page table of `id` cover positions [0, c + num_new_tokens) where c is its
   // computed-token count, allocating pages as needed, and gives it private pages for the

@@ -149,6 +149,41 @@ TEST(KvCacheTest, AdoptsTheLongestCachedRunAndCountsHitTokens) {
   EXPECT_TRUE(kv.check_invariants().ok());
 }
 
+// adopt_cached = false (a request whose every prompt row must be computed): nothing adopted,
+// no lookup counted, its own full pages computed into private pages and not published again;
+// the cached copies stay adoptable for the next request.
+TEST(KvCacheTest, AddingWithoutAdoptionComputesEveryToken) {
+  KvCacheManager kv(small_config(16));
+  PageMemory mem(kv.config());
+  const std::vector<TokenId> a = iota_tokens(10, 0);  // 2 full pages + 2 tokens
+  admit_and_compute(kv, mem, 1, a);
+  ASSERT_TRUE(kv.free_request(1).ok());
+  const KvCacheStats before = kv.stats();
+  ASSERT_EQ(before.pages_cached, 2);
+  std::vector<PageCopy> copies;
+  Result<AdmitResult> r = kv.add_request(2, a, 10, &copies, /*adopt_cached=*/false);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->num_cached_tokens, 0);
+  EXPECT_EQ(r->num_new_tokens, 10);
+  EXPECT_TRUE(copies.empty());
+  mem.write(table(kv, 2), a, 0, 10);
+  ASSERT_TRUE(kv.commit_computed(2, a, 10).ok());
+  EXPECT_EQ(mem.read(table(kv, 2), 10), a);
+  KvCacheStats s = kv.stats();
+  EXPECT_EQ(s.prefix_lookup_tokens, before.prefix_lookup_tokens);
+  EXPECT_EQ(s.prefix_hit_tokens, before.prefix_hit_tokens);
+  EXPECT_EQ(s.pages_cached, 2);  // the old copies, untouched
+  EXPECT_EQ(s.num_pages_published, before.num_pages_published);
+  for (const PageId p : table(kv, 2)) EXPECT_EQ(kv.page_refcount(p), 1);
+  ASSERT_TRUE(kv.check_invariants().ok()) << kv.check_invariants().to_string();
+  EXPECT_EQ(admit_and_compute(kv, mem, 3, a), 8);  // the next one adopts as before
+  ASSERT_TRUE(kv.free_request(2).ok());
+  ASSERT_TRUE(kv.free_request(3).ok());
+  s = kv.stats();
+  EXPECT_EQ(s.pages_free + s.pages_cached, s.pages_total);
+  EXPECT_TRUE(kv.check_invariants().ok());
+}
+
 TEST(KvCacheTest, SharedPagesCountOneReferencePerTable) {
   KvCacheManager kv(small_config(16));
   PageMemory mem(kv.config());

@@ -28,6 +28,10 @@ struct Request {
   // Sampling one of these finishes the request with kStop; the stop token counts as an output
   // token (it is the last one). Empty: run to max_output_tokens.
   std::vector<TokenId> stop_token_ids;
+  // Until its first output token, every prompt token is computed: no prefix-cache adoption
+  // and no prefix wait (prompt logprobs need the logits of every prompt row). Its full pages
+  // are still published for others.
+  bool compute_whole_prompt = false;
 };
 
 enum class FinishReason {

@@ -71,6 +71,7 @@ Status Scheduler::add_request(Request request) {
   state->serial = next_serial_++;
   state->arrival_time_ms = request.arrival_time_ms;
   state->num_prompt_tokens = static_cast<int32_t>(request.prompt_token_ids.size());
+  state->compute_whole_prompt = request.compute_whole_prompt;
   state->tokens = std::move(request.prompt_token_ids);
   // Room for typical outputs without reallocating; long ones grow the vector geometrically.
   state->tokens.reserve(state->tokens.size() +
@@ -412,7 +413,8 @@ void Scheduler::admit_waiting() {
       continue;
     }
     Result<kv::AdmitResult> admitted =
-        kv_.add_request(s->id, s->tokens, std::min(budget_left_, chunk_cap), &batch_.page_copies);
+        kv_.add_request(s->id, s->tokens, std::min(budget_left_, chunk_cap), &batch_.page_copies,
+                        s->adopts_cached());
     if (!admitted.ok()) {
       PS_CHECK(admitted.status().code() == StatusCode::kResourceExhausted)
           << admitted.status().to_string();
@@ -450,7 +452,9 @@ void Scheduler::admit_waiting() {
 }
 
 bool Scheduler::waits_for_prefix(RequestState& state) {
-  if (config_.prefix_wait_min_tokens == 0 || !kv_.has_pending_pages()) return false;
+  if (config_.prefix_wait_min_tokens == 0 || !kv_.has_pending_pages() || !state.adopts_cached()) {
+    return false;
+  }
   const int32_t page_size = kv_.config().page_size;
   if (state.page_keys.size() != static_cast<size_t>(state.num_tokens() / page_size)) {
     kv::full_page_keys(state.tokens, page_size, &state.page_keys);

@@ -97,6 +97,27 @@ TEST(SchedulerPrefixWaitTest, WaitsForPagesARunningRequestIsComputing) {
   EXPECT_EQ(h.scheduler->stats().num_prefill_tokens, 20 + 20 + 4 + 20);
 }
 
+// A request that computes its whole prompt (prompt logprobs) neither waits for the shared
+// pages nor adopts them once published: both compute all 20 tokens; a third request behind
+// them adopts the shared pages.
+TEST(SchedulerPrefixWaitTest, ARequestComputingItsWholePromptNeitherWaitsNorAdopts) {
+  Harness h(config(/*min_tokens=*/8), kv_config());
+  h.keep_batches = true;
+  ASSERT_TRUE(h.add_prompt(1, shared_prompt(100), 3, 0.0).ok());
+  ASSERT_TRUE(h.add_prompt(2, shared_prompt(200), 3, 0.0, /*compute_whole_prompt=*/true).ok());
+  h.step(0.0);
+  ASSERT_TRUE(h.add_prompt(3, shared_prompt(300), 3, 10.0, /*compute_whole_prompt=*/true).ok());
+  ASSERT_TRUE(h.add_prompt(4, shared_prompt(400), 3, 10.0).ok());
+  h.step(10.0);
+  EXPECT_EQ(prefill_rows(h.batches[0]), (std::vector<Row>{{1, 0, 20}, {2, 0, 20}}));
+  EXPECT_EQ(prefill_rows(h.batches[1]), (std::vector<Row>{{3, 0, 20}, {4, 16, 4}}));
+  EXPECT_EQ(h.scheduler->stats().num_prefix_waits, 0);
+  finish_all(h, 20.0);
+  EXPECT_EQ(h.finished[2].num_cached_prompt_tokens, 0);
+  EXPECT_EQ(h.finished[3].num_cached_prompt_tokens, 0);
+  EXPECT_EQ(h.finished[4].num_cached_prompt_tokens, 16);
+}
+
 // Below the threshold, or with the wait off, both compute the shared tokens in step 1.
 TEST(SchedulerPrefixWaitTest, ShortSharedRunsAndZeroDoNotWait) {
   for (const int32_t min_tokens : {0, 17}) {

@@ -29,6 +29,9 @@ struct Scheduler::RequestState {
   int32_t num_preemptions = 0;
   int32_t num_cached_prompt_tokens = 0;
   bool admitted_once = false;
+  bool compute_whole_prompt = false;  // Request's
+  // Admission may adopt cached pages (not while the whole prompt must be computed).
+  bool adopts_cached() const { return !compute_whole_prompt || num_output_tokens > 0; }
   std::optional<double> first_token_time_ms;
   // The chained keys of tokens' full pages, filled while waiting when the prefix wait looks
   // (kv::full_page_keys); recomputed when tokens grew by a page.

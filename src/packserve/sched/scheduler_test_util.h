@@ -67,9 +67,10 @@ struct Harness {
   }
 
   Status add_prompt(RequestId id, std::vector<TokenId> prompt, int32_t max_output,
-                    double arrival_ms) {
+                    double arrival_ms, bool compute_whole_prompt = false) {
     Request r;
     r.id = id;
+    r.compute_whole_prompt = compute_whole_prompt;
     r.arrival_time_ms = arrival_ms;
     r.prompt_token_ids = std::move(prompt);
     r.max_output_tokens = max_output;
