@@ -50,6 +50,11 @@ Status SamplingParams::validate() const {
         "top_logprobs: needs logprobs (the alternatives come with the "
         "sampled token's own log-probability)");
   }
+  if (prompt_logprobs < -1 || prompt_logprobs > kMaxTopLogprobs) {
+    return invalid_argument("prompt_logprobs: expected -1 (off) or an integer in [0, " +
+                            std::to_string(kMaxTopLogprobs) + "], got " +
+                            std::to_string(prompt_logprobs));
+  }
   for (const auto& [name, value] : {std::pair{"presence_penalty", presence_penalty},
                                     {"frequency_penalty", frequency_penalty}}) {
     if (!std::isfinite(value) || value < -2.0 || value > 2.0) {

@@ -60,6 +60,11 @@ struct SamplingParams {
   // kMaxTopLogprobs), those of the raw logits. The forward backend finds them beside its draw
   // (SampleDraw::top_logprobs, ForwardOutput::top_logprobs).
   int32_t top_logprobs = 0;
+  // vLLM's prompt_logprobs: -1 = off; k in [0, kMaxTopLogprobs]: each prompt token's raw
+  // log-probability given the tokens before it, with the k most likely tokens at its position
+  // (RequestOutput::prompt_logprobs). Such a request computes its whole prompt: it adopts no
+  // prefix-cache pages until its first output token (sched::Request::compute_whole_prompt).
+  int32_t prompt_logprobs = -1;
   // Adjustments of the raw logits before temperature and the cuts, in vLLM's order: the
   // logit bias, then the penalties on tokens already seen (repetition, then frequency, then
   // presence). Logprobs stay those of the raw logits. The forward backend applies them to
@@ -119,6 +124,10 @@ struct RequestOutput {
   double last_token_time_ms = 0.0;
   // [vocab_size] when GenerateRequest::return_last_prompt_logits, in the first-token update.
   std::vector<float> last_prompt_logits;
+  // [num_prompt_tokens - 1] when SamplingParams::prompt_logprobs >= 0, in the first-token
+  // update: entry i is prompt token i + 1 with its logprob and top_logprobs (the first prompt
+  // token has none).
+  std::vector<TokenOutput> prompt_logprobs;
 };
 
 // Wakes a caller that reads several streams (the choices of one server request): every update

@@ -66,6 +66,13 @@ struct LiveRequest {
   std::optional<float> step_logprob;
   std::vector<TopLogprob> step_top_logprobs;  // params.top_logprobs > 0
   std::vector<float> captured_logits;
+  // SamplingParams::prompt_logprobs >= 0: the prompt (the scored rows' targets) and
+  // prompt_scores[p], the score of prompt token p + 1 from the row at position p.
+  std::vector<int32_t> prompt;
+  std::vector<TokenOutput> prompt_scores;
+  // Whether this step's prompt rows are scored: until the first token, whose update hands the
+  // scores out (a recompute after a preemption scores the same positions again).
+  bool scores_prompt_now() const { return params.prompt_logprobs >= 0 && num_output_tokens == 0; }
   // Whether the step that samples the first token must keep its logits (captured_logits).
   bool captures_logits_now() const {
     return return_last_prompt_logits && num_output_tokens == 0 && captured_logits.empty();

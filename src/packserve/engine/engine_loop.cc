@@ -31,7 +31,11 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     fb.draws.clear();
     fb.adjust_indptr.assign(1, 0);
     fb.adjusts.clear();
+    fb.score_indptr.assign(1, 0);
+    fb.score_targets.clear();
+    fb.score_top.clear();
     fb.page_copies = batch.page_copies;
+    score_jobs.clear();
     rows.clear();
     argmax_rows.clear();
     draw_rows.clear();
@@ -72,8 +76,13 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       }
       fb.samples.push_back(output);
       fb.adjust_indptr.push_back(static_cast<int32_t>(fb.adjusts.size()));
+      add_scored_rows(seq);
     }
     if (fb.adjusts.empty()) fb.adjust_indptr.clear();
+    if (fb.score_targets.empty()) {
+      fb.score_indptr.clear();
+      fb.score_top.clear();
+    }
     const auto t0 = std::chrono::steady_clock::now();
     PS_RETURN_IF_ERROR(impl.backend->forward(fb, fwd));
     const auto t1 = std::chrono::steady_clock::now();
@@ -91,6 +100,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
           std::to_string(rows.size()) + " rows x vocab_size " + std::to_string(vocab) + ", " +
           std::to_string(argmax_rows.size()) + " and " + std::to_string(draw_rows.size()));
     }
+    PS_RETURN_IF_ERROR(check_scores());
     for (size_t j = 0; j < draw_rows.size(); ++j) {
       const LiveRequest& r = *draw_rows[j].request;
       const auto want = static_cast<size_t>(std::min<int64_t>(r.params.top_logprobs, vocab));
@@ -123,6 +133,15 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     for (size_t j = 0; j < draw_rows.size(); ++j) {
       draw_rows[j].request->step_top_logprobs = std::move(fwd.top_logprobs[j]);
     }
+    for (size_t j = 0, i = 0; j < score_jobs.size(); ++j) {
+      const ScoreJob& job = score_jobs[j];
+      for (int32_t k = 0; k < job.count; ++k, ++i) {
+        TokenOutput& t = job.request->prompt_scores[static_cast<size_t>(job.first + k)];
+        t.token_id = fb.score_targets[i];
+        t.logprob = fwd.scores[i].logprob;
+        t.top_logprobs = std::move(fwd.scores[i].top);
+      }
+    }
     // Each row touches only its own request (its sampler and RNG): the rows run in parallel
     // and the tokens do not depend on the number of threads.
     impl.sampler_pool->run(static_cast<int64_t>(rows.size()), [&](int64_t row) {
@@ -147,6 +166,48 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     return out;
   }
 
+  // Scores the prompt rows of seq (its rows before the last prompt token) when its request
+  // asks for prompt logprobs: ForwardBatch::score_* entries and a ScoreJob.
+  void add_scored_rows(const sched::ScheduledSequence& seq) {
+    int32_t count = 0;
+    uint8_t top = 0;
+    auto it = impl.live.find(seq.id);
+    if (it != impl.live.end() && it->second->scores_prompt_now()) {
+      LiveRequest& r = *it->second;
+      const auto q_len = static_cast<int32_t>(seq.token_ids.size());
+      const int32_t first = seq.kv_len() - q_len;  // the first row's position
+      count = std::clamp(r.num_prompt_tokens - 1 - first, 0, q_len);
+      top = static_cast<uint8_t>(r.params.prompt_logprobs);
+      const auto from = r.prompt.begin() + first + 1;
+      fb.score_targets.insert(fb.score_targets.end(), from, from + count);
+      if (count > 0) score_jobs.push_back({&r, first, count});
+    }
+    fb.score_top.push_back(top);
+    fb.score_indptr.push_back(static_cast<int32_t>(fb.score_targets.size()));
+  }
+
+  // The backend's scores: one per scored row, each with its request's alternatives.
+  Status check_scores() const {
+    const std::string name(impl.backend->name());
+    if (fwd.scores.size() != fb.score_targets.size()) {
+      return internal_error("backend " + name + " returned " + std::to_string(fwd.scores.size()) +
+                            " scores, expected " + std::to_string(fb.score_targets.size()));
+    }
+    for (size_t j = 0, i = 0; j < score_jobs.size(); ++j) {
+      const auto want = static_cast<size_t>(
+          std::min<int64_t>(score_jobs[j].request->params.prompt_logprobs, impl.vocab_size));
+      for (int32_t k = 0; k < score_jobs[j].count; ++k, ++i) {
+        if (fwd.scores[i].top.size() != want) {
+          return internal_error("backend " + name + " returned " +
+                                std::to_string(fwd.scores[i].top.size()) +
+                                " alternatives for scored row " + std::to_string(i) +
+                                ", expected " + std::to_string(want));
+        }
+      }
+    }
+    return ok_status();
+  }
+
   Impl& impl;
   bool ran = false;
   StepTimes times;                   // of the last execute()
@@ -160,6 +221,12 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   std::vector<SampleRow> rows;         // this step's kOutputLogits rows, in logits order
   std::vector<SampleRow> argmax_rows;  // this step's kOutputArgmax rows, in argmax order
   std::vector<SampleRow> draw_rows;    // this step's kOutputSample rows, in sampled order
+  struct ScoreJob {
+    LiveRequest* request;
+    int32_t first;  // position of its first scored row
+    int32_t count;  // its scored rows
+  };
+  std::vector<ScoreJob> score_jobs;  // this step's scored rows, in batch order
 };
 
 namespace {
@@ -194,6 +261,11 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
   request.prompt_token_ids = std::move(pending.request.prompt_token_ids);
   request.max_output_tokens = r->params.max_tokens;
   request.stop_token_ids.assign(r->stop_token_ids.begin(), r->stop_token_ids.end());
+  if (r->params.prompt_logprobs >= 0) {
+    request.compute_whole_prompt = true;
+    r->prompt = request.prompt_token_ids;
+    r->prompt_scores.resize(r->prompt.size() - 1);
+  }
   std::sort(request.stop_token_ids.begin(), request.stop_token_ids.end());
   {
     std::lock_guard lock(metrics_mutex);
@@ -272,6 +344,7 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
     if (!r.first_token_time_ms.has_value()) {
       r.first_token_time_ms = ev.time_ms;
       if (r.return_last_prompt_logits) u.last_prompt_logits = std::move(r.captured_logits);
+      if (r.params.prompt_logprobs >= 0) u.prompt_logprobs = std::move(r.prompt_scores);
       std::lock_guard lock(metrics_mutex);
       observe(metrics.ttft_ms, ev.time_ms - r.arrival_time_ms);
     }

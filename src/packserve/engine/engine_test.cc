@@ -349,6 +349,11 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
   r.sampling.top_logprobs = kMaxTopLogprobs + 1;
   expect_invalid(e, r, "top_logprobs");
   r = greedy_request({1}, 3);
+  r.sampling.prompt_logprobs = kMaxTopLogprobs + 1;
+  expect_invalid(e, r, "prompt_logprobs");
+  r.sampling.prompt_logprobs = -2;
+  expect_invalid(e, r, "prompt_logprobs");
+  r = greedy_request({1}, 3);
   r.sampling.presence_penalty = 2.5;
   expect_invalid(e, r, "presence_penalty");
   r.sampling.presence_penalty = 0.0;
@@ -368,7 +373,7 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
   expect_invalid(e, r, "logit_bias[5]");
   r.sampling.logit_bias.assign(kMaxLogitBias + 1, {1, 0.0});
   expect_invalid(e, r, "logit_bias");
-  EXPECT_EQ(e.metrics().requests_rejected, 24);
+  EXPECT_EQ(e.metrics().requests_rejected, 26);
   // Nothing was admitted.
   EXPECT_EQ(e.metrics().num_waiting, 0);
   e.drain(std::chrono::milliseconds(100));
@@ -611,6 +616,53 @@ TEST(EngineTest, TopLogprobsAreTheRowsMostLikelyTokens) {
         context.push_back(c.token_ids[i]);
       }
     }
+}
+
+// prompt_logprobs: the first update carries, for each prompt token after the first, its raw
+// logprob given the tokens before it and the k most likely tokens there (float64 reference of
+// the fake model's rows), across prefill chunks of 8 tokens; the prompt is computed whole even
+// though a finished request left it in the prefix cache, and the output is the plain one's.
+TEST(EngineTest, PromptLogprobsScoreEveryPromptTokenOnce) {
+  for (const int32_t k : {0, 3}) {
+    SCOPED_TRACE("prompt_logprobs " + std::to_string(k));
+    EngineSetup setup;
+    setup.max_num_batched_tokens = 8;
+    auto t = make_engine(testing::hash_next_token, setup);
+    const std::vector<int32_t> prompt = ids_of("score each prompt token!");
+    const GenerateRequest plain = greedy_request(prompt, 4);
+    auto p = t.engine->submit(plain);
+    ASSERT_TRUE(p.ok());
+    const Collected without = collect(**p);
+    EXPECT_TRUE(without.prompt_logprobs.empty());
+    GenerateRequest r = plain;
+    r.sampling.prompt_logprobs = k;
+    auto s = t.engine->submit(r);
+    ASSERT_TRUE(s.ok());
+    const Collected c = collect(**s);
+    EXPECT_EQ(c.token_ids, without.token_ids);
+    EXPECT_EQ(c.last.num_cached_prompt_tokens, 0);
+    EXPECT_EQ(c.num_prompt_logprobs_updates, 1);
+    ASSERT_EQ(c.prompt_logprobs.size(), prompt.size() - 1);
+    for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+      const TokenOutput& got = c.prompt_logprobs[i];
+      const std::vector<int32_t> seen(prompt.begin(), prompt.begin() + i + 1);
+      const std::vector<float> row = model_row(seen);
+      EXPECT_EQ(got.token_id, prompt[i + 1]) << i;
+      ASSERT_TRUE(got.logprob.has_value()) << i;
+      EXPECT_NEAR(*got.logprob, log_softmax64(row, prompt[i + 1]), 1e-6) << i;
+      ASSERT_EQ(got.top_logprobs.size(), static_cast<size_t>(k)) << i;
+      for (size_t j = 0; j < got.top_logprobs.size(); ++j) {
+        const int32_t id = got.top_logprobs[j].token_id;
+        EXPECT_NEAR(got.top_logprobs[j].logprob, log_softmax64(row, id), 1e-6);
+        if (j > 0) {
+          EXPECT_GE(got.top_logprobs[j - 1].logprob, got.top_logprobs[j].logprob);
+        }
+      }
+      if (k > 0) {
+        EXPECT_EQ(got.top_logprobs[0].token_id, testing::hash_next_token(seen)) << i;
+      }
+    }
+  }
 }
 
 // Penalties: every greedy token is the argmax (lowest id on ties) of the fake model's row with

@@ -88,6 +88,7 @@ class FakeBackend : public model::ForwardBackend {
     out.sampled.clear();
     out.sampled_logprobs.clear();
     out.top_logprobs.clear();
+    out.scores.clear();
     const int64_t vocab = config_.vocab_size;
     for (int r = 0; r < batch.num_requests(); ++r) {
       const int32_t q_len = batch.qo_indptr[r + 1] - batch.qo_indptr[r];
@@ -101,12 +102,21 @@ class FakeBackend : public model::ForwardBackend {
         const int32_t pos = kv_len - q_len + i;
         slot(pages[pos / page_size_], pos % page_size_) = batch.token_ids[batch.qo_indptr[r] + i];
       }
-      if (!batch.samples[r]) continue;
       std::vector<int32_t> context;
       for (int32_t pos = 0; pos < kv_len; ++pos) {
         context.push_back(slot(pages[pos / page_size_], pos % page_size_));
       }
       std::vector<float> row(static_cast<size_t>(vocab));
+      // Scored rows: row i sees the context up to its own position.
+      for (int32_t i = 0;
+           !batch.score_indptr.empty() && i < batch.score_indptr[r + 1] - batch.score_indptr[r];
+           ++i) {
+        const std::vector<int32_t> seen(context.begin(), context.begin() + kv_len - q_len + i + 1);
+        fake_logits(seen, next_(seen), vocab, row.data());
+        const int32_t target = batch.score_targets[static_cast<size_t>(batch.score_indptr[r] + i)];
+        out.scores.push_back(score_row(row, target, batch.score_top[r]));
+      }
+      if (!batch.samples[r]) continue;
       fake_logits(context, next_(context), vocab, row.data());
       if (batch.samples[r] == model::kOutputArgmax) {
         out.argmax.push_back(bad_argmax ? static_cast<int32_t>(vocab) : argmax_lowest(row));
@@ -223,6 +233,8 @@ struct Collected {
   int num_updates = 0;
   bool finished = false;
   std::vector<float> last_prompt_logits;
+  std::vector<TokenOutput> prompt_logprobs;
+  int num_prompt_logprobs_updates = 0;  // updates that carried prompt_logprobs
 };
 
 inline Collected collect(RequestStream& stream,
@@ -241,6 +253,10 @@ inline Collected collect(RequestStream& stream,
     c.text += u->text_delta;
     c.deltas.push_back(u->text_delta);
     if (!u->last_prompt_logits.empty()) c.last_prompt_logits = u->last_prompt_logits;
+    if (!u->prompt_logprobs.empty()) {
+      c.prompt_logprobs = u->prompt_logprobs;
+      ++c.num_prompt_logprobs_updates;
+    }
     c.finished = u->finished;
     c.last = std::move(*u);
   }
