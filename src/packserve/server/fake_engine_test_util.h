@@ -9,7 +9,8 @@
 //   Prefix cache: a prompt submitted before (the same token ids) reports all its tokens as
 //   cached (num_cached_prompt_tokens), as the engine's prefix cache with prefix wait would.
 //   logprobs: -0.5 for every token; top_logprobs k: the token and the k - 1 letters after it
-//   at -0.5, -1.5, ...
+//   at -0.5, -1.5, ...; prompt_logprobs k: with the first token, prompt token i (i >= 1) at
+//   -1 - i / 10 with k alternatives: that token at the same logprob, then 'z' at -9.
 //   Failures: after fail_prompts_with(id), a request whose prompt holds token `id` ends with
 //   finish_reason "error" at its first step.
 // Thread-safety: all methods thread-safe.
@@ -185,6 +186,15 @@ class FakeEngine final : public EngineApi {
           {'a' + (l.num_output_tokens - 1 + j) % 26, -0.5f - static_cast<float>(j)});
     }
     out.tokens.push_back(std::move(t));
+    const int32_t top = l.request.sampling.prompt_logprobs;
+    for (size_t i = 1; l.num_output_tokens == 1 && top >= 0 && i < prompt.size(); ++i) {
+      engine::TokenOutput p;
+      p.token_id = prompt[i];
+      p.logprob = -1.0f - static_cast<float>(i) / 10.0f;
+      if (top > 0) p.top_logprobs.push_back({prompt[i], *p.logprob});
+      if (top > 1) p.top_logprobs.push_back({'z', -9.0f});
+      out.prompt_logprobs.push_back(std::move(p));
+    }
     out.num_prompt_tokens = static_cast<int32_t>(l.request.prompt_token_ids.size());
     out.num_output_tokens = l.num_output_tokens;
     out.num_cached_prompt_tokens = l.num_cached;

@@ -21,8 +21,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPollInterval{100};
 
+// What echo puts before a choice's completion (OpenAiRequest::echo): its prompt's text (a
+// token-id prompt's tokens' texts) and, for its logprobs, the prompt's first token (whose
+// logprob is null; the others come as RequestOutput::prompt_logprobs).
+struct Echo {
+  std::string text;
+  int32_t first_token = 0;
+};
+
 struct Prepared {
   std::vector<engine::GenerateRequest> requests;  // one per choice, in choice order
+  std::vector<Echo> echoes;                       // per choice, when echo
   int n = 1;                                      // choices per prompt
   ResponseContext ctx;
   bool stream = false;
@@ -84,8 +93,18 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
     ApiResult<int32_t> max_tokens =
         resolve_max_tokens(r, static_cast<int64_t>(ids.value().size()), engine.max_model_len(), i);
     if (!max_tokens.ok()) return max_tokens.error();
+    Echo echo;
+    if (r.echo) {
+      echo.first_token = ids.value().front();
+      if (r.prompts[i].text) {
+        echo.text = *r.prompts[i].text;
+      } else {
+        for (const int32_t id : ids.value()) echo.text += engine.token_text(id);
+      }
+    }
     for (int k = 0; k < r.n; ++k) {
       const int choice = static_cast<int>(p.requests.size());
+      if (r.echo) p.echoes.push_back(echo);
       engine::GenerateRequest g;
       g.prompt_token_ids = ids.value();
       g.sampling = to_sampling_params(r, max_tokens.value(), choice);
@@ -103,17 +122,23 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   return p;
 }
 
+// The update's tokens' logprobs (when wanted), after its echoed prompt's when it carries them.
 std::vector<TokenLogprob> logprobs_of(EngineApi& engine, const engine::RequestOutput& out,
-                                      bool wanted) {
+                                      bool wanted, const Echo* echo) {
   std::vector<TokenLogprob> result;
   if (!wanted) return result;
-  for (const engine::TokenOutput& t : out.tokens) {
+  const auto add = [&](const engine::TokenOutput& t) {
     TokenLogprob lp{engine.token_text(t.token_id), t.logprob.value_or(0.0f), {}};
     for (const TopLogprob& alt : t.top_logprobs) {
       lp.top.emplace_back(engine.token_text(alt.token_id), alt.logprob);
     }
     result.push_back(std::move(lp));
+  };
+  if (echo != nullptr && !out.prompt_logprobs.empty()) {
+    result.push_back(TokenLogprob{engine.token_text(echo->first_token), std::nullopt, {}});
+    for (const engine::TokenOutput& t : out.prompt_logprobs) add(t);
   }
+  for (const engine::TokenOutput& t : out.tokens) add(t);
   return result;
 }
 
@@ -222,6 +247,7 @@ struct StreamState {
   int64_t heartbeat_ms = 2000;
   const std::atomic<bool>* stopping = nullptr;
   std::vector<bool> started;  // per choice: its first chunk was written
+  std::vector<Echo> echoes;   // per choice, when echo
   bool done = false;          // [DONE] was written (or the response ended with an error)
   Clock::time_point last_write = Clock::now();
 };
@@ -264,11 +290,13 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
     sink.done();
     return true;
   }
-  const auto lp = logprobs_of(*s.engine, out, s.ctx.logprobs);
+  const Echo* echo = s.echoes.empty() ? nullptr : &s.echoes[static_cast<std::size_t>(index)];
+  const auto lp = logprobs_of(*s.engine, out, s.ctx.logprobs, echo);
   const bool first = !s.started[index];
-  if (!out.text_delta.empty() || !lp.empty() || (first && !out.finished)) {
-    if (!write(sink, s,
-               sse_data(stream_chunk(s.ctx, index, out.text_delta, std::nullopt, lp, first)))) {
+  // The echoed prompt's text leads the choice's first chunk.
+  const std::string text = first && echo != nullptr ? echo->text + out.text_delta : out.text_delta;
+  if (!text.empty() || !lp.empty() || (first && !out.finished)) {
+    if (!write(sink, s, sse_data(stream_chunk(s.ctx, index, text, std::nullopt, lp, first)))) {
       return false;
     }
     s.started[index] = true;
@@ -284,8 +312,9 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
 
 void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateOptions& options,
                        std::unique_ptr<Choices> choices, const ResponseContext& ctx,
-                       std::size_t num_choices, httplib::Response& res) {
+                       std::vector<Echo> echoes, std::size_t num_choices, httplib::Response& res) {
   auto state = std::make_shared<StreamState>();
+  state->echoes = std::move(echoes);
   state->engine = engine;
   state->choices = std::move(choices);
   state->ctx = ctx;
@@ -317,8 +346,10 @@ void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateO
 }
 
 void respond_whole(EngineApi& engine, const GenerateOptions& options, Choices& choices,
-                   const ResponseContext& ctx, std::size_t num_choices, httplib::Response& res) {
+                   const ResponseContext& ctx, const std::vector<Echo>& echoes,
+                   std::size_t num_choices, httplib::Response& res) {
   std::vector<ChoiceText> texts(num_choices);
+  for (std::size_t i = 0; i < echoes.size(); ++i) texts[i].text = echoes[i].text;
   while (!choices.all_finished()) {
     auto update = choices.next(kPollInterval);
     if (!update) {
@@ -333,7 +364,8 @@ void respond_whole(EngineApi& engine, const GenerateOptions& options, Choices& c
     const engine::RequestOutput& out = update->second;
     ChoiceText& c = texts[update->first];
     c.text += out.text_delta;
-    for (auto& t : logprobs_of(engine, out, ctx.logprobs)) c.logprobs.push_back(std::move(t));
+    const Echo* echo = echoes.empty() ? nullptr : &echoes[update->first];
+    for (auto& t : logprobs_of(engine, out, ctx.logprobs, echo)) c.logprobs.push_back(std::move(t));
     if (!out.finished) continue;
     if (out.finish_reason == "error") {
       choices.cancel_unfinished(engine);
@@ -413,9 +445,10 @@ void handle_generate(const std::shared_ptr<EngineApi>& engine, const GenerateOpt
   PS_LOG_DEBUG("server", "req={} submitted choices={} prompt_tokens={}", choices->first_id(),
                num_choices, num_prompt_tokens);
   if (p.stream) {
-    respond_streaming(engine, options, std::move(choices), p.ctx, num_choices, res);
+    respond_streaming(engine, options, std::move(choices), p.ctx, std::move(p.echoes), num_choices,
+                      res);
   } else {
-    respond_whole(*engine, options, *choices, p.ctx, num_choices, res);
+    respond_whole(*engine, options, *choices, p.ctx, p.echoes, num_choices, res);
   }
 }
 

@@ -200,6 +200,52 @@ std::vector<std::string> read_stream(httplib::Client& c, const std::string& path
   return events;
 }
 
+// echo: the prompt's text leads each choice's text (a token-id prompt's tokens' texts), and
+// with logprobs the prompt tokens lead the logprobs (the first one's null, its alternatives
+// null), text_offset counting over both; the engine is asked for prompt_logprobs = k only
+// with logprobs. Streamed, the first chunk carries them.
+TEST_F(ServerTest, EchoPutsThePromptBeforeTheCompletion) {
+  start();
+  Answer a = post("/v1/completions",
+                  R"({"model":"tiny","prompt":"xyv","max_tokens":2,"echo":true,"logprobs":2})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json choice = a.parsed()["choices"][0];
+  EXPECT_EQ(choice["text"], "xyvab");
+  const json lp = choice["logprobs"];
+  EXPECT_EQ(lp["tokens"], json({"x", "y", "v", "a", "b"}));
+  EXPECT_EQ(lp["token_logprobs"][0], nullptr);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), -1.1f);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][2].get<float>(), -1.2f);
+  EXPECT_EQ(lp["token_logprobs"][3], -0.5);
+  EXPECT_EQ(lp["top_logprobs"][0], nullptr);
+  EXPECT_EQ(lp["top_logprobs"][2].size(), 2u);
+  EXPECT_EQ(lp["top_logprobs"][2]["z"], -9.0);
+  EXPECT_EQ(lp["text_offset"], json({0, 1, 2, 3, 4}));
+  EXPECT_EQ(a.parsed()["usage"]["completion_tokens"], 2);
+  Answer ids =
+      post("/v1/completions", R"({"model":"tiny","prompt":[104,105],"max_tokens":1,"echo":true})");
+  ASSERT_EQ(ids.status, 200) << ids.body;
+  EXPECT_EQ(ids.parsed()["choices"][0]["text"], "hia");
+  EXPECT_TRUE(ids.parsed()["choices"][0]["logprobs"].is_null());
+  std::vector<int32_t> ks;
+  for (const auto& r : engine_->submitted_requests()) ks.push_back(r.sampling.prompt_logprobs);
+  std::sort(ks.begin(), ks.end());
+  EXPECT_EQ(ks, (std::vector<int32_t>{-1, 2}));
+
+  httplib::Client c("127.0.0.1", server_->port());
+  int status = 0;
+  const auto events = read_stream(c, "/v1/completions", R"({"model":"tiny","prompt":"qr",
+      "max_tokens":2,"echo":true,"logprobs":0,"stream":true})",
+                                  &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_GE(events.size(), 3u);
+  const json first = json::parse(events[0])["choices"][0];
+  EXPECT_EQ(first["text"], "qra");
+  EXPECT_EQ(first["logprobs"]["tokens"], json({"q", "r", "a"}));
+  EXPECT_EQ(first["logprobs"]["token_logprobs"][0], nullptr);
+  EXPECT_EQ(json::parse(events[1])["choices"][0]["text"], "b");
+}
+
 TEST_F(ServerTest, StreamingCompletionWithUsage) {
   start();
   auto c = client();

@@ -340,9 +340,7 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
                            " a request may ask for",
                        "n");
   }
-  if (present(body, "echo") && body.at("echo") != json(false)) {
-    return wrong("echo", "false (echo is not supported)", body.at("echo"));
-  }
+  if (present(body, "echo")) PS_API_ASSIGN(out.echo, get_bool(body, "echo"));
   if (present(body, "suffix")) {
     return wrong("suffix", "null (suffix is not supported)", body.at("suffix"));
   }
@@ -517,6 +515,7 @@ engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t 
   p.ignore_eos = request.ignore_eos;
   p.logprobs = request.logprobs;
   p.top_logprobs = request.top_logprobs;
+  if (request.echo && request.logprobs) p.prompt_logprobs = request.top_logprobs;
   return p;
 }
 

@@ -70,6 +70,9 @@ struct OpenAiRequest {
   int32_t n = 1;                        // choices per prompt; prompts x n <= kMaxChoices
   bool logprobs = false;                // completions: logprobs = k >= 0; chat: logprobs = true
   int32_t top_logprobs = 0;             // completions: that k; chat: top_logprobs (needs logprobs)
+  // Completions: each choice's text starts with its prompt's, and with logprobs its logprobs
+  // with the prompt tokens' (the first one's null), as OpenAI's legacy echo.
+  bool echo = false;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };

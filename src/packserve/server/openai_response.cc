@@ -36,7 +36,7 @@ json logprobs_json(const ResponseContext& ctx, const std::vector<TokenLogprob>& 
         top.push_back(json{{"token", text}, {"logprob", logprob}, {"bytes", bytes_of(text)}});
       }
       content.push_back(json{{"token", t.token},
-                             {"logprob", t.logprob},
+                             {"logprob", t.logprob.value_or(0.0)},
                              {"bytes", bytes_of(t.token)},
                              {"top_logprobs", top}});
     }
@@ -47,9 +47,9 @@ json logprobs_json(const ResponseContext& ctx, const std::vector<TokenLogprob>& 
   int64_t offset = text_offset_base;
   for (const TokenLogprob& t : logprobs) {
     tokens.push_back(t.token);
-    token_logprobs.push_back(t.logprob);
+    token_logprobs.push_back(t.logprob ? json(*t.logprob) : json(nullptr));
     offsets.push_back(offset);
-    if (ctx.top_logprobs > 0) {
+    if (ctx.top_logprobs > 0 && t.logprob) {
       json alternatives = json::object();  // text -> logprob, as OpenAI's legacy format
       for (const auto& [text, logprob] : t.top) {
         if (!alternatives.contains(text)) alternatives[text] = logprob;

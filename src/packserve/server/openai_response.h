@@ -41,8 +41,8 @@ struct Usage {
 };
 
 struct TokenLogprob {
-  std::string token;  // the token's text
-  double logprob = 0.0;
+  std::string token;              // the token's text
+  std::optional<double> logprob;  // none for an echoed prompt's first token (then no top)
   // The ResponseContext::top_logprobs most likely tokens (text, logprob), most likely first.
   std::vector<std::pair<std::string, double>> top;
 };
