@@ -178,9 +178,11 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       const int32_t first = seq.kv_len() - q_len;  // the first row's position
       count = std::clamp(r.num_prompt_tokens - 1 - first, 0, q_len);
       top = static_cast<uint8_t>(r.params.prompt_logprobs);
-      const auto from = r.prompt.begin() + first + 1;
-      fb.score_targets.insert(fb.score_targets.end(), from, from + count);
-      if (count > 0) score_jobs.push_back({&r, first, count});
+      if (count > 0) {
+        const auto from = r.prompt.begin() + first + 1;
+        fb.score_targets.insert(fb.score_targets.end(), from, from + count);
+        score_jobs.push_back({&r, first, count});
+      }
     }
     fb.score_top.push_back(top);
     fb.score_indptr.push_back(static_cast<int32_t>(fb.score_targets.size()));
