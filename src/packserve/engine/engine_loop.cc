@@ -47,11 +47,12 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       fb.kv_len.push_back(seq.kv_len());
       fb.page_ids.insert(fb.page_ids.end(), seq.page_ids.begin(), seq.page_ids.end());
       fb.page_indptr.push_back(static_cast<int32_t>(fb.page_ids.size()));
+      const auto it = impl.live.find(seq.id);
+      LiveRequest* live = it != impl.live.end() ? it->second.get() : nullptr;
       uint8_t output = model::kNoOutput;
       if (seq.samples_token) {
-        auto it = impl.live.find(seq.id);
-        PS_CHECK(it != impl.live.end()) << "req=" << seq.id << " scheduled but not live";
-        LiveRequest& r = *it->second;
+        PS_CHECK(live != nullptr) << "req=" << seq.id << " scheduled but not live";
+        LiveRequest& r = *live;
         // A greedy row without logprobs needs only the argmax and any other row only its
         // draw (with its logit bias, penalties and alternatives' logprobs), unless its logits
         // are captured.
@@ -76,7 +77,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       }
       fb.samples.push_back(output);
       fb.adjust_indptr.push_back(static_cast<int32_t>(fb.adjusts.size()));
-      add_scored_rows(seq);
+      add_scored_rows(seq, live);
     }
     if (fb.adjusts.empty()) fb.adjust_indptr.clear();
     if (fb.score_targets.empty()) {
@@ -167,13 +168,13 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   }
 
   // Scores the prompt rows of seq (its rows before the last prompt token) when its request
-  // asks for prompt logprobs: ForwardBatch::score_* entries and a ScoreJob.
-  void add_scored_rows(const sched::ScheduledSequence& seq) {
+  // (`live`, null if not live) asks for prompt logprobs: ForwardBatch::score_* entries and a
+  // ScoreJob.
+  void add_scored_rows(const sched::ScheduledSequence& seq, LiveRequest* live) {
     int32_t count = 0;
     uint8_t top = 0;
-    auto it = impl.live.find(seq.id);
-    if (it != impl.live.end() && it->second->scores_prompt_now()) {
-      LiveRequest& r = *it->second;
+    if (live != nullptr && live->scores_prompt_now()) {
+      LiveRequest& r = *live;
       const auto q_len = static_cast<int32_t>(seq.token_ids.size());
       const int32_t first = seq.kv_len() - q_len;  // the first row's position
       count = std::clamp(r.num_prompt_tokens - 1 - first, 0, q_len);

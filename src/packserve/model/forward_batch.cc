@@ -293,4 +293,15 @@ std::vector<int32_t> row_positions(const ForwardBatch& b) {
   return positions;
 }
 
+std::vector<std::pair<int32_t, int>> scored_rows(const ForwardBatch& b) {
+  std::vector<std::pair<int32_t, int>> rows;
+  rows.reserve(b.score_targets.size());
+  for (int r = 0; r < b.num_requests() && !b.score_indptr.empty(); ++r) {
+    for (int32_t j = 0; j < b.score_indptr[r + 1] - b.score_indptr[r]; ++j) {
+      rows.emplace_back(b.qo_indptr[r] + j, r);
+    }
+  }
+  return rows;
+}
+
 }  // namespace packserve::model

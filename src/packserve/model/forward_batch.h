@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "packserve/attention/batch_layout.h"
@@ -49,5 +50,9 @@ attention::BatchLayout make_attention_layout(const ForwardBatch& batch, const Mo
 
 // Position of every row: row i of request r sits at kv_len[r] - q_len[r] + i. [total_rows].
 std::vector<int32_t> row_positions(const ForwardBatch& batch);
+
+// Each scored row (score_indptr) as (its row in the batch, its request), in score_targets
+// order; empty without scored rows.
+std::vector<std::pair<int32_t, int>> scored_rows(const ForwardBatch& batch);
 
 }  // namespace packserve::model

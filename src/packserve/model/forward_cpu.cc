@@ -174,13 +174,8 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
     }
   }
   const int64_t first_score = static_cast<int64_t>(last.size()) / hid;
-  std::vector<int> score_requests;  // the request of each scored row, rows first_score, ...
-  for (int r = 0; r < num_requests && !batch.score_indptr.empty(); ++r) {
-    for (int32_t j = 0; j < batch.score_indptr[r + 1] - batch.score_indptr[r]; ++j) {
-      add_row(batch.qo_indptr[r] + j);
-      score_requests.push_back(r);
-    }
-  }
+  const std::vector<std::pair<int32_t, int>> scored = scored_rows(batch);  // rows first_score..
+  for (const auto& [row, r] : scored) add_row(row);
   const int64_t num_samples = static_cast<int64_t>(last.size()) / hid;
   rmsnorm(last, final_norm_, hid, static_cast<float>(config_.rms_norm_eps), last);
   const int64_t vocab = config_.vocab_size;
@@ -210,9 +205,9 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
     out.sampled_logprobs[k] = s.logprob;
     out.top_logprobs[k] = top_logprobs(row(i + k), draw.top_logprobs);
   });
-  out.scores.resize(score_requests.size());
-  sample_pool_->run(static_cast<int64_t>(score_requests.size()), [&](int64_t k) {
-    const int r = score_requests[static_cast<size_t>(k)];
+  out.scores.resize(scored.size());
+  sample_pool_->run(static_cast<int64_t>(scored.size()), [&](int64_t k) {
+    const int r = scored[static_cast<size_t>(k)].second;
     out.scores[k] = score_row(row(first_score + k), batch.score_targets[static_cast<size_t>(k)],
                               batch.score_top[static_cast<size_t>(r)]);
   });

@@ -450,14 +450,7 @@ Status CudaForwardBackend::Impl::score_rows(const ForwardBatch& batch, ForwardOu
   if (total == 0) return ok_status();
   const size_t V = config.vocab_size;
   const int H = static_cast<int>(config.hidden_size);
-  // Each scored row's index in x and its request, in batch order.
-  std::vector<std::pair<int32_t, int>> rows;
-  rows.reserve(total);
-  for (int r = 0; r < batch.num_requests(); ++r) {
-    for (int32_t j = 0; j < batch.score_indptr[r + 1] - batch.score_indptr[r]; ++j) {
-      rows.emplace_back(batch.qo_indptr[r] + j, r);
-    }
-  }
+  const std::vector<std::pair<int32_t, int>> rows = scored_rows(batch);  // (row in x, request)
   // logits_dev is free once the step is done; it holds at least one row (graphs keep more).
   if (logits_dev.bytes() < V * 4) {
     graphs.clear();
