@@ -618,10 +618,36 @@ TEST(EngineTest, TopLogprobsAreTheRowsMostLikelyTokens) {
     }
 }
 
-// prompt_logprobs: the first update carries, for each prompt token after the first, its raw
-// logprob given the tokens before it and the k most likely tokens there (float64 reference of
-// the fake model's rows), across prefill chunks of 8 tokens; the prompt is computed whole even
-// though a finished request left it in the prefix cache, and the output is the plain one's.
+// Every prompt token after the first has its score in c.prompt_logprobs: its raw logprob given
+// the tokens before it and the k most likely tokens there (float64 reference of the fake
+// model's rows).
+void expect_prompt_scores(const Collected& c, const std::vector<int32_t>& prompt, int32_t k) {
+  EXPECT_EQ(c.num_prompt_logprobs_updates, 1);
+  ASSERT_EQ(c.prompt_logprobs.size(), prompt.size() - 1);
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+    const TokenOutput& got = c.prompt_logprobs[i];
+    const std::vector<int32_t> seen(prompt.begin(), prompt.begin() + i + 1);
+    const std::vector<float> row = model_row(seen);
+    EXPECT_EQ(got.token_id, prompt[i + 1]) << i;
+    ASSERT_TRUE(got.logprob.has_value()) << i;
+    EXPECT_NEAR(*got.logprob, log_softmax64(row, prompt[i + 1]), 1e-6) << i;
+    ASSERT_EQ(got.top_logprobs.size(), static_cast<size_t>(k)) << i;
+    for (size_t j = 0; j < got.top_logprobs.size(); ++j) {
+      const int32_t id = got.top_logprobs[j].token_id;
+      EXPECT_NEAR(got.top_logprobs[j].logprob, log_softmax64(row, id), 1e-6);
+      if (j > 0) {
+        EXPECT_GE(got.top_logprobs[j - 1].logprob, got.top_logprobs[j].logprob);
+      }
+    }
+    if (k > 0) {
+      EXPECT_EQ(got.top_logprobs[0].token_id, testing::hash_next_token(seen)) << i;
+    }
+  }
+}
+
+// prompt_logprobs: the first update carries every prompt token's score (expect_prompt_scores)
+// across prefill chunks of 8 tokens; the prompt is computed whole even though a finished
+// request left it in the prefix cache, and the output is the plain one's.
 TEST(EngineTest, PromptLogprobsScoreEveryPromptTokenOnce) {
   for (const int32_t k : {0, 3}) {
     SCOPED_TRACE("prompt_logprobs " + std::to_string(k));
@@ -641,28 +667,43 @@ TEST(EngineTest, PromptLogprobsScoreEveryPromptTokenOnce) {
     const Collected c = collect(**s);
     EXPECT_EQ(c.token_ids, without.token_ids);
     EXPECT_EQ(c.last.num_cached_prompt_tokens, 0);
-    EXPECT_EQ(c.num_prompt_logprobs_updates, 1);
-    ASSERT_EQ(c.prompt_logprobs.size(), prompt.size() - 1);
-    for (size_t i = 0; i + 1 < prompt.size(); ++i) {
-      const TokenOutput& got = c.prompt_logprobs[i];
-      const std::vector<int32_t> seen(prompt.begin(), prompt.begin() + i + 1);
-      const std::vector<float> row = model_row(seen);
-      EXPECT_EQ(got.token_id, prompt[i + 1]) << i;
-      ASSERT_TRUE(got.logprob.has_value()) << i;
-      EXPECT_NEAR(*got.logprob, log_softmax64(row, prompt[i + 1]), 1e-6) << i;
-      ASSERT_EQ(got.top_logprobs.size(), static_cast<size_t>(k)) << i;
-      for (size_t j = 0; j < got.top_logprobs.size(); ++j) {
-        const int32_t id = got.top_logprobs[j].token_id;
-        EXPECT_NEAR(got.top_logprobs[j].logprob, log_softmax64(row, id), 1e-6);
-        if (j > 0) {
-          EXPECT_GE(got.top_logprobs[j - 1].logprob, got.top_logprobs[j].logprob);
-        }
-      }
-      if (k > 0) {
-        EXPECT_EQ(got.top_logprobs[0].token_id, testing::hash_next_token(seen)) << i;
-      }
-    }
+    expect_prompt_scores(c, prompt, k);
   }
+}
+
+// A scored request preempted in the middle of its prefill (a request admitted before it grows
+// into the last free pages) computes and scores its prompt again on readmission: one update
+// with every prompt token's score, and the plain request's output.
+TEST(EngineTest, PromptLogprobsSurvivePreemptionMidPrefill) {
+  EngineSetup setup;
+  setup.num_pages = 12;  // 48 slots: the two requests need 44 + 44
+  setup.max_num_batched_tokens = 4;
+  auto t = make_engine(testing::hash_next_token, setup);
+  t.backend->step_sleep_ms = 1;  // the first request is still running when the second arrives
+  std::vector<int32_t> grower_prompt = ids_of("grow");
+  grower_prompt.resize(4, 7);
+  GenerateRequest grower = greedy_request(grower_prompt, 40);
+  grower.sampling.ignore_eos = true;
+  std::vector<int32_t> prompt = ids_of("a forty-token prompt, scored row by row...");
+  prompt.resize(40, 11);
+  GenerateRequest scored = greedy_request(prompt, 4);
+  scored.sampling.ignore_eos = true;
+  scored.sampling.prompt_logprobs = 2;
+  auto g = t.engine->submit(grower);
+  ASSERT_TRUE(g.ok());
+  auto s = t.engine->submit(scored);
+  ASSERT_TRUE(s.ok());
+  const Collected c = collect(**s);
+  const Collected grown = collect(**g);
+  EXPECT_GE(t.engine->metrics().num_preemptions, 1);
+  // Some prompt rows were scored twice: the preemption came before the first output token.
+  EXPECT_GT(t.backend->num_scored_rows.load(), static_cast<int64_t>(prompt.size()) - 1);
+  EXPECT_EQ(grown.token_ids,
+            testing::reference_greedy(testing::hash_next_token, grower_prompt, 40, {}));
+  EXPECT_EQ(c.token_ids, testing::reference_greedy(testing::hash_next_token, prompt, 4, {}));
+  expect_prompt_scores(c, prompt, 2);
+  EXPECT_TRUE(wait_metrics(
+      *t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0 && m.num_running == 0; }));
 }
 
 // Penalties: every greedy token is the argmax (lowest id on ties) of the fake model's row with

@@ -115,6 +115,7 @@ class FakeBackend : public model::ForwardBackend {
         fake_logits(seen, next_(seen), vocab, row.data());
         const int32_t target = batch.score_targets[static_cast<size_t>(batch.score_indptr[r] + i)];
         out.scores.push_back(score_row(row, target, batch.score_top[r]));
+        ++num_scored_rows;
       }
       if (!batch.samples[r]) continue;
       fake_logits(context, next_(context), vocab, row.data());
@@ -156,6 +157,7 @@ class FakeBackend : public model::ForwardBackend {
   int step_sleep_ms = 0;
   std::atomic<int64_t> num_argmax_rows{0};  // rows served as kOutputArgmax so far
   std::atomic<int64_t> num_sample_rows{0};  // rows served as kOutputSample so far
+  std::atomic<int64_t> num_scored_rows{0};  // rows scored (ForwardBatch::score_*) so far
   // Return vocab_size (out of range) as the argmax, -1 as a sampled id and one alternative
   // fewer than a draw's top_logprobs.
   std::atomic<bool> bad_argmax{false};
