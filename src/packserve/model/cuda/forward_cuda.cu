@@ -146,6 +146,8 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   const size_t rope_b = align_up(R * D * 4, 256);  // [R, D / 2] (cos, sin) f32
   PS_RETURN_IF_ERROR(scratch.alloc(x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b + rope_b,
                                    "activations of max_batch_rows = " + str(R)));
+  // Zeroed once: the scored rows' LM head reads rows of h past a step's (forward_step.cu).
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch.as<void>(), 0, scratch.bytes(), stream));
   auto* s = scratch.as<std::byte>();
   x = reinterpret_cast<float*>(s);
   qkv = reinterpret_cast<float*>(s + x_b);
@@ -164,8 +166,8 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   PS_RETURN_IF_ERROR(argmax_dev.alloc(argmax_bytes(0, R, true), "argmax and sampled ids"));
   PS_RETURN_IF_ERROR(argmax_pinned.reserve(argmax_bytes(0, R, true)));
   PS_RETURN_IF_ERROR(reserve_adjusts(0));
-  PS_RETURN_IF_ERROR(score_rows_dev.alloc(kScoreBlockRows * 4, "scored row indices"));
-  PS_RETURN_IF_ERROR(score_rows_pinned.reserve(kScoreBlockRows * 4));
+  PS_RETURN_IF_ERROR(score_dev.alloc(score_bytes(), "scored rows"));
+  PS_RETURN_IF_ERROR(score_pinned.reserve(score_bytes()));
   PS_RETURN_IF_ERROR(step_events.create());
   PS_RETURN_IF_ERROR(logits_events.create(kLogitsChunks));
   const int hw_threads = static_cast<int>(std::thread::hardware_concurrency());

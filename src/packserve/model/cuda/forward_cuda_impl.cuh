@@ -205,16 +205,23 @@ struct CudaForwardBackend::Impl {
   cuda::DeviceMemory adjust_dev;
   cuda::PinnedMemory adjust_pinned;
   size_t adjust_capacity = 0;
-  // The sampled rows sample_rows left to the host: (draw row, request). host_logits holds the
-  // logits the host reads: theirs, and then a block of scored rows at a time.
+  // The sampled rows sample_rows left to the host: (draw row, request); host_logits holds
+  // their logits.
   std::vector<std::pair<int, int>> host_draws;
   cuda::PinnedMemory host_logits;
-  // Scored rows (ForwardBatch::score_targets) run after the step in blocks of at most
-  // kScoreBlockRows: their rows' indices in x (score_rows_dev, staged in score_rows_pinned),
-  // final norm, LM head into logits_dev, the logits to host_logits, score_row on the host.
-  static constexpr int kScoreBlockRows = 64;
-  cuda::DeviceMemory score_rows_dev;
-  cuda::PinnedMemory score_rows_pinned;
+  // Scored rows (ForwardBatch::score_targets) run after the step in blocks of the whole
+  // kScoreBlockRows that logits_dev holds (at least one): final norm, LM head into logits_dev
+  // (on whole kScoreBlockRows), score_rows (ops.h). score_dev (staged in score_pinned): the rows' indices in x, targets and
+  // alternatives ([3 x n] int32 at 0), their logprobs ([R] f32 at score_out_offset()) and
+  // alternatives ([R, kMaxTopLogprobs] TopLogprob after them), R = max_batch_rows.
+  static constexpr size_t kScoreBlockRows = 64;
+  cuda::DeviceMemory score_dev;
+  cuda::PinnedMemory score_pinned;
+  size_t score_out_offset() const { return static_cast<size_t>(options.max_batch_rows) * 12; }
+  size_t score_bytes() const {
+    return score_out_offset() + static_cast<size_t>(options.max_batch_rows) *
+                                    (4 + kMaxTopLogprobs * sizeof(TopLogprob));
+  }
   uint16_t *embed = nullptr, *lm_head = nullptr;
   float* final_norm = nullptr;
   std::vector<cuda::LayerDev> layers;

@@ -195,9 +195,10 @@ TEST(CudaForward, Qwen3MatchesCpuOnMixedStepsPrefixPolicy) {
 }
 
 // Scored rows (prompt logprobs) against the CPU backend's: A's 90-row prefill scores 89 rows
-// beside its argmax row (two blocks of the post-pass), B's first chunk scores all 20 rows and
-// samples nothing, C decodes unscored. With graphs and with the step run eagerly (where the
-// logits buffer holds one row, so the pass runs a row at a time). Order statistics move by at
+// beside its argmax row, B's first chunk scores all 20 rows and samples nothing, C decodes
+// unscored. With graphs (the logits buffer holds a graph's 256 rows: the pass scores the 109 in
+// one block) and with the step run eagerly (the pass grows the buffer from the step's one row
+// to 64: two blocks). Order statistics move by at
 // most the logits' perturbation, so the target's logprob and each of the k most likely
 // logprobs agree within twice the logits tolerance; ids where the CPU's values are not that
 // close.
@@ -268,7 +269,7 @@ TEST(CudaForward, ScoredRowsMatchCpu) {
   check_scores_against_cpu(CudaStepOptions{});
 }
 
-TEST(CudaForward, ScoredRowsMatchCpuEagerRowByRow) {
+TEST(CudaForward, ScoredRowsMatchCpuEagerInBlocks) {
   SKIP_WITHOUT_DEVICE();
   CudaStepOptions eager;
   eager.max_graph_rows = 0;

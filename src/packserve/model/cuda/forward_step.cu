@@ -451,34 +451,61 @@ Status CudaForwardBackend::Impl::score_rows(const ForwardBatch& batch, ForwardOu
   const size_t V = config.vocab_size;
   const int H = static_cast<int>(config.hidden_size);
   const std::vector<std::pair<int32_t, int>> rows = scored_rows(batch);  // (row in x, request)
-  // logits_dev is free once the step is done; it holds at least one row (graphs keep more).
-  if (logits_dev.bytes() < V * 4) {
-    graphs.clear();
-    PS_RETURN_IF_ERROR(logits_dev.reserve(V * 4, "logits"));
+  // Each row's index in x, target and alternatives, uploaded at once.
+  auto* args = score_pinned.as<int32_t>();
+  bool any_top = false;
+  for (size_t i = 0; i < total; ++i) {
+    const int32_t k = batch.score_top[static_cast<size_t>(rows[i].second)];
+    args[i] = rows[i].first;
+    args[total + i] = batch.score_targets[i];
+    args[2 * total + i] = k;
+    any_top = any_top || k > 0;
   }
-  const size_t block =
-      std::min<size_t>(kScoreBlockRows, std::min(total, logits_dev.bytes() / (V * 4)));
-  PS_RETURN_IF_ERROR(host_logits.reserve(block * V * 4));
-  auto* idx = score_rows_pinned.as<int32_t>();
-  const auto* logits = host_logits.as<float>();
+  auto* dev_args = score_dev.as<int32_t>();
+  auto* dev_logprobs = reinterpret_cast<float*>(score_dev.as<std::byte>() + score_out_offset());
+  auto* dev_top = reinterpret_cast<TopLogprob*>(dev_logprobs + options.max_batch_rows);
+  PS_MODEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dev_args, args, 3 * total * 4, cudaMemcpyHostToDevice, stream));
+  // logits_dev is free once the step is done: blocks of as many whole kScoreBlockRows as it
+  // holds (growing it to one drops the graphs, which bake its address). The LM head runs on a
+  // whole number of kScoreBlockRows (rows of h past the block's are stale, their logits
+  // unread), so the GEMM shapes -- each new one is timed once (gemm.h) -- do not follow the
+  // prompt lengths.
+  const size_t R = static_cast<size_t>(options.max_batch_rows);
+  if (logits_dev.bytes() < kScoreBlockRows * V * 4) {
+    graphs.clear();
+    PS_RETURN_IF_ERROR(logits_dev.reserve(kScoreBlockRows * V * 4, "logits"));
+  }
+  const size_t block = logits_dev.bytes() / (V * 4) / kScoreBlockRows * kScoreBlockRows;
   for (size_t first = 0; first < total; first += block) {
-    const size_t n = std::min(block, total - first);
-    for (size_t j = 0; j < n; ++j) idx[j] = rows[first + j].first;
-    PS_MODEL_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(score_rows_dev.as<void>(), idx, n * 4, cudaMemcpyHostToDevice, stream));
-    PS_RETURN_IF_ERROR(cuda::rmsnorm(x, score_rows_dev.as<int32_t>(), static_cast<int>(n), H,
-                                     final_norm, static_cast<float>(config.rms_norm_eps), h,
-                                     stream));
-    PS_RETURN_IF_ERROR(gemm->linear(h, static_cast<int>(n), config.hidden_size, lm_head,
+    const int n = static_cast<int>(std::min(block, total - first));
+    const size_t whole = (static_cast<size_t>(n) + kScoreBlockRows - 1) / kScoreBlockRows;
+    const int gemm_rows = static_cast<int>(std::min(whole * kScoreBlockRows, R));
+    PS_RETURN_IF_ERROR(
+        cuda::rmsnorm(x, dev_args + first, n, H, final_norm,
+                      static_cast<float>(config.rms_norm_eps), h, stream));
+    PS_RETURN_IF_ERROR(gemm->linear(h, gemm_rows, config.hidden_size, lm_head,
                                     config.vocab_size, logits_dev.as<void>(), DType::kF32));
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits.as<void>(), logits_dev.as<void>(),
-                                                  n * V * 4, cudaMemcpyDeviceToHost, stream));
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    copier->workers().run(static_cast<int64_t>(n), [&](int64_t j) {
-      const size_t i = first + static_cast<size_t>(j);
-      out.scores[i] = score_row({logits + static_cast<size_t>(j) * V, V}, batch.score_targets[i],
-                                batch.score_top[static_cast<size_t>(rows[i].second)]);
-    });
+    PS_RETURN_IF_ERROR(cuda::score_rows(logits_dev.as<float>(), n, static_cast<int>(V),
+                                        dev_args + total + first, dev_args + 2 * total + first,
+                                        dev_logprobs + first,
+                                        dev_top + first * kMaxTopLogprobs, stream));
+  }
+  auto* logprobs = reinterpret_cast<float*>(score_pinned.as<std::byte>() + score_out_offset());
+  auto* top = reinterpret_cast<TopLogprob*>(logprobs + options.max_batch_rows);
+  PS_MODEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(logprobs, dev_logprobs, total * 4, cudaMemcpyDeviceToHost, stream));
+  if (any_top) {
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(top, dev_top,
+                                                  total * kMaxTopLogprobs * sizeof(TopLogprob),
+                                                  cudaMemcpyDeviceToHost, stream));
+  }
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  for (size_t i = 0; i < total; ++i) {
+    const size_t k = std::min<size_t>(static_cast<size_t>(args[2 * total + i]), V);
+    const TopLogprob* t = top + i * kMaxTopLogprobs;
+    out.scores[i].logprob = logprobs[i];
+    out.scores[i].top.assign(t, t + k);
   }
   return ok_status();
 }

@@ -325,6 +325,18 @@ struct SampleSmem {
   uint32_t* bin_count;  // [kSampleWarps * kDigitBins]   into [0, kDigitBins)
 };
 
+// The dynamic shared memory (sample_rows_smem(vocab) bytes at smem) as a SampleSmem.
+__device__ SampleSmem sample_smem(double* smem, int vocab) {
+  const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
+  SampleSmem s;
+  s.keys = reinterpret_cast<uint64_t*>(smem);
+  s.block_sums = smem + kMaxSampleCandidates;
+  s.lane_sums = reinterpret_cast<float*>(s.block_sums + blocks);
+  s.bin_mass = reinterpret_cast<uint64_t*>(s.block_sums);
+  s.bin_count = reinterpret_cast<uint32_t*>(s.bin_mass + kSampleWarps * kDigitBins);
+  return s;
+}
+
 // Reduces v over the CTA with op (every thread gets the result); `red` holds kSampleWarps.
 template <typename T, typename Op>
 __device__ T block_reduce(T v, Op op, T* red) {
@@ -823,13 +835,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   __shared__ float staged[kSampleBlock];
   __shared__ float red[kSampleWarps];
   __shared__ int red_i[kSampleWarps];
-  const int blocks = (vocab + kSampleBlock - 1) / kSampleBlock;
-  SampleSmem s;
-  s.keys = reinterpret_cast<uint64_t*>(smem);
-  s.block_sums = smem + kMaxSampleCandidates;
-  s.lane_sums = reinterpret_cast<float*>(s.block_sums + blocks);
-  s.bin_mass = reinterpret_cast<uint64_t*>(s.block_sums);
-  s.bin_count = reinterpret_cast<uint32_t*>(s.bin_mass + kSampleWarps * kDigitBins);
+  const SampleSmem s = sample_smem(smem, vocab);
   float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
   const SampleDraw d = draws[blockIdx.x];
   const int t = threadIdx.x;
@@ -947,9 +953,80 @@ __global__ void __launch_bounds__(kSampleThreads)
   }
 }
 
+// score_rows (ops.h): one CTA of kSampleThreads per row, score_row's arithmetic
+// (common/sample_draw.h): the row's maximum m; the logprob of x is x - m - log-sum as
+// sample_rows' logprob, or, when m is infinite, -log(tokens at m) at m and -inf elsewhere.
+__global__ void __launch_bounds__(kSampleThreads)
+    score_rows_kernel(const float* logits, int vocab, const int32_t* targets, const int32_t* tops,
+                      float* out_logprobs, TopLogprob* out_top) {
+  extern __shared__ double smem[];
+  __shared__ float red[kSampleWarps];
+  __shared__ int red_i[kSampleWarps];
+  __shared__ double log_sum_s;  // log-sum, or log(tokens at m) when m is infinite
+  const SampleSmem s = sample_smem(smem, vocab);
+  const float* row = logits + static_cast<size_t>(blockIdx.x) * vocab;
+  const int t = threadIdx.x;
+  const float m = row_max(row, vocab, red);
+  const bool degenerate = m == CUDART_INF_F || m == -CUDART_INF_F;
+  auto as_double = [](float x) { return isnan(x) ? -CUDART_INF : static_cast<double>(x); };
+  if (degenerate) {
+    int count = 0;
+    for (int j = t; j < vocab; j += kSampleThreads) count += as_double(row[j]) == m ? 1 : 0;
+    count = block_reduce(
+        count, [](int a, int b) { return a + b; }, red_i);
+    if (t == 0) log_sum_s = log(static_cast<double>(count));
+  } else {
+    const double log_sum = log_sum_exp_shifted(row, vocab, m, s);
+    if (t == 0) log_sum_s = log_sum;
+  }
+  __syncthreads();
+  const double log_sum = log_sum_s;
+  auto logprob = [&](int32_t id) {
+    const double x = as_double(row[id]);
+    if (degenerate) return x == m ? static_cast<float>(-log_sum) : -CUDART_INF_F;
+    return static_cast<float>(__dsub_rn(__dsub_rn(x, m), log_sum));
+  };
+  if (t == 0) out_logprobs[blockIdx.x] = logprob(targets[blockIdx.x]);
+  const int k = min(tops[blockIdx.x], vocab);
+  if (k <= 0) return;
+  top_logit_keys(row, vocab, k, s);
+  if (t < k) {
+    const int32_t id = sample_math::key_token(s.keys[t]);
+    out_top[static_cast<size_t>(blockIdx.x) * kMaxTopLogprobs + t] = TopLogprob{id, logprob(id)};
+  }
+}
+
+// Allows `kernel` sample_rows_smem(kMaxSampleVocab) bytes of dynamic shared memory, once per
+// device (bit d of `prepared`); `what` names the launch in the error.
+template <typename Kernel>
+Status allow_sample_smem(Kernel kernel, std::atomic<uint64_t>& prepared, const char* what) {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (err == cudaSuccess && (bit == 0 || (prepared.load() & bit) == 0)) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(sample_rows_smem(kMaxSampleVocab)));
+    if (err == cudaSuccess) prepared.fetch_or(bit);
+  }
+  if (err != cudaSuccess) {
+    return internal_error(std::string(what) + ": shared memory attribute: " +
+                          cudaGetErrorString(err));
+  }
+  return ok_status();
+}
+
 Status check_positive(int v, const char* name) {
   if (v > 0) return ok_status();
   return invalid_argument(std::string(name) + " = " + std::to_string(v) + ": expected > 0");
+}
+
+Status check_vocab(int vocab, const char* what) {
+  PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
+  if (vocab > kMaxSampleVocab) {
+    return invalid_argument(std::string(what) + ": vocab = " + std::to_string(vocab) +
+                            ": expected at most " + std::to_string(kMaxSampleVocab));
+  }
+  return ok_status();
 }
 
 int grid_for(size_t n) {
@@ -1039,28 +1116,25 @@ Status sample_rows(float* logits, int rows, int vocab, const SampleDraw* draws,
                    TopLogprob* out_top, StreamHandle stream) {
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
-  PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
-  if (vocab > kMaxSampleVocab) {
-    return invalid_argument("sample_rows: vocab = " + std::to_string(vocab) +
-                            ": expected at most " + std::to_string(kMaxSampleVocab));
-  }
-  // The shared-memory attribute is per device: set once on each (bit d of `prepared`).
+  PS_RETURN_IF_ERROR(check_vocab(vocab, "sample_rows"));
   static std::atomic<uint64_t> prepared{0};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (err == cudaSuccess && (bit == 0 || (prepared.load() & bit) == 0)) {
-    err = cudaFuncSetAttribute(sample_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(sample_rows_smem(kMaxSampleVocab)));
-    if (err == cudaSuccess) prepared.fetch_or(bit);
-  }
-  if (err != cudaSuccess) {
-    return internal_error(std::string("sample_rows: shared memory attribute: ") +
-                          cudaGetErrorString(err));
-  }
+  PS_RETURN_IF_ERROR(allow_sample_smem(sample_rows_kernel, prepared, "sample_rows"));
   sample_rows_kernel<<<rows, kSampleThreads, sample_rows_smem(vocab), stream>>>(
       logits, vocab, draws, adjusts, out, out_logprobs, out_top);
   return launched("sample_rows");
+}
+
+Status score_rows(const float* logits, int rows, int vocab, const int32_t* targets,
+                  const int32_t* tops, float* out_logprobs, TopLogprob* out_top,
+                  StreamHandle stream) {
+  if (rows == 0) return ok_status();
+  PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
+  PS_RETURN_IF_ERROR(check_vocab(vocab, "score_rows"));
+  static std::atomic<uint64_t> prepared{0};
+  PS_RETURN_IF_ERROR(allow_sample_smem(score_rows_kernel, prepared, "score_rows"));
+  score_rows_kernel<<<rows, kSampleThreads, sample_rows_smem(vocab), stream>>>(
+      logits, vocab, targets, tops, out_logprobs, out_top);
+  return launched("score_rows");
 }
 
 Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,

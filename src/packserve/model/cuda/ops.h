@@ -30,6 +30,10 @@
 //                  kMaxSampleCandidates keys sorted in shared memory). A row's adjustments are
 //                  applied to its logits in place (a row left to the host gets its raw logits
 //                  back); rows without them are only read. One CTA per row; vocab <= 2^20
+//   score_rows:    out_logprobs[r] = score_row(logits[r, :], targets[r], tops[r]).logprob and
+//                  out_top[r, 0..min(tops[r], vocab)) = its top (common/sample_draw.h: the
+//                  host's ids; logprobs as sample_rows', within a float ulp or two); rows
+//                  whose maximum is infinite too. One CTA per row; vocab <= 2^20
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
@@ -111,6 +115,13 @@ struct SampleAdjusts {
 Status sample_rows(float* logits, int rows, int vocab, const SampleDraw* draws,
                    const SampleAdjusts& adjusts, int32_t* out, float* out_logprobs,
                    TopLogprob* out_top, StreamHandle stream);
+
+// logits: [rows, vocab] f32 (read only); targets, tops: [rows] (device), targets in [0, vocab),
+// tops in [0, kMaxTopLogprobs]; out_logprobs: [rows]; out_top: [rows, kMaxTopLogprobs], row r's
+// first min(tops[r], vocab) written.
+Status score_rows(const float* logits, int rows, int vocab, const int32_t* targets,
+                  const int32_t* tops, float* out_logprobs, TopLogprob* out_top,
+                  StreamHandle stream);
 
 // dtype: kBF16 or kF32.
 Status fill_random(void* out, size_t n, DType dtype, uint64_t seed, float mean, float std,

@@ -679,6 +679,74 @@ TEST(ModelCudaOps, SampleRowsTopLogprobsEqualTheHost) {
   }
 }
 
+// score_rows equals score_row on the host: the target's logprob and the top k (ids equal,
+// logprobs within a float ulp or two) for k 0, 1, 5, 20 and a vocabulary smaller than k, with
+// rows of NaN and -inf, of ties, all -inf, and +inf at two tokens (uniform over them: -log 2);
+// targets at the maximum, at NaN, anywhere. Slots past k are not written.
+TEST(ModelCudaOps, ScoreRowsEqualTheHost) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(43);
+  for (int vocab : {3, 1000, 151669}) {
+    SCOPED_TRACE(vocab);
+    const int rows = 10;
+    std::vector<float> x = random_f32(static_cast<size_t>(rows) * vocab, rng, 0.0, 4.0);
+    const auto at = [&](int r, int i) -> float& { return x[static_cast<size_t>(r) * vocab + i]; };
+    for (int i = 0; i < vocab; ++i) {
+      at(2, i) = std::round(static_cast<float>(rng.uniform(-2.0, 2.0)) * 2.0f) / 2.0f;
+      if (i % 5 == 0) at(4, i) = NAN;
+      if (i % 7 == 0) at(4, i) = -INFINITY;
+      at(5, i) = i % 2 == 0 ? NAN : -INFINITY;  // all -inf
+    }
+    at(6, vocab - 1) = INFINITY;
+    at(6, 0) = INFINITY;
+    std::vector<int32_t> targets(rows), tops(rows);
+    for (int r = 0; r < rows; ++r) {
+      targets[r] = static_cast<int32_t>(rng.uniform() * vocab) % vocab;
+      tops[r] = r % 4 == 0 ? 20 : r % 4 == 1 ? 5 : r % 4 == 2 ? 1 : 0;
+    }
+    targets[4] = 0;          // NaN
+    targets[6] = vocab - 1;  // +inf
+    targets[7] = static_cast<int32_t>(std::max_element(&at(7, 0), &at(7, 0) + vocab) - &at(7, 0));
+    float* dx = to_device(x);
+    int32_t* dtargets = to_device(targets);
+    int32_t* dtops = to_device(tops);
+    const TopLogprob poison{-7, 7.0f};
+    TopLogprob* dtop =
+        to_device(std::vector<TopLogprob>(static_cast<size_t>(rows) * kMaxTopLogprobs, poison));
+    float* dlp = to_device(std::vector<float>(rows, NAN));
+    ASSERT_TRUE(score_rows(dx, rows, vocab, dtargets, dtops, dlp, dtop, nullptr).ok());
+    const std::vector<float> lp = to_host(dlp, rows);
+    const std::vector<TopLogprob> top = to_host(dtop, static_cast<size_t>(rows) * kMaxTopLogprobs);
+    const auto expect_logprob = [](float got, float want) {
+      if (std::isinf(want)) {
+        EXPECT_EQ(got, want);
+      } else {
+        EXPECT_NEAR(got, want, 3e-7 * std::max(1.0f, std::fabs(want)));
+      }
+    };
+    for (int r = 0; r < rows; ++r) {
+      SCOPED_TRACE("row " + std::to_string(r));
+      const std::span<const float> row(x.data() + static_cast<size_t>(r) * vocab, vocab);
+      const RowScore want = score_row(row, targets[r], tops[r]);
+      expect_logprob(lp[r], want.logprob);
+      for (size_t i = 0; i < want.top.size(); ++i) {
+        const TopLogprob& g = top[static_cast<size_t>(r) * kMaxTopLogprobs + i];
+        EXPECT_EQ(g.token_id, want.top[i].token_id) << i;
+        expect_logprob(g.logprob, want.top[i].logprob);
+      }
+      for (size_t i = want.top.size(); i < size_t{kMaxTopLogprobs}; ++i) {
+        const TopLogprob& g = top[static_cast<size_t>(r) * kMaxTopLogprobs + i];
+        EXPECT_TRUE(g.token_id == poison.token_id && g.logprob == poison.logprob) << i;
+      }
+    }
+    EXPECT_FLOAT_EQ(lp[6], static_cast<float>(-std::log(2.0)));
+    EXPECT_EQ(lp[4], -INFINITY);
+    for (void* p : std::initializer_list<void*>{dx, dtargets, dtops, dtop, dlp}) cudaFree(p);
+  }
+  EXPECT_FALSE(score_rows(nullptr, 1, (1 << 20) + 1, nullptr, nullptr, nullptr, nullptr, nullptr)
+                   .ok());
+}
+
 TEST(ModelCudaOps, FillRandomHasTheAskedMoments) {
   SKIP_WITHOUT_DEVICE();
   const size_t n = 1 << 20;
