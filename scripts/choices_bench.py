@@ -11,7 +11,7 @@ JSON line:
   output_tokens / e2e; cached_tokens_after: a repeat of the same prompt with n = 1 reports how
   many prompt tokens the cache then holds (the pages the n choices shared);
   engine_cached_delta: the engine's cached prompt tokens over the request (from /metrics:
-  prefix-cache hit rate x prompt tokens), i.e. how many of the n x prompt tokens were not
+  packserve_prefix_cache_hits_total), i.e. how many of the n x prompt tokens were not
   computed again.
 """
 import argparse
@@ -35,7 +35,7 @@ def metrics(url):
 
 
 def cached_tokens(m):
-    return m.get("packserve_prefix_cache_hit_rate", 0.0) * m.get("packserve_prompt_tokens_total", 0.0)
+    return m.get("packserve_prefix_cache_hits_total", 0.0)
 
 
 def post(url, body, stream):

@@ -127,9 +127,9 @@ await check('streaming chat: role first, text equals non-streamed', async () => 
 await check('n choices of a long prompt: the prefill is computed once, every greedy choice = n=1', async () => {
   // 400 prompt tokens (25 pages of 16): the three copies behind the first wait for its pages
   // (scheduler prefix wait) and adopt them, so the engine's cached prompt tokens grow by
-  // nearly 3 x 400 (the prefix-cache hit rate x prompt tokens, from /metrics).
+  // nearly 3 x 400 (/metrics: packserve_prefix_cache_hits_total).
   const prompt = Array.from({ length: 400 }, (_, i) => 1 + ((i * 37) % 400));
-  const cached = (m) => m.get('packserve_prefix_cache_hit_rate') * m.get('packserve_prompt_tokens_total');
+  const cached = (m) => m.get('packserve_prefix_cache_hits_total');
   const before = await metrics(args.url);
   const r = await client.completions.create({ model: MODEL, prompt, n: 4, max_tokens: 8, ...greedy });
   const after = await metrics(args.url);
@@ -139,7 +139,7 @@ await check('n choices of a long prompt: the prefill is computed once, every gre
   assert.equal(r.usage.prompt_tokens_details.cached_tokens, 0);
   assert.equal(after.get('packserve_prompt_tokens_total') - before.get('packserve_prompt_tokens_total'), 1600);
   const reused = cached(after) - cached(before);
-  assert.ok(reused >= 3 * (400 - 32) - 0.5, `cached prompt tokens grew by ${reused}, expected >= ${3 * 368}`);
+  assert.ok(reused >= 3 * (400 - 32), `cached prompt tokens grew by ${reused}, expected >= ${3 * 368}`);
   const one = await client.completions.create({ model: MODEL, prompt, max_tokens: 8, ...greedy });
   for (const c of r.choices) assert.equal(c.text, one.choices[0].text);
 });

@@ -660,6 +660,10 @@ TEST(EngineTest, PromptLogprobsScoreEveryPromptTokenOnce) {
     ASSERT_TRUE(p.ok());
     const Collected without = collect(**p);
     EXPECT_TRUE(without.prompt_logprobs.empty());
+    const auto idle = [](const EngineMetrics& m) { return m.num_running == 0; };
+    ASSERT_TRUE(wait_metrics(*t.engine, idle));
+    const EngineMetrics before = t.engine->metrics();
+    EXPECT_EQ(before.prefix_lookup_tokens, static_cast<int64_t>(prompt.size()));
     GenerateRequest r = plain;
     r.sampling.prompt_logprobs = k;
     auto s = t.engine->submit(r);
@@ -667,6 +671,10 @@ TEST(EngineTest, PromptLogprobsScoreEveryPromptTokenOnce) {
     const Collected c = collect(**s);
     EXPECT_EQ(c.token_ids, without.token_ids);
     EXPECT_EQ(c.last.num_cached_prompt_tokens, 0);
+    ASSERT_TRUE(wait_metrics(*t.engine, idle));
+    // Not looked up in the prefix cache: the hit counters stay.
+    EXPECT_EQ(t.engine->metrics().prefix_lookup_tokens, before.prefix_lookup_tokens);
+    EXPECT_EQ(t.engine->metrics().prefix_hit_tokens, before.prefix_hit_tokens);
     expect_prompt_scores(c, prompt, k);
   }
 }

@@ -123,7 +123,13 @@ std::string render_metrics_text(const MetricsSnapshot& snapshot) {
   gauge(out, "packserve_kv_pages_total", "KV pages in the pool",
         static_cast<double>(m.pages_total));
   gauge(out, "packserve_prefix_cache_hit_rate",
-        "prompt tokens served from the prefix cache / prompt tokens", m.prefix_hit_rate);
+        "tokens served from the prefix cache / tokens looked up in it at admission",
+        m.prefix_hit_rate);
+  counter(out, "packserve_prefix_cache_queries_total",
+          "tokens looked up in the prefix cache at admission",
+          static_cast<double>(m.prefix_lookup_tokens));
+  counter(out, "packserve_prefix_cache_hits_total", "tokens served from the prefix cache",
+          static_cast<double>(m.prefix_hit_tokens));
   counter(out, "packserve_prompt_tokens_total", "prompt tokens of admitted requests",
           static_cast<double>(m.prompt_tokens_total));
   counter(out, "packserve_generation_tokens_total", "tokens generated",

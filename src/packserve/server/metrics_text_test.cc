@@ -54,6 +54,8 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
   m.pages_cached = 20;
   m.pages_free = 70;
   m.pages_total = 100;
+  m.prefix_lookup_tokens = 400;
+  m.prefix_hit_tokens = 100;
   m.prefix_hit_rate = 0.25;
   m.generation_tokens_total = 1234;
   m.generation_tokens_per_s = 56.5;
@@ -85,6 +87,8 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
       "packserve_kv_pages_free 70",
       "packserve_kv_pages_total 100",
       "packserve_prefix_cache_hit_rate 0.25",
+      "packserve_prefix_cache_queries_total 400",
+      "packserve_prefix_cache_hits_total 100",
       "packserve_generation_tokens_total 1234",
       "packserve_generation_tokens_per_second 56.5",
       "packserve_engine_step_seconds_total 2.5",
@@ -107,8 +111,9 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
 TEST(MetricsText, EscapesLabelValues) {
   MetricsSnapshot s;
   s.http_requests = {{"a\"b\\c\nd", 200, 1}};
-  EXPECT_TRUE(has_line(render_metrics_text(s),
-                       "packserve_http_requests_total{route=\"a\\\"b\\\\c\\nd\",status=\"200\"} 1"));
+  EXPECT_TRUE(
+      has_line(render_metrics_text(s),
+               "packserve_http_requests_total{route=\"a\\\"b\\\\c\\nd\",status=\"200\"} 1"));
 }
 
 }  // namespace

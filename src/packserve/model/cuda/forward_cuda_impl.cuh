@@ -211,16 +211,17 @@ struct CudaForwardBackend::Impl {
   cuda::PinnedMemory host_logits;
   // Scored rows (ForwardBatch::score_targets) run after the step in blocks of the whole
   // kScoreBlockRows that logits_dev holds (at least one): final norm, LM head into logits_dev
-  // (on whole kScoreBlockRows), score_rows (ops.h). score_dev (staged in score_pinned): the rows' indices in x, targets and
-  // alternatives ([3 x n] int32 at 0), their logprobs ([R] f32 at score_out_offset()) and
-  // alternatives ([R, kMaxTopLogprobs] TopLogprob after them), R = max_batch_rows.
+  // (on whole kScoreBlockRows), score_rows (ops.h). score_dev (staged in score_pinned): the rows'
+  // indices in x, targets and alternatives ([3 x n] int32 at 0), their logprobs ([R] f32 at
+  // score_out_offset()) and alternatives ([R, kMaxTopLogprobs] TopLogprob after them), R =
+  // max_batch_rows.
   static constexpr size_t kScoreBlockRows = 64;
   cuda::DeviceMemory score_dev;
   cuda::PinnedMemory score_pinned;
   size_t score_out_offset() const { return static_cast<size_t>(options.max_batch_rows) * 12; }
   size_t score_bytes() const {
-    return score_out_offset() + static_cast<size_t>(options.max_batch_rows) *
-                                    (4 + kMaxTopLogprobs * sizeof(TopLogprob));
+    return score_out_offset() +
+           static_cast<size_t>(options.max_batch_rows) * (4 + kMaxTopLogprobs * sizeof(TopLogprob));
   }
   uint16_t *embed = nullptr, *lm_head = nullptr;
   float* final_norm = nullptr;

@@ -481,15 +481,14 @@ Status CudaForwardBackend::Impl::score_rows(const ForwardBatch& batch, ForwardOu
     const int n = static_cast<int>(std::min(block, total - first));
     const size_t whole = (static_cast<size_t>(n) + kScoreBlockRows - 1) / kScoreBlockRows;
     const int gemm_rows = static_cast<int>(std::min(whole * kScoreBlockRows, R));
-    PS_RETURN_IF_ERROR(
-        cuda::rmsnorm(x, dev_args + first, n, H, final_norm,
-                      static_cast<float>(config.rms_norm_eps), h, stream));
-    PS_RETURN_IF_ERROR(gemm->linear(h, gemm_rows, config.hidden_size, lm_head,
-                                    config.vocab_size, logits_dev.as<void>(), DType::kF32));
+    PS_RETURN_IF_ERROR(cuda::rmsnorm(x, dev_args + first, n, H, final_norm,
+                                     static_cast<float>(config.rms_norm_eps), h, stream));
+    PS_RETURN_IF_ERROR(gemm->linear(h, gemm_rows, config.hidden_size, lm_head, config.vocab_size,
+                                    logits_dev.as<void>(), DType::kF32));
     PS_RETURN_IF_ERROR(cuda::score_rows(logits_dev.as<float>(), n, static_cast<int>(V),
                                         dev_args + total + first, dev_args + 2 * total + first,
-                                        dev_logprobs + first,
-                                        dev_top + first * kMaxTopLogprobs, stream));
+                                        dev_logprobs + first, dev_top + first * kMaxTopLogprobs,
+                                        stream));
   }
   auto* logprobs = reinterpret_cast<float*>(score_pinned.as<std::byte>() + score_out_offset());
   auto* top = reinterpret_cast<TopLogprob*>(logprobs + options.max_batch_rows);

@@ -1009,8 +1009,8 @@ Status allow_sample_smem(Kernel kernel, std::atomic<uint64_t>& prepared, const c
     if (err == cudaSuccess) prepared.fetch_or(bit);
   }
   if (err != cudaSuccess) {
-    return internal_error(std::string(what) + ": shared memory attribute: " +
-                          cudaGetErrorString(err));
+    return internal_error(std::string(what) +
+                          ": shared memory attribute: " + cudaGetErrorString(err));
   }
   return ok_status();
 }

@@ -743,8 +743,8 @@ TEST(ModelCudaOps, ScoreRowsEqualTheHost) {
     EXPECT_EQ(lp[4], -INFINITY);
     for (void* p : std::initializer_list<void*>{dx, dtargets, dtops, dtop, dlp}) cudaFree(p);
   }
-  EXPECT_FALSE(score_rows(nullptr, 1, (1 << 20) + 1, nullptr, nullptr, nullptr, nullptr, nullptr)
-                   .ok());
+  EXPECT_FALSE(
+      score_rows(nullptr, 1, (1 << 20) + 1, nullptr, nullptr, nullptr, nullptr, nullptr).ok());
 }
 
 TEST(ModelCudaOps, FillRandomHasTheAskedMoments) {
