@@ -49,6 +49,7 @@ struct GenerateArgs {
   std::string prompts_path;
   std::string logits_out;
   int32_t max_tokens = 16;
+  int32_t min_tokens = 0;
   double temperature = 1.0;
   int32_t top_k = 0;
   double top_p = 1.0;
@@ -208,6 +209,7 @@ int run_generate(const GenerateArgs& args) {
     engine::GenerateRequest request;
     request.prompt_token_ids = (*prompts)[i];
     request.sampling.max_tokens = args.max_tokens;
+    request.sampling.min_tokens = args.min_tokens;
     request.sampling.temperature = args.temperature;
     request.sampling.top_k = args.top_k;
     request.sampling.top_p = args.top_p;
@@ -312,6 +314,10 @@ void register_generate_command(CLI::App& app, int& exit_code) {
                   R"(JSONL file: {"prompt": "..."} or {"prompt_ids": [...]} per line)")
       ->required();
   cmd->add_option("--max-tokens", args->max_tokens, "output tokens per prompt (>= 1)")
+      ->capture_default_str();
+  cmd->add_option("--min-tokens", args->min_tokens,
+                  "tokens before EOS or a --stop string can end a prompt's output "
+                  "(0 to --max-tokens)")
       ->capture_default_str();
   cmd->add_option("--temperature", args->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", args->top_k, "0 = off")->capture_default_str();

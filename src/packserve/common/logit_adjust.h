@@ -9,6 +9,7 @@
 //   kAdjustRepetition:  x = x > 0 ? x / repetition : x * repetition   (repetition_penalty)
 //   kAdjustPenalty:     x = x - frequency - presence                  (frequency_penalty *
 //                                                                      count, presence_penalty)
+//   kAdjustBan:         x = -inf                                      (min_tokens: stop tokens)
 // The other logits are unchanged.
 #pragma once
 
@@ -23,7 +24,9 @@ namespace packserve {
 inline constexpr uint32_t kAdjustBias = 1;
 inline constexpr uint32_t kAdjustRepetition = 2;
 inline constexpr uint32_t kAdjustPenalty = 4;
-inline constexpr uint32_t kAdjustStages = kAdjustBias | kAdjustRepetition | kAdjustPenalty;
+inline constexpr uint32_t kAdjustBan = 8;
+inline constexpr uint32_t kAdjustStages =
+    kAdjustBias | kAdjustRepetition | kAdjustPenalty | kAdjustBan;
 
 struct LogitAdjust {
   int32_t token = 0;
@@ -58,6 +61,7 @@ PS_SAMPLE_HD float adjust_logit(float x, const LogitAdjust& a) {
     x = static_cast<float>(static_cast<double>(x) - a.frequency - a.presence);
   }
 #endif
+  if (a.stages & kAdjustBan) x = -__builtin_huge_valf();
   return x;
 }
 

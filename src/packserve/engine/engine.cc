@@ -83,6 +83,10 @@ Status SamplingParams::validate() const {
     return invalid_argument("max_tokens: expected an integer >= 1, got " +
                             std::to_string(max_tokens));
   }
+  if (min_tokens < 0 || min_tokens > max_tokens) {
+    return invalid_argument("min_tokens: expected an integer in [0, max_tokens = " +
+                            std::to_string(max_tokens) + "], got " + std::to_string(min_tokens));
+  }
   if (stop.size() > kMaxStopStrings) {
     return invalid_argument("stop: expected at most " + std::to_string(kMaxStopStrings) +
                             " stop strings, got " + std::to_string(stop.size()));

@@ -46,12 +46,16 @@ inline constexpr int32_t kMaxTopLogprobs = packserve::kMaxTopLogprobs;
 inline constexpr size_t kMaxLogitBias = 1024;
 
 struct SamplingParams {
-  double temperature = 1.0;             // 0 = greedy; >= 0, finite
-  int32_t top_k = 0;                    // 0 = off; >= 0
-  double top_p = 1.0;                   // in (0, 1]
-  double min_p = 0.0;                   // in [0, 1]
-  std::optional<uint64_t> seed;         // per-request RNG seed; unset = drawn from the engine's RNG
-  int32_t max_tokens = 16;              // >= 1
+  double temperature = 1.0;      // 0 = greedy; >= 0, finite
+  int32_t top_k = 0;             // 0 = off; >= 0
+  double top_p = 1.0;            // in (0, 1]
+  double min_p = 0.0;            // in [0, 1]
+  std::optional<uint64_t> seed;  // per-request RNG seed; unset = drawn from the engine's RNG
+  int32_t max_tokens = 16;       // >= 1
+  // vLLM's min_tokens, in [0, max_tokens]: until this many tokens are out, the stop tokens
+  // (EOS unless ignore_eos, and stop_token_ids) cannot be drawn (their logits are -inf) and
+  // stop strings are looked for only in the text of the tokens after them.
+  int32_t min_tokens = 0;
   std::vector<std::string> stop;        // stop strings (non-empty strings), at most 16
   std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS ids
   bool ignore_eos = false;

@@ -270,6 +270,7 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
     r->prompt_scores.resize(r->prompt.size() - 1);
   }
   std::sort(request.stop_token_ids.begin(), request.stop_token_ids.end());
+  r->sampler.ban_until(r->params.min_tokens, request.stop_token_ids);
   {
     std::lock_guard lock(metrics_mutex);
     metrics.prompt_tokens_total += r->num_prompt_tokens;
@@ -369,7 +370,7 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
                    text.status().message());
       continue;
     }
-    u.text_delta += r.matcher.push(*text);
+    u.text_delta += r.matcher.push(*text, r.num_output_tokens > r.params.min_tokens);
     if (r.matcher.stopped()) stopped_by_string.push_back(r.id);
   }
   for (const sched::FinishedRequest& f : events.finished) {

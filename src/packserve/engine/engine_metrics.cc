@@ -8,8 +8,8 @@ namespace packserve::engine {
 std::vector<double> latency_bucket_bounds_ms() {
   // Roughly 1-2.5-5 per decade from 1 ms to 2 min: covers CPU decode steps (tens of ms) and
   // GPU ones (ms), TTFT under load (seconds) and long generations (e2e, minutes).
-  return {1,    2.5,  5,     10,    25,    50,    100,   250,    500,
-          1000, 2500, 5000,  10000, 25000, 50000, 60000, 120000};
+  return {1,    2.5,  5,    10,    25,    50,    100,   250,   500,
+          1000, 2500, 5000, 10000, 25000, 50000, 60000, 120000};
 }
 
 Histogram make_latency_histogram() {

@@ -354,6 +354,11 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
   r.sampling.prompt_logprobs = -2;
   expect_invalid(e, r, "prompt_logprobs");
   r = greedy_request({1}, 3);
+  r.sampling.min_tokens = 4;
+  expect_invalid(e, r, "min_tokens");
+  r.sampling.min_tokens = -1;
+  expect_invalid(e, r, "min_tokens");
+  r = greedy_request({1}, 3);
   r.sampling.presence_penalty = 2.5;
   expect_invalid(e, r, "presence_penalty");
   r.sampling.presence_penalty = 0.0;
@@ -373,7 +378,7 @@ TEST(EngineTest, InvalidRequestsNameTheField) {
   expect_invalid(e, r, "logit_bias[5]");
   r.sampling.logit_bias.assign(kMaxLogitBias + 1, {1, 0.0});
   expect_invalid(e, r, "logit_bias");
-  EXPECT_EQ(e.metrics().requests_rejected, 26);
+  EXPECT_EQ(e.metrics().requests_rejected, 28);
   // Nothing was admitted.
   EXPECT_EQ(e.metrics().num_waiting, 0);
   e.drain(std::chrono::milliseconds(100));
@@ -712,6 +717,60 @@ TEST(EngineTest, PromptLogprobsSurvivePreemptionMidPrefill) {
   expect_prompt_scores(c, prompt, 2);
   EXPECT_TRUE(wait_metrics(
       *t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0 && m.num_running == 0; }));
+}
+
+// min_tokens: the first min_tokens greedy tokens are the argmax of the fake model's row with
+// the stop tokens (a stop_token_id that is the first greedy token, and EOS) at -inf, the later
+// ones of the raw row, and a stop token then ends the request; on the backend's draws and on
+// the host's. A stop string is looked for only in the text after the first min_tokens tokens.
+TEST(EngineTest, MinTokensHoldsOffStopTokensAndStrings) {
+  for (const bool backend_sampling : {true, false}) {
+    SCOPED_TRACE(backend_sampling ? "backend draws" : "host draws");
+    EngineSetup setup;
+    setup.backend_sampling = backend_sampling;
+    auto t = make_engine(testing::hash_next_token, setup);
+    const std::vector<int32_t> prompt = ids_of("at least");
+    const int32_t first = testing::hash_next_token(prompt);
+    GenerateRequest r = greedy_request(prompt, 12);
+    r.sampling.stop_token_ids = {first};
+    auto s = t.engine->submit(r);
+    ASSERT_TRUE(s.ok());
+    const Collected stopped = collect(**s);
+    EXPECT_EQ(stopped.token_ids, std::vector<int32_t>{first});
+    EXPECT_EQ(stopped.last.finish_reason, "stop");
+    r.sampling.min_tokens = 3;
+    s = t.engine->submit(r);
+    ASSERT_TRUE(s.ok());
+    const Collected c = collect(**s);
+    std::vector<int32_t> context = prompt, want;
+    for (int32_t i = 0; i < 12; ++i) {
+      std::vector<float> row = model_row(context);
+      if (i < 3) row[first] = row[testing::kEosId] = -INFINITY;
+      const int32_t token = argmax_lowest(row);
+      want.push_back(token);
+      context.push_back(token);
+      if (token == first || token == testing::kEosId) break;
+    }
+    EXPECT_EQ(c.token_ids, want);
+    EXPECT_NE(want[0], first);
+    EXPECT_EQ(c.last.finish_reason, want.size() < 12 ? "stop" : "length");
+
+    // The stop string is the first plain greedy token's text: not matched there.
+    const std::vector<int32_t> plain =
+        testing::reference_greedy(testing::hash_next_token, prompt, 12, {testing::kEosId});
+    GenerateRequest str = greedy_request(prompt, 12);
+    str.sampling.stop = {std::string(1, static_cast<char>(plain[0]))};
+    str.sampling.min_tokens = 2;
+    s = t.engine->submit(str);
+    ASSERT_TRUE(s.ok());
+    const Collected by_string = collect(**s);
+    std::string text;
+    size_t end = 2;
+    while (end < plain.size() && plain[end] != plain[0]) ++end;
+    for (size_t i = 0; i < end; ++i) text += static_cast<char>(plain[i]);
+    EXPECT_EQ(by_string.text, text);
+    EXPECT_EQ(by_string.last.finish_reason, end < plain.size() ? "stop" : "length");
+  }
 }
 
 // Penalties: every greedy token is the argmax (lowest id on ties) of the fake model's row with

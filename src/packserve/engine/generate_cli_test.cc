@@ -190,6 +190,11 @@ TEST_F(GenerateCliTest, BadInputIsExit2NamingFileAndLine) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("repetition_penalty: expected a finite number > 0"), std::string::npos)
       << r.err;
+  r = run("generate " + model() + " --prompts " + good.string() + " --min-tokens 17");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("min_tokens: expected an integer in [0, max_tokens = 16], got 17"),
+            std::string::npos)
+      << r.err;
   r = run("generate --prompts " + bad.string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;

@@ -54,9 +54,7 @@ LogitAdjustments::LogitAdjustments(const SamplingParams& params,
   counts_.assign(entries_.size(), 0);
 }
 
-void LogitAdjustments::add_output(int32_t token) {
-  const bool penalty = presence_ != 0.0 || frequency_ != 0.0;
-  if (!penalty && repetition_ == 1.0) return;
+size_t LogitAdjustments::entry_of(int32_t token) {
   auto it = std::lower_bound(entries_.begin(), entries_.end(), token,
                              [](const LogitAdjust& a, int32_t t) { return a.token < t; });
   const auto i = static_cast<size_t>(it - entries_.begin());
@@ -66,6 +64,32 @@ void LogitAdjustments::add_output(int32_t token) {
     entries_.insert(it, a);
     counts_.insert(counts_.begin() + static_cast<std::ptrdiff_t>(i), 0);
   }
+  return i;
+}
+
+void LogitAdjustments::ban(std::span<const int32_t> tokens, int32_t outputs) {
+  if (outputs <= 0) return;
+  ban_left_ = outputs;
+  for (const int32_t token : tokens) entries_[entry_of(token)].stages |= kAdjustBan;
+}
+
+void LogitAdjustments::add_output(int32_t token) {
+  if (ban_left_ > 0 && --ban_left_ == 0) {
+    // The ban ends: entries left without a stage go (their counts are 0: a counted token
+    // has a penalty stage).
+    size_t kept = 0;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      entries_[i].stages &= ~kAdjustBan;
+      if (entries_[i].stages == 0) continue;
+      entries_[kept] = entries_[i];
+      counts_[kept++] = counts_[i];
+    }
+    entries_.resize(kept);
+    counts_.resize(kept);
+  }
+  const bool penalty = presence_ != 0.0 || frequency_ != 0.0;
+  if (!penalty && repetition_ == 1.0) return;
+  const size_t i = entry_of(token);
   LogitAdjust& a = entries_[i];
   const int32_t count = ++counts_[i];
   if (repetition_ != 1.0) {
@@ -88,6 +112,12 @@ RequestSampler::RequestSampler(const SamplingParams& params, uint64_t seed,
                                std::span<const int32_t> prompt_token_ids)
     : params_(params), rng_(seed) {
   if (params.adjusts_logits()) adjust_.emplace(params, prompt_token_ids);
+}
+
+void RequestSampler::ban_until(int32_t min_tokens, std::span<const int32_t> tokens) {
+  if (min_tokens <= 0 || tokens.empty()) return;
+  if (!adjust_.has_value()) adjust_.emplace(params_, std::span<const int32_t>{});
+  adjust_->ban(tokens, min_tokens);
 }
 
 bool RequestSampler::argmax_only() const {

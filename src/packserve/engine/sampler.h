@@ -57,11 +57,13 @@ struct SampledToken {
 // rounded to float: x + bias for a token of logit_bias; then
 // x > 0 ? x / repetition : x * repetition for a token of the prompt or the output
 // (repetition_penalty != 1); then x - frequency_penalty * c - presence_penalty for a token
-// generated c > 0 times. Ids outside the row are ignored.
+// generated c > 0 times; and -inf for a banned token (ban()). Ids outside the row are ignored.
 class LogitAdjustments {
  public:
   LogitAdjustments(const SamplingParams& params, std::span<const int32_t> prompt_token_ids);
-  // Counts a generated token (only where a penalty needs the counts).
+  // tokens get -inf until `outputs` more tokens are counted (min_tokens: the stop tokens).
+  void ban(std::span<const int32_t> tokens, int32_t outputs);
+  // Counts a generated token (where a penalty needs the counts or a ban ends).
   void add_output(int32_t token);
   // out = logits with the bias and the penalties applied.
   void apply(std::span<const float> logits, std::vector<float>& out) const;
@@ -69,7 +71,9 @@ class LogitAdjustments {
   std::span<const LogitAdjust> entries() const { return entries_; }
 
  private:
+  size_t entry_of(int32_t token);  // the token's entry, inserted without stages if new
   double presence_, frequency_, repetition_;
+  int32_t ban_left_ = 0;              // outputs until the banned tokens are allowed
   std::vector<LogitAdjust> entries_;  // by token
   std::vector<int32_t> counts_;       // [entries_.size()]: the token's count in the output
 };
@@ -95,6 +99,9 @@ class RequestSampler {
   std::span<const LogitAdjust> adjustments() const {
     return adjust_.has_value() ? adjust_->entries() : std::span<const LogitAdjust>{};
   }
+  // min_tokens: `tokens` (the request's stop tokens) cannot be drawn until min_tokens tokens
+  // were accepted; none with min_tokens = 0 or no tokens.
+  void ban_until(int32_t min_tokens, std::span<const int32_t> tokens);
   // Counts a token the forward backend drew (sample() counts its own) for the penalties.
   void accept(int32_t token) {
     if (adjust_.has_value()) adjust_->add_output(token);
@@ -117,7 +124,7 @@ class RequestSampler {
   SamplingParams params_;
   Rng rng_;
   TemperatureScratch scratch_;  // weights [vocab] and their block sums, reused per token
-  std::optional<LogitAdjustments> adjust_;  // params_.adjusts_logits()
+  std::optional<LogitAdjustments> adjust_;  // params_.adjusts_logits() or ban_until()
   std::vector<float> adjusted_;             // the row with the bias and penalties, reused per token
 };
 

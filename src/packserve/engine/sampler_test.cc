@@ -659,6 +659,44 @@ TEST(SamplerTest, LogitBiasSteersGreedy) {
   EXPECT_EQ(banned.sample(row).token_id, 1);
 }
 
+// min_tokens: the banned tokens' logits are -inf until that many tokens are accepted, then the
+// entries are what the other adjustments alone give (a token's logit_bias stays); the logprob
+// stays the raw row's.
+TEST(SamplerTest, BanUntilKeepsStopTokensOutForMinTokens) {
+  const std::vector<float> row = {0.0f, 1.0f, 4.0f, 0.5f};
+  SamplingParams p = params(0.0);
+  p.logprobs = true;
+  p.logit_bias = {{2, 1.0}};
+  RequestSampler s(p, 1);
+  s.ban_until(2, std::vector<int32_t>{2, 3});
+  ASSERT_EQ(s.adjustments().size(), 2u);
+  EXPECT_EQ(s.adjustments()[0].stages, kAdjustBias | kAdjustBan);
+  EXPECT_EQ(s.adjustments()[1].stages, kAdjustBan);
+  for (int i = 0; i < 2; ++i) {
+    const SampledToken t = s.sample(row);
+    EXPECT_EQ(t.token_id, 1) << i;  // 2 and 3 banned
+    EXPECT_EQ(t.logprob, static_cast<float>(log_softmax_at(row, 1)));
+  }
+  ASSERT_EQ(s.adjustments().size(), 1u);  // the ban is over; the bias stays
+  EXPECT_EQ(s.adjustments()[0].token, 2);
+  EXPECT_EQ(s.adjustments()[0].stages, kAdjustBias);
+  EXPECT_EQ(s.sample(row).token_id, 2);
+  // No ban without min_tokens or without tokens: a plain greedy sampler stays argmax-only.
+  RequestSampler plain(params(0.0), 1);
+  plain.ban_until(0, std::vector<int32_t>{2});
+  plain.ban_until(3, {});
+  EXPECT_TRUE(plain.argmax_only());
+  // A banned token beside a penalty: counted outputs keep their penalty entries.
+  SamplingParams pen = params(0.0);
+  pen.presence_penalty = 1.0;
+  RequestSampler penalized(pen, 1);
+  penalized.ban_until(1, std::vector<int32_t>{2});
+  EXPECT_EQ(penalized.sample(row).token_id, 1);
+  ASSERT_EQ(penalized.adjustments().size(), 1u);
+  EXPECT_EQ(penalized.adjustments()[0].token, 1);
+  EXPECT_EQ(penalized.adjustments()[0].stages, kAdjustPenalty);
+}
+
 // With a temperature and cuts, the sampler draws from the penalized row: its candidates and
 // its tokens (same seed) are those of a penalty-free sampler given the reference's row.
 TEST(SamplerTest, PenaltiesApplyBeforeTemperatureAndCuts) {

@@ -5,10 +5,10 @@
 
 namespace packserve::engine {
 
-std::string StopStringMatcher::push(std::string_view text) {
+std::string StopStringMatcher::push(std::string_view text, bool match) {
   if (stopped_) return {};
   held_.append(text);
-  if (stops_.empty()) {
+  if (stops_.empty() || !match) {
     std::string out;
     out.swap(held_);
     return out;

@@ -26,7 +26,9 @@ class StopStringMatcher {
       : stops_(std::move(stop_strings)) {}
 
   // Adds `text`; returns what may be emitted now. After a match returns "" for any input.
-  std::string push(std::string_view text);
+  // match = false (the first min_tokens tokens' text): `text` is emitted as it is, and no
+  // stop string is looked for in it (one may still end in later text only if it starts there).
+  std::string push(std::string_view text, bool match = true);
   // Returns the held-back tail (empty after a match).
   std::string flush();
   bool stopped() const { return stopped_; }

@@ -34,6 +34,19 @@ TEST(StopStringsTest, MatchAcrossChunksDropsTheStopAndTheRest) {
   EXPECT_EQ(m.flush(), "");
 }
 
+// Unmatched text (the first min_tokens tokens') goes out whole, a stop string in it included;
+// matching starts with the next push, in text from there on.
+TEST(StopStringsTest, UnmatchedTextIsEmittedWhole) {
+  StopStringMatcher m({"END"});
+  EXPECT_EQ(m.push("an END, E", false), "an END, E");
+  EXPECT_EQ(m.num_held_bytes(), 0u);
+  EXPECT_EQ(m.push("ND", true), "ND");  // "E" + "ND" spans the switch: not a match
+  EXPECT_FALSE(m.stopped());
+  EXPECT_EQ(m.push(" E", true), " ");
+  EXPECT_EQ(m.push("ND here", true), "");
+  EXPECT_TRUE(m.stopped());
+}
+
 TEST(StopStringsTest, EarliestOfSeveralStopsWins) {
   StopStringMatcher m({"cd", "bcx", "zz"});
   // "abcd": "cd" at 2; "bcx" never completes.

@@ -31,7 +31,7 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
       "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
-      "stream", "stream_options", "user", "stop_token_ids", "ignore_eos"};
+      "stream", "stream_options", "user", "stop_token_ids", "ignore_eos", "min_tokens"};
   // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
@@ -315,6 +315,11 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
     PS_API_ASSIGN(out.stop_token_ids, token_id_list(v, "stop_token_ids"));
   }
   if (present(body, "ignore_eos")) PS_API_ASSIGN(out.ignore_eos, get_bool(body, "ignore_eos"));
+  if (present(body, "min_tokens")) {
+    int64_t min_tokens = 0;
+    PS_API_ASSIGN(min_tokens, get_int(body, "min_tokens", 0, INT32_MAX, "an integer >= 0"));
+    out.min_tokens = static_cast<int32_t>(min_tokens);
+  }
   if (present(body, "n")) {
     int64_t n = 1;
     PS_API_ASSIGN(n, get_int(body, "n", 1, kMaxChoices,
@@ -483,10 +488,17 @@ ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_
               std::to_string(max_model_len) + " tokens (at most " + std::to_string(room) + " here)",
           request.max_tokens_field);
     }
-    return *request.max_tokens;
   }
   const int64_t fallback = request.endpoint == Endpoint::kCompletions ? 16 : room;
-  return static_cast<int32_t>(std::min<int64_t>({fallback, room, INT32_MAX}));
+  const int32_t max_tokens =
+      request.max_tokens ? *request.max_tokens
+                         : static_cast<int32_t>(std::min<int64_t>({fallback, room, INT32_MAX}));
+  if (request.min_tokens > max_tokens) {
+    return bad_request("min_tokens: " + std::to_string(request.min_tokens) + " is more than " +
+                           request.max_tokens_field + " (" + std::to_string(max_tokens) + ")",
+                       "min_tokens");
+  }
+  return max_tokens;
 }
 
 uint64_t choice_seed(uint64_t seed, int choice) {
@@ -513,6 +525,7 @@ engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t 
   p.stop = request.stop;
   p.stop_token_ids = request.stop_token_ids;
   p.ignore_eos = request.ignore_eos;
+  p.min_tokens = request.min_tokens;
   p.logprobs = request.logprobs;
   p.top_logprobs = request.top_logprobs;
   if (request.echo && request.logprobs) p.prompt_logprobs = request.top_logprobs;

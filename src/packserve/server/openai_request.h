@@ -67,6 +67,7 @@ struct OpenAiRequest {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // extension (vLLM)
   bool ignore_eos = false;              // extension (vLLM)
+  int32_t min_tokens = 0;               // extension (vLLM): <= the resolved max_tokens
   int32_t n = 1;                        // choices per prompt; prompts x n <= kMaxChoices
   bool logprobs = false;                // completions: logprobs = k >= 0; chat: logprobs = true
   int32_t top_logprobs = 0;             // completions: that k; chat: top_logprobs (needs logprobs)

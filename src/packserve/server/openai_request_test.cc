@@ -112,6 +112,8 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
       {"frequency_penalty", kChat,
        R"({"model":"m","messages":[{"role":"user","content":"x"}],"frequency_penalty":"1"})",
        "frequency_penalty", "expected a number in [-2, 2], got \"1\""},
+      {"min_tokens", kC, R"({"model": "m", "prompt": "x", "min_tokens": -1})", "min_tokens",
+       "expected an integer >= 0, got -1"},
       {"repetition_penalty", kC, R"({"model": "m", "prompt": "x", "repetition_penalty": 0})",
        "repetition_penalty", "expected a finite number > 0 (1 = off), got 0"},
       {"logit_bias list", kC, R"({"model": "m", "prompt": "x", "logit_bias": [1]})", "logit_bias",
@@ -171,7 +173,8 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
           "top_p": 0.5, "top_k": -1, "min_p": 0.1, "seed": -1, "stop": "\n",
           "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0, "logprobs": 0,
           "stream": true, "stream_options": {"include_usage": true}, "user": "u",
-          "ignore_eos": true, "stop_token_ids": [5, 6], "echo": false, "suffix": null})",
+          "ignore_eos": true, "stop_token_ids": [5, 6], "echo": false, "suffix": null,
+          "min_tokens": 3})",
       kC);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const OpenAiRequest& q = r.value();
@@ -192,8 +195,10 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_TRUE(q.include_usage);
   EXPECT_TRUE(q.ignore_eos);
   EXPECT_EQ(q.stop_token_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(q.min_tokens, 3);
   const engine::SamplingParams p = to_sampling_params(q, 7);
   EXPECT_EQ(p.max_tokens, 7);
+  EXPECT_EQ(p.min_tokens, 3);
   EXPECT_EQ(p.temperature, 0.0);
   EXPECT_EQ(p.stop, q.stop);
   EXPECT_TRUE(p.logprobs);
@@ -314,6 +319,19 @@ TEST(OpenAiRequest, ResolveMaxTokensAgainstContext) {
   EXPECT_EQ(*over.error().param, "max_tokens");
   c.max_tokens = 10;
   EXPECT_EQ(resolve_max_tokens(c, 10, 20).value(), 10);
+  // min_tokens within max_tokens, the given one or the default.
+  c.min_tokens = 10;
+  EXPECT_EQ(resolve_max_tokens(c, 10, 20).value(), 10);
+  c.min_tokens = 11;
+  auto above = resolve_max_tokens(c, 1, 100);
+  ASSERT_FALSE(above.ok());
+  EXPECT_EQ(*above.error().param, "min_tokens");
+  EXPECT_EQ(above.error().message, "min_tokens: 11 is more than max_tokens (10)");
+  c.max_tokens.reset();
+  c.min_tokens = 17;
+  EXPECT_EQ(resolve_max_tokens(c, 1, 100).error().message,
+            "min_tokens: 17 is more than max_tokens (16)");
+  c.min_tokens = 0;
   // Chat default: the whole rest of the context.
   OpenAiRequest chat;
   chat.endpoint = kChat;

@@ -510,7 +510,7 @@ TEST(ModelCudaOps, SampleRowsWithAdjustmentsEqualsTheHostDraw) {
         for (int32_t token : tokens) {
           LogitAdjust a;
           a.token = token;
-          a.stages = 1 + static_cast<uint32_t>(rng.uniform() * 7);  // 1..7: every combination
+          a.stages = 1 + static_cast<uint32_t>(rng.uniform() * 15);  // 1..15: every combination
           a.bias = rng.uniform(-5.0, 5.0);
           a.repetition = rng.uniform(0.5, 2.0);
           a.frequency = 2.0 * static_cast<int>(rng.uniform() * 4);
