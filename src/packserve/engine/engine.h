@@ -205,9 +205,14 @@ struct EngineMetrics {
   int64_t num_running = 0, num_waiting = 0;
   int64_t pages_in_use = 0, pages_cached = 0, pages_free = 0, pages_total = 0;
   // Tokens looked up in the prefix cache at admission (kv::KvCacheStats) and those served
-  // from it; prefix_hit_rate = hits / lookups (0 before any lookup).
+  // from it.
   int64_t prefix_lookup_tokens = 0, prefix_hit_tokens = 0;
-  double prefix_hit_rate = 0.0;
+  // hits / lookups, 0 before any lookup.
+  double prefix_hit_rate() const {
+    return prefix_lookup_tokens == 0
+               ? 0.0
+               : static_cast<double>(prefix_hit_tokens) / static_cast<double>(prefix_lookup_tokens);
+  }
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   double generation_tokens_per_s = 0.0;  // over the last ~10 s
   int64_t num_steps = 0, num_preemptions = 0;

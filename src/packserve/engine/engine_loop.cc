@@ -412,7 +412,6 @@ void Engine::Impl::publish_metrics(int64_t step_tokens, double now_ms, const Ste
   metrics.pages_total = kv_stats.pages_total;
   metrics.prefix_lookup_tokens = kv_stats.prefix_lookup_tokens;
   metrics.prefix_hit_tokens = kv_stats.prefix_hit_tokens;
-  metrics.prefix_hit_rate = kv_stats.prefix_hit_rate();
   metrics.num_steps = scheduler->stats().num_steps;
   metrics.num_preemptions = scheduler->stats().num_preemptions;
   metrics.generation_tokens_total += step_tokens;

@@ -152,7 +152,7 @@ TEST(EngineTest, GreedyOutputsEqualTheReference) {
   EXPECT_EQ(m.ttft_ms.count, 4);
   EXPECT_EQ(m.e2e_ms.count, 4);
   EXPECT_EQ(m.tpot_ms.count, 4);
-  EXPECT_GT(m.prefix_hit_rate, 0.0);  // "hello wor" shares a full page with "hello..."
+  EXPECT_GT(m.prefix_hit_rate(), 0.0);  // "hello wor" shares a full page with "hello..."
   EXPECT_EQ(m.pages_total, 64);
   // Step time accounting: the forward and the sampling are parts of the steps.
   EXPECT_GT(m.forward_seconds, 0.0);

@@ -51,6 +51,15 @@ void expect_candidates(const SamplingParams& p, const std::vector<float>& logits
   }
 }
 
+// n logits drawn uniformly from [-bound, bound] (std::mt19937 seeded with `seed`).
+std::vector<float> random_row(size_t n, unsigned seed, float bound) {
+  std::vector<float> row(n);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-bound, bound);
+  for (float& x : row) x = u(rng);
+  return row;
+}
+
 // p = [0.1, 0.4, 0.2, 0.3]; most likely first: 1 (0.4), 3 (0.3), 2 (0.2), 0 (0.1).
 const std::vector<double> kProbs = {0.1, 0.4, 0.2, 0.3};
 
@@ -467,10 +476,7 @@ TEST(SamplerTest, LogSoftmaxMatchesFloat64OnAFullVocabulary) {
 // the float a draw reports for it; against a float64 log-softmax, on a random row with ties,
 // NaN and -inf, and on degenerate rows.
 TEST(SamplerTest, TopLogprobsAreTheMostLikelyWithTheDrawsLogprobs) {
-  std::vector<float> logits(5000);
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-8.0f, 8.0f);
-  for (float& x : logits) x = u(rng);
+  std::vector<float> logits = random_row(5000, 7, 8.0f);
   logits[10] = logits[20] = 9.5f;  // a tie at the top: 10 before 20
   logits[30] = std::numeric_limits<float>::quiet_NaN();
   logits[40] = -std::numeric_limits<float>::infinity();
@@ -525,10 +531,7 @@ TEST(SamplerTest, TopLogprobsAreTheMostLikelyWithTheDrawsLogprobs) {
 // a float64 log-softmax, for likely, unlikely, -inf and NaN targets; the alternatives are
 // top_logprobs'.
 TEST(SamplerTest, ScoreRowIsTheTargetsRawLogprobAndTheTopTokens) {
-  std::vector<float> logits(3000);
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> u(-6.0f, 6.0f);
-  for (float& x : logits) x = u(rng);
+  std::vector<float> logits = random_row(3000, 11, 6.0f);
   logits[7] = 8.0f;
   logits[8] = -std::numeric_limits<float>::infinity();
   logits[9] = std::numeric_limits<float>::quiet_NaN();
@@ -570,10 +573,7 @@ void expect_same_floats(const std::vector<float>& got, const std::vector<float>&
 // beyond the row, tokens generated several times, in the prompt or not, biased or not,
 // positive, zero, negative and non-finite logits.
 TEST(SamplerTest, LogitAdjustmentsMatchTheFloat64Reference) {
-  std::vector<float> row(3000);
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> u(-6.0f, 6.0f);
-  for (float& x : row) x = u(rng);
+  std::vector<float> row = random_row(3000, 3, 6.0f);
   row[4] = 0.0f;
   row[5] = std::numeric_limits<float>::infinity();
   row[6] = -std::numeric_limits<float>::infinity();
@@ -700,10 +700,7 @@ TEST(SamplerTest, BanUntilKeepsStopTokensOutForMinTokens) {
 // With a temperature and cuts, the sampler draws from the penalized row: its candidates and
 // its tokens (same seed) are those of a penalty-free sampler given the reference's row.
 TEST(SamplerTest, PenaltiesApplyBeforeTemperatureAndCuts) {
-  std::vector<float> row(500);
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
-  for (float& x : row) x = u(rng);
+  std::vector<float> row = random_row(500, 5, 3.0f);
   SamplingParams p = params(0.8, 40, 0.9, 0.01);
   p.logprobs = true;
   SamplingParams plain_params = p;

@@ -124,7 +124,7 @@ std::string render_metrics_text(const MetricsSnapshot& snapshot) {
         static_cast<double>(m.pages_total));
   gauge(out, "packserve_prefix_cache_hit_rate",
         "tokens served from the prefix cache / tokens looked up in it at admission",
-        m.prefix_hit_rate);
+        m.prefix_hit_rate());
   counter(out, "packserve_prefix_cache_queries_total",
           "tokens looked up in the prefix cache at admission",
           static_cast<double>(m.prefix_lookup_tokens));

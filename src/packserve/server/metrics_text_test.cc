@@ -56,7 +56,6 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
   m.pages_total = 100;
   m.prefix_lookup_tokens = 400;
   m.prefix_hit_tokens = 100;
-  m.prefix_hit_rate = 0.25;
   m.generation_tokens_total = 1234;
   m.generation_tokens_per_s = 56.5;
   m.step_seconds = 2.5;

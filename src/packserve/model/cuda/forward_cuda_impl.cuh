@@ -260,6 +260,12 @@ struct CudaForwardBackend::Impl {
   }
   // Grows the adjust buffer to hold `entries` (dropping the graphs when it moves).
   Status reserve_adjusts(size_t entries);
+  // Grows logits_dev to `bytes`; graphs bake its address, so growing it drops them.
+  Status reserve_logits(size_t bytes) {
+    if (bytes <= logits_dev.bytes()) return ok_status();
+    graphs.clear();
+    return logits_dev.reserve(bytes, "logits");
+  }
   uint16_t* v_pages(size_t l) const { return kv.as<uint16_t>() + (2 * l + 1) * layer_kv_elems; }
 
   Status setup(const ModelConfig& c, const KvPoolShape& p, const CudaForwardOptions& o);

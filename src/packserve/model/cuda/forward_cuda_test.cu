@@ -198,10 +198,9 @@ TEST(CudaForward, Qwen3MatchesCpuOnMixedStepsPrefixPolicy) {
 // beside its argmax row, B's first chunk scores all 20 rows and samples nothing, C decodes
 // unscored. With graphs (the logits buffer holds a graph's 256 rows: the pass scores the 109 in
 // one block) and with the step run eagerly (the pass grows the buffer from the step's one row
-// to 64: two blocks). Order statistics move by at
-// most the logits' perturbation, so the target's logprob and each of the k most likely
-// logprobs agree within twice the logits tolerance; ids where the CPU's values are not that
-// close.
+// to 64: two blocks). Order statistics move by at most the logits' perturbation, so the
+// target's logprob and each of the k most likely logprobs agree within twice the logits
+// tolerance; ids where the CPU's values are not that close.
 void check_scores_against_cpu(const CudaStepOptions& step) {
   const ModelConfig c = llama_config();
   const ModelWeights w = tu::make_weights(c);

@@ -238,15 +238,12 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   const size_t logits_bytes = static_cast<size_t>(S) * V * 4;
   const bool use_graph = options.step.max_graph_rows > 0 && R <= options.step.max_graph_rows &&
                          !options.step.profile_ops;
-  // Graphs bake the logits address, so growing the buffer drops them; a graphed step
-  // therefore reserves at once the most sampling rows any graphed step can have.
+  // Growing the logits buffer drops the graphs (reserve_logits): a graphed step therefore
+  // reserves at once the most sampling rows any graphed step can have.
   const size_t graph_rows =
       static_cast<size_t>(std::min(options.step.max_graph_rows, options.max_batch_rows));
-  const size_t logits_need = use_graph ? std::max(logits_bytes, graph_rows * V * 4) : logits_bytes;
-  if (logits_need > logits_dev.bytes()) {
-    graphs.clear();
-    PS_RETURN_IF_ERROR(logits_dev.reserve(logits_need, "logits"));
-  }
+  PS_RETURN_IF_ERROR(
+      reserve_logits(use_graph ? std::max(logits_bytes, graph_rows * V * 4) : logits_bytes));
   PS_RETURN_IF_ERROR(logits_pinned.reserve(static_cast<size_t>(SL) * V * 4));
   PS_RETURN_IF_ERROR(reserve_adjusts(batch.adjusts.size()));
   profile.validate_ms = clock.lap();
@@ -467,15 +464,12 @@ Status CudaForwardBackend::Impl::score_rows(const ForwardBatch& batch, ForwardOu
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dev_args, args, 3 * total * 4, cudaMemcpyHostToDevice, stream));
   // logits_dev is free once the step is done: blocks of as many whole kScoreBlockRows as it
-  // holds (growing it to one drops the graphs, which bake its address). The LM head runs on a
+  // holds (at least one: growing it drops the graphs). The LM head runs on a
   // whole number of kScoreBlockRows (rows of h past the block's are stale, their logits
   // unread), so the GEMM shapes -- each new one is timed once (gemm.h) -- do not follow the
   // prompt lengths.
   const size_t R = static_cast<size_t>(options.max_batch_rows);
-  if (logits_dev.bytes() < kScoreBlockRows * V * 4) {
-    graphs.clear();
-    PS_RETURN_IF_ERROR(logits_dev.reserve(kScoreBlockRows * V * 4, "logits"));
-  }
+  PS_RETURN_IF_ERROR(reserve_logits(kScoreBlockRows * V * 4));
   const size_t block = logits_dev.bytes() / (V * 4) / kScoreBlockRows * kScoreBlockRows;
   for (size_t first = 0; first < total; first += block) {
     const int n = static_cast<int>(std::min(block, total - first));

@@ -577,6 +577,27 @@ TEST(ModelCudaOps, SampleRowsWithAdjustmentsEqualsTheHostDraw) {
   }
 }
 
+// A device logprob against the host's: equal when infinite, else within a float ulp or two.
+void expect_logprob(float got, float want) {
+  if (std::isinf(want)) {
+    EXPECT_EQ(got, want);
+  } else {
+    EXPECT_NEAR(got, want, 3e-7 * std::max(1.0f, std::fabs(want)));
+  }
+}
+
+// A row's kMaxTopLogprobs alternatives from the device (`got`) against the host's `want`:
+// the same ids, expect_logprob's logprobs, and the slots past them still `poison`.
+void expect_top(const TopLogprob* got, std::span<const TopLogprob> want, TopLogprob poison) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].token_id, want[i].token_id) << i;
+    expect_logprob(got[i].logprob, want[i].logprob);
+  }
+  for (size_t i = want.size(); i < size_t{kMaxTopLogprobs}; ++i) {
+    EXPECT_TRUE(got[i].token_id == poison.token_id && got[i].logprob == poison.logprob) << i;
+  }
+}
+
 // sample_rows' top_logprobs equal the host's top_logprobs of the raw row: the same ids in the
 // same order (logit descending, NaN as -inf, -0 as +0, ties to the lower id) and the logprobs
 // to a float ulp or two. Rows of random logits; of exact ties on a coarse grid (many rows per
@@ -638,30 +659,15 @@ TEST(ModelCudaOps, SampleRowsTopLogprobsEqualTheHost) {
       const std::span<const float> row(x.data() + static_cast<size_t>(r) * vocab, vocab);
       const std::span<const LogitAdjust> a(adjusts.data() + indptr[r],
                                            static_cast<size_t>(indptr[r + 1] - indptr[r]));
-      const std::vector<TopLogprob> want = top_logprobs(row, draws[r].top_logprobs);
-      size_t written = want.size();
+      std::vector<TopLogprob> want = top_logprobs(row, draws[r].top_logprobs);
       if (r == 9) {
         EXPECT_EQ(got[r], -1);
-        written = 0;
+        want.clear();  // nothing written
       } else {
         EXPECT_EQ(got[r], sample_draw_adjusted(row, a, draws[r], adjusted, scratch).token_id);
         if (r == 6 || r == 7) EXPECT_EQ(got[r], vocab - 1);
-        for (size_t i = 0; i < want.size(); ++i) {
-          const TopLogprob& g = top[static_cast<size_t>(r) * kMaxTopLogprobs + i];
-          EXPECT_EQ(g.token_id, want[i].token_id) << i;
-          if (std::isinf(want[i].logprob)) {
-            EXPECT_EQ(g.logprob, want[i].logprob) << i;
-          } else {
-            EXPECT_NEAR(g.logprob, want[i].logprob,
-                        3e-7 * std::max(1.0f, std::fabs(want[i].logprob)))
-                << i;
-          }
-        }
       }
-      for (size_t i = written; i < size_t{kMaxTopLogprobs}; ++i) {
-        const TopLogprob& g = top[static_cast<size_t>(r) * kMaxTopLogprobs + i];
-        EXPECT_TRUE(g.token_id == poison.token_id && g.logprob == poison.logprob) << i;
-      }
+      expect_top(&top[static_cast<size_t>(r) * kMaxTopLogprobs], want, poison);
     }
     if (vocab == 3) EXPECT_EQ(top_logprobs({&at(0, 0), 3}, 20).size(), 3u);
     if (vocab > 3) {  // the row of few finite logits: 22, 11, 0, then the others by id
@@ -717,27 +723,12 @@ TEST(ModelCudaOps, ScoreRowsEqualTheHost) {
     ASSERT_TRUE(score_rows(dx, rows, vocab, dtargets, dtops, dlp, dtop, nullptr).ok());
     const std::vector<float> lp = to_host(dlp, rows);
     const std::vector<TopLogprob> top = to_host(dtop, static_cast<size_t>(rows) * kMaxTopLogprobs);
-    const auto expect_logprob = [](float got, float want) {
-      if (std::isinf(want)) {
-        EXPECT_EQ(got, want);
-      } else {
-        EXPECT_NEAR(got, want, 3e-7 * std::max(1.0f, std::fabs(want)));
-      }
-    };
     for (int r = 0; r < rows; ++r) {
       SCOPED_TRACE("row " + std::to_string(r));
       const std::span<const float> row(x.data() + static_cast<size_t>(r) * vocab, vocab);
       const RowScore want = score_row(row, targets[r], tops[r]);
       expect_logprob(lp[r], want.logprob);
-      for (size_t i = 0; i < want.top.size(); ++i) {
-        const TopLogprob& g = top[static_cast<size_t>(r) * kMaxTopLogprobs + i];
-        EXPECT_EQ(g.token_id, want.top[i].token_id) << i;
-        expect_logprob(g.logprob, want.top[i].logprob);
-      }
-      for (size_t i = want.top.size(); i < size_t{kMaxTopLogprobs}; ++i) {
-        const TopLogprob& g = top[static_cast<size_t>(r) * kMaxTopLogprobs + i];
-        EXPECT_TRUE(g.token_id == poison.token_id && g.logprob == poison.logprob) << i;
-      }
+      expect_top(&top[static_cast<size_t>(r) * kMaxTopLogprobs], want.top, poison);
     }
     EXPECT_FLOAT_EQ(lp[6], static_cast<float>(-std::log(2.0)));
     EXPECT_EQ(lp[4], -INFINITY);
