@@ -135,6 +135,9 @@ if ! skip bench; then
   timeout 60 "$BIN/gather_bench" >"$OUT/gather.md" 2>&1; echo "gather_bench rc=$?"
   timeout 200 "$BIN/forward_bench" >"$OUT/forward_bench.jsonl" 2>"$OUT/forward_bench.err"
   echo "forward_bench rc=$?"
+  timeout 150 "$BIN/forward_bench" --cases tuning >>"$OUT/forward_bench.jsonl" \
+    2>>"$OUT/forward_bench.err"
+  echo "forward_bench tuning rc=$?"
   # The planner runs on this machine's host CPU when serving: time it here too.
   timeout 120 "$BIN/plan_bench" --benchmark_min_time=0.3 --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true >"$OUT/plan_bench.txt" 2>&1

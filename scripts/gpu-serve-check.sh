@@ -20,7 +20,9 @@
 #                                                # the prefix attention policy, hostsample:
 #                                                # --no-backend-sampling, nowait:
 #                                                # --prefix-wait-min-tokens 0, autoattn /
-#                                                # balancedattn: --attention-policy auto / balanced)
+#                                                # balancedattn: --attention-policy auto / balanced,
+#                                                # shapetune / buckettune: --gemm-tuning shape /
+#                                                # bucket)
 #   scripts/gpu-serve-check.sh sharedtrace       # $DIR/shared_prefix.jsonl: N requests reading
 #                                                # one long shared prompt, or one of G (for TRACE=)
 #   scripts/gpu-serve-check.sh choices           # one request of n choices of a long prompt
@@ -85,7 +87,9 @@ variant_flags() {
     nowait) flags=(--prefix-wait-min-tokens 0) ;;
     autoattn) flags=(--attention-policy auto) ;;
     balancedattn) flags=(--attention-policy balanced) ;;
-    *) echo "unknown variant '$1': expected default, noprefix, naive, prefixattn, autoattn, balancedattn, hostsample or nowait" >&2; exit 2 ;;
+    shapetune) flags=(--gemm-tuning shape) ;;
+    buckettune) flags=(--gemm-tuning bucket) ;;
+    *) echo "unknown variant '$1': expected default, noprefix, naive, prefixattn, autoattn, balancedattn, hostsample, nowait, shapetune or buckettune" >&2; exit 2 ;;
   esac
 }
 

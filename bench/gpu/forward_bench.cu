@@ -19,6 +19,13 @@
 //   prefill_8k_gemms: the same 32 x 4 GEMM shapes ([8192, 4096] x Wqkv^T, x Wo^T, x Wgu^T,
 //     x Wd^T) through the backend's Gemm alone, CUDA events, median of 5; TFLOP/s vs the
 //     measured cuBLAS bf16 rate.
+//   gemm_tuning (only with --cases tuning): the decode GEMM set above (32 layers + LM head)
+//     at row counts that a server's steps wander over (1..48, then 64 to 512; one shuffled
+//     order), on a fresh Gemm per GemmTuning mode (gemm.h), the modes side by side at each
+//     row count: the host wall time of the first pass (its shapes' tuning included) and the
+//     median of 5 eager passes after it (L2 flushed). One line per mode: the first passes' time
+//     beyond the steady one summed over the sweep ("tuning_ms"), the shapes timed, and the steady
+//     time summed over the sweep; "rows" lists each row count's steady ms in sweep order.
 //   Each decode case runs these ways on the same backend: "eager" (graphs off), "graph" (the
 //     step replayed from a CUDA graph, CudaStepOptions::max_graph_rows) and, with --profile,
 //     "ops" (eager with a CUDA event after every op: per-op GPU ms summed over layers), each
@@ -35,14 +42,15 @@
 //     drew them.
 //   --cost-alpha A,B: the decode graph (and ops) runs once per attention PlanOptions::cost.alpha
 //     (the planner's cost per folded query row of a work item; default 1).
-// Usage: forward_bench [--cases decode,prefill,gemms] [--batches 1,32,128] [--cost-alpha 1]
-//                      [--profile]
+// Usage: forward_bench [--cases decode,prefill,gemms,tuning] [--batches 1,32,128]
+//                      [--cost-alpha 1] [--profile]
 //   (default: every case, batches 1,32,128, no per-op profile; needs ~55 GB of GPU memory)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -144,7 +152,7 @@ std::string profile_json(const model::CudaStepProfile& p) {
 }
 
 struct Args {
-  bool decode = true, prefill = true, gemms = true, profile = false;
+  bool decode = true, prefill = true, gemms = true, tuning = false, profile = false;
   std::vector<int> batches{1, 32, 128};
   std::vector<double> cost_alphas{1.0};
 };
@@ -153,7 +161,7 @@ Args parse_args(int argc, char** argv) {
   Args a;
   auto usage = [](const std::string& why) {
     std::fprintf(stderr,
-                 "forward_bench: %s\nusage: forward_bench [--cases decode,prefill,gemms] "
+                 "forward_bench: %s\nusage: forward_bench [--cases decode,prefill,gemms,tuning] "
                  "[--batches 1,32,128] [--cost-alpha 1,64] [--profile]\n",
                  why.c_str());
     std::exit(2);
@@ -187,8 +195,11 @@ Args parse_args(int argc, char** argv) {
             a.prefill = true;
           else if (item == "gemms")
             a.gemms = true;
+          else if (item == "tuning")
+            a.tuning = true;
           else
-            usage("--cases: unknown case '" + item + "', expected decode, prefill or gemms");
+            usage("--cases: unknown case '" + item +
+                  "', expected decode, prefill, gemms or tuning");
         }
       } else {
         a.batches.clear();
@@ -225,39 +236,100 @@ int main(int argc, char** argv) {
 
   // Decode GEMMs alone (the step's 32 x 4 GEMMs + LM head, distinct weights for every layer so
   // nothing is served from L2), before the model is created: tells GEMM time from the rest.
-  if (args.gemms) {
+  if (args.gemms || args.tuning) {
     const size_t Hs = 4096, Is = 14336, Vs = 128256, Qs = 4096, KVs = 1024;
     const size_t qkv_n = (Qs + 2 * KVs) * Hs, o_n = Hs * Qs, gu_n = 2 * Is * Hs, d_n = Hs * Is;
     const size_t layer_n = qkv_n + o_n + gu_n + d_n, total_n = 32 * layer_n + Vs * Hs;
-    auto g = model::cuda::Gemm::create(timer.stream());
-    die(g.status(), "gemm");
+    constexpr size_t kMaxSweepRows = 512;  // the tuning sweep's largest row count
+    const size_t max_rows = args.tuning ? kMaxSweepRows : kMaxDecode;
     uint16_t *w, *x, *yb;
     float* yf;
     BENCH_CUDA(cudaMalloc(&w, total_n * 2));
-    BENCH_CUDA(cudaMalloc(&x, size_t{128} * Is * 2));
-    BENCH_CUDA(cudaMalloc(&yf, size_t{128} * Vs * 4));
-    BENCH_CUDA(cudaMalloc(&yb, size_t{128} * 2 * Is * 2));
+    BENCH_CUDA(cudaMalloc(&x, max_rows * Is * 2));
+    BENCH_CUDA(cudaMalloc(&yf, max_rows * Vs * 4));
+    BENCH_CUDA(cudaMalloc(&yb, max_rows * 2 * Is * 2));
     fill_random(w, total_n, 7);
-    fill_random(x, size_t{128} * Is, 8);
+    fill_random(x, max_rows * Is, 8);
     BENCH_CUDA(cudaDeviceSynchronize());
-    for (int batch : args.batches) {
-      auto run = [&](cudaStream_t) {
-        for (size_t l = 0; l < 32; ++l) {
-          const uint16_t* wl = w + l * layer_n;
-          die(g.value().linear(x, batch, Hs, wl, Qs + 2 * KVs, yf, DType::kF32), "qkv");
-          die(g.value().linear(x, batch, Qs, wl + qkv_n, Hs, yf, DType::kF32, true), "o");
-          die(g.value().linear(x, batch, Hs, wl + qkv_n + o_n, 2 * Is, yb, DType::kBF16), "gu");
-          die(g.value().linear(x, batch, Is, wl + qkv_n + o_n + gu_n, Hs, yf, DType::kF32, true),
-              "down");
-        }
-        die(g.value().linear(x, batch, Hs, w + 32 * layer_n, Vs, yf, DType::kF32), "lm_head");
+    const auto pass = [&](model::cuda::Gemm& g, int batch) {
+      for (size_t l = 0; l < 32; ++l) {
+        const uint16_t* wl = w + l * layer_n;
+        die(g.linear(x, batch, Hs, wl, Qs + 2 * KVs, yf, DType::kF32), "qkv");
+        die(g.linear(x, batch, Qs, wl + qkv_n, Hs, yf, DType::kF32, true), "o");
+        die(g.linear(x, batch, Hs, wl + qkv_n + o_n, 2 * Is, yb, DType::kBF16), "gu");
+        die(g.linear(x, batch, Is, wl + qkv_n + o_n + gu_n, Hs, yf, DType::kF32, true), "down");
+      }
+      die(g.linear(x, batch, Hs, w + 32 * layer_n, Vs, yf, DType::kF32), "lm_head");
+    };
+    const double bytes = total_n * 2.0;
+    if (args.gemms) {
+      // Timed per shape, as these rows were measured since issue 4 (docs/forward-cuda.md).
+      auto g = model::cuda::Gemm::create(timer.stream(), model::GemmTuning::kPerShape);
+      die(g.status(), "gemm");
+      for (int batch : args.batches) {
+        const double ms = timer.eager_ms([&](cudaStream_t) { pass(g.value(), batch); }, 2, 5);
+        std::printf(
+            "{\"case\":\"decode_gemms_b%d\",\"ms\":%.3f,\"weight_bytes\":%.0f,"
+            "\"gbps\":%.1f,\"frac_copy_bw\":%.3f}\n",
+            batch, ms, bytes, bytes / (ms * 1e-3) / 1e9,
+            bytes / (ms * 1e-3) / 1e9 / ceil.copy_gbps);
+        std::fflush(stdout);
+      }
+    }
+    if (args.tuning) {
+      std::vector<int> sweep;
+      for (int r = 1; r <= 48; ++r) sweep.push_back(r);
+      for (int r : {64, 80, 100, 128, 160, 200, 256, 300, 384, 450, int{kMaxSweepRows}}) {
+        sweep.push_back(r);
+      }
+      Rng order(11);
+      for (size_t i = sweep.size() - 1; i > 0; --i) {
+        std::swap(sweep[i], sweep[static_cast<size_t>(order.uniform_int(0, static_cast<int>(i)))]);
+      }
+      // The three modes side by side at every row count (the GPU warms up over the sweep, and
+      // the compute-bound row counts slow down with it: run one mode after the other and the
+      // last one looks up to 1.1x slower at 512 rows with the very same algorithm).
+      using model::GemmTuning;
+      struct Mode {
+        GemmTuning tuning;
+        const char* name;
+        std::optional<model::cuda::Gemm> gemm;
+        double tuning_ms = 0, steady_sum = 0;
+        std::string rows = "[";
       };
-      const double ms = timer.eager_ms(run, 2, 5);
-      const double bytes = total_n * 2.0;
-      std::printf(
-          "{\"case\":\"decode_gemms_b%d\",\"ms\":%.3f,\"weight_bytes\":%.0f,"
-          "\"gbps\":%.1f,\"frac_copy_bw\":%.3f}\n",
-          batch, ms, bytes, bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / 1e9 / ceil.copy_gbps);
+      Mode modes[] = {{GemmTuning::kHeuristic, "heuristic", {}},
+                      {GemmTuning::kPerShape, "per_shape", {}},
+                      {GemmTuning::kPerBucket, "per_bucket", {}}};
+      for (Mode& m : modes) {
+        auto g = model::cuda::Gemm::create(timer.stream(), m.tuning);
+        die(g.status(), "gemm");
+        m.gemm.emplace(std::move(g).value());
+      }
+      for (int batch : sweep) {
+        for (Mode& m : modes) {
+          BENCH_CUDA(cudaStreamSynchronize(timer.stream()));
+          const auto t0 = std::chrono::steady_clock::now();
+          pass(*m.gemm, batch);
+          BENCH_CUDA(cudaStreamSynchronize(timer.stream()));
+          const double first =
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
+          const double ms = timer.eager_ms([&](cudaStream_t) { pass(*m.gemm, batch); }, 0, 5);
+          m.tuning_ms += std::max(0.0, first - ms);
+          m.steady_sum += ms;
+          char item[48];
+          std::snprintf(item, sizeof item, "%s[%d,%.3f]", m.rows.size() > 1 ? "," : "", batch, ms);
+          m.rows += item;
+        }
+      }
+      for (Mode& m : modes) {
+        std::printf(
+            "{\"case\":\"gemm_tuning\",\"tuning\":\"%s\",\"row_counts\":%zu,"
+            "\"tuning_ms\":%.1f,\"tuned_shapes\":%d,\"bucket_shapes\":%d,"
+            "\"steady_ms_sum\":%.2f,\"rows\":%s]}\n",
+            m.name, sweep.size(), m.tuning_ms, m.gemm->num_tuned_shapes(),
+            m.gemm->num_bucket_shapes(), m.steady_sum, m.rows.c_str());
+      }
       std::fflush(stdout);
     }
     BENCH_CUDA(cudaFree(w));
@@ -266,6 +338,7 @@ int main(int argc, char** argv) {
     BENCH_CUDA(cudaFree(yb));
   }
 
+  if (!args.decode && !args.prefill) return 0;
   const model::ModelConfig c = llama31_8b();
   const int decode_pages = kMaxDecode * (kDecodeCtx / kPageSize);
   const int prefill_pages = kPrefill / kPageSize;
@@ -394,7 +467,7 @@ int main(int argc, char** argv) {
 
   // The GEMMs alone, same shapes, through the backend's Gemm.
   if (args.gemms) {
-    auto g = model::cuda::Gemm::create(timer.stream());
+    auto g = model::cuda::Gemm::create(timer.stream(), model::GemmTuning::kHeuristic);
     die(g.status(), "gemm");
     uint16_t *x, *w;
     float* yf;

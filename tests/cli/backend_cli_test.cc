@@ -107,4 +107,13 @@ TEST(BackendCli, UnknownBackendNamesTheChoices) {
       << run.err;
 }
 
+TEST(BackendCli, UnknownGemmTuningNamesTheChoices) {
+  const CliRun run =
+      run_packserve(kGenerate + "--prompts " + prompts_file() + " --gemm-tuning fast");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--gemm-tuning: gemm tuning 'fast': expected bucket, shape or heuristic"),
+            std::string::npos)
+      << run.err;
+}
+
 }  // namespace

@@ -20,6 +20,14 @@ void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& he
       ->capture_default_str();
   cmd.add_option("--cuda-device", flags.cuda_device, help_prefix + "cuda: device ordinal")
       ->capture_default_str();
+  cmd.add_option("--gemm-tuning", flags.gemm_tuning,
+                 help_prefix +
+                     "cuda: how the cuBLASLt algorithm of each decode-sized GEMM (<= 512 rows) "
+                     "is chosen: heuristic (cuBLASLt's first pick: no timing, reproducible "
+                     "across processes), bucket (timed once per bucket of row counts: 1..16, "
+                     "then multiples of 16), shape (timed at every new row count); a timed "
+                     "choice stalls the step that meets a new shape")
+      ->capture_default_str();
 }
 
 Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
@@ -28,6 +36,8 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
                                                   engine::EngineConfig& config) {
   auto kind = model::parse_backend_kind(flags.backend);
   if (!kind.ok()) return invalid_argument("--backend: " + kind.status().message());
+  auto tuning = model::parse_gemm_tuning(flags.gemm_tuning);
+  if (!tuning.ok()) return invalid_argument("--gemm-tuning: " + tuning.status().message());
   model::BackendOptions options;
   options.kind = *kind;
   options.weights = &weights;
@@ -39,6 +49,7 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   options.plan = config.plan;
   options.cuda_device = flags.cuda_device;
   options.gpu_memory_utilization = flags.gpu_memory_utilization;
+  options.gemm_tuning = *tuning;
   // A step has at most max_num_batched_tokens rows (sched/batch.h); the running-request cap
   // bounds the rows that sample.
   options.max_batch_rows =

@@ -6,6 +6,9 @@
 //   --gpu-memory-utilization F     share of the GPU's memory for weights + KV + activations
 //                                  (default 0.9); sizes the KV pool when --num-pages is 0
 //   --cuda-device N                CUDA device ordinal (default 0)
+//   --gemm-tuning heuristic|bucket|shape
+//                                  how the GEMM algorithm of each decode-sized row count is
+//                                  chosen (default heuristic; model/cuda/gemm.h)
 // and the one call that turns them into a backend for an Engine (model/factory).
 // Thread-safety: call from one thread at start-up.
 #pragma once
@@ -24,9 +27,10 @@ struct BackendFlags {
   std::string backend = "cpu";
   double gpu_memory_utilization = 0.9;
   int cuda_device = 0;
+  std::string gemm_tuning = "heuristic";
 };
 
-// Registers the three flags; help texts start with help_prefix (e.g. "--in-process: ").
+// Registers the flags; help texts start with help_prefix (e.g. "--in-process: ").
 void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& help_prefix = "");
 
 // Creates the backend for `weights` with config.kv.num_pages (0: the factory's default rule;

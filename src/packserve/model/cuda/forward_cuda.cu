@@ -52,6 +52,10 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   if (o.max_batch_rows < 1) {
     return invalid_argument("max_batch_rows = " + str(o.max_batch_rows) + ": expected >= 1");
   }
+  if (o.max_sampling_rows < 0) {
+    return invalid_argument("max_sampling_rows = " + str(o.max_sampling_rows) +
+                            ": expected >= 0 (0: max_batch_rows)");
+  }
   if (o.max_batch_page_ids < 0) {
     return invalid_argument("max_batch_page_ids = " + str(o.max_batch_page_ids) +
                             ": expected >= 0 (0: the pool's num_pages)");
@@ -76,7 +80,7 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   if (options.max_batch_page_ids == 0) options.max_batch_page_ids = p.num_pages;
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(o.device));
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  PS_ASSIGN_OR_RETURN(cuda::Gemm g, cuda::Gemm::create(stream, o.gemm_autotune));
+  PS_ASSIGN_OR_RETURN(cuda::Gemm g, cuda::Gemm::create(stream, o.gemm_tuning));
   gemm.emplace(std::move(g));
 
   const size_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, Q = c.q_size(),
@@ -237,6 +241,7 @@ const CudaStepProfile& CudaForwardBackend::last_step_profile() const { return im
 int CudaForwardBackend::num_cuda_graphs() const { return static_cast<int>(impl_->graphs.size()); }
 size_t CudaForwardBackend::weight_bytes() const { return impl_->mat.bytes() + impl_->vec.bytes(); }
 size_t CudaForwardBackend::kv_pool_bytes() const { return impl_->kv.bytes(); }
+size_t CudaForwardBackend::logits_bytes() const { return impl_->logits_dev.bytes(); }
 
 Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(
     const ModelWeights& weights, const KvPoolShape& pool, const CudaForwardOptions& options) {

@@ -39,6 +39,7 @@
 #include "packserve/attention/plan.h"
 #include "packserve/common/status.h"
 #include "packserve/model/forward.h"
+#include "packserve/model/gemm_tuning.h"
 #include "packserve/model/weights.h"
 
 namespace packserve::model {
@@ -55,13 +56,18 @@ struct CudaStepOptions {
 };
 
 struct CudaForwardOptions {
-  int device = 0;               // CUDA device ordinal
-  int max_batch_rows = 8192;    // query rows (tokens) per step: scratch and plan capacity
-  int max_batch_page_ids = 0;   // page_ids.size() per step; 0: the pool's num_pages
+  int device = 0;              // CUDA device ordinal
+  int max_batch_rows = 8192;   // query rows (tokens) per step: scratch and plan capacity
+  int max_batch_page_ids = 0;  // page_ids.size() per step; 0: the pool's num_pages
+  // Sampling rows a step is expected to have at most (0: max_batch_rows). Not a limit: graphed
+  // steps reserve logits for max(min(step.max_graph_rows, this), kMinLogitsRows) rows at once
+  // (growing the buffer later drops the graphs), and a step with more rows grows it.
+  int max_sampling_rows = 0;
   attention::PlanOptions plan;  // policy, deterministic, cost model
-  // Time the best cuBLASLt algorithm of each decode-sized GEMM shape at its first use (gemm.h);
-  // false: the heuristic's first pick (bit-reproducible across processes).
-  bool gemm_autotune = true;
+  // How each decode-sized GEMM shape's cuBLASLt algorithm is chosen at its first use (gemm.h):
+  // the heuristic's first pick (default; no timing stalls, bit-reproducible across processes),
+  // timed once per bucket of row counts, or timed per row count.
+  GemmTuning gemm_tuning = GemmTuning::kHeuristic;
   // Host threads that copy the logits from pinned staging into the caller's vector (the
   // caller's thread included); 0: half the hardware threads, at most 8.
   int logits_copy_threads = 0;
@@ -115,6 +121,9 @@ struct CudaStepProfile {
 
 class CudaForwardBackend final : public ForwardBackend {
  public:
+  // The logits buffer holds at least this many rows: the prompt-scoring pass runs the LM head
+  // on blocks of this many rows (ForwardBatch::score_targets).
+  static constexpr int kMinLogitsRows = 64;
   // Validates weights (validate_weights), pool and options; checks the attention engine
   // supports the shape (head_dim 64/128/256, group_size <= 128); uploads the weights as bf16
   // (converted on the host, one tensor at a time), allocates the zeroed KV pool, the scratch
@@ -152,6 +161,9 @@ class CudaForwardBackend final : public ForwardBackend {
   // Device bytes of the weights (bf16 matrices, f32 norms/biases) and of the KV pool.
   size_t weight_bytes() const;
   size_t kv_pool_bytes() const;
+  // Device bytes of the logits buffer now (it grows with the steps' sampling rows, see
+  // CudaForwardOptions::max_sampling_rows).
+  size_t logits_bytes() const;
   // Copies layer's k and v pages to the host (tests): [num_pages, page_size, kv_heads,
   // head_dim] bf16 bits each.
   Status read_kv_pages(int layer, std::vector<uint16_t>& k, std::vector<uint16_t>& v) const;

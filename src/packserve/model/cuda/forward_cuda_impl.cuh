@@ -215,7 +215,7 @@ struct CudaForwardBackend::Impl {
   // indices in x, targets and alternatives ([3 x n] int32 at 0), their logprobs ([R] f32 at
   // score_out_offset()) and alternatives ([R, kMaxTopLogprobs] TopLogprob after them), R =
   // max_batch_rows.
-  static constexpr size_t kScoreBlockRows = 64;
+  static constexpr size_t kScoreBlockRows = kMinLogitsRows;
   cuda::DeviceMemory score_dev;
   cuda::PinnedMemory score_pinned;
   size_t score_out_offset() const { return static_cast<size_t>(options.max_batch_rows) * 12; }

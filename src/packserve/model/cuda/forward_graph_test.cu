@@ -70,7 +70,7 @@ Backends make_backends(const ModelWeights& w, int max_graph_rows) {
   CudaForwardOptions options;
   options.max_batch_rows = 128;
   options.max_batch_page_ids = 64;
-  options.gemm_autotune = false;
+  options.gemm_tuning = GemmTuning::kHeuristic;
   options.step.max_graph_rows = 0;
   auto eager = CudaForwardBackend::create(w, kPool, options);
   EXPECT_TRUE(eager.ok()) << eager.status().to_string();
@@ -389,6 +389,57 @@ TEST(CudaForwardGraph, LeastRecentlyUsedGraphIsDropped) {
     EXPECT_TRUE(prof.graph_captured) << num << " rows";
     EXPECT_LE(be.graph->num_cuda_graphs(), 2);
   }
+}
+
+// The logits buffer a step reserves: an eager step its sampling rows; a graphed step at once
+// min(max_graph_rows, max_batch_rows, max_sampling_rows) rows, at least kMinLogitsRows (what
+// gpu_non_kv_bytes counts), so that later steps keep their graphs. More sampling rows than
+// max_sampling_rows grow the buffer (a hint, not a limit).
+TEST(CudaForwardGraph, LogitsReserveFollowsTheSamplingRows) {
+  SKIP_WITHOUT_DEVICE();
+  const ModelConfig c = llama_bf16();
+  const ModelWeights w = tu::make_weights(c);
+  const size_t row_bytes = static_cast<size_t>(c.vocab_size) * 4;
+  struct Case {
+    int max_graph_rows, max_sampling_rows;
+    size_t rows;  // the reserve after a 2-row step
+  };
+  for (const Case& k :
+       {Case{0, 0, 2}, Case{100, 0, 100}, Case{100, 80, 80}, Case{100, 3, 64}, Case{16, 0, 64}}) {
+    SCOPED_TRACE(std::to_string(k.max_graph_rows) + " graph rows, " +
+                 std::to_string(k.max_sampling_rows) + " sampling rows");
+    CudaForwardOptions options;
+    options.max_batch_rows = 128;
+    options.max_sampling_rows = k.max_sampling_rows;
+    options.step.max_graph_rows = k.max_graph_rows;
+    const KvPoolShape pool{80, 16};
+    auto be = CudaForwardBackend::create(w, pool, options);
+    ASSERT_TRUE(be.ok()) << be.status().to_string();
+    // Steps of one-token prompts, each on a page of its own, each sampling its row.
+    Rng rng(31);
+    const auto step = [&](int requests) {
+      ForwardBatch b;
+      for (int i = 0; i < requests; ++i) {
+        tu::add(b, tu::Seq{tu::random_tokens(1, c.vocab_size, rng), {i}}, 1, kOutputArgmax,
+                pool.page_size);
+      }
+      ForwardOutput out;
+      const Status st = be.value()->forward(b, out);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      EXPECT_EQ(out.argmax.size(), static_cast<size_t>(requests));
+    };
+    step(2);
+    EXPECT_EQ(be.value()->logits_bytes(), k.rows * row_bytes);
+    EXPECT_EQ(be.value()->last_step_profile().graph_captured, k.max_graph_rows > 0);
+    step(70);  // more rows than any case reserved but one
+    EXPECT_EQ(be.value()->logits_bytes(), std::max<size_t>(k.rows, 70) * row_bytes);
+  }
+  CudaForwardOptions bad;
+  bad.max_sampling_rows = -1;
+  auto r = CudaForwardBackend::create(w, kPool, bad);
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("max_sampling_rows = -1"), std::string::npos)
+      << r.status().to_string();
 }
 
 TEST(CudaForwardGraph, StepOptionsAreValidated) {

@@ -33,7 +33,8 @@ struct Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  bool tuned = false;
+  bool tuned = false;   // algo timed for this shape
+  bool bucket = false;  // algo timed for another shape of its tuning bucket
   ~Plan() {
     if (a != nullptr) (void)cublasLtMatrixLayoutDestroy(a);
     if (b != nullptr) (void)cublasLtMatrixLayoutDestroy(b);
@@ -42,10 +43,15 @@ struct Gemm::Plan {
   }
 };
 
-Result<Gemm> Gemm::create(attention::cuda::StreamHandle stream, bool autotune) {
+struct Gemm::Heuristic {  // cuBLASLt's best picks for a shape, best first
+  cublasLtMatmulHeuristicResult_t found[kTuneCandidates] = {};
+  int num_found = 0;
+};
+
+Result<Gemm> Gemm::create(attention::cuda::StreamHandle stream, GemmTuning tuning) {
   Gemm g;
   g.stream_ = stream;
-  g.autotune_ = autotune;
+  g.tuning_ = tuning;
   cublasLtHandle_t h = nullptr;
   const cublasStatus_t s = cublasLtCreate(&h);
   if (s != CUBLAS_STATUS_SUCCESS) return internal_error(lt_error("cublasLtCreate", s));
@@ -66,14 +72,16 @@ Gemm& Gemm::operator=(Gemm&& other) noexcept {
   std::swap(workspace_, other.workspace_);
   std::swap(scratch_, other.scratch_);
   std::swap(scratch_bytes_, other.scratch_bytes_);
-  std::swap(autotune_, other.autotune_);
+  std::swap(tuning_, other.tuning_);
   std::swap(plans_, other.plans_);
+  std::swap(bucket_plans_, other.bucket_plans_);
   std::swap(uncached_, other.uncached_);
   return *this;
 }
 Gemm::~Gemm() { release(); }
 
 void Gemm::release() {
+  bucket_plans_.clear();
   plans_.clear();
   uncached_.reset();
   if (lt_ != nullptr) (void)cublasLtDestroy(lt_handle(lt_));
@@ -87,10 +95,31 @@ int Gemm::num_tuned_shapes() const {
   return static_cast<int>(
       std::count_if(plans_.begin(), plans_.end(), [](const auto& p) { return p.second->tuned; }));
 }
+int Gemm::num_bucket_shapes() const {
+  return static_cast<int>(
+      std::count_if(plans_.begin(), plans_.end(), [](const auto& p) { return p.second->bucket; }));
+}
 
-Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, const uint16_t* w,
-                                         void* y, bool accumulate) {
-  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+int64_t Gemm::tune_bucket(int64_t rows) {
+  return rows <= kBucketRows ? rows : (rows + kBucketRows - 1) / kBucketRows * kBucketRows;
+}
+
+bool Gemm::take_bucket_algo(const Key& key, Plan& plan) const {
+  const auto [rows, in, out, y_dtype] = key;
+  const auto it = bucket_plans_.find(Key{tune_bucket(rows), in, out, y_dtype});
+  if (it == bucket_plans_.end()) return false;
+  cublasLtMatmulHeuristicResult_t check{};
+  if (cublasLtMatmulAlgoCheck(lt_handle(lt_), plan.op, plan.a, plan.b, plan.c, plan.c,
+                              &it->second->algo, &check) != CUBLAS_STATUS_SUCCESS ||
+      check.workspaceSize > kWorkspaceBytes) {
+    return false;
+  }
+  plan.algo = it->second->algo;
+  plan.bucket = true;
+  return true;
+}
+
+Result<std::unique_ptr<Gemm::Plan>> Gemm::make_plan(const Key& key, Heuristic& h) const {
   const auto [rows, in, out, y_dtype] = key;
   const cudaDataType_t y_type =
       static_cast<DType>(y_dtype) == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
@@ -109,69 +138,129 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
   size_t ws = kWorkspaceBytes;
   cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  cublasLtMatmulHeuristicResult_t found[kTuneCandidates] = {};
-  int num_found = 0;
   if (s == CUBLAS_STATUS_SUCCESS) {
     s = cublasLtMatmulAlgoGetHeuristic(lt_handle(lt_), plan->op, plan->a, plan->b, plan->c, plan->c,
-                                       pref, kTuneCandidates, found, &num_found);
+                                       pref, kTuneCandidates, h.found, &h.num_found);
   }
   (void)cublasLtMatmulPreferenceDestroy(pref);
-  if (s != CUBLAS_STATUS_SUCCESS || num_found < 1) {
+  if (s != CUBLAS_STATUS_SUCCESS || h.num_found < 1) {
     return internal_error("cublasLtMatmulAlgoGetHeuristic [" + std::to_string(rows) + " x " +
                           std::to_string(in) + "] x [" + std::to_string(out) + " x " +
                           std::to_string(in) + "]^T found no algorithm: " + cublasGetStatusName(s));
   }
-  plan->algo = found[0].algo;
+  plan->algo = h.found[0].algo;
+  return Result<std::unique_ptr<Plan>>(std::move(plan));
+}
 
+Status Gemm::tune_bucket_top(const Key& bucket_key, const uint16_t* x, int64_t x_rows,
+                             const uint16_t* w) {
+  const auto [rows, in, out, y_dtype] = bucket_key;
+  const size_t row_bytes = static_cast<size_t>(in) * 2;
+  const size_t x_bytes = static_cast<size_t>(rows) * row_bytes;
+  const size_t y_bytes = static_cast<size_t>(rows) * static_cast<size_t>(out) *
+                         (static_cast<DType>(y_dtype) == DType::kF32 ? 4 : 2);
+  DeviceMemory scratch;  // x, then y; freed after the timing
+  if (!scratch.alloc(x_bytes + y_bytes, "gemm tuning").ok()) return ok_status();  // not tuned
+  // x: the caller's rows, repeated.
+  for (int64_t r = 0; r < rows; r += x_rows) {
+    PS_MODEL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(scratch.as<std::byte>() + static_cast<size_t>(r) * row_bytes, x,
+                        static_cast<size_t>(std::min(x_rows, rows - r)) * row_bytes,
+                        cudaMemcpyDeviceToDevice, stream_));
+  }
+  Heuristic h;
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, make_plan(bucket_key, h));
+  PS_RETURN_IF_ERROR(time_candidates(*plan, h, rows, out, scratch.as<uint16_t>(), w,
+                                     scratch.as<std::byte>() + x_bytes, /*accumulate=*/false,
+                                     static_cast<DType>(y_dtype) == DType::kF32));
+  if (plan->tuned) bucket_plans_.emplace(bucket_key, plan.get());
+  plans_.emplace(bucket_key, std::move(plan));
+  return ok_status();
+}
+
+Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, const uint16_t* w,
+                                         void* y, bool accumulate) {
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+  const auto [rows, in, out, y_dtype] = key;
+  Heuristic h;
+  PS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, make_plan(key, h));
+  const bool timed = tuning_ != GemmTuning::kHeuristic && rows <= kMaxTunedRows;
+  const Key bucket_key{tune_bucket(rows), in, out, y_dtype};
+  const bool by_bucket = timed && tuning_ == GemmTuning::kPerBucket;
+  const auto cache = [&] {
+    const Plan* p = plan.get();
+    plans_.emplace(key, std::move(plan));
+    return p;
+  };
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream_, &capture));
-  if (capture != cudaStreamCaptureStatusNone) {
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  if (by_bucket && bucket_key != key) {
+    // The bucket's algorithm is timed at its largest row count, so that its tiles cover
+    // every row count of the bucket (timed at the first row count seen instead, an algorithm
+    // timed at 40 rows ran 41-48 rows 1.13x slower than timing them did; benchmarks.md).
+    if (!capturing && !plans_.contains(bucket_key)) {
+      PS_RETURN_IF_ERROR(tune_bucket_top(bucket_key, x, rows, w));
+    }
+    if (take_bucket_algo(key, *plan)) return cache();
+  }
+  if (capturing) {
     // No timing (and no caching) inside a capture: the heuristic's pick for this call only.
     uncached_ = std::move(plan);
     return uncached_.get();
   }
+  if (timed) {
+    PS_RETURN_IF_ERROR(time_candidates(*plan, h, rows, out, x, w, y, accumulate,
+                                       static_cast<DType>(y_dtype) == DType::kF32));
+  }
+  const Plan* p = cache();
+  if (p->tuned && by_bucket && bucket_key == key) bucket_plans_.emplace(bucket_key, p);
+  return p;
+}
+
+Status Gemm::time_candidates(Plan& plan, const Heuristic& h, int64_t rows, int64_t out,
+                             const uint16_t* x, const uint16_t* w, void* y, bool accumulate,
+                             bool f32_out) {
   // Candidates: the heuristic's picks, plus split-K variants of those that support it (the
   // small-row GEMMs with few output tiles leave SMs idle; cuBLASLt checks each variant, and the
   // reduction goes through the workspace in f32, without atomics).
   cublasLtMatmulAlgo_t candidates[kMaxCandidates];
   int num_candidates = 0;
-  for (int i = 0; i < num_found; ++i) candidates[num_candidates++] = found[i].algo;
-  if (autotune_ && rows <= kMaxTunedRows) {
-    for (int i = 0; i < num_found; ++i) {
-      int32_t splitk = 0;
-      uint32_t schemes = 0;
-      size_t written = 0;
-      if (cublasLtMatmulAlgoCapGetAttribute(&found[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT,
-                                            &splitk, sizeof splitk,
-                                            &written) != CUBLAS_STATUS_SUCCESS ||
-          splitk == 0 ||
-          cublasLtMatmulAlgoCapGetAttribute(&found[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK,
-                                            &schemes, sizeof schemes,
-                                            &written) != CUBLAS_STATUS_SUCCESS ||
-          (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) == 0) {
-        continue;
-      }
-      const int32_t splits[] = {2, 4, 8};
-      for (const int32_t k : splits) {
-        cublasLtMatmulAlgo_t algo = found[i].algo;
-        const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-        cublasLtMatmulHeuristicResult_t check{};
-        if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k,
-                                                 sizeof k) == CUBLAS_STATUS_SUCCESS &&
-            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                                 &scheme, sizeof scheme) == CUBLAS_STATUS_SUCCESS &&
-            cublasLtMatmulAlgoCheck(lt_handle(lt_), plan->op, plan->a, plan->b, plan->c, plan->c,
-                                    &algo, &check) == CUBLAS_STATUS_SUCCESS &&
-            check.workspaceSize <= kWorkspaceBytes && num_candidates < kMaxCandidates) {
-          candidates[num_candidates++] = algo;
-        }
+  for (int i = 0; i < h.num_found; ++i) candidates[num_candidates++] = h.found[i].algo;
+  for (int i = 0; i < h.num_found; ++i) {
+    int32_t splitk = 0;
+    uint32_t schemes = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&h.found[i].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT,
+                                          &splitk, sizeof splitk,
+                                          &written) != CUBLAS_STATUS_SUCCESS ||
+        splitk == 0 ||
+        cublasLtMatmulAlgoCapGetAttribute(&h.found[i].algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK,
+                                          &schemes, sizeof schemes,
+                                          &written) != CUBLAS_STATUS_SUCCESS ||
+        (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) == 0) {
+      continue;
+    }
+    const int32_t splits[] = {2, 4, 8};
+    for (const int32_t k : splits) {
+      cublasLtMatmulAlgo_t algo = h.found[i].algo;
+      const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k,
+                                               sizeof k) == CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                               &scheme, sizeof scheme) == CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatmulAlgoCheck(lt_handle(lt_), plan.op, plan.a, plan.b, plan.c, plan.c, &algo,
+                                  &check) == CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= kWorkspaceBytes && num_candidates < kMaxCandidates) {
+        candidates[num_candidates++] = algo;
       }
     }
   }
-  if (autotune_ && rows <= kMaxTunedRows && num_candidates > 1) {
+  if (num_candidates > 1) {
     void* out_ptr = y;
     const size_t out_bytes =
-        static_cast<size_t>(rows) * static_cast<size_t>(out) * (y_type == CUDA_R_32F ? 4 : 2);
+        static_cast<size_t>(rows) * static_cast<size_t>(out) * (f32_out ? 4 : 2);
     if (accumulate) {  // time into scratch so that y keeps its value
       if (scratch_bytes_ < out_bytes) {
         if (scratch_ != nullptr) (void)cudaFree(scratch_);
@@ -192,9 +281,9 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
       bool ran = true;
       for (int rep = 0; rep <= kTuneReps && ran; ++rep) {
         if (rep == 1) (void)cudaEventRecord(start, stream_);
-        ran = cublasLtMatmul(lt_handle(lt_), plan->op, &alpha, w, plan->a, x, plan->b, &beta,
-                             out_ptr, plan->c, out_ptr, plan->c, &candidates[i], workspace_,
-                             kWorkspaceBytes, stream_) == CUBLAS_STATUS_SUCCESS;
+        ran = cublasLtMatmul(lt_handle(lt_), plan.op, &alpha, w, plan.a, x, plan.b, &beta, out_ptr,
+                             plan.c, out_ptr, plan.c, &candidates[i], workspace_, kWorkspaceBytes,
+                             stream_) == CUBLAS_STATUS_SUCCESS;
       }
       if (!ran) continue;  // a candidate that refuses the problem is skipped
       (void)cudaEventRecord(stop, stream_);
@@ -207,17 +296,15 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
       (void)cudaEventElapsedTime(&ms, start, stop);
       if (ms < best_ms) {
         best_ms = ms;
-        plan->algo = candidates[i];
+        plan.algo = candidates[i];
       }
     }
     (void)cudaEventDestroy(start);
     (void)cudaEventDestroy(stop);
     PS_RETURN_IF_ERROR(failed);
-    plan->tuned = true;
+    plan.tuned = true;
   }
-  const Plan* p = plan.get();
-  plans_.emplace(key, std::move(plan));
-  return p;
+  return ok_status();
 }
 
 Status Gemm::linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w, int64_t out,

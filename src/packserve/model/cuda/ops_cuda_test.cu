@@ -244,17 +244,36 @@ TEST(ModelCudaOps, SiluMulMatchesFloat64) {
   }
 }
 
-// With autotune the first call of a shape times several algorithms, writing into y (bf16) or
+// The tuning buckets: every row count up to 16, then multiples of 16 up to kMaxTunedRows (512);
+// each row count rounded up to the least of them.
+TEST(ModelCudaOps, GemmTuneBucketsAreRowsUpTo16ThenMultiplesOf16) {
+  std::vector<int64_t> buckets;
+  for (int64_t r = 1; r <= Gemm::kMaxTunedRows; ++r) {
+    const int64_t b = Gemm::tune_bucket(r);
+    ASSERT_GE(b, r);
+    ASSERT_LT(b - r, 16);
+    if (buckets.empty() || buckets.back() != b) buckets.push_back(b);
+  }
+  std::vector<int64_t> expected;
+  for (int64_t r = 1; r <= 16; ++r) expected.push_back(r);
+  for (int64_t r = 32; r <= 512; r += 16) expected.push_back(r);
+  EXPECT_EQ(buckets, expected);
+  for (int64_t b : expected) EXPECT_EQ(Gemm::tune_bucket(b), b);
+}
+
+// With tuning the first call of a shape times several algorithms, writing into y (bf16) or
 // into a scratch buffer (accumulate): the accumulate result must still be y0 + x w^T once.
-// 600 rows > kMaxTunedRows takes the heuristic's pick.
+// 600 rows > kMaxTunedRows takes the heuristic's pick; with buckets the first 20-row call times
+// its bucket's 32 rows on scratch and takes that algorithm, which the 32-row call then finds.
 TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
   SKIP_WITHOUT_DEVICE();
-  for (bool autotune : {true, false}) {
-    SCOPED_TRACE(autotune ? "autotune" : "heuristic");
+  for (GemmTuning tuning :
+       {GemmTuning::kPerBucket, GemmTuning::kPerShape, GemmTuning::kHeuristic}) {
+    SCOPED_TRACE(static_cast<int>(tuning));
     Rng rng(5);
-    auto g = Gemm::create(nullptr, autotune);
+    auto g = Gemm::create(nullptr, tuning);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
-    for (int rows : {1, 3, 64, 600}) {
+    for (int rows : {1, 3, 20, 32, 64, 600}) {
       const int in = 512, out = 200;
       auto x = random_bf16(static_cast<size_t>(rows) * in, rng);
       auto w = random_bf16(static_cast<size_t>(out) * in, rng, 0.05);
@@ -285,12 +304,24 @@ TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
       }
       cudaFree(dx), cudaFree(dw), cudaFree(dyf), cudaFree(dyb);
     }
-    EXPECT_EQ(g.value().num_cached_shapes(), 8);  // 4 row counts x {bf16, f32}
-    if (autotune) {
-      EXPECT_GE(g.value().num_tuned_shapes(), 1);
-      EXPECT_LE(g.value().num_tuned_shapes(), 6);  // never the 600-row shapes
-    } else {
-      EXPECT_EQ(g.value().num_tuned_shapes(), 0);
+    EXPECT_EQ(g.value().num_cached_shapes(), 12);  // 6 row counts x {bf16, f32}
+    const int tuned = g.value().num_tuned_shapes(), borrowed = g.value().num_bucket_shapes();
+    switch (tuning) {
+      case GemmTuning::kPerBucket:
+        EXPECT_GE(tuned, 1);
+        EXPECT_LE(tuned, 8);     // 1, 3, 32 and 64 rows; never 20 or 600
+        EXPECT_GE(borrowed, 1);  // a 20-row shape took its bucket's algorithm
+        EXPECT_LE(borrowed, 2);  // only the 20-row shapes are inside a bucket
+        break;
+      case GemmTuning::kPerShape:
+        EXPECT_GE(tuned, 1);
+        EXPECT_LE(tuned, 10);  // never the 600-row shapes
+        EXPECT_EQ(borrowed, 0);
+        break;
+      case GemmTuning::kHeuristic:
+        EXPECT_EQ(tuned, 0);
+        EXPECT_EQ(borrowed, 0);
+        break;
     }
     EXPECT_EQ(g.value().linear(nullptr, 1, 1, nullptr, 1, nullptr, DType::kF32).code(),
               StatusCode::kInvalidArgument);

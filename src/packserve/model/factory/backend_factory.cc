@@ -70,12 +70,15 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
   CudaForwardOptions cuda_options;
   cuda_options.device = o.cuda_device;
   cuda_options.max_batch_rows = o.max_batch_rows;
+  cuda_options.max_sampling_rows = o.max_sampling_rows;  // the logits gpu_non_kv_bytes counts
+  static_assert(kGpuMinLogitsRows == CudaForwardBackend::kMinLogitsRows);
   // Shared prefix pages appear once per request that reads them, so a step's page_ids may
   // exceed num_pages; twice the pool is cheap (int32 entries) and covers heavy sharing.
   const int64_t page_ids = 2 * static_cast<int64_t>(pool.num_pages);
   cuda_options.max_batch_page_ids =
       static_cast<int>(std::min<int64_t>(page_ids, std::numeric_limits<int32_t>::max()));
   cuda_options.plan = o.plan;
+  cuda_options.gemm_tuning = o.gemm_tuning;
   auto created = CudaForwardBackend::create(*o.weights, pool, cuda_options);
   if (!created.ok()) {
     return Status(created.status().code(), "--backend cuda: " + created.status().message());
@@ -98,6 +101,14 @@ Result<BackendKind> parse_backend_kind(std::string_view name) {
   if (name == "cuda") return BackendKind::kCuda;
   if (name == "auto") return BackendKind::kAuto;
   return invalid_argument("backend '" + std::string(name) + "': expected cpu, cuda or auto");
+}
+
+Result<GemmTuning> parse_gemm_tuning(std::string_view name) {
+  if (name == "bucket") return GemmTuning::kPerBucket;
+  if (name == "shape") return GemmTuning::kPerShape;
+  if (name == "heuristic") return GemmTuning::kHeuristic;
+  return invalid_argument("gemm tuning '" + std::string(name) +
+                          "': expected bucket, shape or heuristic");
 }
 
 bool cuda_backend_compiled() {
@@ -133,7 +144,7 @@ size_t gpu_non_kv_bytes(const ModelConfig& c, int32_t max_batch_rows, int32_t ma
   }
   const size_t R = static_cast<size_t>(std::max(max_batch_rows, 1));
   const size_t activations = R * (H * 4 + (Q + 2 * KV) * 4 + H * 2 + 2 * Q * 2 + 2 * I * 2 + I * 2);
-  const size_t logits = static_cast<size_t>(std::max(max_sampling_rows, 1)) * V * 4;
+  const size_t logits = static_cast<size_t>(std::max(max_sampling_rows, kGpuMinLogitsRows)) * V * 4;
   return mat * 2 + vec * 4 + activations + logits + kGpuFixedReserveBytes;
 }
 

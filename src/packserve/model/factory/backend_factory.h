@@ -28,6 +28,7 @@
 #include "packserve/common/status.h"
 #include "packserve/model/config.h"
 #include "packserve/model/forward.h"
+#include "packserve/model/gemm_tuning.h"
 #include "packserve/model/weights.h"
 
 namespace packserve::model {
@@ -36,6 +37,8 @@ enum class BackendKind { kCpu, kCuda, kAuto };
 
 // "cpu" | "cuda" | "auto"; kInvalidArgument naming the choices otherwise.
 Result<BackendKind> parse_backend_kind(std::string_view name);
+// "heuristic" | "bucket" | "shape" (gemm_tuning.h); kInvalidArgument naming the choices.
+Result<GemmTuning> parse_gemm_tuning(std::string_view name);
 
 struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
@@ -49,6 +52,7 @@ struct BackendOptions {
   // CUDA only.
   int cuda_device = 0;                  // device ordinal
   double gpu_memory_utilization = 0.9;  // in (0, 1]: share of total device memory to use
+  GemmTuning gemm_tuning = GemmTuning::kHeuristic;
   // Query rows of the largest step (the engine's max_num_batched_tokens, at least its
   // max_num_running_requests): sizes the activation scratch, the plan capacity and, through
   // them, the KV pool.
@@ -77,9 +81,12 @@ Result<CreatedBackend> make_forward_backend(const BackendOptions& options);
 
 // Device bytes the CUDA backend will take for a model, besides the KV pool: bf16 matrices
 // (embedding, untied LM head, per layer qkv, o, gate_up, down), f32 vectors (norms, biases),
-// activations of max_batch_rows, logits of max_sampling_rows, plus a fixed reserve for the
-// attention workspace, cuBLAS and allocator slack (kGpuFixedReserveBytes).
+// activations of max_batch_rows, logits of max(max_sampling_rows, kGpuMinLogitsRows) rows,
+// plus a fixed reserve for the attention workspace, cuBLAS and allocator slack
+// (kGpuFixedReserveBytes).
 inline constexpr size_t kGpuFixedReserveBytes = size_t{1} << 30;  // 1 GiB
+// CudaForwardBackend::kMinLogitsRows: its logits buffer holds at least this many rows.
+inline constexpr int32_t kGpuMinLogitsRows = 64;
 size_t gpu_non_kv_bytes(const ModelConfig& config, int32_t max_batch_rows,
                         int32_t max_sampling_rows);
 // Bytes of one KV page on the GPU: k and v, every layer, bf16.

@@ -25,6 +25,14 @@ TEST(BackendFactory, ParsesKinds) {
   EXPECT_EQ(*parse_backend_kind("cpu"), BackendKind::kCpu);
   EXPECT_EQ(*parse_backend_kind("cuda"), BackendKind::kCuda);
   EXPECT_EQ(*parse_backend_kind("auto"), BackendKind::kAuto);
+  EXPECT_EQ(*parse_gemm_tuning("bucket"), GemmTuning::kPerBucket);
+  EXPECT_EQ(*parse_gemm_tuning("shape"), GemmTuning::kPerShape);
+  EXPECT_EQ(*parse_gemm_tuning("heuristic"), GemmTuning::kHeuristic);
+  const auto bad_tuning = parse_gemm_tuning("fast");
+  ASSERT_EQ(bad_tuning.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_tuning.status().message().find("expected bucket, shape or heuristic"),
+            std::string::npos)
+      << bad_tuning.status().to_string();
   auto bad = parse_backend_kind("gpu");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
@@ -140,14 +148,16 @@ TEST(BackendFactory, NonKvBytesCountEveryWeightOnce) {
   for (ModelConfig c : {testing_util::llama_config(), testing_util::qwen2_config()}) {
     c.vocab_size = 384;  // a multiple of 128: no alignment padding
     const ModelWeights w = testing_util::make_weights(c);
-    const size_t R = 3, S = 2;
+    const size_t R = 3;
     const size_t H = 128, I = 256, Q = static_cast<size_t>(c.q_size()),
                  KV = static_cast<size_t>(c.kv_size());
     const size_t activations =
         R * (H * 4 + (Q + 2 * KV) * 4 + H * 2 + 2 * Q * 2 + 2 * I * 2 + I * 2);
-    const size_t logits = S * 384 * 4;
-    EXPECT_EQ(gpu_non_kv_bytes(c, 3, 2),
-              weight_bytes_by_tensor(w) + activations + logits + kGpuFixedReserveBytes);
+    const size_t rest = weight_bytes_by_tensor(w) + activations + kGpuFixedReserveBytes;
+    // The logits: the sampling rows, at least the scoring pass's 64.
+    EXPECT_EQ(gpu_non_kv_bytes(c, 3, 2), rest + 64 * 384 * 4);
+    EXPECT_EQ(gpu_non_kv_bytes(c, 3, 64), rest + 64 * 384 * 4);
+    EXPECT_EQ(gpu_non_kv_bytes(c, 3, 100), rest + 100 * 384 * 4);
   }
 }
 
@@ -160,7 +170,7 @@ TEST(BackendFactory, Llama31_8bSizingOnAn80GiBDevice) {
   // 266,240 in norms (f32, 4 bytes): take away activations, logits and reserve, then count.
   const size_t weights =
       gpu_non_kv_bytes(*c, 1, 1) - kGpuFixedReserveBytes -
-      (4096 * 4 + 6144 * 4 + 4096 * 2 + 2 * 4096 * 2 + 2 * 14336 * 2 + 14336 * 2) - 128256 * 4;
+      (4096 * 4 + 6144 * 4 + 4096 * 2 + 2 * 4096 * 2 + 2 * 14336 * 2 + 14336 * 2) - 64 * 128256 * 4;
   const size_t norm_params = 4096 * (2 * 32 + 1);
   EXPECT_EQ((weights - norm_params * 4) / 2 + norm_params, size_t{8030261248});
 
