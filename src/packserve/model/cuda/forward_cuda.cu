@@ -78,6 +78,7 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   pool = p;
   options = o;
   if (options.max_batch_page_ids == 0) options.max_batch_page_ids = p.num_pages;
+  if (options.max_sampling_rows == 0) options.max_sampling_rows = o.max_batch_rows;
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(o.device));
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   PS_ASSIGN_OR_RETURN(cuda::Gemm g, cuda::Gemm::create(stream, o.gemm_tuning));

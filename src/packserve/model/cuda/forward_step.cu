@@ -241,11 +241,9 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   // Growing the logits buffer drops the graphs (reserve_logits): a graphed step therefore
   // reserves at once the most sampling rows a graphed step is expected to have, and the
   // scoring pass's block.
-  const int sampling_cap =
-      options.max_sampling_rows > 0 ? options.max_sampling_rows : options.max_batch_rows;
-  const size_t graph_rows = static_cast<size_t>(
-      std::max(std::min({options.step.max_graph_rows, options.max_batch_rows, sampling_cap}),
-               kMinLogitsRows));
+  const size_t graph_rows = static_cast<size_t>(std::max(
+      std::min({options.step.max_graph_rows, options.max_batch_rows, options.max_sampling_rows}),
+      kMinLogitsRows));
   PS_RETURN_IF_ERROR(
       reserve_logits(use_graph ? std::max(logits_bytes, graph_rows * V * 4) : logits_bytes));
   PS_RETURN_IF_ERROR(logits_pinned.reserve(static_cast<size_t>(SL) * V * 4));

@@ -74,14 +74,12 @@ Gemm& Gemm::operator=(Gemm&& other) noexcept {
   std::swap(scratch_bytes_, other.scratch_bytes_);
   std::swap(tuning_, other.tuning_);
   std::swap(plans_, other.plans_);
-  std::swap(bucket_plans_, other.bucket_plans_);
   std::swap(uncached_, other.uncached_);
   return *this;
 }
 Gemm::~Gemm() { release(); }
 
 void Gemm::release() {
-  bucket_plans_.clear();
   plans_.clear();
   uncached_.reset();
   if (lt_ != nullptr) (void)cublasLtDestroy(lt_handle(lt_));
@@ -106,8 +104,9 @@ int64_t Gemm::tune_bucket(int64_t rows) {
 
 bool Gemm::take_bucket_algo(const Key& key, Plan& plan) const {
   const auto [rows, in, out, y_dtype] = key;
-  const auto it = bucket_plans_.find(Key{tune_bucket(rows), in, out, y_dtype});
-  if (it == bucket_plans_.end()) return false;
+  // A bucket's own row count is cached under the bucket's key; timed, it is the bucket's plan.
+  const auto it = plans_.find(Key{tune_bucket(rows), in, out, y_dtype});
+  if (it == plans_.end() || !it->second->tuned) return false;
   cublasLtMatmulHeuristicResult_t check{};
   if (cublasLtMatmulAlgoCheck(lt_handle(lt_), plan.op, plan.a, plan.b, plan.c, plan.c,
                               &it->second->algo, &check) != CUBLAS_STATUS_SUCCESS ||
@@ -173,7 +172,6 @@ Status Gemm::tune_bucket_top(const Key& bucket_key, const uint16_t* x, int64_t x
   PS_RETURN_IF_ERROR(time_candidates(*plan, h, rows, out, scratch.as<uint16_t>(), w,
                                      scratch.as<std::byte>() + x_bytes, /*accumulate=*/false,
                                      static_cast<DType>(y_dtype) == DType::kF32));
-  if (plan->tuned) bucket_plans_.emplace(bucket_key, plan.get());
   plans_.emplace(bucket_key, std::move(plan));
   return ok_status();
 }
@@ -213,9 +211,7 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
     PS_RETURN_IF_ERROR(time_candidates(*plan, h, rows, out, x, w, y, accumulate,
                                        static_cast<DType>(y_dtype) == DType::kF32));
   }
-  const Plan* p = cache();
-  if (p->tuned && by_bucket && bucket_key == key) bucket_plans_.emplace(bucket_key, p);
-  return p;
+  return cache();
 }
 
 Status Gemm::time_candidates(Plan& plan, const Heuristic& h, int64_t rows, int64_t out,

@@ -95,7 +95,7 @@ class Gemm {
   // The descriptors of `key`'s shape with the heuristic's picks (h) and the first as algo.
   Result<std::unique_ptr<Plan>> make_plan(const Key& key, Heuristic& h) const;
   // Times the bucket's own shape (its largest row count) on scratch x (the caller's x_rows
-  // rows of x, repeated) and y, and caches it as the bucket's plan. Without memory for the
+  // rows of x, repeated) and y, and caches it under the bucket's key. Without memory for the
   // scratch the bucket stays untimed (no error).
   Status tune_bucket_top(const Key& bucket_key, const uint16_t* x, int64_t x_rows,
                          const uint16_t* w);
@@ -115,8 +115,7 @@ class Gemm {
   size_t scratch_bytes_ = 0;
   GemmTuning tuning_ = GemmTuning::kHeuristic;
   std::map<Key, std::unique_ptr<Plan>> plans_;
-  std::map<Key, const Plan*> bucket_plans_;  // (bucket, in, out, y dtype) -> its timed plan
-  std::unique_ptr<Plan> uncached_;           // a shape first seen inside a capture (one call)
+  std::unique_ptr<Plan> uncached_;  // a shape first seen inside a capture (one call)
 };
 
 }  // namespace packserve::model::cuda
