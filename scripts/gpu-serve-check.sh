@@ -22,7 +22,8 @@
 #                                                # --prefix-wait-min-tokens 0, autoattn /
 #                                                # balancedattn: --attention-policy auto / balanced,
 #                                                # shapetune / buckettune: --gemm-tuning shape /
-#                                                # bucket)
+#                                                # bucket, eager / graph64: --max-graph-rows 0 /
+#                                                # 64)
 #   scripts/gpu-serve-check.sh sharedtrace       # $DIR/shared_prefix.jsonl: N requests reading
 #                                                # one long shared prompt, or one of G (for TRACE=)
 #   scripts/gpu-serve-check.sh choices           # one request of n choices of a long prompt
@@ -89,7 +90,9 @@ variant_flags() {
     balancedattn) flags=(--attention-policy balanced) ;;
     shapetune) flags=(--gemm-tuning shape) ;;
     buckettune) flags=(--gemm-tuning bucket) ;;
-    *) echo "unknown variant '$1': expected default, noprefix, naive, prefixattn, autoattn, balancedattn, hostsample, nowait, shapetune or buckettune" >&2; exit 2 ;;
+    eager) flags=(--max-graph-rows 0) ;;
+    graph64) flags=(--max-graph-rows 64) ;;
+    *) echo "unknown variant '$1': expected default, noprefix, naive, prefixattn, autoattn, balancedattn, hostsample, nowait, shapetune, buckettune, eager or graph64" >&2; exit 2 ;;
   esac
 }
 
@@ -231,16 +234,20 @@ def step_times(name):
             k, v = line.split()
             m[k] = float(v)
     except OSError:
-        return "- | -"
+        return "- | - | -"
     s = m.get("packserve_engine_step_seconds_total", 0.0)
     f = m.get("packserve_engine_forward_seconds_total", 0.0)
     p = m.get("packserve_engine_sample_seconds_total", 0.0)
     n = m.get("packserve_engine_steps_total", 0.0)
     h = m.get("packserve_prefix_cache_hit_rate")
     hit = "-" if h is None else f"{h:.2f}"
-    return f"{s:.1f} / {f:.1f} / {p:.1f} / {1000 * s / max(n, 1):.1f} | {hit}"
-print("| run | done/failed | req/s | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | TBT p99 ms | goodput req/s | engine s: steps / forward / sample, ms per step | prefix cache hit rate |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+    c = m.get("packserve_engine_graph_captures_total", 0.0)
+    r = m.get("packserve_engine_graph_replays_total", 0.0)
+    cs = m.get("packserve_engine_graph_capture_seconds_total", 0.0)
+    return (f"{s:.1f} / {f:.1f} / {p:.1f} / {1000 * s / max(n, 1):.1f} | {hit} | "
+            f"{c:.0f} / {r:.0f} / {cs:.2f}")
+print("| run | done/failed | req/s | out tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | TBT p99 ms | goodput req/s | engine s: steps / forward / sample, ms per step | prefix cache hit rate | graphs captured / replayed, capture s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for name in sorted(os.listdir(out)):
     p = os.path.join(out, name, "result.json")
     if not os.path.exists(p): continue

@@ -116,4 +116,13 @@ TEST(BackendCli, UnknownGemmTuningNamesTheChoices) {
       << run.err;
 }
 
+TEST(BackendCli, NegativeMaxGraphRowsIsRejected) {
+  const CliRun run =
+      run_packserve(kGenerate + "--prompts " + prompts_file() + " --max-graph-rows -1");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--max-graph-rows: expected >= 0 (0: no CUDA graphs), got -1"),
+            std::string::npos)
+      << run.err;
+}
+
 }  // namespace

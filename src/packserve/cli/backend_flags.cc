@@ -28,6 +28,11 @@ void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& he
                      "then multiples of 16), shape (timed at every new row count); a timed "
                      "choice stalls the step that meets a new shape")
       ->capture_default_str();
+  cmd.add_option("--max-graph-rows", flags.max_graph_rows,
+                 help_prefix +
+                     "cuda: steps of at most this many rows run as replays of a CUDA graph "
+                     "captured at the first step of their shape; 0: every step eager")
+      ->capture_default_str();
 }
 
 Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
@@ -38,6 +43,10 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   if (!kind.ok()) return invalid_argument("--backend: " + kind.status().message());
   auto tuning = model::parse_gemm_tuning(flags.gemm_tuning);
   if (!tuning.ok()) return invalid_argument("--gemm-tuning: " + tuning.status().message());
+  if (flags.max_graph_rows < 0) {
+    return invalid_argument("--max-graph-rows: expected >= 0 (0: no CUDA graphs), got " +
+                            std::to_string(flags.max_graph_rows));
+  }
   model::BackendOptions options;
   options.kind = *kind;
   options.weights = &weights;
@@ -50,6 +59,7 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   options.cuda_device = flags.cuda_device;
   options.gpu_memory_utilization = flags.gpu_memory_utilization;
   options.gemm_tuning = *tuning;
+  options.max_graph_rows = flags.max_graph_rows;
   // A step has at most max_num_batched_tokens rows (sched/batch.h); the running-request cap
   // bounds the rows that sample.
   options.max_batch_rows =

@@ -9,6 +9,8 @@
 //   --gemm-tuning heuristic|bucket|shape
 //                                  how the GEMM algorithm of each decode-sized row count is
 //                                  chosen (default heuristic; model/cuda/gemm.h)
+//   --max-graph-rows N             steps of at most N rows run as CUDA graph replays (default
+//                                  512; 0: every step eager)
 // and the one call that turns them into a backend for an Engine (model/factory).
 // Thread-safety: call from one thread at start-up.
 #pragma once
@@ -28,6 +30,7 @@ struct BackendFlags {
   double gpu_memory_utilization = 0.9;
   int cuda_device = 0;
   std::string gemm_tuning = "heuristic";
+  int max_graph_rows = 512;
 };
 
 // Registers the flags; help texts start with help_prefix (e.g. "--in-process: ").

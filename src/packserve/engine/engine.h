@@ -220,6 +220,7 @@ struct EngineMetrics {
   // schedule, forward, sample, commit, detokenize and push outputs), and within them the
   // backend's forward() and the sampling of the rows.
   double step_seconds = 0.0, forward_seconds = 0.0, sample_seconds = 0.0;
+  model::BackendStats backend;  // the backend's graph cache (CUDA), as of the last step
   Histogram ttft_ms, tpot_ms, e2e_ms;
 };
 

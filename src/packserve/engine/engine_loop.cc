@@ -418,6 +418,7 @@ void Engine::Impl::publish_metrics(int64_t step_tokens, double now_ms, const Ste
   metrics.step_seconds += times.step_ms / 1000.0;
   metrics.forward_seconds += times.forward_ms / 1000.0;
   metrics.sample_seconds += times.sample_ms / 1000.0;
+  metrics.backend = backend->stats();
   constexpr double kWindowMs = 10000.0;
   if (step_tokens > 0) recent_tokens.emplace_back(now_ms, step_tokens);
   while (!recent_tokens.empty() && recent_tokens.front().first < now_ms - kWindowMs) {

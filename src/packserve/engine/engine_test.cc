@@ -158,6 +158,11 @@ TEST(EngineTest, GreedyOutputsEqualTheReference) {
   EXPECT_GT(m.forward_seconds, 0.0);
   EXPECT_GT(m.sample_seconds, 0.0);
   EXPECT_GE(m.step_seconds, m.forward_seconds + m.sample_seconds);
+  // The backend's counters as of the last step (FakeBackend::stats counts its forwards).
+  const model::BackendStats b = t.backend->stats();
+  EXPECT_GT(b.graph_replays, 0);
+  EXPECT_EQ(m.backend.graph_replays, b.graph_replays);
+  EXPECT_EQ(m.backend.capture_seconds, b.capture_seconds);
 }
 
 TEST(EngineTest, ConcurrentSubmitsFromSeveralThreads) {

@@ -155,6 +155,14 @@ class FakeBackend : public model::ForwardBackend {
 
   std::atomic<int32_t> fail_on_token{-1};
   int step_sleep_ms = 0;
+  // stats(): graph_replays counts the forwards entered, capture_seconds is 0.5 per forward.
+  model::BackendStats stats() const override {
+    std::lock_guard lock(gate_mutex_);
+    model::BackendStats s;
+    s.graph_replays = num_forwards_entered_;
+    s.capture_seconds = 0.5 * static_cast<double>(num_forwards_entered_);
+    return s;
+  }
   std::atomic<int64_t> num_argmax_rows{0};  // rows served as kOutputArgmax so far
   std::atomic<int64_t> num_sample_rows{0};  // rows served as kOutputSample so far
   std::atomic<int64_t> num_scored_rows{0};  // rows scored (ForwardBatch::score_*) so far
@@ -170,7 +178,7 @@ class FakeBackend : public model::ForwardBackend {
   int32_t page_size_;
   NextTokenFn next_;
   std::vector<int32_t> kv_;
-  std::mutex gate_mutex_;
+  mutable std::mutex gate_mutex_;
   std::condition_variable gate_cv_;
   bool blocked_ = false;
   int64_t num_forwards_entered_ = 0;

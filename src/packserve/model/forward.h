@@ -93,6 +93,14 @@ struct ForwardOutput {
   std::vector<RowScore> scores;
 };
 
+// Counts of a backend's steps since its creation: a CUDA backend's graph cache (CPU: zeros).
+struct BackendStats {
+  int64_t graph_captures = 0;    // steps that captured (and instantiated) a graph of a new shape
+  int64_t graph_replays = 0;     // steps that replayed a captured graph
+  int64_t graph_evictions = 0;   // graphs dropped to keep at most max_cuda_graphs
+  double capture_seconds = 0.0;  // host time of those captures and instantiations
+};
+
 class ForwardBackend {
  public:
   virtual ~ForwardBackend() = default;
@@ -102,6 +110,7 @@ class ForwardBackend {
   // Errors: kInvalidArgument (sizes, page ids, positions, samples values, draws) with nothing
   // written; kInternal for a device failure.
   virtual Status forward(const ForwardBatch& batch, ForwardOutput& out) = 0;
+  virtual BackendStats stats() const { return {}; }
 };
 
 }  // namespace packserve::model

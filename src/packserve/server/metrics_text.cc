@@ -146,6 +146,16 @@ std::string render_metrics_text(const MetricsSnapshot& snapshot) {
           m.forward_seconds);
   counter(out, "packserve_engine_sample_seconds_total", "of which sampling the rows",
           m.sample_seconds);
+  counter(out, "packserve_engine_graph_captures_total",
+          "steps that captured a CUDA graph for a new step shape",
+          static_cast<double>(m.backend.graph_captures));
+  counter(out, "packserve_engine_graph_replays_total", "steps that replayed a captured CUDA graph",
+          static_cast<double>(m.backend.graph_replays));
+  counter(out, "packserve_engine_graph_evictions_total",
+          "captured CUDA graphs dropped, least recently used, to keep at most 128",
+          static_cast<double>(m.backend.graph_evictions));
+  counter(out, "packserve_engine_graph_capture_seconds_total",
+          "host time of the captures and instantiations", m.backend.capture_seconds);
   histogram(out, "packserve_time_to_first_token_seconds", "arrival to first output token",
             m.ttft_ms);
   histogram(out, "packserve_time_per_output_token_seconds",

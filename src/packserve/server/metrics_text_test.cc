@@ -61,6 +61,10 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
   m.step_seconds = 2.5;
   m.forward_seconds = 2.0;
   m.sample_seconds = 0.25;
+  m.backend.graph_captures = 12;
+  m.backend.graph_replays = 340;
+  m.backend.graph_evictions = 2;
+  m.backend.capture_seconds = 0.75;
   // Buckets 10 ms, 100 ms, +Inf with 2, 3, 1 samples: cumulative 2, 5, 6.
   m.ttft_ms.upper_bounds_ms = {10.0, 100.0};
   m.ttft_ms.counts = {2, 3, 1};
@@ -93,6 +97,10 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
       "packserve_engine_step_seconds_total 2.5",
       "packserve_engine_forward_seconds_total 2",
       "packserve_engine_sample_seconds_total 0.25",
+      "packserve_engine_graph_captures_total 12",
+      "packserve_engine_graph_replays_total 340",
+      "packserve_engine_graph_evictions_total 2",
+      "packserve_engine_graph_capture_seconds_total 0.75",
       "# TYPE packserve_time_to_first_token_seconds histogram",
       "packserve_time_to_first_token_seconds_bucket{le=\"0.01\"} 2",
       "packserve_time_to_first_token_seconds_bucket{le=\"0.1\"} 5",

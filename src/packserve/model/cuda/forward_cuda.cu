@@ -239,6 +239,7 @@ Status CudaForwardBackend::set_plan_options(const attention::PlanOptions& plan) 
   return ok_status();
 }
 const CudaStepProfile& CudaForwardBackend::last_step_profile() const { return impl_->profile; }
+BackendStats CudaForwardBackend::stats() const { return impl_->stats; }
 int CudaForwardBackend::num_cuda_graphs() const { return static_cast<int>(impl_->graphs.size()); }
 size_t CudaForwardBackend::weight_bytes() const { return impl_->mat.bytes() + impl_->vec.bytes(); }
 size_t CudaForwardBackend::kv_pool_bytes() const { return impl_->kv.bytes(); }

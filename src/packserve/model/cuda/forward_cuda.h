@@ -144,6 +144,7 @@ class CudaForwardBackend final : public ForwardBackend {
   std::string_view name() const override { return "cuda"; }
   const ModelConfig& config() const override;
   Status forward(const ForwardBatch& batch, ForwardOutput& out) override;
+  BackendStats stats() const override;
 
   const KvPoolShape& pool_shape() const;
   // The attention plan of the last successful forward with >= 1 request.

@@ -236,6 +236,7 @@ struct CudaForwardBackend::Impl {
   attention::Plan plan;
   std::map<cuda::GraphKey, cuda::CachedGraph> graphs;
   uint64_t graph_clock = 0;
+  BackendStats stats;
   CudaStepProfile profile;
   cuda::EventPair step_events;
   static constexpr int kLogitsChunks = 4;

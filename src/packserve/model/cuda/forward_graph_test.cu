@@ -380,15 +380,26 @@ TEST(CudaForwardGraph, LeastRecentlyUsedGraphIsDropped) {
                            {4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3}});
   }
   // Batches of 1, 2, 3, then 1 again: the third capture drops shape 1 (least recently used),
-  // so the fourth step captures again; results stay equal to eager throughout.
+  // so the fourth step captures again; results stay equal to eager throughout. Then 3 again
+  // replays. stats() counts them (expect_same_step runs each batch once on each backend).
   const CudaStepProfile& prof = be.graph->last_step_profile();
-  for (int num : {1, 2, 3, 1}) {
+  const BackendStats before = be.graph->stats();
+  const std::pair<int, bool> steps[] = {{1, true}, {2, true}, {3, true}, {1, true}, {3, false}};
+  for (const auto& [num, captures] : steps) {
     ForwardBatch s;
     for (int i = 0; i < num; ++i) add(s, seqs[static_cast<size_t>(i)], 1, true);
     expect_same_step(be, s, static_cast<int>(c.num_layers), "lru step");
-    EXPECT_TRUE(prof.graph_captured) << num << " rows";
+    EXPECT_EQ(prof.graph_captured, captures) << num << " rows";
+    EXPECT_EQ(prof.graph_replayed, !captures) << num << " rows";
     EXPECT_LE(be.graph->num_cuda_graphs(), 2);
   }
+  const BackendStats after = be.graph->stats();
+  EXPECT_EQ(after.graph_captures - before.graph_captures, 4);
+  EXPECT_EQ(after.graph_replays - before.graph_replays, 1);
+  EXPECT_EQ(after.graph_evictions - before.graph_evictions, 2);
+  EXPECT_GT(after.capture_seconds, before.capture_seconds);
+  const BackendStats eager = be.eager->stats();
+  EXPECT_EQ(eager.graph_captures + eager.graph_replays + eager.graph_evictions, 0);
 }
 
 // The logits buffer a step reserves: an eager step its sampling rows; a graphed step at once

@@ -176,10 +176,12 @@ Status CudaForwardBackend::Impl::launch_graph(const GraphKey& key, const MetaLay
         return a.second.last_used < b.second.last_used;
       });
       graphs.erase(lru);
+      ++stats.graph_evictions;
     }
     // This step runs eagerly (so every GEMM shape is prepared, and tuned, outside the
     // capture); the capture only records the launches for the next steps of this shape.
     PS_RETURN_IF_ERROR(enqueue_device_step(key, m, nullptr));
+    cuda::Stopwatch capture_clock;
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     const Status enqueued = enqueue_device_step(key, m, nullptr);
     cudaGraph_t graph = nullptr;
@@ -196,11 +198,14 @@ Status CudaForwardBackend::Impl::launch_graph(const GraphKey& key, const MetaLay
     PS_MODEL_CUDA_RETURN_IF_ERROR(instantiated);
     graphs.emplace(key, cuda::CachedGraph{cuda::GraphExec(exec), ++graph_clock});
     profile.graph_captured = true;
+    ++stats.graph_captures;
+    stats.capture_seconds += capture_clock.lap() / 1000.0;
     return ok_status();
   }
   it->second.last_used = ++graph_clock;
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second.exec.get(), stream));
   profile.graph_replayed = true;
+  ++stats.graph_replays;
   return ok_status();
 }
 

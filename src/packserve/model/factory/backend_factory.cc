@@ -79,6 +79,7 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
       static_cast<int>(std::min<int64_t>(page_ids, std::numeric_limits<int32_t>::max()));
   cuda_options.plan = o.plan;
   cuda_options.gemm_tuning = o.gemm_tuning;
+  cuda_options.step.max_graph_rows = o.max_graph_rows;
   auto created = CudaForwardBackend::create(*o.weights, pool, cuda_options);
   if (!created.ok()) {
     return Status(created.status().code(), "--backend cuda: " + created.status().message());
