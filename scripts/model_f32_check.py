@@ -14,7 +14,8 @@ it runs `packserve generate --max-tokens 1 --logits-out` (CPU backend, f32) and 
 and prints one JSON line per (arch, variant): ours_vs_hf32, ours_vs_hf64, hf32_vs_hf64, argmax
 agreement, and for full models transformers' bf16 path vs hf64 too. It also prints
 transformers' rope parameters and max relative difference between its inv_freq and ours
-(ops_cpu.cc's formula restated in numpy). With --cuda-bin PATH/forward_logits the CUDA bf16
+(ops_cpu.cc's formulas restated in numpy), and its attention_scaling beside the attention
+factor our config.json carries (yarn). With --cuda-bin PATH/forward_logits the CUDA bf16
 backend's logits of the full model are compared with hf64 as well.
 With --greedy N it instead decodes N greedy tokens (no stop tokens) per prompt of the full
 models and prints how many prompts give identical tokens, and the mean first divergence, for
@@ -35,13 +36,25 @@ from transformers import AutoModelForCausalLM
 from hf_greedy import greedy_tokens
 
 
-def our_inv_freq(d, theta, sc):
-    """ops_cpu.cc rope_inv_freq, in float64."""
+def our_inv_freq(d, theta, sc, max_positions):
+    """ops_cpu.cc rope_inv_freq (llama3, yarn, linear), in float64."""
     f = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
     if not sc:
         return f
-    orig = float(sc["original_max_position_embeddings"])
-    lo, hi, factor = sc["low_freq_factor"], sc["high_freq_factor"], sc["factor"]
+    kind, factor = sc.get("rope_type") or sc.get("type"), sc["factor"]
+    if kind == "linear":
+        return f / factor
+    orig = float(sc.get("original_max_position_embeddings") or max_positions)
+    if kind == "yarn":
+        cdim = lambda b: d * math.log(orig / (2 * math.pi * b)) / (2 * math.log(theta))
+        lo, hi = cdim(sc.get("beta_fast") or 32), cdim(sc.get("beta_slow") or 1)
+        if sc.get("truncate", True):
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, d - 1)
+        hi = hi + 0.001 if lo == hi else hi
+        ramp = np.clip((np.arange(d // 2) - lo) / (hi - lo), 0, 1)
+        return ramp * f / factor + (1 - ramp) * f
+    lo, hi = sc["low_freq_factor"], sc["high_freq_factor"]
     wl = 2 * math.pi / f
     s = (orig / wl - lo) / (hi - lo)
     return np.where(wl > orig / lo, f / factor,
@@ -206,7 +219,9 @@ def main():
             v = hf32.shape[1]
             ours = ours[:, :v]
             dc = json.load(open(os.path.join(d, "config.json")))
-            mine = our_inv_freq(dc["head_dim"], dc["rope_theta"], dc.get("rope_scaling"))
+            mine = our_inv_freq(dc["head_dim"], dc["rope_theta"], dc.get("rope_scaling"),
+                                dc["max_position_embeddings"])
+            ours_attention = (dc.get("rope_scaling") or {}).get("attention_factor", 1.0)
             res = {"model": arch, "variant": name, "prompts": len(prompts),
                    "ours_vs_hf32": max(err(ours[i], hf32[i]) for i in range(len(prompts))),
                    "ours_vs_hf64": max(err(ours[i], hf64[i]) for i in range(len(prompts))),
@@ -216,7 +231,8 @@ def main():
                    "hf_inv_freq_rel_max": (float((np.abs(info["inv_freq"] - mine) / mine).max())
                                            if info["inv_freq"] is not None else None),
                    "hf_rope": str(info["rope_parameters"] or info["rope_scaling"]),
-                   "attention_scaling": info["attention_scaling"], "ours_wall_s": round(ours_s, 1)}
+                   "attention_scaling": info["attention_scaling"],
+                   "ours_attention_factor": ours_attention, "ours_wall_s": round(ours_s, 1)}
             if name == "full":
                 m = AutoModelForCausalLM.from_pretrained(d, dtype=torch.bfloat16).cuda().eval()
                 hfbf = run_hf(m, arch_prompts)

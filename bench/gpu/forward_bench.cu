@@ -89,7 +89,7 @@ model::ModelConfig llama31_8b() {
   c.max_position_embeddings = 131072;
   c.rms_norm_eps = 1e-5;
   c.rope_theta = 500000.0;
-  c.rope_scaling = model::Llama3RopeScaling{8.0, 1.0, 4.0, 8192};
+  c.rope_scaling = model::llama3_rope_scaling(8.0, 1.0, 4.0, 8192);
   c.dtype = DType::kBF16;
   return c;
 }

@@ -307,7 +307,7 @@ void register_generate_command(CLI::App& app, int& exit_code) {
                       "tokenizer.json)");
   auto* dummy_opt =
       cmd->add_option("--dummy-model", args->dummy_model,
-                      "random weights of a known shape (tiny, tiny-llama, tiny-qwen2, "
+                      "random weights of a known shape (tiny, tiny-llama, tiny-qwen2, tiny-yarn, "
                       "qwen3-0.6b, ...), made once in the dummy-model cache");
   model_opt->excludes(dummy_opt);
   cmd->add_option("--prompts", args->prompts_path,

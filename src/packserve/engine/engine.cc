@@ -198,7 +198,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   Impl& impl = *engine->impl_;
   impl.config = config;
   impl.vocab_size = mc.vocab_size;
-  int64_t model_len = config.max_model_len > 0 ? config.max_model_len : mc.max_position_embeddings;
+  int64_t model_len =
+      config.max_model_len > 0 ? config.max_model_len : model::model_context_length(mc);
   if (model_len <= 0) model_len = std::numeric_limits<int32_t>::max();
   impl.max_model_len =
       static_cast<int32_t>(std::min<int64_t>(model_len, std::numeric_limits<int32_t>::max()));
@@ -318,6 +319,7 @@ EngineMetrics Engine::metrics() const {
 }
 
 const model::ModelConfig& Engine::model_config() const { return impl_->backend->config(); }
+int32_t Engine::max_model_len() const { return impl_->max_model_len; }
 const tokenizer::Tokenizer& Engine::tokenizer() const { return impl_->tok; }
 double Engine::engine_now_ms() const { return impl_->now_ms(); }
 

@@ -175,9 +175,9 @@ class RequestStream {
 
 struct EngineConfig {
   sched::SchedulerConfig scheduler;
-  kv::KvCacheConfig kv;                 // num_pages, page_size, prefix caching
-  attention::PlanOptions plan;          // attention policy for every step
-  int32_t max_model_len = 0;            // prompt + max_tokens limit; 0 = the model's max positions
+  kv::KvCacheConfig kv;         // num_pages, page_size, prefix caching
+  attention::PlanOptions plan;  // attention policy for every step
+  int32_t max_model_len = 0;    // prompt + max_tokens limit; 0 = model_context_length (config.h)
   int32_t max_waiting_requests = 1024;  // submit() beyond this: kResourceExhausted
   uint64_t seed = 0;                    // engine RNG (requests without a seed)
   // Host threads that sample a step's rows in parallel (the caller's included); 0 = auto
@@ -240,6 +240,7 @@ class Engine {
   void cancel(RequestId id);
   EngineMetrics metrics() const;
   const model::ModelConfig& model_config() const;
+  int32_t max_model_len() const;  // EngineConfig::max_model_len, or the model's context length
   const tokenizer::Tokenizer& tokenizer() const;
   double engine_now_ms() const;  // the engine clock (steady, ms since create())
 

@@ -4,7 +4,9 @@
 // many that do not change the forward).
 #include "packserve/model/config.h"
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -63,7 +65,8 @@ class ConfigReader {
                        bool fallback) const {
     const Json* value = member(object, key);
     if (value == nullptr) return fallback;
-    if (!value->is_boolean()) return error(field, "expected true or false, got " + describe(*value));
+    if (!value->is_boolean())
+      return error(field, "expected true or false, got " + describe(*value));
     return value->get<bool>();
   }
   Result<std::vector<int64_t>> token_ids(const char* key) const {
@@ -91,8 +94,8 @@ class ConfigReader {
     const Json* archs = member(root_, "architectures");
     if (archs != nullptr) {
       if (!archs->is_array() || archs->empty()) {
-        return error("architectures", "expected a non-empty array of strings, got " +
-                                          describe(*archs));
+        return error("architectures",
+                     "expected a non-empty array of strings, got " + describe(*archs));
       }
       for (const Json& a : *archs) {
         if (!a.is_string()) {
@@ -124,39 +127,74 @@ class ConfigReader {
                          " is not supported; expected llama, mistral, qwen2 or qwen3");
   }
 
-  // Llama-3 scaling from a rope_scaling or rope_parameters object; nullopt for "default".
-  Result<std::optional<Llama3RopeScaling>> rope_scaling(const Json& object,
-                                                        const std::string& field) const {
-    if (!object.is_object()) return error(field, "expected an object or null, got " + describe(object));
+  // RoPE scaling from a rope_scaling or rope_parameters object; nullopt for "default".
+  // max_position_embeddings: yarn's default original_max_position_embeddings.
+  Result<std::optional<RopeScaling>> rope_scaling(const Json& object, const std::string& field,
+                                                  int64_t max_position_embeddings) const {
+    if (!object.is_object())
+      return error(field, "expected an object or null, got " + describe(object));
     const Json* type = member(object, "rope_type");
     std::string type_field = field + ".rope_type";
     if (type == nullptr) {
       type = member(object, "type");
       type_field = field + ".type";
     }
-    if (type == nullptr) return error(field + ".rope_type", "missing; expected \"llama3\" or \"default\"");
+    constexpr const char* kKnown = "expected \"llama3\", \"yarn\", \"linear\" or \"default\"";
+    if (type == nullptr) return error(field + ".rope_type", std::string("missing; ") + kKnown);
     if (!type->is_string()) return error(type_field, "expected a string, got " + describe(*type));
     const std::string name = type->get<std::string>();
-    if (name == "default") return std::optional<Llama3RopeScaling>();
-    if (name != "llama3") {
-      return unimplemented(source_ + ": " + type_field + ": \"" + name +
-                           "\" is not supported; expected \"llama3\" or \"default\"");
+    if (name == "default") return std::optional<RopeScaling>();
+    RopeScaling s;
+    if (name == "llama3") {
+      s.type = RopeType::kLlama3;
+    } else if (name == "yarn") {
+      s.type = RopeType::kYarn;
+    } else if (name == "linear") {
+      s.type = RopeType::kLinear;
+    } else {
+      return unimplemented(source_ + ": " + type_field + ": \"" + name + "\" is not supported; " +
+                           kKnown);
     }
-    Llama3RopeScaling s;
     PS_ASSIGN_OR_RETURN(s.factor, positive_number(object, "factor", field + ".factor", {}));
-    PS_ASSIGN_OR_RETURN(s.low_freq_factor, positive_number(object, "low_freq_factor",
-                                                           field + ".low_freq_factor", {}));
-    PS_ASSIGN_OR_RETURN(s.high_freq_factor, positive_number(object, "high_freq_factor",
-                                                            field + ".high_freq_factor", {}));
-    if (!(s.high_freq_factor > s.low_freq_factor)) {
-      return error(field + ".high_freq_factor",
-                   "expected > low_freq_factor (" + std::to_string(s.low_freq_factor) + "), got " +
-                       std::to_string(s.high_freq_factor));
+    const auto original = [&](std::optional<int64_t> fallback) {
+      return positive_int(object, "original_max_position_embeddings",
+                          field + ".original_max_position_embeddings", fallback);
+    };
+    if (s.type == RopeType::kLlama3) {
+      PS_ASSIGN_OR_RETURN(s.low_freq_factor, positive_number(object, "low_freq_factor",
+                                                             field + ".low_freq_factor", {}));
+      PS_ASSIGN_OR_RETURN(s.high_freq_factor, positive_number(object, "high_freq_factor",
+                                                              field + ".high_freq_factor", {}));
+      if (!(s.high_freq_factor > s.low_freq_factor)) {
+        return error(field + ".high_freq_factor",
+                     "expected > low_freq_factor (" + std::to_string(s.low_freq_factor) +
+                         "), got " + std::to_string(s.high_freq_factor));
+      }
+      PS_ASSIGN_OR_RETURN(s.original_max_position_embeddings, original({}));
+    } else if (s.type == RopeType::kYarn) {
+      PS_ASSIGN_OR_RETURN(s.original_max_position_embeddings, original(max_position_embeddings));
+      PS_ASSIGN_OR_RETURN(s.beta_fast,
+                          positive_number(object, "beta_fast", field + ".beta_fast", 32.0));
+      PS_ASSIGN_OR_RETURN(s.beta_slow,
+                          positive_number(object, "beta_slow", field + ".beta_slow", 1.0));
+      PS_ASSIGN_OR_RETURN(s.truncate, boolean(object, "truncate", field + ".truncate", true));
+      // The paper's attention factor, or the ratio of two with DeepSeek's mscale /
+      // mscale_all_dim, unless given.
+      if (member(object, "attention_factor") != nullptr) {
+        PS_ASSIGN_OR_RETURN(s.attention_factor, positive_number(object, "attention_factor",
+                                                                field + ".attention_factor", {}));
+      } else if (member(object, "mscale") != nullptr &&
+                 member(object, "mscale_all_dim") != nullptr) {
+        PS_ASSIGN_OR_RETURN(const double m,
+                            positive_number(object, "mscale", field + ".mscale", {}));
+        PS_ASSIGN_OR_RETURN(const double all, positive_number(object, "mscale_all_dim",
+                                                              field + ".mscale_all_dim", {}));
+        s.attention_factor = yarn_mscale(s.factor, m) / yarn_mscale(s.factor, all);
+      } else {
+        s.attention_factor = yarn_mscale(s.factor, 1.0);
+      }
     }
-    PS_ASSIGN_OR_RETURN(s.original_max_position_embeddings,
-                        positive_int(object, "original_max_position_embeddings",
-                                     field + ".original_max_position_embeddings", {}));
-    return std::optional<Llama3RopeScaling>(s);
+    return std::optional<RopeScaling>(s);
   }
 
   Result<ModelConfig> parse() const {
@@ -167,15 +205,16 @@ class ConfigReader {
     PS_ASSIGN_OR_RETURN(c.hidden_size, positive_int(r, "hidden_size", "hidden_size", {}));
     PS_ASSIGN_OR_RETURN(c.intermediate_size,
                         positive_int(r, "intermediate_size", "intermediate_size", {}));
-    PS_ASSIGN_OR_RETURN(c.num_layers, positive_int(r, "num_hidden_layers", "num_hidden_layers", {}));
+    PS_ASSIGN_OR_RETURN(c.num_layers,
+                        positive_int(r, "num_hidden_layers", "num_hidden_layers", {}));
     PS_ASSIGN_OR_RETURN(c.num_qo_heads,
                         positive_int(r, "num_attention_heads", "num_attention_heads", {}));
     PS_ASSIGN_OR_RETURN(c.num_kv_heads, positive_int(r, "num_key_value_heads",
                                                      "num_key_value_heads", c.num_qo_heads));
     if (c.num_qo_heads % c.num_kv_heads != 0) {
-      return error("num_key_value_heads",
-                   "expected a divisor of num_attention_heads (" + std::to_string(c.num_qo_heads) +
-                       "), got " + std::to_string(c.num_kv_heads));
+      return error("num_key_value_heads", "expected a divisor of num_attention_heads (" +
+                                              std::to_string(c.num_qo_heads) + "), got " +
+                                              std::to_string(c.num_kv_heads));
     }
     if (member(r, "head_dim") == nullptr && c.hidden_size % c.num_qo_heads != 0) {
       return error("head_dim", "missing, and hidden_size (" + std::to_string(c.hidden_size) +
@@ -188,8 +227,8 @@ class ConfigReader {
       return error("head_dim", "expected an even number (RoPE rotates pairs), got " +
                                    std::to_string(c.head_dim));
     }
-    PS_ASSIGN_OR_RETURN(c.max_position_embeddings, positive_int(r, "max_position_embeddings",
-                                                                "max_position_embeddings", {}));
+    PS_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                        positive_int(r, "max_position_embeddings", "max_position_embeddings", {}));
     PS_ASSIGN_OR_RETURN(c.rms_norm_eps, positive_number(r, "rms_norm_eps", "rms_norm_eps", 1e-6));
     PS_ASSIGN_OR_RETURN(c.tie_word_embeddings,
                         boolean(r, "tie_word_embeddings", "tie_word_embeddings", false));
@@ -200,13 +239,15 @@ class ConfigReader {
       if (!params->is_object()) {
         return error("rope_parameters", "expected an object, got " + describe(*params));
       }
-      PS_ASSIGN_OR_RETURN(c.rope_theta, positive_number(*params, "rope_theta",
-                                                        "rope_parameters.rope_theta", {}));
-      PS_ASSIGN_OR_RETURN(c.rope_scaling, rope_scaling(*params, "rope_parameters"));
+      PS_ASSIGN_OR_RETURN(c.rope_theta,
+                          positive_number(*params, "rope_theta", "rope_parameters.rope_theta", {}));
+      PS_ASSIGN_OR_RETURN(c.rope_scaling,
+                          rope_scaling(*params, "rope_parameters", c.max_position_embeddings));
     } else {
       PS_ASSIGN_OR_RETURN(c.rope_theta, positive_number(r, "rope_theta", "rope_theta", 10000.0));
       if (const Json* scaling = member(r, "rope_scaling")) {
-        PS_ASSIGN_OR_RETURN(c.rope_scaling, rope_scaling(*scaling, "rope_scaling"));
+        PS_ASSIGN_OR_RETURN(c.rope_scaling,
+                            rope_scaling(*scaling, "rope_scaling", c.max_position_embeddings));
       }
     }
 
@@ -225,9 +266,9 @@ class ConfigReader {
       }
     }
     // Sliding-window attention is not implemented: refuse a config that would use it.
-    PS_ASSIGN_OR_RETURN(const bool use_sliding,
-                        boolean(r, "use_sliding_window", "use_sliding_window",
-                                c.arch == Architecture::kMistral));
+    PS_ASSIGN_OR_RETURN(
+        const bool use_sliding,
+        boolean(r, "use_sliding_window", "use_sliding_window", c.arch == Architecture::kMistral));
     if (const Json* window = member(r, "sliding_window"); window != nullptr && use_sliding) {
       if (!window->is_number_integer()) {
         return error("sliding_window", "expected an integer or null, got " + describe(*window));
@@ -249,8 +290,8 @@ class ConfigReader {
       auto parsed = dtype->is_string() ? parse_dtype(dtype->get<std::string>())
                                        : Result<DType>(invalid_argument(""));
       if (!parsed.ok()) {
-        return error(dtype_field, "expected \"bfloat16\", \"float16\" or \"float32\", got " +
-                                      describe(*dtype));
+        return error(dtype_field,
+                     "expected \"bfloat16\", \"float16\" or \"float32\", got " + describe(*dtype));
       }
       c.dtype = *parsed;
     }
@@ -270,22 +311,76 @@ class ConfigReader {
 
 const char* model_type(Architecture arch) {
   switch (arch) {
-    case Architecture::kLlama: return "llama";
-    case Architecture::kMistral: return "mistral";
-    case Architecture::kQwen2: return "qwen2";
-    case Architecture::kQwen3: return "qwen3";
+    case Architecture::kLlama:
+      return "llama";
+    case Architecture::kMistral:
+      return "mistral";
+    case Architecture::kQwen2:
+      return "qwen2";
+    case Architecture::kQwen3:
+      return "qwen3";
   }
   return "?";
 }
 
 }  // namespace
 
+std::string_view rope_type_name(RopeType type) {
+  switch (type) {
+    case RopeType::kLlama3:
+      return "llama3";
+    case RopeType::kYarn:
+      return "yarn";
+    case RopeType::kLinear:
+      return "linear";
+  }
+  return "?";
+}
+
+RopeScaling llama3_rope_scaling(double factor, double low_freq_factor, double high_freq_factor,
+                                int64_t original_max_position_embeddings) {
+  RopeScaling s;
+  s.type = RopeType::kLlama3;
+  s.factor = factor;
+  s.low_freq_factor = low_freq_factor;
+  s.high_freq_factor = high_freq_factor;
+  s.original_max_position_embeddings = original_max_position_embeddings;
+  return s;
+}
+
+int64_t model_context_length(const ModelConfig& c) {
+  if (!c.rope_scaling || c.rope_scaling->type == RopeType::kLlama3)
+    return c.max_position_embeddings;
+  const double base = c.rope_scaling->type == RopeType::kYarn
+                          ? static_cast<double>(c.rope_scaling->original_max_position_embeddings)
+                          : static_cast<double>(c.max_position_embeddings);
+  const double scaled = base * c.rope_scaling->factor;
+  return scaled >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(scaled);
+}
+
+double yarn_mscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+RopeScaling yarn_rope_scaling(double factor, int64_t original_max_position_embeddings) {
+  RopeScaling s;
+  s.type = RopeType::kYarn;
+  s.factor = factor;
+  s.original_max_position_embeddings = original_max_position_embeddings;
+  s.attention_factor = yarn_mscale(factor, 1.0);
+  return s;
+}
+
 std::string_view architecture_name(Architecture arch) {
   switch (arch) {
-    case Architecture::kLlama: return "LlamaForCausalLM";
-    case Architecture::kMistral: return "MistralForCausalLM";
-    case Architecture::kQwen2: return "Qwen2ForCausalLM";
-    case Architecture::kQwen3: return "Qwen3ForCausalLM";
+    case Architecture::kLlama:
+      return "LlamaForCausalLM";
+    case Architecture::kMistral:
+      return "MistralForCausalLM";
+    case Architecture::kQwen2:
+      return "Qwen2ForCausalLM";
+    case Architecture::kQwen3:
+      return "Qwen3ForCausalLM";
   }
   return "?";
 }
@@ -323,13 +418,22 @@ std::string model_config_to_json(const ModelConfig& c) {
   j["max_position_embeddings"] = c.max_position_embeddings;
   j["rms_norm_eps"] = c.rms_norm_eps;
   j["rope_theta"] = c.rope_theta;
-  if (c.rope_scaling) {
-    j["rope_scaling"] = {
-        {"rope_type", "llama3"},
-        {"factor", c.rope_scaling->factor},
-        {"low_freq_factor", c.rope_scaling->low_freq_factor},
-        {"high_freq_factor", c.rope_scaling->high_freq_factor},
-        {"original_max_position_embeddings", c.rope_scaling->original_max_position_embeddings}};
+  if (const std::optional<RopeScaling>& r = c.rope_scaling) {
+    Json& o = j["rope_scaling"];
+    o = {{"rope_type", rope_type_name(r->type)}, {"factor", r->factor}};
+    if (r->type == RopeType::kLlama3) {
+      o["low_freq_factor"] = r->low_freq_factor;
+      o["high_freq_factor"] = r->high_freq_factor;
+    }
+    if (r->type != RopeType::kLinear) {
+      o["original_max_position_embeddings"] = r->original_max_position_embeddings;
+    }
+    if (r->type == RopeType::kYarn) {
+      o["beta_fast"] = r->beta_fast;
+      o["beta_slow"] = r->beta_slow;
+      if (!r->truncate) o["truncate"] = false;
+      o["attention_factor"] = r->attention_factor;
+    }
   } else {
     j["rope_scaling"] = nullptr;
   }

@@ -23,13 +23,35 @@ namespace packserve::model {
 enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
 std::string_view architecture_name(Architecture arch);  // "LlamaForCausalLM", ...
 
-// Llama-3 "rope_type": "llama3" frequency scaling (transformers' _compute_llama3_parameters).
-struct Llama3RopeScaling {
+// RoPE frequency scaling: config.json's rope_scaling / rope_parameters "rope_type" (transformers'
+// modeling_rope_utils; the formulas are in ops_cpu.h's rope_inv_freq):
+//   llama3  _compute_llama3_parameters: factor, low_freq_factor, high_freq_factor,
+//           original_max_position_embeddings (all required)
+//   yarn    _compute_yarn_parameters: factor (required), original_max_position_embeddings
+//           (default max_position_embeddings), beta_fast (32), beta_slow (1), truncate (true),
+//           attention_factor (default from mscale / mscale_all_dim, else 0.1 ln(factor) + 1)
+//   linear  _compute_linear_scaling_rope_parameters: factor (required)
+// attention_factor multiplies RoPE's cos and sin (so q.k by its square); 1 unless yarn.
+enum class RopeType { kLlama3, kYarn, kLinear };
+std::string_view rope_type_name(RopeType type);  // "llama3", "yarn", "linear"
+
+struct RopeScaling {
+  RopeType type = RopeType::kLlama3;
   double factor = 8.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
-  int64_t original_max_position_embeddings = 8192;
+  double low_freq_factor = 1.0;                     // llama3
+  double high_freq_factor = 4.0;                    // llama3
+  int64_t original_max_position_embeddings = 8192;  // llama3, yarn
+  double beta_fast = 32.0;                          // yarn
+  double beta_slow = 1.0;                           // yarn
+  bool truncate = true;                             // yarn: correction range floored / ceiled
+  double attention_factor = 1.0;                    // yarn, resolved at parse time
 };
+RopeScaling llama3_rope_scaling(double factor, double low_freq_factor, double high_freq_factor,
+                                int64_t original_max_position_embeddings);
+// YaRN with the defaults above (beta 32 / 1, truncate, attention factor 0.1 ln(factor) + 1).
+RopeScaling yarn_rope_scaling(double factor, int64_t original_max_position_embeddings);
+// YaRN's attention factor of a scale: 0.1 mscale ln(scale) + 1, or 1 for scale <= 1.
+double yarn_mscale(double scale, double mscale);
 
 struct ModelConfig {
   Architecture arch = Architecture::kLlama;
@@ -42,18 +64,23 @@ struct ModelConfig {
   int64_t head_dim = 0;           // "head_dim", else hidden_size / num_qo_heads
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
-  double rope_theta = 10000.0;  // top-level rope_theta or rope_parameters.rope_theta
-  std::optional<Llama3RopeScaling> rope_scaling;  // only "llama3" is supported
-  bool tie_word_embeddings = false;  // lm_head shares embed_tokens
-  bool qkv_bias = false;             // Qwen2: q/k/v projections have biases
-  bool qk_norm = false;              // Qwen3: per-head RMSNorm of q and k before RoPE
-  DType dtype = DType::kBF16;        // torch_dtype / dtype of the checkpoint
-  std::vector<int64_t> eos_token_ids;  // eos_token_id (int or list); may be empty
+  double rope_theta = 10000.0;              // top-level rope_theta or rope_parameters.rope_theta
+  std::optional<RopeScaling> rope_scaling;  // none: plain RoPE ("default")
+  bool tie_word_embeddings = false;         // lm_head shares embed_tokens
+  bool qkv_bias = false;                    // Qwen2: q/k/v projections have biases
+  bool qk_norm = false;                     // Qwen3: per-head RMSNorm of q and k before RoPE
+  DType dtype = DType::kBF16;               // torch_dtype / dtype of the checkpoint
+  std::vector<int64_t> eos_token_ids;       // eos_token_id (int or list); may be empty
   std::optional<int64_t> bos_token_id;
 
   int64_t q_size() const { return num_qo_heads * head_dim; }   // q projection width
   int64_t kv_size() const { return num_kv_heads * head_dim; }  // k (and v) projection width
 };
+
+// The context length the model supports, vLLM's rule for its default max_model_len:
+// max_position_embeddings, except yarn (original_max_position_embeddings x factor) and linear
+// (max_position_embeddings x factor) scaling.
+int64_t model_context_length(const ModelConfig& config);
 
 // Parses config.json text. Errors (kInvalidArgument) name the source, the field and what was
 // expected: `config.json: num_attention_heads: expected a positive integer, got "x"`;

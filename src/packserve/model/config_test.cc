@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -100,6 +101,74 @@ TEST(ModelConfig, Llama32WithLlama3RopeScaling) {
   EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-5);
 }
 
+// Qwen3 with the YaRN block Qwen's model cards give for contexts beyond 32K; its context is
+// original x factor = 131,072 (vLLM's rule), not max_position_embeddings (40,960).
+TEST(ModelConfig, Qwen3WithYarnRopeScaling) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    SCOPED_TRACE(key);
+    nlohmann::json j = nlohmann::json::parse(kQwen3);
+    j[key] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+    if (std::string(key) == "rope_parameters") {
+      j.erase("rope_scaling");
+      j[key]["rope_theta"] = 1000000;
+    }
+    auto c = parse_model_config(j.dump(), "config.json");
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    ASSERT_TRUE(c->rope_scaling.has_value());
+    const RopeScaling& r = *c->rope_scaling;
+    EXPECT_EQ(r.type, RopeType::kYarn);
+    EXPECT_EQ(r.factor, 4.0);
+    EXPECT_EQ(r.original_max_position_embeddings, 32768);
+    EXPECT_EQ(r.beta_fast, 32.0);
+    EXPECT_EQ(r.beta_slow, 1.0);
+    EXPECT_TRUE(r.truncate);
+    EXPECT_NEAR(r.attention_factor, 0.1 * std::log(4.0) + 1.0, 1e-15);
+    EXPECT_EQ(model_context_length(*c), 131072);
+  }
+}
+
+// YaRN's optional fields: an explicit attention_factor wins; DeepSeek's mscale / mscale_all_dim
+// give the ratio of two paper factors; without original_max_position_embeddings the model's
+// max_position_embeddings is the original context. Linear scaling: max positions x factor.
+TEST(ModelConfig, YarnOptionalFieldsAndLinear) {
+  const auto parse = [](const nlohmann::json& scaling) {
+    nlohmann::json j = nlohmann::json::parse(kQwen3);
+    j["rope_scaling"] = scaling;
+    auto c = parse_model_config(j.dump(), "c");
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    return c.ok() ? *c : ModelConfig{};
+  };
+  ModelConfig c = parse({{"rope_type", "yarn"},
+                         {"factor", 2.0},
+                         {"attention_factor", 0.9},
+                         {"beta_fast", 16},
+                         {"beta_slow", 2},
+                         {"truncate", false}});
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->attention_factor, 0.9);
+  EXPECT_EQ(c.rope_scaling->beta_fast, 16.0);
+  EXPECT_EQ(c.rope_scaling->beta_slow, 2.0);
+  EXPECT_FALSE(c.rope_scaling->truncate);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 40960);
+  EXPECT_EQ(model_context_length(c), 81920);
+  c = parse({{"type", "yarn"}, {"factor", 40.0}, {"mscale", 0.707}, {"mscale_all_dim", 1.0}});
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  const double l = std::log(40.0);
+  EXPECT_NEAR(c.rope_scaling->attention_factor, (0.0707 * l + 1.0) / (0.1 * l + 1.0), 1e-15);
+  c = parse({{"rope_type", "yarn"}, {"factor", 0.5}});  // a factor <= 1: no attention scaling
+  EXPECT_EQ(c.rope_scaling->attention_factor, 1.0);
+  c = parse({{"rope_type", "linear"}, {"factor", 2.0}});
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, RopeType::kLinear);
+  EXPECT_EQ(c.rope_scaling->attention_factor, 1.0);
+  EXPECT_EQ(model_context_length(c), 81920);
+  // llama3 and no scaling: max_position_embeddings.
+  auto llama = parse_model_config(kLlama32, "c");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_EQ(model_context_length(*llama), 131072);
+  EXPECT_EQ(model_context_length(parse(nullptr)), 40960);
+}
+
 TEST(ModelConfig, Qwen2HasQkvBiasAndDerivedHeadDim) {
   auto c = parse_model_config(kQwen2, "config.json");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -132,7 +201,14 @@ TEST(ModelConfig, RopeParametersDtypeAndEosList) {
 }
 
 TEST(ModelConfig, RoundTripsThroughJson) {
-  for (const char* text : {kQwen3, kLlama32, kQwen2, kMistral, kLlama31New}) {
+  nlohmann::json yarn = nlohmann::json::parse(kQwen3);
+  yarn["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"truncate", false},
+                          {"beta_fast", 16},     {"mscale", 0.8}, {"mscale_all_dim", 1.0}};
+  nlohmann::json linear = nlohmann::json::parse(kQwen3);
+  linear["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  const std::string yarn_text = yarn.dump(), linear_text = linear.dump();
+  for (const char* text :
+       {kQwen3, kLlama32, kQwen2, kMistral, kLlama31New, yarn_text.c_str(), linear_text.c_str()}) {
     auto a = parse_model_config(text, "a");
     ASSERT_TRUE(a.ok());
     const std::string json = model_config_to_json(*a);
@@ -143,7 +219,16 @@ TEST(ModelConfig, RoundTripsThroughJson) {
     EXPECT_EQ(b->head_dim, a->head_dim);
     EXPECT_EQ(b->rope_theta, a->rope_theta);
     EXPECT_EQ(b->rms_norm_eps, a->rms_norm_eps);
-    EXPECT_EQ(b->rope_scaling.has_value(), a->rope_scaling.has_value());
+    ASSERT_EQ(b->rope_scaling.has_value(), a->rope_scaling.has_value());
+    if (a->rope_scaling) {
+      EXPECT_EQ(b->rope_scaling->type, a->rope_scaling->type);
+      EXPECT_EQ(b->rope_scaling->factor, a->rope_scaling->factor);
+      EXPECT_EQ(b->rope_scaling->original_max_position_embeddings,
+                a->rope_scaling->original_max_position_embeddings);
+      EXPECT_EQ(b->rope_scaling->beta_fast, a->rope_scaling->beta_fast);
+      EXPECT_EQ(b->rope_scaling->truncate, a->rope_scaling->truncate);
+      EXPECT_EQ(b->rope_scaling->attention_factor, a->rope_scaling->attention_factor);
+    }
     EXPECT_EQ(b->eos_token_ids, a->eos_token_ids);
     EXPECT_EQ(b->bos_token_id, a->bos_token_id);
     EXPECT_EQ(b->dtype, a->dtype);
@@ -231,13 +316,42 @@ TEST(ModelConfigErrors, RopeFields) {
   expect_error(parse_edited([](auto& j) { j["rope_theta"] = -1; }), StatusCode::kInvalidArgument,
                {"rope_theta", "positive number"});
   expect_error(parse_edited([](auto& j) {
-                 j["rope_scaling"] = {{"rope_type", "yarn"}};
+                 j["rope_scaling"] = {{"rope_type", "longrope"}};
                }),
-               StatusCode::kUnimplemented, {"rope_scaling.rope_type", "yarn", "llama3"});
+               StatusCode::kUnimplemented,
+               {"rope_scaling.rope_type", "longrope", "llama3", "yarn", "linear", "default"});
   expect_error(parse_edited([](auto& j) {
                  j["rope_scaling"] = {{"type", "dynamic"}};
                }),
                StatusCode::kUnimplemented, {"rope_scaling.type", "dynamic"});
+  expect_error(parse_edited([](auto& j) {
+                 j["rope_scaling"] = {{"rope_type", "yarn"}};
+               }),
+               StatusCode::kInvalidArgument, {"rope_scaling.factor", "missing"});
+  expect_error(parse_edited([](auto& j) {
+                 j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0}};
+               }),
+               StatusCode::kInvalidArgument, {"rope_scaling.factor", "positive number"});
+  expect_error(parse_edited([](auto& j) {
+                 j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}, {"beta_fast", "x"}};
+               }),
+               StatusCode::kInvalidArgument, {"rope_scaling.beta_fast", "positive number"});
+  expect_error(parse_edited([](auto& j) {
+                 j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}, {"truncate", 1}};
+               }),
+               StatusCode::kInvalidArgument, {"rope_scaling.truncate", "true or false"});
+  expect_error(
+      parse_edited([](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}, {"attention_factor", -1}};
+      }),
+      StatusCode::kInvalidArgument, {"rope_scaling.attention_factor", "positive number"});
+  expect_error(parse_edited([](auto& j) {
+                 j["rope_scaling"] = {{"rope_type", "yarn"},
+                                      {"factor", 4},
+                                      {"original_max_position_embeddings", 0.5}};
+               }),
+               StatusCode::kInvalidArgument,
+               {"rope_scaling.original_max_position_embeddings", "positive integer"});
   expect_error(parse_edited([](auto& j) {
                  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
                }),
@@ -291,7 +405,7 @@ TEST(ModelConfigErrors, LoadMissingFile) {
 
 // Seeded character mutations (replaced, inserted, deleted) of the four real configs: each
 // parses with the header's invariants (every count > 0, num_qo_heads % num_kv_heads == 0, even
-// head_dim, rope_theta and rms_norm_eps > 0, a sane llama3 scaling), or fails with
+// head_dim, rope_theta and rms_norm_eps > 0, a sane rope scaling), or fails with
 // kInvalidArgument or kUnimplemented naming the file.
 TEST(ModelConfigErrors, MutatedConfigsParseWithTheInvariantsOrFailNamingTheFile) {
   const std::string alphabet = "{}[],:\"0123456789-.e aflnrstu";
@@ -326,6 +440,7 @@ TEST(ModelConfigErrors, MutatedConfigsParseWithTheInvariantsOrFailNamingTheFile)
         ASSERT_GT(m.rope_scaling->factor, 0);
         ASSERT_GT(m.rope_scaling->original_max_position_embeddings, 0);
         ASSERT_GT(m.rope_scaling->high_freq_factor, m.rope_scaling->low_freq_factor);
+        ASSERT_GT(m.rope_scaling->attention_factor, 0);
       }
     }
   }

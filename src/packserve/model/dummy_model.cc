@@ -38,7 +38,9 @@ struct Shape {
   int64_t max_position_embeddings;
   double rms_norm_eps, rope_theta;
   bool tied;
-  double llama3_factor;  // 0: no rope scaling
+  double llama3_factor;       // 0: no llama3 rope scaling
+  double yarn_factor = 0;     // 0: no yarn rope scaling
+  int64_t yarn_original = 0;  // yarn's original_max_position_embeddings
 };
 
 // Sources: the config.json of Qwen/Qwen3-0.6B, meta-llama/Llama-3.2-1B, meta-llama/Llama-3.1-8B
@@ -47,6 +49,10 @@ constexpr Shape kShapes[] = {
     {"tiny", Architecture::kQwen3, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-6, 1e6, false, 0},
     {"tiny-llama", Architecture::kLlama, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-5, 5e5, true, 8},
     {"tiny-qwen2", Architecture::kQwen2, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-6, 1e6, true, 0},
+    // tiny with YaRN x4 over 1,024 original positions (as Qwen's long-context configs, scaled
+    // down so that short prompts already reach the interpolated frequencies).
+    {"tiny-yarn", Architecture::kQwen3, 0, 64, 128, 2, 4, 2, 64, 4096, 1e-6, 1e6, false, 0, 4.0,
+     1024},
     {"qwen3-0.6b", Architecture::kQwen3, 151936, 1024, 3072, 28, 16, 8, 128, 40960, 1e-6, 1e6, true,
      0},
     {"llama-3.2-1b", Architecture::kLlama, 128256, 2048, 8192, 16, 32, 8, 64, 131072, 1e-5, 5e5,
@@ -505,9 +511,8 @@ Result<ModelConfig> dummy_model_config(std::string_view arch, int64_t vocab_size
     c.tie_word_embeddings = s.tied;
     c.qkv_bias = s.arch == Architecture::kQwen2;
     c.qk_norm = s.arch == Architecture::kQwen3;
-    if (s.llama3_factor > 0) {
-      c.rope_scaling = Llama3RopeScaling{s.llama3_factor, 1.0, 4.0, 8192};
-    }
+    if (s.llama3_factor > 0) c.rope_scaling = llama3_rope_scaling(s.llama3_factor, 1.0, 4.0, 8192);
+    if (s.yarn_factor > 0) c.rope_scaling = yarn_rope_scaling(s.yarn_factor, s.yarn_original);
     if (c.vocab_size <= 0) return invalid_argument("vocab_size: expected > 0");
     return c;
   }

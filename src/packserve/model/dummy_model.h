@@ -9,6 +9,7 @@
 //                intermediate 128, untied, vocab = the tokenizer's size (a few MB)
 //   tiny-llama   Llama-style, same sizes, tied, llama3 rope scaling
 //   tiny-qwen2   Qwen2-style (qkv bias), same sizes, tied
+//   tiny-yarn    tiny with YaRN rope scaling x4 over 1,024 original positions
 //   qwen3-0.6b, llama-3.2-1b, llama-3.1-8b, qwen3-8b: the published configs' shapes.
 // Weights (DummyInit::kRandom, the default): matrices, embeddings and biases ~ matrix_std * z,
 // norm weights 1 + norm_std * z, with z an approximately standard normal (sum of four uniforms,
@@ -64,7 +65,7 @@ struct DummyModelOptions {
 // of the peak (39 of 300) lower. For tests and docs.
 double copy_head_runner_up(const ModelConfig& config, int copy_distance, int64_t max_distance);
 
-// "tiny", "tiny-llama", "tiny-qwen2", "qwen3-0.6b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-8b".
+// "tiny", "tiny-llama", "tiny-qwen2", "tiny-yarn", "qwen3-0.6b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-8b".
 std::vector<std::string> dummy_model_names();
 
 // The shape of `arch` with vocab_size = `vocab_size` (tiny*: exactly; others: at least the

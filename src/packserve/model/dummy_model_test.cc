@@ -161,6 +161,22 @@ TEST(DummyModel, TinyVariantsLoad) {
     EXPECT_EQ(weights->config.qkv_bias, std::string(arch) == "tiny-qwen2");
     EXPECT_EQ(weights->config.rope_scaling.has_value(), std::string(arch) == "tiny-llama");
   }
+  // tiny-yarn: tiny with YaRN x4 over 1,024 positions, through config.json and back.
+  TestDir dir("dummy_yarn");
+  DummyModelOptions options;
+  options.arch = "tiny-yarn";
+  options.out_dir = dir.path();
+  ASSERT_TRUE(make_dummy_model(options).ok());
+  auto weights = load_checkpoint(dir.path());
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const ModelConfig& c = weights->config;
+  EXPECT_TRUE(c.qk_norm);
+  ASSERT_TRUE(c.rope_scaling.has_value());
+  EXPECT_EQ(c.rope_scaling->type, RopeType::kYarn);
+  EXPECT_EQ(c.rope_scaling->factor, 4.0);
+  EXPECT_EQ(c.rope_scaling->original_max_position_embeddings, 1024);
+  EXPECT_EQ(c.rope_scaling->attention_factor, yarn_mscale(4.0, 1.0));
+  EXPECT_EQ(model_context_length(c), 4096);
 }
 
 // --init copy builds layer 0 as a copy head (dummy_model.cc, make_copy_head): checked tensor by

@@ -152,7 +152,7 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   const int64_t rows = batch.total_rows();
   const int64_t hid = config_.hidden_size;
   positions_ = row_positions(batch);
-  rope_table(positions_, inv_freq_, cos_sin_);
+  rope_table(positions_, inv_freq_, rope_attention_factor(config_.rope_scaling), cos_sin_);
   x_.resize(static_cast<size_t>(rows * hid));
   for (int64_t r = 0; r < rows; ++r) {
     const float* e = embed_.data() + static_cast<int64_t>(batch.token_ids[r]) * hid;

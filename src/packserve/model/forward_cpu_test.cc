@@ -365,6 +365,7 @@ TEST_P(ForwardCpuArch, ScoredRowsAreTheirPrefixesLastRowScores) {
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardCpuArch,
                          testing::Values(ArchCase{"llama", llama_config},
                                          ArchCase{"qwen2", qwen2_config},
+                                         ArchCase{"qwen2_yarn", qwen2_yarn_config},
                                          ArchCase{"qwen3", qwen3_config}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 

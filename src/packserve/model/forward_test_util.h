@@ -36,7 +36,7 @@ inline ModelConfig llama_config() {
   ModelConfig c = base_config();
   c.arch = Architecture::kLlama;
   c.rope_theta = 500000.0;
-  c.rope_scaling = Llama3RopeScaling{8.0, 1.0, 4.0, 64};
+  c.rope_scaling = llama3_rope_scaling(8.0, 1.0, 4.0, 64);
   c.rms_norm_eps = 1e-5;
   return c;
 }
@@ -47,6 +47,14 @@ inline ModelConfig qwen2_config() {  // Qwen2: qkv bias, MHA
   c.num_kv_heads = 4;
   c.qkv_bias = true;
   c.rope_theta = 1000000.0;
+  return c;
+}
+
+// Qwen2 with YaRN x4 over an original context of 32 (so that it acts at short range; attention
+// factor 0.1 ln 4 + 1 on cos and sin).
+inline ModelConfig qwen2_yarn_config() {
+  ModelConfig c = qwen2_config();
+  c.rope_scaling = yarn_rope_scaling(4.0, 32);
   return c;
 }
 

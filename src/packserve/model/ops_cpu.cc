@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -27,38 +28,73 @@ void rmsnorm(std::span<const float> x, std::span<const float> w, int64_t dim, fl
 }
 
 std::vector<double> rope_inv_freq(int64_t head_dim, double theta,
-                                  const std::optional<Llama3RopeScaling>& scaling) {
+                                  const std::optional<RopeScaling>& scaling) {
   const int64_t half = head_dim / 2;
+  const double dim = static_cast<double>(head_dim);
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t p = 0; p < half; ++p) {
-    inv_freq[p] = 1.0 / std::pow(theta, static_cast<double>(2 * p) / static_cast<double>(head_dim));
+    inv_freq[p] = 1.0 / std::pow(theta, static_cast<double>(2 * p) / dim);
   }
   if (!scaling) return inv_freq;
   const double original = static_cast<double>(scaling->original_max_position_embeddings);
-  const double low_freq_wavelen = original / scaling->low_freq_factor;
-  const double high_freq_wavelen = original / scaling->high_freq_factor;
-  for (double& f : inv_freq) {
-    const double wavelen = 2.0 * std::numbers::pi / f;
-    if (wavelen > low_freq_wavelen) {
-      f = f / scaling->factor;
-    } else if (wavelen >= high_freq_wavelen) {  // medium: neither < high nor > low
-      const double s = (original / wavelen - scaling->low_freq_factor) /
-                       (scaling->high_freq_factor - scaling->low_freq_factor);
-      f = (1.0 - s) * f / scaling->factor + s * f;
+  switch (scaling->type) {
+    case RopeType::kLinear:
+      for (double& f : inv_freq) f /= scaling->factor;
+      break;
+    case RopeType::kLlama3: {
+      const double low_freq_wavelen = original / scaling->low_freq_factor;
+      const double high_freq_wavelen = original / scaling->high_freq_factor;
+      for (double& f : inv_freq) {
+        const double wavelen = 2.0 * std::numbers::pi / f;
+        if (wavelen > low_freq_wavelen) {
+          f = f / scaling->factor;
+        } else if (wavelen >= high_freq_wavelen) {  // medium: neither < high nor > low
+          const double s = (original / wavelen - scaling->low_freq_factor) /
+                           (scaling->high_freq_factor - scaling->low_freq_factor);
+          f = (1.0 - s) * f / scaling->factor + s * f;
+        }
+      }
+      break;
+    }
+    case RopeType::kYarn: {
+      // The pair index at which a frequency turns `rotations` times over the original context.
+      const auto correction_dim = [&](double rotations) {
+        return dim * std::log(original / (rotations * 2.0 * std::numbers::pi)) /
+               (2.0 * std::log(theta));
+      };
+      double low = correction_dim(scaling->beta_fast);
+      double high = correction_dim(scaling->beta_slow);
+      if (scaling->truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, dim - 1.0);
+      if (low == high) high += 0.001;
+      for (int64_t p = 0; p < half; ++p) {
+        const double ramp = std::clamp((static_cast<double>(p) - low) / (high - low), 0.0, 1.0);
+        double& f = inv_freq[static_cast<size_t>(p)];
+        f = ramp * f / scaling->factor + (1.0 - ramp) * f;
+      }
+      break;
     }
   }
   return inv_freq;
 }
 
+double rope_attention_factor(const std::optional<RopeScaling>& scaling) {
+  return scaling ? scaling->attention_factor : 1.0;
+}
+
 void rope_table(std::span<const int32_t> positions, std::span<const double> inv_freq,
-                std::vector<float>& cos_sin) {
+                double attention_factor, std::vector<float>& cos_sin) {
   const size_t half = inv_freq.size();
   cos_sin.resize(positions.size() * half * 2);
   for (size_t r = 0; r < positions.size(); ++r) {
     for (size_t p = 0; p < half; ++p) {
       const double angle = static_cast<double>(positions[r]) * inv_freq[p];
-      cos_sin[(r * half + p) * 2] = static_cast<float>(std::cos(angle));
-      cos_sin[(r * half + p) * 2 + 1] = static_cast<float>(std::sin(angle));
+      cos_sin[(r * half + p) * 2] = static_cast<float>(std::cos(angle) * attention_factor);
+      cos_sin[(r * half + p) * 2 + 1] = static_cast<float>(std::sin(angle) * attention_factor);
     }
   }
 }

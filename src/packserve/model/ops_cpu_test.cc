@@ -59,7 +59,7 @@ TEST(RopeInvFreq, PlainIsThetaPower) {
 // frequency -> / 8; p = 16 (2 pi * 707.1 = 4442.9) is medium -> smoothed with
 // s = (8192 / 4442.9 - 1) / 3 = 0.28129, i.e. inv_freq * ((1 - s) / 8 + s) = inv_freq * 0.37113.
 TEST(RopeInvFreq, Llama3ScalingBands) {
-  const Llama3RopeScaling scaling{8.0, 1.0, 4.0, 8192};
+  const RopeScaling scaling = llama3_rope_scaling(8.0, 1.0, 4.0, 8192);
   const std::vector<double> plain = rope_inv_freq(64, 500000.0, std::nullopt);
   const std::vector<double> f = rope_inv_freq(64, 500000.0, scaling);
   EXPECT_DOUBLE_EQ(f[0], plain[0]);
@@ -82,7 +82,7 @@ TEST(RopeInvFreq, Llama3ScalingBands) {
 // transformers 5.17 (float32 inv_freq) matched these to 2.1e-7 relative on an H100
 // (scripts/model_f32_check.py, docs/forward-cuda.md).
 TEST(RopeInvFreq, Llama32OneBParametersByHand) {
-  const Llama3RopeScaling scaling{32.0, 1.0, 4.0, 8192};
+  const RopeScaling scaling = llama3_rope_scaling(32.0, 1.0, 4.0, 8192);
   const std::vector<double> f = rope_inv_freq(64, 500000.0, scaling);
   ASSERT_EQ(f.size(), 32u);
   const std::pair<int, double> expected[] = {
@@ -99,13 +99,62 @@ TEST(RopeInvFreq, Llama32OneBParametersByHand) {
   }
 }
 
+// YaRN with the tiny-yarn dummy's parameters (head_dim 64, theta 1e6, factor 4, original 1024),
+// worked by hand: c(b) = 64 ln(1024 / (2 pi b)) / (2 ln 1e6); c(32) = 3.7705 -> low = 3,
+// c(1) = 11.7980 -> high = 12 (truncated); ramp(p) = clamp((p - 3) / 9, 0, 1), so pairs 0-3
+// keep theta^(-p/32), pairs 12-31 are divided by 4, and pair 7 (ramp 4/9) is multiplied by
+// 4/9 / 4 + 5/9 = 2/3. Without truncation pair 7's ramp is (7 - 3.7705) / (11.7980 - 3.7705) =
+// 0.402305. Linear scaling divides every pair by the factor.
+TEST(RopeInvFreq, YarnAndLinearBandsByHand) {
+  const std::vector<double> plain = rope_inv_freq(64, 1e6, std::nullopt);
+  RopeScaling yarn = yarn_rope_scaling(4.0, 1024);
+  const std::vector<double> f = rope_inv_freq(64, 1e6, yarn);
+  ASSERT_EQ(f.size(), 32u);
+  for (int p = 0; p <= 3; ++p) EXPECT_DOUBLE_EQ(f[p], plain[p]) << p;
+  for (int p = 12; p < 32; ++p) EXPECT_DOUBLE_EQ(f[p], plain[p] / 4.0) << p;
+  EXPECT_NEAR(plain[7], 0.04869675251658631, 1e-16);
+  EXPECT_NEAR(f[7], plain[7] * 2.0 / 3.0, 1e-17);
+  EXPECT_NEAR(f[8], plain[8] * (5.0 / 9.0 / 4.0 + 4.0 / 9.0), 1e-17);
+  yarn.truncate = false;
+  const std::vector<double> g = rope_inv_freq(64, 1e6, yarn);
+  EXPECT_NEAR(g[7], plain[7] * (0.402305351 / 4.0 + 1.0 - 0.402305351), 1e-11);
+  EXPECT_DOUBLE_EQ(g[3], plain[3]);          // below c(32) = 3.77
+  EXPECT_LT(g[4], plain[4]);                 // above it, partly interpolated
+  EXPECT_DOUBLE_EQ(g[12], plain[12] / 4.0);  // above c(1) = 11.80
+  RopeScaling linear;
+  linear.type = RopeType::kLinear;
+  linear.factor = 2.5;
+  const std::vector<double> l = rope_inv_freq(64, 1e6, linear);
+  for (int p = 0; p < 32; ++p) EXPECT_DOUBLE_EQ(l[p], plain[p] / 2.5) << p;
+  // The attention factor: 0.1 ln 4 + 1 for yarn, 1 for the others and without scaling.
+  EXPECT_NEAR(rope_attention_factor(yarn), 1.1386294361, 1e-10);
+  EXPECT_EQ(rope_attention_factor(linear), 1.0);
+  EXPECT_EQ(rope_attention_factor(std::nullopt), 1.0);
+}
+
+// rope_table scales cos and sin by the attention factor.
+TEST(Rope, TableCarriesTheAttentionFactor) {
+  const std::vector<int32_t> positions = {0, 3, 700};
+  const std::vector<double> inv_freq = rope_inv_freq(8, 10000.0, std::nullopt);
+  std::vector<float> cos_sin;
+  rope_table(positions, inv_freq, 1.25, cos_sin);
+  ASSERT_EQ(cos_sin.size(), 3u * 4 * 2);
+  for (size_t r = 0; r < 3; ++r) {
+    for (size_t p = 0; p < 4; ++p) {
+      const double angle = positions[r] * inv_freq[p];
+      EXPECT_EQ(cos_sin[(r * 4 + p) * 2], static_cast<float>(1.25 * std::cos(angle)));
+      EXPECT_EQ(cos_sin[(r * 4 + p) * 2 + 1], static_cast<float>(1.25 * std::sin(angle)));
+    }
+  }
+}
+
 TEST(Rope, MatchesFloat64RotateHalf) {
   Rng rng(2);
   const int64_t heads = 3, d = 64, rows = 4, stride = heads * d + 5;
   const std::vector<int32_t> positions = {0, 1, 77, 5000};
   const std::vector<double> inv_freq = rope_inv_freq(d, 10000.0, std::nullopt);
   std::vector<float> cos_sin;
-  rope_table(positions, inv_freq, cos_sin);
+  rope_table(positions, inv_freq, 1.0, cos_sin);
   const std::vector<float> x0 = random_vec(static_cast<size_t>(rows * stride), rng);
   std::vector<float> x = x0;
   apply_rope(x, rows, stride, heads, d, cos_sin);

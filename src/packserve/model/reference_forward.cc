@@ -43,16 +43,17 @@ Vec matmul_t(const Vec& x, size_t rows, size_t in, const Vec& w, size_t out, con
   return y;
 }
 
-// Rotates x [rows, heads, d] in place, row r at position r.
-void rope(Vec& x, size_t rows, size_t heads, size_t d, const Vec& inv_freq) {
+// Rotates x [rows, heads, d] in place, row r at position r, cos and sin times attention_factor.
+void rope(Vec& x, size_t rows, size_t heads, size_t d, const Vec& inv_freq,
+          double attention_factor) {
   const size_t half = d / 2;
   for (size_t r = 0; r < rows; ++r) {
     for (size_t h = 0; h < heads; ++h) {
       double* v = &x[(r * heads + h) * d];
       for (size_t p = 0; p < half; ++p) {
         const double angle = static_cast<double>(r) * inv_freq[p];
-        const double c = std::cos(angle);
-        const double s = std::sin(angle);
+        const double c = std::cos(angle) * attention_factor;
+        const double s = std::sin(angle) * attention_factor;
         const double a = v[p];
         const double b = v[p + half];
         v[p] = a * c - b * s;
@@ -85,6 +86,7 @@ Result<std::vector<double>> reference_forward(const ModelWeights& weights,
   const size_t group = nq / nkv;
   const double eps = c.rms_norm_eps;
   const Vec inv_freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  const double attention_factor = rope_attention_factor(c.rope_scaling);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
 
   const Vec embed = to_f64(weights.embed_tokens);
@@ -101,8 +103,8 @@ Result<std::vector<double>> reference_forward(const ModelWeights& weights,
       q = rms(q, to_f64(l.q_norm), eps);
       k = rms(k, to_f64(l.k_norm), eps);
     }
-    rope(q, n, nq, d, inv_freq);
-    rope(k, n, nkv, d, inv_freq);
+    rope(q, n, nq, d, inv_freq, attention_factor);
+    rope(k, n, nkv, d, inv_freq, attention_factor);
     Vec attn(n * nq * d, 0.0);
     for (size_t t = 0; t < n; ++t) {
       for (size_t hq = 0; hq < nq; ++hq) {

@@ -180,6 +180,7 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
                                            : std::clamp(hw_threads / 2, 1, 8));
 
   const std::vector<double> freq = rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  rope_attention_factor = model::rope_attention_factor(c.rope_scaling);
   PS_RETURN_IF_ERROR(inv_freq.alloc(freq.size() * sizeof(double), "rope inv_freq"));
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpy(inv_freq.as<void>(), freq.data(),
                                            freq.size() * sizeof(double), cudaMemcpyHostToDevice));

@@ -194,6 +194,7 @@ struct CudaForwardBackend::Impl {
   std::optional<cuda::ParallelCopier> copier;  // logits: pinned staging -> caller
   std::optional<attention::cuda::Workspace> workspace;
   cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
+  double rope_attention_factor = 1.0;  // of cos and sin (YaRN), from config.rope_scaling
   // argmax_dev / argmax_pinned: a step's argmax ids [A], sampled ids [D], their logprobs [D],
   // their top_logprobs [D, kMaxTopLogprobs] (TopLogprob, at argmax_top_offset(A, D) bytes).
   cuda::PinnedMemory meta_pinned, logits_pinned, argmax_pinned;

@@ -189,6 +189,12 @@ TEST(CudaForward, Qwen3MatchesCpuOnMixedSteps) {
   SKIP_WITHOUT_DEVICE();
   check_against_cpu(qwen3_config(), attention::Policy::kBalanced);
 }
+TEST(CudaForward, Qwen2YarnMatchesCpuOnMixedSteps) {
+  SKIP_WITHOUT_DEVICE();
+  ModelConfig c = qwen2_config();
+  c.rope_scaling = yarn_rope_scaling(4.0, 32);
+  check_against_cpu(c, attention::Policy::kBalanced);
+}
 TEST(CudaForward, Qwen3MatchesCpuOnMixedStepsPrefixPolicy) {
   SKIP_WITHOUT_DEVICE();
   check_against_cpu(qwen3_config(), attention::Policy::kPrefix);

@@ -99,8 +99,10 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
   ep.qkv = qkv;
   ep.inv_freq = inv_freq.as<double>();
   ep.cos_sin = rope;
+  ep.rope_attention_factor = rope_attention_factor;
   PS_RETURN_IF_ERROR(cuda::rope_cos_sin(dm + m.pos, R, inv_freq.as<double>(),
-                                        static_cast<int>(c.head_dim), rope, stream));
+                                        static_cast<int>(c.head_dim), ep.rope_attention_factor,
+                                        rope, stream));
   PS_RETURN_IF_ERROR(mark(StepOp::kRopeTable));
   ep.positions = dm + m.pos;
   ep.kv_page = dm + m.kv_page;

@@ -96,14 +96,14 @@ __global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int
 }
 
 __global__ void rope_cos_sin_kernel(const int32_t* positions, const double* inv_freq, int half,
-                                    float* cos_sin) {
+                                    double attention_factor, float* cos_sin) {
   const size_t r = blockIdx.x;
   const double pos = static_cast<double>(positions[r]);
   for (int p = threadIdx.x; p < half; p += blockDim.x) {
     double s, c;
     sincos(pos * inv_freq[p], &s, &c);
-    cos_sin[(r * half + p) * 2] = static_cast<float>(c);
-    cos_sin[(r * half + p) * 2 + 1] = static_cast<float>(s);
+    cos_sin[(r * half + p) * 2] = static_cast<float>(c * attention_factor);
+    cos_sin[(r * half + p) * 2 + 1] = static_cast<float>(s * attention_factor);
   }
 }
 
@@ -146,8 +146,8 @@ __global__ void qkv_epilogue_kernel(QkvEpilogueArgs a) {
       } else {
         double sd, cd;
         sincos(static_cast<double>(a.positions[r]) * a.inv_freq[p], &sd, &cd);
-        c = static_cast<float>(cd);
-        s = static_cast<float>(sd);
+        c = static_cast<float>(cd * a.rope_attention_factor);
+        s = static_cast<float>(sd * a.rope_attention_factor);
       }
       const float x0 = v[j], x1 = v[j + kHalfSlots];
       v[j] = x0 * c - x1 * s;
@@ -1059,11 +1059,12 @@ Status rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden, c
 }
 
 Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, int head_dim,
-                    float* cos_sin, StreamHandle stream) {
+                    double attention_factor, float* cos_sin, StreamHandle stream) {
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(head_dim, "head_dim"));
-  rope_cos_sin_kernel<<<rows, 64, 0, stream>>>(positions, inv_freq, head_dim / 2, cos_sin);
+  rope_cos_sin_kernel<<<rows, 64, 0, stream>>>(positions, inv_freq, head_dim / 2, attention_factor,
+                                               cos_sin);
   return launched("rope_cos_sin");
 }
 

@@ -6,14 +6,15 @@
 //   embed_gather:  x[r, :] = f32(embed[token_ids[r], :])
 //   rmsnorm:       y[i, j] = bf16(x[s, j] / sqrt(mean_k(x[s, k]^2) + eps) * w[j]),
 //                  s = row_index ? row_index[i] : i                 (sum of squares in f32)
-//   rope_cos_sin:  cos_sin[r, p] = (f32(cos), f32(sin))(positions[r] * inv_freq[p]) in double
+//   rope_cos_sin:  cos_sin[r, p] = f32(attention_factor * (cos, sin)(positions[r] * inv_freq[p]))
+//                  in double
 //   qkv_epilogue:  per row r of a fused f32 [rows, Q + 2 KV] buffer:
 //                    v += bias (Qwen2); q, k heads: RMSNorm over head_dim with q_norm/k_norm
 //                    (Qwen3); RoPE rotate-half at positions[r] with angle = pos * inv_freq[p]
-//                    and cos/sin in double (from the cos_sin table when given, else per
-//                    call); then q -> q_out[r] (bf16) and k, v -> the pages at
-//                    (kv_page[r], kv_slot[r]) of [num_pages, page_size, num_kv_heads, head_dim];
-//                    one warp per (row, head), head_dim 64/128/256
+//                    and cos/sin in double times rope_attention_factor (from the cos_sin
+//                    table when given, else per call); then q -> q_out[r] (bf16) and k, v -> the
+//                    pages at (kv_page[r], kv_slot[r]) of [num_pages, page_size, num_kv_heads,
+//                    head_dim]; one warp per (row, head), head_dim 64/128/256
 //   rmsnorm:       one pass (row in registers, float4) when hidden % 4 == 0 and <= 8192,
 //                  else two passes
 //   silu_mul:      y[r, i] = bf16(g / (1 + exp(-g)) * u), g = gate_up[r, i], u = gate_up[r, I+i]
@@ -67,6 +68,7 @@ struct QkvEpilogueArgs {
   const float* q_norm = nullptr;       // [head_dim] or nullptr (then k_norm must be too)
   const float* k_norm = nullptr;       // [head_dim] or nullptr
   const double* inv_freq = nullptr;    // [head_dim / 2]; used when cos_sin is null
+  double rope_attention_factor = 1.0;  // cos and sin factor (YaRN); used when cos_sin is null
   const float* cos_sin = nullptr;      // [rows, head_dim / 2, 2] from rope_cos_sin, or null
   const int32_t* positions = nullptr;  // [rows]
   const int32_t* kv_page = nullptr;    // [rows]
@@ -83,10 +85,11 @@ struct QkvEpilogueArgs {
 };
 Status qkv_epilogue(const QkvEpilogueArgs& args, StreamHandle stream);
 
-// cos_sin[r, p] = (cos, sin)(positions[r] * inv_freq[p]) for p < head_dim / 2, computed in
-// double and rounded to f32: the RoPE table of one step, shared by every layer's epilogue.
+// cos_sin[r, p] = attention_factor * (cos, sin)(positions[r] * inv_freq[p]) for p < head_dim /
+// 2, computed in double and rounded to f32: the RoPE table of one step, shared by every layer's
+// epilogue.
 Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, int head_dim,
-                    float* cos_sin, StreamHandle stream);
+                    double attention_factor, float* cos_sin, StreamHandle stream);
 
 Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, StreamHandle stream);
 

@@ -126,13 +126,16 @@ TEST(ModelCudaOps, RmsNormWithAndWithoutRowIndex) {
 }
 
 // Bias + q/k norm + RoPE (Llama-3 scaled frequencies) + KV write into pages, vs float64;
-// cos/sin from the step's rope_cos_sin table or computed in the epilogue; head_dim 64/128/256.
+// cos/sin from the step's rope_cos_sin table or computed in the epilogue; head_dim 64/128/256;
+// a YaRN attention factor on cos and sin in one variant of each path.
 TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(3);
   for (int variant = 0; variant < 4; ++variant) {
     const bool qwen3 = variant % 2 == 1, table = variant >= 2;
-    SCOPED_TRACE(::testing::Message() << "qwen3 " << qwen3 << " table " << table);
+    const double factor = variant == 1 || variant == 2 ? 1.1386 : 1.0;
+    SCOPED_TRACE(::testing::Message()
+                 << "qwen3 " << qwen3 << " table " << table << " factor " << factor);
     const int hq = 4, hkv = 2, d = variant == 3 ? 256 : (qwen3 ? 128 : 64), rows = 5, ps = 4,
               pages = 6;
     const int qs = hq * d, kvs = hkv * d, stride = qs + 2 * kvs;
@@ -140,7 +143,7 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
     auto bias = random_f32(stride, rng, 0.0, 0.5);
     auto qn = random_f32(d, rng, 1.0, 0.2), kn = random_f32(d, rng, 1.0, 0.2);
     const std::vector<double> freq =
-        rope_inv_freq(d, 500000.0, Llama3RopeScaling{8.0, 1.0, 4.0, 64});
+        rope_inv_freq(d, 500000.0, llama3_rope_scaling(8.0, 1.0, 4.0, 64));
     const std::vector<int32_t> pos = {0, 1, 9, 4000, 77}, page = {5, 5, 0, 2, 3},
                                slot = {0, 1, 3, 2, 0};
     QkvEpilogueArgs a;
@@ -149,6 +152,7 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
     a.q_norm = qwen3 ? to_device(qn) : nullptr;
     a.k_norm = qwen3 ? to_device(kn) : nullptr;
     a.inv_freq = to_device(freq);
+    a.rope_attention_factor = factor;
     a.positions = to_device(pos);
     a.kv_page = to_device(page);
     a.kv_slot = to_device(slot);
@@ -163,7 +167,7 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
     float* cos_sin = nullptr;
     if (table) {
       ASSERT_EQ(cudaMalloc(&cos_sin, static_cast<size_t>(rows) * d * 4), cudaSuccess);
-      ASSERT_TRUE(rope_cos_sin(a.positions, rows, a.inv_freq, d, cos_sin, nullptr).ok());
+      ASSERT_TRUE(rope_cos_sin(a.positions, rows, a.inv_freq, d, factor, cos_sin, nullptr).ok());
       a.cos_sin = cos_sin;
     }
     ASSERT_TRUE(qkv_epilogue(a, nullptr).ok());
@@ -181,7 +185,8 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
           for (int i = 0; i < d; ++i) hp[i] *= inv * (head < hq ? qn[i] : kn[i]);
         }
         for (int p = 0; p < d / 2; ++p) {
-          const double ang = pos[r] * freq[p], c = std::cos(ang), s = std::sin(ang);
+          const double ang = pos[r] * freq[p], c = std::cos(ang) * factor,
+                       s = std::sin(ang) * factor;
           const double x0 = hp[p], x1 = hp[p + d / 2];
           hp[p] = x0 * c - x1 * s;
           hp[p + d / 2] = x1 * c + x0 * s;
