@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "packserve/engine/engine_test_util.h"
@@ -34,6 +35,8 @@ struct EngineSetup {
   sched::SchedulingPolicy policy = sched::SchedulingPolicy::kFcfs;
   int32_t num_sampler_threads = 0;
   bool backend_sampling = true;
+  std::optional<model::RopeScaling> rope_scaling;  // of the fake model (max positions 4096)
+  int32_t max_model_len = 0;
 };
 
 struct TestEngine {
@@ -52,7 +55,9 @@ TestEngine make_engine(NextTokenFn next, const EngineSetup& s = {}) {
   config.scheduler.policy = s.policy;
   config.num_sampler_threads = s.num_sampler_threads;
   config.backend_sampling = s.backend_sampling;
+  config.max_model_len = s.max_model_len;
   auto backend = std::make_unique<FakeBackend>(kVocab, s.num_pages, s.page_size, std::move(next));
+  backend->set_rope_scaling(s.rope_scaling);
   TestEngine t;
   t.backend = backend.get();
   auto created = Engine::create(config, std::move(backend), testing::make_test_tokenizer());
@@ -163,6 +168,23 @@ TEST(EngineTest, GreedyOutputsEqualTheReference) {
   EXPECT_GT(b.graph_replays, 0);
   EXPECT_EQ(m.backend.graph_replays, b.graph_replays);
   EXPECT_EQ(m.backend.capture_seconds, b.capture_seconds);
+}
+
+// The default max_model_len is the model's context length (model_context_length: yarn's
+// original positions x factor), an explicit one wins; prompt + max_tokens beyond it is refused.
+TEST(EngineTest, DefaultMaxModelLenIsTheModelsContextLength) {
+  EXPECT_EQ(make_engine(testing::hash_next_token).engine->max_model_len(), 4096);
+  EngineSetup s;
+  s.rope_scaling = model::yarn_rope_scaling(4.0, 2000);
+  TestEngine t = make_engine(testing::hash_next_token, s);
+  EXPECT_EQ(t.engine->max_model_len(), 8000);
+  auto refused = t.engine->submit(greedy_request(ids_of("hello"), 7996));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("8000"), std::string::npos)
+      << refused.status().to_string();
+  s.max_model_len = 100;
+  EXPECT_EQ(make_engine(testing::hash_next_token, s).engine->max_model_len(), 100);
 }
 
 TEST(EngineTest, ConcurrentSubmitsFromSeveralThreads) {

@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -67,6 +68,7 @@ class FakeBackend : public model::ForwardBackend {
   }
 
   std::string_view name() const override { return "fake"; }
+  void set_rope_scaling(std::optional<model::RopeScaling> s) { config_.rope_scaling = s; }
   const model::ModelConfig& config() const override { return config_; }
 
   Status forward(const model::ForwardBatch& batch, model::ForwardOutput& out) override {
