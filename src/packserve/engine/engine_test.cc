@@ -175,7 +175,11 @@ TEST(EngineTest, GreedyOutputsEqualTheReference) {
 TEST(EngineTest, DefaultMaxModelLenIsTheModelsContextLength) {
   EXPECT_EQ(make_engine(testing::hash_next_token).engine->max_model_len(), 4096);
   EngineSetup s;
-  s.rope_scaling = model::yarn_rope_scaling(4.0, 2000);
+  model::RopeScaling yarn;  // only the type, factor and original context matter here
+  yarn.type = model::RopeType::kYarn;
+  yarn.factor = 4.0;
+  yarn.original_max_position_embeddings = 2000;
+  s.rope_scaling = yarn;
   TestEngine t = make_engine(testing::hash_next_token, s);
   EXPECT_EQ(t.engine->max_model_len(), 8000);
   auto refused = t.engine->submit(greedy_request(ids_of("hello"), 7996));

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -346,16 +345,6 @@ RopeScaling llama3_rope_scaling(double factor, double low_freq_factor, double hi
   s.high_freq_factor = high_freq_factor;
   s.original_max_position_embeddings = original_max_position_embeddings;
   return s;
-}
-
-int64_t model_context_length(const ModelConfig& c) {
-  if (!c.rope_scaling || c.rope_scaling->type == RopeType::kLlama3)
-    return c.max_position_embeddings;
-  const double base = c.rope_scaling->type == RopeType::kYarn
-                          ? static_cast<double>(c.rope_scaling->original_max_position_embeddings)
-                          : static_cast<double>(c.max_position_embeddings);
-  const double scaled = base * c.rope_scaling->factor;
-  return scaled >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(scaled);
 }
 
 double yarn_mscale(double scale, double mscale) {

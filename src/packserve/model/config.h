@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,8 +80,17 @@ struct ModelConfig {
 
 // The context length the model supports, vLLM's rule for its default max_model_len:
 // max_position_embeddings, except yarn (original_max_position_embeddings x factor) and linear
-// (max_position_embeddings x factor) scaling.
-int64_t model_context_length(const ModelConfig& config);
+// (max_position_embeddings x factor) scaling. Inline: the engine uses it without linking the
+// model library.
+inline int64_t model_context_length(const ModelConfig& c) {
+  if (!c.rope_scaling || c.rope_scaling->type == RopeType::kLlama3)
+    return c.max_position_embeddings;
+  const double base = c.rope_scaling->type == RopeType::kYarn
+                          ? static_cast<double>(c.rope_scaling->original_max_position_embeddings)
+                          : static_cast<double>(c.max_position_embeddings);
+  const double scaled = base * c.rope_scaling->factor;
+  return scaled >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(scaled);
+}
 
 // Parses config.json text. Errors (kInvalidArgument) name the source, the field and what was
 // expected: `config.json: num_attention_heads: expected a positive integer, got "x"`;
