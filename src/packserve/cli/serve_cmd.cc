@@ -18,7 +18,6 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -98,13 +97,9 @@ Result<Loaded> load_engine(const ServeArgs& args) {
                       engine::Engine::create(config, std::move(backend.backend), tok));
   Loaded loaded;
   loaded.engine = std::shared_ptr<engine::Engine>(std::move(created));
-  // The engine's own rule (engine.cc): max_model_len, else the model's max positions.
-  int64_t max_model_len = args.max_model_len > 0
-                              ? args.max_model_len
-                              : loaded.engine->model_config().max_position_embeddings;
-  if (max_model_len <= 0) max_model_len = std::numeric_limits<int32_t>::max();
-  loaded.adapter =
-      std::make_shared<server::EngineAdapter>(loaded.engine, std::move(chat), max_model_len);
+  // The engine's limit (--max-model-len, else the model's context length).
+  loaded.adapter = std::make_shared<server::EngineAdapter>(loaded.engine, std::move(chat),
+                                                           loaded.engine->max_model_len());
   return loaded;
 }
 
@@ -185,8 +180,9 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* cmd = app.add_subcommand(
       "serve",
-      "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /v1/models, /health, "
-      "/metrics) on the --backend (cpu, cuda or auto); docs/server.md");
+      "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions, /v1/models, "
+      "/tokenize, /detokenize, /health, /metrics) on the --backend (cpu, cuda or auto); "
+      "docs/server.md");
   auto* model_opt =
       cmd->add_option("--model", args->model_dir, "Hugging Face checkpoint directory");
   auto* dummy_opt = cmd->add_option("--dummy-model", args->dummy_model,
@@ -200,7 +196,8 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--port", args->server.port, "TCP port (0: any free port)")
       ->capture_default_str();
   cmd->add_option("--api-key", args->server.api_key,
-                  "require Authorization: Bearer KEY on /v1/* (else 401)");
+                  "require Authorization: Bearer KEY on /v1/*, /tokenize and /detokenize "
+                  "(else 401)");
   cmd->add_option("--max-body-bytes", args->server.max_body_bytes,
                   "largest request body (larger: 413)")
       ->capture_default_str();
@@ -210,8 +207,10 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-waiting", args->max_waiting_requests,
                   "requests waiting for admission before new ones get 429")
       ->capture_default_str();
-  cmd->add_option("--max-model-len", args->max_model_len,
-                  "prompt + max_tokens limit (0: the model's max positions)")
+  cmd->add_option(
+         "--max-model-len", args->max_model_len,
+         "prompt + max_tokens limit (0: the model's context length: max_position_embeddings, "
+         "or with yarn scaling original_max_position_embeddings x factor)")
       ->capture_default_str();
   cmd->add_option("--chat-template", args->chat_template,
                   "auto (from tokenizer_config.json) | llama3 | chatml")

@@ -26,6 +26,17 @@ inline ApiError bad_request(std::string message, std::optional<std::string> para
   return ApiError{400, "invalid_request_error", std::move(message), std::move(param), std::nullopt};
 }
 
+// 404 model_not_found when a request's `model` is not the served model's name; nullopt when
+// it is. Every route that takes a model checks it this way.
+inline std::optional<ApiError> check_model(const std::string& model,
+                                           const std::string& served_model_name) {
+  if (model == served_model_name) return std::nullopt;
+  return ApiError{404, "not_found_error",
+                  "model: \"" + model + "\" is not served here; this server serves \"" +
+                      served_model_name + "\"",
+                  "model", "model_not_found"};
+}
+
 // The JSON body of `error` (compact, one line).
 std::string error_body(const ApiError& error);
 
@@ -33,7 +44,7 @@ std::string error_body(const ApiError& error);
 template <typename T>
 class [[nodiscard]] ApiResult {
  public:
-  ApiResult(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
+  ApiResult(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   ApiResult(ApiError error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
   bool ok() const { return v_.index() == 0; }
   T& value() { return std::get<0>(v_); }

@@ -2,6 +2,7 @@
 #include "packserve/server/engine_adapter.h"
 
 #include <span>
+#include <type_traits>
 #include <utility>
 
 namespace packserve::server {
@@ -49,14 +50,19 @@ Result<std::vector<int32_t>> EngineAdapter::encode(std::string_view text,
   return std::vector<int32_t>(ids.begin(), ids.end());
 }
 
-Result<std::string> EngineAdapter::render_chat(
-    const std::vector<tokenizer::ChatMessage>& messages) const {
+Result<std::string> EngineAdapter::decode(std::span<const int32_t> token_ids) const {
+  static_assert(std::is_same_v<tokenizer::TokenId, int32_t>);
+  return engine_->tokenizer().decode(token_ids);
+}
+
+Result<std::string> EngineAdapter::render_chat(const std::vector<tokenizer::ChatMessage>& messages,
+                                               bool add_generation_prompt) const {
   if (!chat_template_) {
     return invalid_argument(
         "this model has no chat template (tokenizer_config.json chat_template); use "
         "/v1/completions");
   }
-  return chat_template_->render(messages, /*add_generation_prompt=*/true);
+  return chat_template_->render(messages, add_generation_prompt);
 }
 
 std::string EngineAdapter::token_text(int32_t token_id) const {

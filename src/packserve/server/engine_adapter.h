@@ -24,8 +24,9 @@ class EngineAdapter final : public EngineApi {
   engine::EngineMetrics metrics() const override;
   Result<std::vector<int32_t>> encode(std::string_view text,
                                       bool add_special_tokens) const override;
-  Result<std::string> render_chat(
-      const std::vector<tokenizer::ChatMessage>& messages) const override;
+  Result<std::string> decode(std::span<const int32_t> token_ids) const override;
+  Result<std::string> render_chat(const std::vector<tokenizer::ChatMessage>& messages,
+                                  bool add_generation_prompt) const override;
   std::string token_text(int32_t token_id) const override;
   int64_t vocab_size() const override;
   int64_t max_model_len() const override { return max_model_len_; }

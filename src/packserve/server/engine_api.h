@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,9 +50,16 @@ class EngineApi {
   // for completion prompts, off for rendered chat prompts (they carry their own BOS).
   virtual Result<std::vector<int32_t>> encode(std::string_view text,
                                               bool add_special_tokens) const = 0;
-  // Chat messages -> prompt text ending with the assistant's generation prompt.
-  virtual Result<std::string> render_chat(
-      const std::vector<tokenizer::ChatMessage>& messages) const = 0;
+  // Token ids -> text, decoded as one sequence (a character split over several tokens comes
+  // out whole; special tokens are written out, as Hugging Face's decode does by default).
+  // kInvalidArgument whose message starts with `ids[i]: ` for the first id that is not a
+  // token of the tokenizer. Used by /detokenize.
+  virtual Result<std::string> decode(std::span<const int32_t> token_ids) const = 0;
+  // Chat messages -> prompt text in the model's chat template; with `add_generation_prompt`
+  // (what /v1/chat/completions uses) it ends with the assistant's generation prompt.
+  // kInvalidArgument when the model has no chat template.
+  virtual Result<std::string> render_chat(const std::vector<tokenizer::ChatMessage>& messages,
+                                          bool add_generation_prompt) const = 0;
   // Text of one token (logprobs output); lossy for a token that ends mid-character.
   virtual std::string token_text(int32_t token_id) const = 0;
 

@@ -1,6 +1,8 @@
 // fake_engine_test_util.h: a scripted EngineApi for the server's tests (no model needed).
-//   encode: one token per byte (id = byte value), vocab 256; token_text(id) = that byte.
-//   render_chat: "<role>: <content>\n" per message, then "assistant: ".
+//   encode: one token per byte (id = byte value), vocab 256; token_text(id) = that byte;
+//   decode(ids): those bytes (an id outside [0, 256): kInvalidArgument "ids[i]: ...").
+//   render_chat: "<role>: <content>\n" per message, then (with the generation prompt)
+//   "assistant: ".
 //   generation: output token i is 'a' + i % 26, one token per `token_interval` for every live
 //   request, on one generator thread; stop strings end the request ("stop", the stop string
 //   excluded from the text), max_tokens ends it ("length"); cancel() ends it ("cancelled").
@@ -23,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,11 +106,22 @@ class FakeEngine final : public EngineApi {
     for (unsigned char c : text) ids.push_back(c);
     return ids;
   }
-  Result<std::string> render_chat(
-      const std::vector<tokenizer::ChatMessage>& messages) const override {
+  Result<std::string> decode(std::span<const int32_t> token_ids) const override {
+    std::string text;
+    for (std::size_t i = 0; i < token_ids.size(); ++i) {
+      if (token_ids[i] < 0 || token_ids[i] >= vocab_size()) {
+        return invalid_argument("ids[" + std::to_string(i) + "]: token id " +
+                                std::to_string(token_ids[i]) + " is not a token of this tokenizer");
+      }
+      text += static_cast<char>(token_ids[i]);
+    }
+    return text;
+  }
+  Result<std::string> render_chat(const std::vector<tokenizer::ChatMessage>& messages,
+                                  bool add_generation_prompt) const override {
     std::string text;
     for (const auto& m : messages) text += m.role + ": " + m.content + "\n";
-    return text + "assistant: ";
+    return add_generation_prompt ? text + "assistant: " : text;
   }
   std::string token_text(int32_t token_id) const override {
     return std::string(1, static_cast<char>(token_id));

@@ -13,6 +13,7 @@
 
 #include "packserve/common/log.h"
 #include "packserve/server/openai_response.h"
+#include "packserve/server/prompt_tokens.h"
 #include "packserve/server/sse.h"
 
 namespace packserve::server {
@@ -37,34 +38,19 @@ struct Prepared {
   bool stream = false;
 };
 
-ApiResult<std::vector<int32_t>> tokenize_prompt(EngineApi& engine, const OpenAiRequest& r,
+// Prompt `index` of `r` as token ids (prompt_tokens.h: the rule /tokenize shares).
+ApiResult<std::vector<int32_t>> tokenize_prompt(const EngineApi& engine, const OpenAiRequest& r,
                                                 std::size_t index) {
-  const std::string field = prompt_field(r, index);
-  if (r.endpoint == Endpoint::kCompletions && r.prompts[index].token_ids) {
-    const auto& ids = *r.prompts[index].token_ids;
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] >= engine.vocab_size()) {
-        const std::string f = field + "[" + std::to_string(i) + "]";
-        return bad_request(f + ": token id " + std::to_string(ids[i]) +
-                               " is not below the vocabulary size " +
-                               std::to_string(engine.vocab_size()),
-                           f);
-      }
-    }
-    return ids;
-  }
-  std::string text;
   if (r.endpoint == Endpoint::kChatCompletions) {
-    Result<std::string> rendered = engine.render_chat(r.messages);
-    if (!rendered.ok()) return bad_request("messages: " + rendered.status().message(), field);
-    text = std::move(rendered.value());
-  } else {
-    text = *r.prompts[index].text;
+    return encode_chat_prompt(engine, r.messages, /*add_generation_prompt=*/true);
   }
-  Result<std::vector<int32_t>> ids =
-      engine.encode(text, /*add_special_tokens=*/r.endpoint == Endpoint::kCompletions);
-  if (!ids.ok()) return bad_request(field + ": " + ids.status().message(), field);
-  return std::move(ids.value());
+  const std::string field = prompt_field(r, index);
+  const Prompt& prompt = r.prompts[index];
+  if (prompt.token_ids) {
+    if (auto error = check_token_ids(engine, *prompt.token_ids, field)) return *error;
+    return *prompt.token_ids;
+  }
+  return encode_text_prompt(engine, *prompt.text, /*add_special_tokens=*/true, field);
 }
 
 ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, Endpoint endpoint,
@@ -72,19 +58,8 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   ApiResult<OpenAiRequest> parsed = parse_openai_request(body, endpoint);
   if (!parsed.ok()) return parsed.error();
   const OpenAiRequest& r = parsed.value();
-  if (r.model != options.served_model_name) {
-    return ApiError{404, "not_found_error",
-                    "model: \"" + r.model + "\" is not served here; this server serves \"" +
-                        options.served_model_name + "\"",
-                    "model", "model_not_found"};
-  }
-  for (std::size_t i = 0; i < r.stop_token_ids.size(); ++i) {
-    if (r.stop_token_ids[i] >= engine.vocab_size()) {
-      const std::string f = "stop_token_ids[" + std::to_string(i) + "]";
-      return bad_request(
-          f + ": not below the vocabulary size " + std::to_string(engine.vocab_size()), f);
-    }
-  }
+  if (auto error = check_model(r.model, options.served_model_name)) return *error;
+  if (auto error = check_token_ids(engine, r.stop_token_ids, "stop_token_ids")) return *error;
   Prepared p;
   const std::size_t num_prompts = endpoint == Endpoint::kCompletions ? r.prompts.size() : 1;
   for (std::size_t i = 0; i < num_prompts; ++i) {

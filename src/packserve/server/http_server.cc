@@ -14,6 +14,7 @@
 
 #include "packserve/common/log.h"
 #include "packserve/server/generate_handler.h"
+#include "packserve/server/tokenize_handler.h"
 
 namespace packserve::server {
 
@@ -23,7 +24,8 @@ using nlohmann::json;
 
 constexpr int kListenBacklog = 1024;
 
-const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
+const char* const kRoutes[] = {"/v1/completions", "/v1/chat/completions", "/v1/models",
+                               "/tokenize",       "/detokenize",          "/health",
                                "/metrics"};
 
 std::string route_label(const std::string& path) {
@@ -35,6 +37,12 @@ std::string route_label(const std::string& path) {
 
 bool starts_with(const std::string& s, std::string_view prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// The routes behind --api-key: the API (/v1/*) and the tokenizer routes, which read the
+// same model; /health and /metrics stay open for probes and scrapers.
+bool needs_api_key(const std::string& path) {
+  return starts_with(path, "/v1/") || path == "/tokenize" || path == "/detokenize";
 }
 
 // Compares without an early exit, so the time taken says nothing about the key.
@@ -96,6 +104,10 @@ struct HttpServer::Impl {
 
   void install_routes();
   void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  using TokenizerHandler = void (*)(const EngineApi&, const std::string&, const httplib::Request&,
+                                    httplib::Response&);
+  void tokenizer_route(TokenizerHandler handler, const httplib::Request& req,
+                       httplib::Response& res);
 };
 
 void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req,
@@ -110,6 +122,20 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req,
   handle_generate(e, options, endpoint, req, res);
 }
 
+// /tokenize and /detokenize need only the tokenizer, which comes with the engine: while the
+// model loads there is none (503 "loading", as the generation routes answer); from ready on
+// they answer in every state, draining included, as /v1/models and /metrics do, since they
+// submit nothing to the engine.
+void HttpServer::Impl::tokenizer_route(TokenizerHandler handler, const httplib::Request& req,
+                                       httplib::Response& res) {
+  std::shared_ptr<EngineApi> e = current_engine();
+  if (!e) {
+    set_error(res, unavailable(state.load()));
+    return;
+  }
+  handler(*e, config.served_model_name, req, res);
+}
+
 void HttpServer::Impl::install_routes() {
   http.new_task_queue = [n = config.num_http_threads] {
     return new httplib::ThreadPool(static_cast<std::size_t>(n));
@@ -122,7 +148,7 @@ void HttpServer::Impl::install_routes() {
   http.set_write_timeout(30, 0);
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (config.api_key.empty() || !starts_with(req.path, "/v1/")) {
+    if (config.api_key.empty() || !needs_api_key(req.path)) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     const std::string auth = req.get_header_value("Authorization");
@@ -142,6 +168,12 @@ void HttpServer::Impl::install_routes() {
   });
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(Endpoint::kChatCompletions, req, res);
+  });
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    tokenizer_route(&handle_tokenize, req, res);
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    tokenizer_route(&handle_detokenize, req, res);
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     json model = {{"id", config.served_model_name},

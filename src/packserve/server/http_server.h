@@ -1,15 +1,16 @@
 // http_server.h: the OpenAI-compatible HTTP front end (issue 5 "Server"; docs/server.md).
 //
 // Routes: POST /v1/completions, POST /v1/chat/completions (JSON or, with stream: true,
-// server-sent events ending in `data: [DONE]`), GET /v1/models, GET /health, GET /metrics.
+// server-sent events ending in `data: [DONE]`), GET /v1/models, POST /tokenize and
+// POST /detokenize (tokenize_handler.h), GET /health, GET /metrics.
 // Threads: cpp-httplib's pool of `num_http_threads` workers; each request's worker parses,
 // validates, tokenizes and submits to the EngineApi, then waits on the request's stream
 // (one engine thread, inside the engine, generates). A streaming client that goes away is
 // noticed when a write fails (a comment line is written after `heartbeat_ms` of silence so
 // a queued request notices too) and its request is cancelled: its pages return to the pool.
-// Lifecycle: kLoading (generation routes answer 503) -> set_engine() -> kReady ->
-// begin_drain() -> kDraining (503 again; live requests go on) -> wait_streams_flushed() ->
-// stop().
+// Lifecycle: kLoading (generation and tokenizer routes answer 503) -> set_engine() -> kReady
+// -> begin_drain() -> kDraining (generation 503 again; live requests go on; /tokenize,
+// /detokenize, /v1/models and /metrics still answer) -> wait_streams_flushed() -> stop().
 // Failure contract: every answer to a bad request is an OpenAI error object (api_error.h);
 // an exception inside a handler becomes a 500 error object, never a crash.
 // Thread-safety: all public methods are thread-safe.
@@ -31,7 +32,8 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   // TCP port; 0 = any free port (port() tells which after start()).
   int port = 8000;
-  // When non-empty, /v1/* needs `Authorization: Bearer <api_key>` (else 401).
+  // When non-empty, /v1/*, /tokenize and /detokenize need `Authorization: Bearer <api_key>`
+  // (else 401); /health and /metrics stay open.
   std::string api_key;
   // Largest request body, bytes; larger bodies are answered 413. >= 1024.
   std::size_t max_body_bytes = 8u << 20;

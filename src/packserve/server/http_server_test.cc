@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "packserve/server/fake_engine_test_util.h"
+#include "packserve/server/http_test_util.h"
 #include "packserve/server/openai_request.h"
 #include "packserve/server/sse.h"
 
@@ -22,68 +23,8 @@ namespace {
 using nlohmann::json;
 using testing::FakeEngine;
 
-struct Answer {
-  int status = 0;
-  std::string body;
-  json parsed() const { return json::parse(body); }
-};
-
-class ServerTest : public ::testing::Test {
- protected:
-  void start(ServerConfig config = {}, bool with_engine = true,
-             std::chrono::milliseconds token_interval = std::chrono::milliseconds(1),
-             int max_live = 1000) {
-    config.port = 0;
-    config.served_model_name = "tiny";
-    config.heartbeat_ms = 50;
-    server_ = std::make_unique<HttpServer>(config);
-    ASSERT_TRUE(server_->start().ok());
-    engine_ = std::make_shared<FakeEngine>(token_interval, 64, max_live);
-    if (with_engine) server_->set_engine(engine_);
-  }
-  void TearDown() override {
-    if (server_) server_->stop();
-  }
-  httplib::Client client() {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(10, 0);
-    return c;
-  }
-  Answer post(const std::string& path, const std::string& body,
-              const httplib::Headers& headers = {}) {
-    auto c = client();
-    auto res = c.Post(path.c_str(), headers, body, "application/json");
-    if (!res) return Answer{-1, httplib::to_string(res.error())};
-    return Answer{res->status, res->body};
-  }
-  Answer get(const std::string& path) {
-    auto c = client();
-    auto res = c.Get(path.c_str());
-    if (!res) return Answer{-1, ""};
-    return Answer{res->status, res->body};
-  }
-  // Asserts an OpenAI error object with `status` and `type`; returns it.
-  json expect_error(const Answer& a, int status, const std::string& type) {
-    EXPECT_EQ(a.status, status) << a.body;
-    json j = json::parse(a.body, nullptr, false);
-    EXPECT_TRUE(j.is_object() && j.contains("error")) << a.body;
-    if (!j.is_object() || !j.contains("error")) return json();
-    EXPECT_EQ(j["error"]["type"], type) << a.body;
-    EXPECT_TRUE(j["error"]["message"].is_string());
-    EXPECT_TRUE(j["error"].contains("param"));
-    EXPECT_TRUE(j["error"].contains("code"));
-    return j["error"];
-  }
-  void wait_for_no_live() {
-    for (int i = 0; i < 200 && engine_->num_live() > 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    EXPECT_EQ(engine_->num_live(), 0);
-  }
-
-  std::unique_ptr<HttpServer> server_;
-  std::shared_ptr<FakeEngine> engine_;
-};
+using testing::Answer;
+using testing::ServerTest;
 
 TEST_F(ServerTest, CompletionExactTextAndUsage) {
   start();

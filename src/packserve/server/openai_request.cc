@@ -8,21 +8,12 @@
 #include <set>
 #include <utility>
 
+#include "packserve/server/request_json.h"
+
 namespace packserve::server {
 namespace {
 
 using nlohmann::json;
-
-// A short rendering of a received value for error messages.
-std::string describe(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return text;
-}
-
-ApiError wrong(const std::string& field, const std::string& expected, const json& got) {
-  return bad_request(field + ": expected " + expected + ", got " + describe(got), field);
-}
 
 // Fields each endpoint recognises; anything else is 400 (OpenAI answers unknown arguments
 // the same way), so a misspelt parameter is never silently ignored.
@@ -44,11 +35,6 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
     return s;
   }();
   return endpoint == Endpoint::kCompletions ? kCompletions : kChat;
-}
-
-bool present(const json& body, const char* field) {
-  auto it = body.find(field);
-  return it != body.end() && !it->is_null();
 }
 
 ApiResult<int64_t> get_int(const json& body, const char* field, int64_t min, int64_t max,
@@ -78,50 +64,13 @@ ApiResult<double> get_number(const json& body, const char* field, double min, do
   return d;
 }
 
-ApiResult<bool> get_bool(const json& body, const char* field) {
-  const json& v = body.at(field);
-  if (!v.is_boolean()) return wrong(field, "true or false", v);
-  return v.get<bool>();
-}
-
-ApiResult<std::vector<int32_t>> token_id_list(const json& v, const std::string& field) {
-  std::vector<int32_t> ids;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const json& e = v[i];
-    const std::string f = field + "[" + std::to_string(i) + "]";
-    if (!e.is_number_integer() ||
-        (e.is_number_unsigned() ? e.get<uint64_t>() > uint64_t{INT32_MAX}
-                                : (e.get<int64_t>() < 0 || e.get<int64_t>() > INT32_MAX))) {
-      return wrong(f, "a token id (an integer >= 0)", e);
-    }
-    ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
-  }
-  return ids;
-}
-
-#define PS_API_TRY(expr)                            \
-  do {                                              \
-    std::optional<ApiError> ps_api_error_ = (expr); \
-    if (ps_api_error_) return *ps_api_error_;       \
-  } while (0)
-
-#define PS_API_ASSIGN(lhs, expr)                             \
-  do {                                                       \
-    auto ps_api_result_ = (expr);                            \
-    if (!ps_api_result_.ok()) return ps_api_result_.error(); \
-    lhs = ps_api_result_.value();                            \
-  } while (0)
-
 // One prompt of `p` (the body's "prompt", or an element of a batch, named `field`): a string
 // or a non-empty list of token ids.
 std::optional<ApiError> parse_one_prompt(const json& p, const std::string& field,
                                          const char* expected, OpenAiRequest& out) {
   Prompt prompt;
   if (p.is_string()) {
-    if (p.get_ref<const std::string&>().empty()) {
-      return bad_request(field + ": must not be empty", field);
-    }
-    prompt.text = p.get<std::string>();
+    PS_API_ASSIGN(prompt.text, parse_text_prompt(p, field, expected));
   } else if (p.is_array() && !p.empty() && p[0].is_number()) {
     auto ids = token_id_list(p, field);
     if (!ids.ok()) return ids.error();
@@ -153,53 +102,6 @@ std::optional<ApiError> parse_prompt(const json& body, OpenAiRequest& out) {
           p[i]);
     }
     PS_API_TRY(parse_one_prompt(p[i], f, "a string or a non-empty list of token ids", out));
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> parse_messages(const json& body, OpenAiRequest& out) {
-  if (!body.contains("messages")) return bad_request("messages: required", "messages");
-  const json& m = body.at("messages");
-  if (!m.is_array() || m.empty()) return wrong("messages", "a non-empty list of messages", m);
-  for (std::size_t i = 0; i < m.size(); ++i) {
-    const json& msg = m[i];
-    const std::string f = "messages[" + std::to_string(i) + "]";
-    if (!msg.is_object()) return wrong(f, "an object with role and content", msg);
-    auto role_it = msg.find("role");
-    if (role_it == msg.end()) return bad_request(f + ".role: required", f + ".role");
-    if (!role_it->is_string()) return wrong(f + ".role", "a string", *role_it);
-    std::string role = role_it->get<std::string>();
-    if (role == "developer") role = "system";
-    if (role != "system" && role != "user" && role != "assistant") {
-      return wrong(f + ".role", "\"system\", \"developer\", \"user\" or \"assistant\"", *role_it);
-    }
-    for (const auto& [key, value] : msg.items()) {
-      if (key != "role" && key != "content" && key != "name") {
-        return bad_request(f + "." + key + ": not supported (messages take role, content, name)",
-                           f + "." + key);
-      }
-      (void)value;
-    }
-    auto content_it = msg.find("content");
-    std::string content;
-    if (content_it == msg.end() || content_it->is_null()) {
-      if (role != "assistant") return bad_request(f + ".content: required", f + ".content");
-    } else if (content_it->is_string()) {
-      content = content_it->get<std::string>();
-    } else if (content_it->is_array()) {
-      for (std::size_t j = 0; j < content_it->size(); ++j) {
-        const json& part = (*content_it)[j];
-        const std::string pf = f + ".content[" + std::to_string(j) + "]";
-        if (!part.is_object() || part.value("type", json()) != json("text") ||
-            !part.contains("text") || !part.at("text").is_string()) {
-          return wrong(pf, "{\"type\": \"text\", \"text\": string} (only text parts)", part);
-        }
-        content += part.at("text").get<std::string>();
-      }
-    } else {
-      return wrong(f + ".content", "a string or a list of text parts", *content_it);
-    }
-    out.messages.push_back(tokenizer::ChatMessage{std::move(role), std::move(content)});
   }
   return std::nullopt;
 }
@@ -264,21 +166,13 @@ std::optional<ApiError> parse_stop(const json& body, OpenAiRequest& out) {
 ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
   OpenAiRequest out;
   out.endpoint = endpoint;
-  const auto& known = known_fields(endpoint);
-  for (const auto& [key, value] : body.items()) {
-    (void)value;
-    if (!known.count(key)) {
-      return bad_request("Unrecognized request argument supplied: " + key, key);
-    }
-  }
-  if (!body.contains("model")) return bad_request("model: required", "model");
-  if (!body.at("model").is_string()) return wrong("model", "a string", body.at("model"));
-  out.model = body.at("model").get<std::string>();
+  PS_API_TRY(check_known_fields(body, known_fields(endpoint)));
+  PS_API_ASSIGN(out.model, parse_model(body));
 
   if (endpoint == Endpoint::kCompletions) {
     PS_API_TRY(parse_prompt(body, out));
   } else {
-    PS_API_TRY(parse_messages(body, out));
+    PS_API_ASSIGN(out.messages, parse_messages(body));
   }
   const char* max_field = "max_tokens";
   if (endpoint == Endpoint::kChatCompletions && present(body, "max_completion_tokens")) {
@@ -415,53 +309,9 @@ std::string error_body(const ApiError& error) {
   return json{{"error", inner}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-int json_nesting_depth(std::string_view text, int limit) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > deepest) deepest = depth;
-      if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}') {
-      if (depth > 0) --depth;
-    }
-  }
-  return deepest;
-}
-
 ApiResult<OpenAiRequest> parse_openai_request(std::string_view body, Endpoint endpoint) {
-  if (json_nesting_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
-    return bad_request("request body: JSON nested deeper than " + std::to_string(kMaxJsonDepth) +
-                       " levels");
-  }
-  json parsed;
-  try {
-    parsed = json::parse(body.begin(), body.end());
-  } catch (const json::exception& e) {
-    return bad_request(std::string("request body: not valid JSON: ") + e.what());
-  }
-  if (!parsed.is_object())
-    return bad_request("request body: expected a JSON object, got " + describe(parsed));
-  try {
-    return parse_fields(parsed, endpoint);
-  } catch (const json::exception& e) {
-    // A type check above was missed: still a bad request, never a crash.
-    return bad_request(std::string("request body: ") + e.what());
-  }
+  return parse_json_body<OpenAiRequest>(
+      body, [endpoint](const json& parsed) { return parse_fields(parsed, endpoint); });
 }
 
 std::string prompt_field(const OpenAiRequest& request, std::size_t index) {

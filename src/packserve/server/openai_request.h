@@ -6,9 +6,10 @@
 // `param` names the field and whose message says what was expected and what came:
 //   `max_tokens: expected an integer >= 1, got "ten"`.
 // Nothing is defaulted silently except what OpenAI documents as optional (docs/server.md).
-// The body is scanned for nesting depth before parsing (kMaxJsonDepth), so deeply nested
-// input cannot exhaust the stack of the recursive JSON parser; invalid UTF-8, truncated JSON,
-// NaN/Infinity literals and numbers that overflow a double are all 400.
+// The body, the model, the prompt and the messages are read by request_json.h, as the
+// tokenizer routes read theirs (tokenize_handler.h): nesting deeper than kMaxJsonDepth,
+// invalid UTF-8, truncated JSON, NaN/Infinity literals and numbers that overflow a double are
+// all 400.
 // Context checks need the tokenizer and the engine's limits: resolve_max_tokens() runs after
 // the prompt is tokenized.
 // Thread-safety: pure functions.
@@ -28,8 +29,6 @@ namespace packserve::server {
 
 enum class Endpoint { kCompletions, kChatCompletions };
 
-// Deepest array/object nesting accepted in a request body.
-inline constexpr int kMaxJsonDepth = 32;
 // Stop strings per request (SamplingParams' limit) and the longest one, bytes.
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr std::size_t kMaxStopStringBytes = 256;
@@ -80,10 +79,6 @@ struct OpenAiRequest {
 
 // Parses `body` for `endpoint`. Errors are HTTP 400 naming the field.
 ApiResult<OpenAiRequest> parse_openai_request(std::string_view body, Endpoint endpoint);
-
-// Deepest nesting of arrays/objects in `json_text` (outside strings); stops counting at
-// `limit` + 1. A cheap pre-scan, not a validator.
-int json_nesting_depth(std::string_view json_text, int limit);
 
 // The field naming prompt `index` of `request` in errors: "messages" (chat), "prompt" (one
 // prompt) or "prompt[i]" (a batch).

@@ -8,6 +8,8 @@
 #include <set>
 #include <string>
 
+#include "packserve/server/request_json.h"
+
 namespace packserve::server {
 namespace {
 

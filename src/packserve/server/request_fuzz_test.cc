@@ -1,9 +1,10 @@
 // request_fuzz_test.cc: malformed-input fuzzing of the request parser with a fixed time
 // budget (seeded, so a failure replays): random bytes, truncated and mutated valid bodies,
-// deep nesting, huge numbers, invalid UTF-8. Oracle: parse_openai_request never crashes or
-// throws and every rejection is a 400 invalid_request_error; accepted requests satisfy the
-// typed invariants. Then a short HTTP phase sends the same kinds of bodies to a live server
-// (FakeEngine): every answer is 200 or a 4xx with an error object, and /health is 200 after.
+// deep nesting, huge numbers, invalid UTF-8. Oracle: parse_openai_request and the tokenizer
+// routes' parsers never crash or throw and every rejection is a 400 invalid_request_error;
+// accepted requests satisfy the typed invariants. Then a short HTTP phase sends the same kinds
+// of bodies to a live server (FakeEngine) on the generation and tokenizer routes: every answer
+// is 200 or a 4xx with an error object, and /health is 200 after.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -17,6 +18,7 @@
 #include "packserve/server/fake_engine_test_util.h"
 #include "packserve/server/http_server.h"
 #include "packserve/server/openai_request.h"
+#include "packserve/server/tokenize_handler.h"
 
 namespace packserve::server {
 namespace {
@@ -27,6 +29,9 @@ const std::vector<std::string>& seeds() {
       R"({"model":"tiny","prompt":[1,2,3],"stream":true,"stream_options":{"include_usage":true}})",
       R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":3})",
       R"({"model":"tiny","messages":[{"role":"system","content":[{"type":"text","text":"s"}]}],"seed":7,"top_k":5,"top_p":0.9,"min_p":0.1,"logprobs":true})",
+      R"({"model":"tiny","prompt":"hello","add_special_tokens":false})",
+      R"({"model":"tiny","messages":[{"role":"user","content":"hi"}],"add_generation_prompt":true})",
+      R"({"model":"tiny","tokens":[104,105,0,255]})",
   };
   return kSeeds;
 }
@@ -109,9 +114,16 @@ void check_parse(const std::string& body, Endpoint endpoint) {
   ASSERT_TRUE(q.top_p > 0 && q.top_p <= 1) << body;
   ASSERT_TRUE(!q.max_tokens || *q.max_tokens >= 1) << body;
   ASSERT_TRUE(q.n >= 1 && q.n <= kMaxChoices) << body;
-  // Whatever the parser accepts the engine accepts (sampling fields, penalties included).
-  const Status engine_says = to_sampling_params(q, 1).validate();
-  ASSERT_TRUE(engine_says.ok()) << body << ": " << engine_says.to_string();
+  // Whatever the parser and then resolve_max_tokens (a 1-token prompt, a roomy context) accept
+  // the engine accepts (sampling fields, penalties included). min_tokens is checked against
+  // the resolved max_tokens there, so the parser alone may accept min_tokens > 1.
+  ApiResult<int32_t> max_tokens = resolve_max_tokens(q, 1, int64_t{1} << 20);
+  if (max_tokens.ok()) {
+    const Status engine_says = to_sampling_params(q, max_tokens.value()).validate();
+    ASSERT_TRUE(engine_says.ok()) << body << ": " << engine_says.to_string();
+  } else {
+    ASSERT_EQ(max_tokens.error().status, 400) << body;
+  }
   if (endpoint == Endpoint::kCompletions) {
     ASSERT_FALSE(q.prompts.empty()) << body;
     for (const Prompt& prompt : q.prompts) {
@@ -121,6 +133,27 @@ void check_parse(const std::string& body, Endpoint endpoint) {
     ASSERT_LE(q.prompts.size() * q.n, static_cast<std::size_t>(kMaxChoices)) << body;
   } else {
     ASSERT_FALSE(q.messages.empty()) << body;
+  }
+}
+
+void check_parse_tokenizer_routes(const std::string& body) {
+  ApiResult<TokenizeRequest> t = parse_tokenize_request(body);
+  if (!t.ok()) {
+    ASSERT_EQ(t.error().status, 400) << body;
+    ASSERT_EQ(t.error().type, "invalid_request_error") << body;
+    ASSERT_FALSE(t.error().message.empty());
+  } else {
+    ASSERT_TRUE(t.value().prompt.has_value() != t.value().messages.has_value()) << body;
+    ASSERT_TRUE(t.value().prompt ? !t.value().prompt->empty() : !t.value().messages->empty())
+        << body;
+  }
+  ApiResult<DetokenizeRequest> d = parse_detokenize_request(body);
+  if (!d.ok()) {
+    ASSERT_EQ(d.error().status, 400) << body;
+    ASSERT_EQ(d.error().type, "invalid_request_error") << body;
+    ASSERT_FALSE(d.error().message.empty());
+  } else {
+    for (const int32_t id : d.value().tokens) ASSERT_GE(id, 0) << body;
   }
 }
 
@@ -134,14 +167,17 @@ TEST(RequestFuzz, ParserNeverCrashesAndRejectsWith400) {
     SCOPED_TRACE("case " + std::to_string(n));
     check_parse(body, Endpoint::kCompletions);
     check_parse(body, Endpoint::kChatCompletions);
+    check_parse_tokenizer_routes(body);
     if (::testing::Test::HasFatalFailure()) return;
     ++n;
   }
   EXPECT_GT(n, 1000);  // the budget covered a meaningful number of cases
   // Every prefix of every seed too.
   for (const std::string& seed : seeds()) {
-    for (std::size_t k = 0; k < seed.size(); ++k)
+    for (std::size_t k = 0; k < seed.size(); ++k) {
       check_parse(seed.substr(0, k), Endpoint::kCompletions);
+      check_parse_tokenizer_routes(seed.substr(0, k));
+    }
   }
 }
 
@@ -161,7 +197,8 @@ TEST(RequestFuzz, HttpAnswersAre4xxAndServerStaysHealthy) {
   int n = 0;
   while (std::chrono::steady_clock::now() - start < kBudget) {
     const std::string body = mutant(rng);
-    const char* path = rng.next_u64() % 2 ? "/v1/completions" : "/v1/chat/completions";
+    const char* paths[] = {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"};
+    const char* path = paths[rng.next_u64() % 4];
     auto res = client.Post(path, body, "application/json");
     ASSERT_TRUE(res) << "no answer to case " << n << ": " << httplib::to_string(res.error());
     if (res->status != 200) {
