@@ -123,6 +123,8 @@ def greedy_check(a, arch, prompts):
     if r.returncode != 0:
         print(json.dumps({"model": arch, "error": r.stderr[-800:]}), flush=True)
         return
+    vocab = json.load(open(os.path.join(base, "config.json")))["vocab_size"]
+    prompts = [[t % vocab for t in p] for p in prompts]  # tiny vocabularies
     ppath = os.path.join(a.work, arch + "-greedy-prompts.jsonl")
     with open(ppath, "w") as f:
         for p in prompts:
