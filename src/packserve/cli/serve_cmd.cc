@@ -97,9 +97,7 @@ Result<Loaded> load_engine(const ServeArgs& args) {
                       engine::Engine::create(config, std::move(backend.backend), tok));
   Loaded loaded;
   loaded.engine = std::shared_ptr<engine::Engine>(std::move(created));
-  // The engine's limit (--max-model-len, else the model's context length).
-  loaded.adapter = std::make_shared<server::EngineAdapter>(loaded.engine, std::move(chat),
-                                                           loaded.engine->max_model_len());
+  loaded.adapter = std::make_shared<server::EngineAdapter>(loaded.engine, std::move(chat));
   return loaded;
 }
 

@@ -65,7 +65,8 @@ struct DummyModelOptions {
 // of the peak (39 of 300) lower. For tests and docs.
 double copy_head_runner_up(const ModelConfig& config, int copy_distance, int64_t max_distance);
 
-// "tiny", "tiny-llama", "tiny-qwen2", "tiny-yarn", "qwen3-0.6b", "llama-3.2-1b", "llama-3.1-8b", "qwen3-8b".
+// "tiny", "tiny-llama", "tiny-qwen2", "tiny-yarn", "qwen3-0.6b", "llama-3.2-1b", "llama-3.1-8b",
+// "qwen3-8b".
 std::vector<std::string> dummy_model_names();
 
 // The shape of `arch` with vocab_size = `vocab_size` (tiny*: exactly; others: at least the

@@ -27,11 +27,8 @@ class EngineStream final : public OutputStream {
 }  // namespace
 
 EngineAdapter::EngineAdapter(std::shared_ptr<engine::Engine> engine,
-                             std::optional<tokenizer::ChatTemplate> chat_template,
-                             int64_t max_model_len)
-    : engine_(std::move(engine)),
-      chat_template_(std::move(chat_template)),
-      max_model_len_(max_model_len) {}
+                             std::optional<tokenizer::ChatTemplate> chat_template)
+    : engine_(std::move(engine)), chat_template_(std::move(chat_template)) {}
 
 Result<std::shared_ptr<OutputStream>> EngineAdapter::submit(engine::GenerateRequest request) {
   PS_ASSIGN_OR_RETURN(auto stream, engine_->submit(std::move(request)));

@@ -17,7 +17,7 @@ class EngineAdapter final : public EngineApi {
  public:
   // `chat_template` absent: chat requests are answered 400 saying the model has none.
   EngineAdapter(std::shared_ptr<engine::Engine> engine,
-                std::optional<tokenizer::ChatTemplate> chat_template, int64_t max_model_len);
+                std::optional<tokenizer::ChatTemplate> chat_template);
 
   Result<std::shared_ptr<OutputStream>> submit(engine::GenerateRequest request) override;
   void cancel(engine::RequestId id) override;
@@ -29,14 +29,13 @@ class EngineAdapter final : public EngineApi {
                                   bool add_generation_prompt) const override;
   std::string token_text(int32_t token_id) const override;
   int64_t vocab_size() const override;
-  int64_t max_model_len() const override { return max_model_len_; }
+  int64_t max_model_len() const override { return engine_->max_model_len(); }
 
   engine::Engine& engine() { return *engine_; }
 
  private:
   std::shared_ptr<engine::Engine> engine_;
   std::optional<tokenizer::ChatTemplate> chat_template_;
-  int64_t max_model_len_;
 };
 
 }  // namespace packserve::server

@@ -355,7 +355,7 @@ TEST_F(ServerTest, TokenizerRoutesWhileLoadingAndDraining) {
 // from the post-processor) and a Llama-3 chat template whose BOS is "<s>" ----
 
 constexpr int64_t kModelVocab = 308;   // ids 263..299 are no token of the tokenizer
-constexpr int64_t kMaxModelLen = 512;  // the Llama-3 headers are bytes in this vocabulary
+constexpr int32_t kMaxModelLen = 512;  // the Llama-3 headers are bytes in this vocabulary
 
 struct RealTokenizer {
   tokenizer::Tokenizer tokenizer = engine::testing::make_test_tokenizer();
@@ -368,13 +368,14 @@ std::unique_ptr<RealTokenizer> make_real_tokenizer() {
   engine::EngineConfig config;
   config.kv.num_pages = 256;
   config.kv.page_size = 4;
+  config.max_model_len = kMaxModelLen;
   auto backend = std::make_unique<engine::testing::FakeBackend>(
       kModelVocab, config.kv.num_pages, config.kv.page_size, engine::testing::hash_next_token);
   auto created = engine::Engine::create(config, std::move(backend), t->tokenizer);
   EXPECT_TRUE(created.ok()) << created.status().to_string();
   if (!created.ok()) return nullptr;
   t->adapter = std::make_shared<EngineAdapter>(
-      std::shared_ptr<engine::Engine>(std::move(created).value()), t->chat_template, kMaxModelLen);
+      std::shared_ptr<engine::Engine>(std::move(created).value()), t->chat_template);
   return t;
 }
 
