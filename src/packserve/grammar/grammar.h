@@ -1,0 +1,98 @@
+// grammar.h: structured outputs. A Grammar is a compiled constraint on the bytes a request may
+// generate; a Matcher walks one request's output through it and says which tokens of the
+// model's vocabulary may come next (a bit mask the sampler applies before drawing).
+//
+// Kinds (vLLM's structured outputs / OpenAI's response_format):
+//   - regex: the whole output matches the pattern (grammar/regex.h's dialect);
+//   - choice: the output is exactly one of the given strings;
+//   - json_object: the output is one JSON object (any keys, values nested up to
+//     kMaxJsonDepth), RFC 8259, whitespace between tokens at most kMaxWhitespaceRun bytes in a
+//     row, nothing after the closing brace;
+//   - json_schema: compiled to a regex (grammar/json_schema.h) and matched as one.
+// A token is allowed when its bytes keep the output a prefix of some match; the model's EOS
+// tokens are allowed exactly when the output so far is a complete match. A token with no bytes
+// (a special token other than EOS, an id the tokenizer lacks) is never allowed.
+//
+// Thread-safety: a Grammar is immutable after compilation except for its cache of masks, which
+// is locked, so requests on several threads share one. A Matcher is used by one thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "packserve/common/status.h"
+
+namespace packserve::grammar {
+
+inline constexpr int kMaxJsonDepth = 32;
+inline constexpr int kMaxWhitespaceRun = 20;
+
+// The tokens of a model's vocabulary as raw bytes (what each decodes to on its own).
+class Vocabulary {
+ public:
+  // token_bytes[id]: the token's bytes; an empty string marks a token that is never allowed
+  // (special tokens, ids the tokenizer lacks). eos_ids: allowed exactly when the output is a
+  // complete match; each in [0, token_bytes.size()).
+  Vocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> eos_ids);
+  ~Vocabulary();
+  Vocabulary(const Vocabulary&) = delete;
+  Vocabulary& operator=(const Vocabulary&) = delete;
+
+  int32_t size() const;                      // number of token ids (mask bits)
+  int32_t mask_words() const;                // (size() + 31) / 32
+  std::string_view bytes(int32_t id) const;  // empty for a token never allowed
+  bool is_eos(int32_t id) const;
+
+  struct Impl;  // the byte trie the masks walk (grammar.cc)
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class Matcher;
+
+class Grammar {
+ public:
+  virtual ~Grammar() = default;
+  // kInvalidArgument naming the position and what was expected, e.g.
+  // "regex: position 4: unmatched ')'"; kUnimplemented for a construct the dialect lacks
+  // ("regex: position 2: lookahead (?= is not supported").
+  static Result<std::shared_ptr<const Grammar>> regex(std::string_view pattern,
+                                                      std::shared_ptr<const Vocabulary> vocab);
+  // choices: at least one; the output is exactly one of them (they may be empty strings).
+  static Result<std::shared_ptr<const Grammar>> choice(std::span<const std::string> choices,
+                                                       std::shared_ptr<const Vocabulary> vocab);
+  static Result<std::shared_ptr<const Grammar>> json_object(
+      std::shared_ptr<const Vocabulary> vocab);
+  // The schema as JSON text (object key order matters: properties are generated in the order
+  // written). Errors name the JSON pointer of the offending keyword (json_schema.h).
+  static Result<std::shared_ptr<const Grammar>> json_schema(
+      std::string_view schema_json, std::shared_ptr<const Vocabulary> vocab);
+
+  // A matcher at the start of the output.
+  virtual std::unique_ptr<Matcher> matcher() const = 0;
+  virtual const Vocabulary& vocabulary() const = 0;
+};
+
+class Matcher {
+ public:
+  virtual ~Matcher() = default;
+  // Sets bit (t % 32) of mask[t / 32] iff token t may come next, clears every other bit
+  // (mask.size() == vocabulary().mask_words()); returns the number of allowed tokens.
+  virtual int64_t fill_mask(std::span<uint32_t> mask) = 0;
+  // Moves past token t. kInvalidArgument ("token 17 ("}x") is not allowed here") when t is
+  // not allowed; the state is then unchanged.
+  virtual Status accept(int32_t token) = 0;
+  // The output so far is a complete match.
+  virtual bool accepting() const = 0;
+  // Nothing may follow: an EOS token was accepted, or the output is a complete match that no
+  // byte extends. The request ends here.
+  virtual bool finished() const = 0;
+};
+
+}  // namespace packserve::grammar

@@ -1,0 +1,17 @@
+// grammar_json_schema.cc: Grammar::json_schema, the schema compiled to a regex
+// (json_schema.h) and matched as one (dfa_grammar.h).
+#include "packserve/grammar/dfa_grammar.h"
+#include "packserve/grammar/json_schema.h"
+#include "packserve/grammar/regex.h"
+
+namespace packserve::grammar {
+
+Result<std::shared_ptr<const Grammar>> Grammar::json_schema(
+    std::string_view schema_json, std::shared_ptr<const Vocabulary> vocab) {
+  PS_RETURN_IF_ERROR(check_vocabulary(vocab));
+  PS_ASSIGN_OR_RETURN(const std::string pattern, json_schema_to_regex(schema_json));
+  PS_ASSIGN_OR_RETURN(Dfa dfa, compile_regex(pattern));
+  return make_dfa_grammar(std::move(dfa), std::move(vocab));
+}
+
+}  // namespace packserve::grammar

@@ -1,0 +1,385 @@
+// grammar_test.cc: masks, matchers and the mask cache (grammar.h). Oracles: allowed sets on a
+// small hand-made vocabulary worked out by hand; on random vocabularies and random walks, the
+// brute-force mask (accept() each token on a fresh matcher) and the cached mask vs the one
+// first computed; for choice, the strings themselves.
+#include "packserve/grammar/grammar.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "packserve/grammar/grammar_test_util.h"
+#include "packserve/grammar/mask_cache.h"
+#include "packserve/grammar/synthetic_vocabulary.h"
+
+namespace packserve::grammar {
+namespace {
+
+using testing::allowed_ids;
+using testing::brute_force_ids;
+using testing::byte_vocabulary;
+using testing::feed_bytes;
+using testing::full_match;
+using Ids = std::set<int32_t>;
+
+// The hand-made vocabulary of the exact-mask tests.
+constexpr int32_t kEos = 16;
+std::shared_ptr<const Vocabulary> hand_vocabulary() {
+  std::vector<std::string> tokens = {
+      "{",         // 0
+      "\"",        // 1
+      "\"a",       // 2
+      "a\"",       // 3
+      "}",         // 4
+      "{\"",       // 5
+      " ",         // 6
+      "12",        // 7
+      "1.",        // 8
+      "\\u",       // 9
+      "a",         // 10
+      ":",         // 11
+      "\xC3",      // 12: first byte of U+00E9
+      "\xA9",      // 13: its second byte
+      "\xC3\xA9",  // 14: U+00E9 whole
+      "\xA9\"",    // 15: its second byte, then a quote
+      "",          // 16: EOS
+      "",          // 17: a special token: never allowed
+      "}\n",       // 18
+      "1",         // 19
+      "0",         // 20
+      ",",         // 21
+      "e",         // 22
+      "\"a\"",     // 23
+  };
+  return std::make_shared<const Vocabulary>(std::move(tokens), std::vector<int32_t>{kEos});
+}
+
+std::shared_ptr<const Grammar> ok_or_null(Result<std::shared_ptr<const Grammar>> g) {
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  return g.ok() ? *g : nullptr;
+}
+
+void expect_accept(Matcher& m, int32_t token) {
+  const Status s = m.accept(token);
+  EXPECT_TRUE(s.ok()) << "token " << token << ": " << s.to_string();
+}
+
+TEST(VocabularyTest, SizesAndEos) {
+  const auto vocab = hand_vocabulary();
+  EXPECT_EQ(vocab->size(), 24);
+  EXPECT_EQ(vocab->mask_words(), 1);
+  EXPECT_EQ(vocab->bytes(2), "\"a");
+  EXPECT_TRUE(vocab->is_eos(kEos));
+  EXPECT_FALSE(vocab->is_eos(17));
+  EXPECT_FALSE(vocab->is_eos(-1));
+  EXPECT_FALSE(vocab->is_eos(24));
+  EXPECT_EQ(byte_vocabulary()->mask_words(), 9);  // 258 ids
+}
+
+TEST(MaskTest, RegexStringMasksStepByStep) {
+  const auto vocab = hand_vocabulary();
+  const auto g = ok_or_null(Grammar::regex("\"(a|\\u00e9)*\"", vocab));
+  ASSERT_NE(g, nullptr);
+  auto m = g->matcher();
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{1, 2, 23}));
+  EXPECT_FALSE(m->accepting());
+  EXPECT_FALSE(m->finished());
+
+  // A disallowed token fails with the documented message and changes nothing.
+  Status s = m->accept(4);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "token 4 (\"}\") is not allowed here");
+  s = m->accept(kEos);
+  EXPECT_EQ(s.message(), "token 16 (\"\") is not allowed here: the output is not a complete match");
+  s = m->accept(17);
+  EXPECT_EQ(s.message(),
+            "token 17 (\"\") is not allowed here: a token without bytes is never allowed");
+  s = m->accept(24);
+  EXPECT_EQ(s.message(), "token 24 is outside the vocabulary [0, 24)");
+  s = m->accept(-1);
+  EXPECT_EQ(s.message(), "token -1 is outside the vocabulary [0, 24)");
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{1, 2, 23}));
+
+  expect_accept(*m, 2);  // "a
+  // `"a"` is refused: after its closing quote, `a` has nowhere to go.
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{1, 3, 10, 12, 14}));
+  expect_accept(*m, 12);  // first byte of U+00E9: only its second byte may follow
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{13, 15}));
+  s = m->accept(3);
+  EXPECT_EQ(s.message(), "token 3 (\"a\\\"\") is not allowed here");
+  EXPECT_FALSE(m->accepting());
+  expect_accept(*m, 15);  // \xA9"
+  EXPECT_TRUE(m->accepting());
+  EXPECT_TRUE(m->finished());  // a complete match no byte extends
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{kEos}));
+  expect_accept(*m, kEos);
+  EXPECT_TRUE(m->finished());
+  EXPECT_EQ(allowed_ids(*m, *vocab), Ids{});
+  s = m->accept(kEos);
+  EXPECT_EQ(s.message(), "token 16 (\"\") is not allowed here: the output has ended");
+}
+
+TEST(MaskTest, EosOnlyWhenAccepting) {
+  const auto vocab = hand_vocabulary();
+  const auto g = ok_or_null(Grammar::regex("a*", vocab));
+  ASSERT_NE(g, nullptr);
+  auto m = g->matcher();
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{10, kEos}));
+  EXPECT_TRUE(m->accepting());
+  EXPECT_FALSE(m->finished());  // more a's may follow
+  expect_accept(*m, 10);
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{10, kEos}));
+  expect_accept(*m, kEos);
+  EXPECT_TRUE(m->finished());
+
+  const auto g2 = ok_or_null(Grammar::regex("a+", vocab));
+  auto m2 = g2->matcher();
+  EXPECT_EQ(allowed_ids(*m2, *vocab), (Ids{10}));
+}
+
+TEST(MaskTest, JsonObjectMasksStepByStep) {
+  const auto vocab = hand_vocabulary();
+  const auto g = ok_or_null(Grammar::json_object(vocab));
+  ASSERT_NE(g, nullptr);
+  auto m = g->matcher();
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{0, 5, 6}));
+  expect_accept(*m, 5);  // {"  : inside a key
+  // Any content token; `"` closes the key (then only `:` or whitespace); not `"a` or
+  // `"a"` (a after the key), not a lone continuation byte, not a raw newline.
+  EXPECT_EQ(allowed_ids(*m, *vocab),
+            (Ids{0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 19, 20, 21, 22}));
+  expect_accept(*m, 3);  // a"
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{6, 11}));
+  expect_accept(*m, 11);  // :
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{0, 1, 2, 5, 6, 7, 8, 19, 20, 23}));
+  expect_accept(*m, 7);  // 12: a number continues or ends at a structural byte
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{4, 6, 7, 8, 19, 20, 21, 22}));
+  EXPECT_FALSE(m->accepting());
+  EXPECT_EQ(m->accept(18).message(), "token 18 (\"}\\x0a\") is not allowed here");
+  expect_accept(*m, 4);  // }
+  EXPECT_TRUE(m->accepting());
+  EXPECT_TRUE(m->finished());
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{kEos}));
+}
+
+TEST(MaskTest, JsonObjectEscapeAndSplitCharacter) {
+  const auto vocab = hand_vocabulary();
+  const auto g = ok_or_null(Grammar::json_object(vocab));
+  auto m = g->matcher();
+  for (const int32_t t : {5, 3, 11, 1}) expect_accept(*m, t);    // {"a":"
+  expect_accept(*m, 9);                                          // \u
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{7, 10, 19, 20, 22}));  // hex digits only
+  expect_accept(*m, 7);                                          // \u12
+  expect_accept(*m, 22);                                         // \u12e
+  // One more hex digit, then string content or the closing quote.
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{3, 7, 8, 10, 19, 20, 22}));
+  expect_accept(*m, 20);  // \u12e0
+  expect_accept(*m, 12);  // half of U+00E9
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{13, 15}));
+}
+
+TEST(ChoiceTest, ExactStringsAndPrefixes) {
+  const auto vocab = std::make_shared<const Vocabulary>(
+      std::vector<std::string>{"a", "b", "ab", "abc", "c", ""}, std::vector<int32_t>{5});
+  const std::vector<std::string> choices = {"a", "ab", ""};
+  const auto g = ok_or_null(Grammar::choice(choices, vocab));
+  ASSERT_NE(g, nullptr);
+  auto m = g->matcher();
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{0, 2, 5}));  // "" is a choice: EOS at once
+  EXPECT_FALSE(m->finished());
+  expect_accept(*m, 0);
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{1, 5}));
+  EXPECT_TRUE(m->accepting());
+  EXPECT_FALSE(m->finished());
+  expect_accept(*m, 1);
+  EXPECT_TRUE(m->finished());
+  EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{5}));
+
+  const std::vector<std::string> only_empty = {""};
+  const auto g2 = ok_or_null(Grammar::choice(only_empty, vocab));
+  auto m2 = g2->matcher();
+  EXPECT_TRUE(m2->finished());
+  EXPECT_EQ(allowed_ids(*m2, *vocab), (Ids{5}));
+}
+
+TEST(ChoiceTest, LiteralBytesWithoutRegexMeaning) {
+  const std::vector<std::string> choices = {"a.b", "(x)", "a.b", "\xCF\x89*", "abd", "abc"};
+  const auto g = ok_or_null(Grammar::choice(choices, byte_vocabulary()));
+  ASSERT_NE(g, nullptr);
+  for (const std::string& s : choices) EXPECT_TRUE(full_match(*g, s)) << s;
+  for (const std::string s : {"axb", "x", "", "\xCF\x89", "\xCF\x89\xCF\x89", "ab", "abcd"}) {
+    EXPECT_FALSE(full_match(*g, s)) << s;
+  }
+  const auto none = Grammar::choice({}, byte_vocabulary());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(none.status().message(), "choice: expected at least one string, got none");
+}
+
+// Random vocabularies over the bytes the grammars care about (multi-byte characters often
+// split across tokens), random walks through allowed tokens: every mask equals the brute-force
+// one, and replaying the walk (now from the cache) gives the same masks.
+TEST(MaskTest, RandomWalksMatchBruteForceAndCache) {
+  const std::vector<std::string> pieces = {
+      "a",    "b",    "c",        "x",        "{",        "}",    "[",   "]",    "\"",
+      ":",    ",",    "0",        "1",        "2",        "-",    ".",   "e",    " ",
+      "\n",   "\\",   "u",        "d",        "8",        "t",    "rue", "null", "\xCF\x89",
+      "\xCF", "\x89", "\xCE\xB1", "\xF0\x9F", "\x98\x80", "\xFF", "k"};
+  const std::vector<std::string> patterns = {"[a-c]*",
+                                             "(ab|ba)+c?",
+                                             "\\{\"k\":\\d{1,3}\\}",
+                                             ".{0,5}",
+                                             "[\xCE\xB1-\xCF\x89]{1,3}x",
+                                             "\"([^\"\\\\]|\\\\u[0-9a-d]{4})*\""};
+  int num_steps = 0;
+  for (uint32_t seed = 0; seed < 48; ++seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::string> tokens;
+    const auto n = static_cast<uint32_t>(40 + rng() % 80);
+    for (uint32_t i = 0; i < n; ++i) {
+      std::string t;
+      for (auto k = static_cast<uint32_t>(1 + rng() % 3); k > 0; --k)
+        t += pieces[rng() % pieces.size()];
+      tokens.push_back(rng() % 25 == 0 ? std::string() : t);
+    }
+    const auto eos = static_cast<int32_t>(rng() % n);
+    tokens[static_cast<std::size_t>(eos)] = "";
+    const auto vocab =
+        std::make_shared<const Vocabulary>(std::move(tokens), std::vector<int32_t>{eos});
+    std::vector<std::shared_ptr<const Grammar>> grammars;
+    for (const std::string& p : patterns) grammars.push_back(ok_or_null(Grammar::regex(p, vocab)));
+    grammars.push_back(ok_or_null(Grammar::json_object(vocab)));
+    const std::vector<std::string> choices = {"ab", "abc", "b", "", "\xCF\x89\xCF\x89"};
+    grammars.push_back(ok_or_null(Grammar::choice(choices, vocab)));
+    for (std::size_t gi = 0; gi < grammars.size(); ++gi) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " grammar " + std::to_string(gi));
+      const Grammar& g = *grammars[gi];
+      std::vector<int32_t> walk;
+      std::vector<Ids> masks;
+      auto m = g.matcher();
+      for (int step = 0; step < 12 && !m->finished(); ++step) {
+        const Ids mask = allowed_ids(*m, *vocab);
+        ASSERT_EQ(mask, brute_force_ids(g, walk)) << "step " << step;
+        masks.push_back(mask);
+        ++num_steps;
+        if (mask.empty()) break;
+        auto it = mask.begin();
+        std::advance(it, static_cast<long>(rng() % mask.size()));
+        expect_accept(*m, *it);
+        walk.push_back(*it);
+      }
+      auto replay = g.matcher();  // every state now has a cached mask
+      for (std::size_t i = 0; i < masks.size(); ++i) {
+        ASSERT_EQ(allowed_ids(*replay, *vocab), masks[i]) << "replay step " << i;
+        if (i < walk.size()) expect_accept(*replay, walk[i]);
+      }
+    }
+  }
+  EXPECT_GT(num_steps, 1000);
+}
+
+TEST(MaskTest, MatchersOnSeveralThreadsShareOneGrammar) {
+  const auto vocab = byte_vocabulary();
+  const auto g = ok_or_null(Grammar::json_object(vocab));
+  const std::string doc = "{\"a\": [1, 2.5, \"x\\u00e9\"], \"b\": {\"c\": null}}";
+  // Masks along the document, computed on one thread from a fresh grammar as the reference.
+  std::vector<Ids> expected;
+  {
+    const auto fresh = ok_or_null(Grammar::json_object(vocab));
+    auto m = fresh->matcher();
+    for (const char c : doc) {
+      expected.push_back(allowed_ids(*m, *vocab));
+      expect_accept(*m, static_cast<uint8_t>(c));
+    }
+  }
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        auto m = g->matcher();
+        std::vector<uint32_t> mask(static_cast<std::size_t>(vocab->mask_words()));
+        for (std::size_t i = 0; i < doc.size(); ++i) {
+          m->fill_mask(mask);
+          if (testing::mask_ids(mask) != expected[i]) ++mismatches[static_cast<std::size_t>(t)];
+          if (!m->accept(static_cast<uint8_t>(doc[i])).ok())
+            ++mismatches[static_cast<std::size_t>(t)];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
+}
+
+TEST(MaskCacheTest, EvictsLeastRecentlyUsedBeyondCapacity) {
+  MaskCache cache(/*capacity_bytes=*/24);  // three masks of two words
+  const std::vector<uint32_t> m1 = {1, 1}, m2 = {2, 2}, m3 = {3, 3}, m4 = {4, 4};
+  cache.insert({0, 1}, m1, 1);
+  cache.insert({0, 2}, m2, 2);
+  cache.insert({1, 3}, m3, 3);
+  std::vector<uint32_t> out(2);
+  ASSERT_EQ(cache.lookup({0, 1}, out), std::optional<int64_t>(1));  // 1 is now the newest
+  EXPECT_EQ(out, m1);
+  cache.insert({0, 1}, m4, 9);  // present: unchanged
+  cache.insert({4, 4}, m4, 4);  // evicts 2, the least recently used
+  EXPECT_EQ(cache.num_entries(), 3);
+  EXPECT_EQ(cache.size_bytes(), 24);
+  EXPECT_FALSE(cache.lookup({0, 2}, out).has_value());
+  ASSERT_EQ(cache.lookup({0, 1}, out), std::optional<int64_t>(1));
+  EXPECT_EQ(out, m1);
+  ASSERT_EQ(cache.lookup({1, 3}, out), std::optional<int64_t>(3));
+  EXPECT_EQ(out, m3);
+  ASSERT_EQ(cache.lookup({4, 4}, out), std::optional<int64_t>(4));
+  EXPECT_EQ(out, m4);
+  EXPECT_FALSE(cache.lookup({3, 1}, out).has_value());  // both halves of the key count
+}
+
+// Exercises cold and cached masks on a 150k-token synthetic vocabulary; records the times
+// as test properties (--gtest_output=xml) and asserts only the masks' agreement.
+TEST(MaskTimingTest, ColdAndCachedMasksOnALargeVocabulary) {
+  const auto vocab = testing::synthetic_vocabulary(150000, 1);
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+  };
+  std::vector<uint32_t> mask(static_cast<std::size_t>(vocab->mask_words()));
+  std::vector<uint32_t> cached(mask.size());
+  struct Case {
+    std::string name;
+    std::shared_ptr<const Grammar> grammar;
+    std::string prefix;  // fed through the single-byte tokens (ids = byte values)
+  };
+  const std::vector<Case> cases = {
+      {"json_object_in_string", ok_or_null(Grammar::json_object(vocab)), "{\"ab"},
+      {"json_object_value", ok_or_null(Grammar::json_object(vocab)), "{\"ab\": "},
+      {"regex_in_string",
+       ok_or_null(Grammar::regex("\\{\"name\": \"[^\"\\\\]{0,40}\", \"age\": \\d{1,3}\\}", vocab)),
+       "{\"name\": \"x"},
+      {"regex_any", ok_or_null(Grammar::regex("(.|\\n)*", vocab)), ""},
+  };
+  for (const Case& c : cases) {
+    ASSERT_NE(c.grammar, nullptr);
+    auto m = c.grammar->matcher();
+    ASSERT_EQ(feed_bytes(*m, c.prefix), c.prefix.size());
+    const auto t0 = Clock::now();
+    const int64_t cold_count = m->fill_mask(mask);
+    const auto t1 = Clock::now();
+    const int64_t cached_count = m->fill_mask(cached);
+    const auto t2 = Clock::now();
+    EXPECT_EQ(cold_count, cached_count);
+    EXPECT_EQ(mask, cached);
+    EXPECT_GT(cold_count, 0);
+    ::testing::Test::RecordProperty(c.name + "_cold_us", std::to_string(us(t1 - t0)));
+    ::testing::Test::RecordProperty(c.name + "_cached_us", std::to_string(us(t2 - t1)));
+    ::testing::Test::RecordProperty(c.name + "_allowed", std::to_string(cold_count));
+  }
+}
+
+}  // namespace
+}  // namespace packserve::grammar
