@@ -62,8 +62,43 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool logprobs = false;
+  // Structured outputs (at most one): a regex, a JSON schema file, any JSON object, choices.
+  std::string regex;
+  std::string json_schema_path;
+  bool json_object = false;
+  std::vector<std::string> choices;
   EngineFlags engine;
 };
+
+// The structured output of the flags; errors name the flag.
+Result<engine::StructuredOutput> structured_output(const GenerateArgs& args) {
+  engine::StructuredOutput s;
+  const int given = static_cast<int>(!args.regex.empty()) +
+                    static_cast<int>(!args.json_schema_path.empty()) +
+                    static_cast<int>(args.json_object) + static_cast<int>(!args.choices.empty());
+  if (given > 1) {
+    return invalid_argument("give at most one of --regex, --json-schema, --json-object, --choice");
+  }
+  if (!args.regex.empty()) {
+    s.kind = engine::StructuredOutput::Kind::kRegex;
+    s.spec = args.regex;
+    s.field = "--regex";
+  } else if (!args.json_schema_path.empty()) {
+    std::ifstream in(args.json_schema_path, std::ios::binary);
+    if (!in) return invalid_argument("--json-schema: cannot read " + args.json_schema_path);
+    s.kind = engine::StructuredOutput::Kind::kJsonSchema;
+    s.spec.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    s.field = "--json-schema " + args.json_schema_path;
+  } else if (args.json_object) {
+    s.kind = engine::StructuredOutput::Kind::kJsonObject;
+    s.field = "--json-object";
+  } else if (!args.choices.empty()) {
+    s.kind = engine::StructuredOutput::Kind::kChoice;
+    s.choices = args.choices;
+    s.field = "--choice";
+  }
+  return s;
+}
 
 int fail_input(const std::string& message) {
   std::cerr << "error: " << message << "\n";
@@ -203,6 +238,8 @@ int run_generate(const GenerateArgs& args) {
 
   const auto logit_bias = parse_logit_bias(args.logit_bias);
   if (!logit_bias.ok()) return fail_input(logit_bias.status().message());
+  const auto structured = structured_output(args);
+  if (!structured.ok()) return fail_input(structured.status().message());
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<engine::RequestStream>> streams;
   for (size_t i = 0; i < prompts->size(); ++i) {
@@ -222,6 +259,7 @@ int run_generate(const GenerateArgs& args) {
     request.sampling.stop = args.stop;
     request.sampling.ignore_eos = args.ignore_eos;
     request.sampling.logprobs = args.logprobs;
+    request.sampling.structured = *structured;
     request.return_last_prompt_logits = !args.logits_out.empty();
     auto stream = eng.submit(std::move(request));
     if (!stream.ok()) {
@@ -340,6 +378,15 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "do not stop at the model's EOS tokens");
   cmd->add_flag("--logprobs", args->logprobs,
                 "add \"logprobs\": log-softmax of the raw logits at each sampled token");
+  cmd->add_option("--regex", args->regex,
+                  "structured output: the whole output matches this regex (docs/engine.md "
+                  "\"Structured outputs\")");
+  cmd->add_option("--json-schema", args->json_schema_path,
+                  "structured output: the output is JSON that FILE's JSON schema allows");
+  cmd->add_flag("--json-object", args->json_object,
+                "structured output: the output is one JSON object");
+  cmd->add_option("--choice", args->choices,
+                  "structured output: the output is exactly one of these strings (repeatable)");
   cmd->add_option("--logits-out", args->logits_out,
                   "write the logits after each prompt's last token: .npy, f32, (prompts, vocab)");
   add_engine_flags(*cmd, args->engine);

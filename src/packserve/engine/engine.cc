@@ -99,6 +99,20 @@ Status SamplingParams::validate() const {
       return invalid_argument("stop[" + std::to_string(i) + "]: expected valid UTF-8");
     }
   }
+  if (structured.kind > StructuredOutput::Kind::kChoice) {
+    return invalid_argument(structured.field + ": unknown kind " +
+                            std::to_string(static_cast<int>(structured.kind)));
+  }
+  if ((structured.kind == StructuredOutput::Kind::kJsonSchema ||
+       structured.kind == StructuredOutput::Kind::kRegex) &&
+      structured.spec.empty()) {
+    return invalid_argument(
+        structured.field + ": expected a non-empty " +
+        (structured.kind == StructuredOutput::Kind::kRegex ? "pattern" : "schema"));
+  }
+  if (structured.kind == StructuredOutput::Kind::kChoice && structured.choices.empty()) {
+    return invalid_argument(structured.field + ": expected at least one choice");
+  }
   for (size_t i = 0; i < stop_token_ids.size(); ++i) {
     if (stop_token_ids[i] < 0) {
       return invalid_argument("stop_token_ids[" + std::to_string(i) +
@@ -204,6 +218,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   impl.max_model_len =
       static_cast<int32_t>(std::min<int64_t>(model_len, std::numeric_limits<int32_t>::max()));
   for (int64_t id : mc.eos_token_ids) impl.eos_token_ids.push_back(static_cast<int32_t>(id));
+  impl.grammars = std::make_unique<GrammarCache>(impl.tok, impl.vocab_size, impl.eos_token_ids);
   impl.backend = std::move(backend);
   impl.scheduler = std::move(scheduler);
   impl.sampler_pool = std::make_unique<WorkerPool>(
@@ -275,6 +290,13 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(GenerateRequest request) {
   if (!std::isfinite(request.arrival_time_ms)) {
     return reject(invalid_argument("arrival_time_ms: expected a finite number"));
   }
+  std::shared_ptr<const grammar::Grammar> constraint;
+  if (request.sampling.structured.active()) {
+    Result<std::shared_ptr<const grammar::Grammar>> g =
+        impl.grammars->get(request.sampling.structured);
+    if (!g.ok()) return reject(g.status());
+    constraint = std::move(*g);
+  }
   std::shared_ptr<RequestStream> stream;
   {
     std::lock_guard lock(impl.mutex);
@@ -291,7 +313,8 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(GenerateRequest request) {
     const uint64_t seed =
         request.sampling.seed.has_value() ? *request.sampling.seed : impl.seed_rng.next_u64();
     stream = std::make_shared<RequestStream>(id);
-    impl.inbox.push_back(Impl::Pending{id, std::move(request), stream, seed});
+    impl.inbox.push_back(
+        Impl::Pending{id, std::move(request), stream, seed, std::move(constraint)});
     ++impl.num_live;
   }
   impl.wake_cv.notify_all();

@@ -45,6 +45,21 @@ inline constexpr int32_t kMaxTopLogprobs = packserve::kMaxTopLogprobs;
 // Entries a request's SamplingParams::logit_bias may hold.
 inline constexpr size_t kMaxLogitBias = 1024;
 
+// Structured outputs (vLLM's structured_outputs, OpenAI's response_format): the output must
+// match a constraint (grammar/grammar.h). Tokens that cannot continue a match get -inf before
+// the draw (the logprobs are then those of the masked row, as vLLM's), EOS may be drawn only
+// where the output is a complete match, and the request ends with "stop" where nothing may
+// follow. Such rows are drawn on the host from the row's logits.
+struct StructuredOutput {
+  enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kRegex, kChoice };
+  Kind kind = Kind::kNone;
+  std::string spec;                  // kJsonSchema: the schema as JSON text; kRegex: the pattern
+  std::vector<std::string> choices;  // kChoice: the output is exactly one of them (>= 1)
+  // The request field it came from: its errors start with it ("response_format: ...").
+  std::string field = "structured_output";
+  bool active() const { return kind != Kind::kNone; }
+};
+
 struct SamplingParams {
   double temperature = 1.0;      // 0 = greedy; >= 0, finite
   int32_t top_k = 0;             // 0 = off; >= 0
@@ -84,6 +99,7 @@ struct SamplingParams {
   // transformers' / vLLM's, on every token of the prompt and of the output, > 0 (1 = off): a
   // positive logit is divided by it, any other multiplied.
   double repetition_penalty = 1.0;
+  StructuredOutput structured;
   bool adjusts_logits() const {
     return presence_penalty != 0.0 || frequency_penalty != 0.0 || repetition_penalty != 1.0 ||
            !logit_bias.empty();

@@ -27,6 +27,7 @@
 #include "packserve/engine/engine.h"
 #include "packserve/engine/sampler.h"
 #include "packserve/engine/stop_strings.h"
+#include "packserve/engine/structured_output.h"
 #include "packserve/tokenizer/stream_decoder.h"
 
 namespace packserve::engine {
@@ -77,6 +78,13 @@ struct LiveRequest {
   bool captures_logits_now() const {
     return return_last_prompt_logits && num_output_tokens == 0 && captured_logits.empty();
   }
+  // SamplingParams::structured: the output's matcher (its rows are drawn on the host from
+  // their logits, masked), the mask and masked row of this step, and what went wrong in the
+  // draw (no token can continue the match), handled with the token's event.
+  std::unique_ptr<grammar::Matcher> constraint;
+  std::vector<uint32_t> mask;
+  std::vector<float> masked_logits;
+  std::optional<Status> constraint_error;
   // This step's update under construction.
   std::optional<RequestOutput> update;
 };
@@ -91,6 +99,7 @@ struct Engine::Impl {
   int64_t vocab_size = 0;
   int32_t max_model_len = 0;
   std::vector<int32_t> eos_token_ids;
+  std::unique_ptr<GrammarCache> grammars;  // structured outputs (thread-safe)
   std::chrono::steady_clock::time_point start_time;
 
   // ---- guarded by mutex ----
@@ -99,6 +108,7 @@ struct Engine::Impl {
     GenerateRequest request;
     std::shared_ptr<RequestStream> stream;
     uint64_t seed;
+    std::shared_ptr<const grammar::Grammar> constraint;  // SamplingParams::structured
   };
   mutable std::mutex mutex;
   std::condition_variable wake_cv;  // the engine thread waits here when idle

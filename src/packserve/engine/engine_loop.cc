@@ -55,9 +55,9 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         LiveRequest& r = *live;
         // A greedy row without logprobs needs only the argmax and any other row only its
         // draw (with its logit bias, penalties and alternatives' logprobs), unless its logits
-        // are captured.
+        // are captured or masked by a structured output.
         output = model::kOutputLogits;
-        if (!r.captures_logits_now()) {
+        if (!r.captures_logits_now() && r.constraint == nullptr) {
           if (r.sampler.argmax_only()) {
             output = model::kOutputArgmax;
           } else if (impl.config.backend_sampling) {
@@ -150,14 +150,25 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       std::span<const float> row_logits(fwd.logits.data() + row * vocab,
                                         static_cast<size_t>(vocab));
       LiveRequest& r = *job.request;
+      if (r.captures_logits_now()) {
+        r.captured_logits.assign(row_logits.begin(), row_logits.end());
+      }
+      if (r.constraint != nullptr) {
+        r.constraint->fill_mask(r.mask);
+        apply_token_mask(row_logits, r.mask, r.masked_logits);
+        row_logits = r.masked_logits;
+      }
       const SampledToken sampled = r.sampler.sample(row_logits);
+      if (r.constraint != nullptr) {
+        // A token the mask allows always passes; an all -inf row (no token continues the
+        // match, or min_tokens bans the only ones that do) draws one it does not.
+        Status s = r.constraint->accept(sampled.token_id);
+        if (!s.ok()) r.constraint_error = s;
+      }
       out.sampled_token_ids[job.sequence] = sampled.token_id;
       r.step_logprob = sampled.logprob;
       if (r.params.top_logprobs > 0) {
         r.step_top_logprobs = packserve::top_logprobs(row_logits, r.params.top_logprobs);
-      }
-      if (r.captures_logits_now()) {
-        r.captured_logits.assign(row_logits.begin(), row_logits.end());
       }
     });
     const auto t2 = std::chrono::steady_clock::now();
@@ -275,6 +286,10 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
     std::lock_guard lock(metrics_mutex);
     metrics.prompt_tokens_total += r->num_prompt_tokens;
   }
+  if (pending.constraint != nullptr) {
+    r->constraint = pending.constraint->matcher();
+    r->mask.assign(static_cast<size_t>(pending.constraint->vocabulary().mask_words()), 0);
+  }
   LiveRequest& ref = *r;
   live.emplace(pending.id, std::move(r));
   Status s = scheduler->add_request(std::move(request));
@@ -288,7 +303,9 @@ void Engine::Impl::finish(LiveRequest& r, std::string reason, double time_ms, st
     u.text_delta += r.matcher.flush();
   }
   // A stop string wins over a length/EOS finish of the same step: its text was truncated.
-  if (r.matcher.stopped() && (reason == "length" || reason == "stop")) reason = "stop";
+  // So does a structured output's end.
+  const bool ended = r.matcher.stopped() || (r.constraint != nullptr && r.constraint->finished());
+  if (ended && reason == "length") reason = "stop";
   fill_common(r, u);
   u.finished = true;
   u.finish_reason = reason;
@@ -338,7 +355,8 @@ void Engine::Impl::fail_requests(const std::vector<RequestId>& ids, const Status
 }
 
 void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms) {
-  std::vector<RequestId> stopped_by_string;
+  std::vector<RequestId> stopped_by_string;  // and by a structured output's end
+  std::vector<std::pair<RequestId, Status>> constraint_failed;
   for (const sched::TokenEvent& ev : events.tokens) {
     auto it = live.find(ev.id);
     if (it == live.end()) continue;
@@ -360,9 +378,15 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
     token.top_logprobs = std::move(r.step_top_logprobs);
     r.step_top_logprobs.clear();
     u.tokens.push_back(token);
+    if (r.constraint_error.has_value()) {
+      constraint_failed.emplace_back(r.id, *r.constraint_error);
+      continue;
+    }
     // Stop tokens count as output tokens but add no text (as vLLM without
     // include_stop_str_in_output).
     if (r.matcher.stopped() || r.stop_token_ids.count(ev.token_id) != 0) continue;
+    // The structured output's end (no byte may follow): its last token's text goes out.
+    if (r.constraint != nullptr && r.constraint->finished()) stopped_by_string.push_back(r.id);
     Result<std::string> text = r.decoder.push(ev.token_id);
     if (!text.ok()) {
       // An id the model knows but the tokenizer does not (padded vocabularies): no text.
@@ -371,13 +395,16 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
       continue;
     }
     u.text_delta += r.matcher.push(*text, r.num_output_tokens > r.params.min_tokens);
-    if (r.matcher.stopped()) stopped_by_string.push_back(r.id);
+    if (r.matcher.stopped() && (stopped_by_string.empty() || stopped_by_string.back() != r.id)) {
+      stopped_by_string.push_back(r.id);
+    }
   }
   for (const sched::FinishedRequest& f : events.finished) {
     auto it = live.find(f.id);
     if (it == live.end()) continue;  // already finished by the engine (stop string, error)
     LiveRequest& r = *it->second;
     if (f.reason == sched::FinishReason::kCancelled && r.matcher.stopped()) continue;
+    if (r.constraint_error.has_value()) continue;  // failed below
     update_of(r);
     r.update->num_cached_prompt_tokens = f.num_cached_prompt_tokens;
     finish(r, std::string(sched::finish_reason_name(f.reason)), f.finish_time_ms, "");
@@ -387,6 +414,14 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
     if (it == live.end()) continue;
     (void)scheduler->cancel(id, now_ms);  // pages back now; its kCancelled event is ignored
     finish(*it->second, "stop", it->second->last_token_time_ms, "");
+  }
+  for (const auto& [id, status] : constraint_failed) {
+    auto it = live.find(id);
+    if (it == live.end()) continue;
+    (void)scheduler->cancel(id, now_ms);
+    finish(*it->second, "error", now_ms,
+           it->second->params.structured.field +
+               ": no token can continue the output: " + status.message());
   }
   for (auto& [id, r] : live) {
     if (!r->update.has_value()) continue;

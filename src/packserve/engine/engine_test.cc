@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
@@ -941,6 +942,165 @@ TEST(StreamSignalTest, WakesOnAnyAttachedStream) {
   a.attach(nullptr);
   a.push(RequestOutput{});
   EXPECT_EQ(signal->generation(), g1 + 1);
+}
+
+// ---- Structured outputs (engine.h StructuredOutput) ----
+
+GenerateRequest structured_request(std::vector<int32_t> prompt, int32_t max_tokens,
+                                   StructuredOutput::Kind kind, std::string spec,
+                                   std::vector<std::string> choices = {}) {
+  GenerateRequest r = greedy_request(std::move(prompt), max_tokens);
+  r.sampling.structured.kind = kind;
+  r.sampling.structured.spec = std::move(spec);
+  r.sampling.structured.choices = std::move(choices);
+  return r;
+}
+
+// Greedy under a mask: each token is the argmax of the fake model's row over the tokens the
+// constraint allows. "[0-9]{3}": only the ten digit bytes are allowed (no merged token of the
+// test vocabulary is made of digits), and after the third the output is complete and nothing
+// may follow, so it ends with "stop" without an EOS.
+TEST(EngineStructuredTest, RegexGreedyIsTheArgmaxOverTheAllowedTokens) {
+  auto t = make_engine(testing::hash_next_token);
+  const std::vector<int32_t> prompt = ids_of("hi");
+  auto stream =
+      t.engine->submit(structured_request(prompt, 10, StructuredOutput::Kind::kRegex, "[0-9]{3}"));
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const Collected c = collect(**stream);
+  std::vector<int32_t> context = prompt, want;
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<float> row = model_row(context);
+    int32_t best = '0';
+    for (int32_t d = '0'; d <= '9'; ++d) best = row[d] > row[best] ? d : best;
+    want.push_back(best);
+    context.push_back(best);
+  }
+  EXPECT_EQ(c.token_ids, want);
+  EXPECT_EQ(c.text, text_of(want));
+  EXPECT_EQ(c.last.finish_reason, "stop");
+  // Constrained rows are drawn on the host from their logits.
+  EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
+}
+
+// EOS is allowed exactly where the output is a complete match: a model that wants EOS at once
+// writes "a" first under "a+", then ends; under "ab" it writes both bytes and the grammar ends
+// the request.
+TEST(EngineStructuredTest, EosOnlyWhereTheOutputIsComplete) {
+  auto t = make_engine(script_model({{'E', {}}}));
+  auto plus = t.engine->submit(structured_request({'E'}, 8, StructuredOutput::Kind::kRegex, "a+"));
+  auto ab = t.engine->submit(structured_request({'E'}, 8, StructuredOutput::Kind::kRegex, "ab"));
+  ASSERT_TRUE(plus.ok() && ab.ok());
+  const Collected p = collect(**plus), q = collect(**ab);
+  EXPECT_EQ(p.token_ids, (std::vector<int32_t>{'a', kEosId}));
+  EXPECT_EQ(p.text, "a");
+  EXPECT_EQ(p.last.finish_reason, "stop");
+  EXPECT_EQ(q.token_ids, (std::vector<int32_t>{'a', 'b'}));
+  EXPECT_EQ(q.text, "ab");
+  EXPECT_EQ(q.last.finish_reason, "stop");
+}
+
+// Choices with merged tokens ("lo", "low", "lower" are tokens): the text is one of the choices;
+// the logprob of a token the mask leaves alone is log 1 (vLLM reports the masked row's).
+TEST(EngineStructuredTest, ChoicesAndTheMaskedRowsLogprobs) {
+  auto t = make_engine(testing::hash_next_token);
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    GenerateRequest r = structured_request(ids_of("w"), 8, StructuredOutput::Kind::kChoice, "",
+                                           {"lower", "low", "lowest"});
+    r.sampling.temperature = 1.0;
+    r.sampling.seed = seed;
+    auto stream = t.engine->submit(std::move(r));
+    ASSERT_TRUE(stream.ok());
+    const Collected c = collect(**stream);
+    EXPECT_TRUE(c.text == "lower" || c.text == "low" || c.text == "lowest") << c.text;
+    EXPECT_EQ(c.last.finish_reason, "stop");
+  }
+  GenerateRequest r =
+      structured_request(ids_of("w"), 4, StructuredOutput::Kind::kChoice, "", {"x"});
+  r.sampling.logprobs = true;
+  auto stream = t.engine->submit(std::move(r));
+  ASSERT_TRUE(stream.ok());
+  const Collected c = collect(**stream);
+  EXPECT_EQ(c.token_ids, (std::vector<int32_t>{'x'}));
+  ASSERT_EQ(c.logprobs.size(), 1u);
+  EXPECT_NEAR(c.logprobs[0], 0.0f, 1e-6f);
+}
+
+// A JSON object under the fake model: when it ends before max_tokens, the text parses as one.
+TEST(EngineStructuredTest, JsonObjectAndSchemaOutputsParse) {
+  EngineSetup setup;
+  setup.num_pages = 256;
+  auto t = make_engine(testing::hash_next_token, setup);
+  const std::string schema =
+      R"({"type":"object","properties":{"ok":{"type":"boolean"},"n":{"enum":[1,2]}},"required":["ok","n"]})";
+  int parsed[2] = {0, 0};  // outputs that ended before max_tokens: object, schema
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    for (auto kind : {StructuredOutput::Kind::kJsonObject, StructuredOutput::Kind::kJsonSchema}) {
+      GenerateRequest r = structured_request(
+          ids_of("j"), 200, kind, kind == StructuredOutput::Kind::kJsonSchema ? schema : "");
+      r.sampling.temperature = 1.0;
+      r.sampling.seed = seed;
+      auto stream = t.engine->submit(std::move(r));
+      ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+      const Collected c = collect(**stream);
+      ASSERT_TRUE(c.last.finish_reason == "stop" || c.last.finish_reason == "length")
+          << c.last.finish_reason << " " << c.last.error;
+      if (c.last.finish_reason != "stop") continue;
+      ++parsed[kind == StructuredOutput::Kind::kJsonSchema];
+      const auto doc = nlohmann::json::parse(c.text, nullptr, false);
+      ASSERT_FALSE(doc.is_discarded()) << c.text;
+      ASSERT_TRUE(doc.is_object()) << c.text;
+      if (kind == StructuredOutput::Kind::kJsonSchema) {
+        EXPECT_TRUE(doc.at("ok").is_boolean()) << c.text;
+        EXPECT_TRUE(doc.at("n") == 1 || doc.at("n") == 2) << c.text;
+        EXPECT_EQ(doc.size(), 2u) << c.text;
+      }
+    }
+  }
+  EXPECT_GT(parsed[0], 0);
+  EXPECT_GT(parsed[1], 0);
+}
+
+TEST(EngineStructuredTest, ConstraintsThatDoNotCompileAreInvalidArguments) {
+  auto t = make_engine(testing::hash_next_token);
+  Engine& e = *t.engine;
+  expect_invalid(e, structured_request({1}, 3, StructuredOutput::Kind::kRegex, "(ab"),
+                 "structured_output: regex");
+  GenerateRequest r = structured_request({1}, 3, StructuredOutput::Kind::kJsonSchema, "{\"type\":");
+  r.sampling.structured.field = "response_format";
+  expect_invalid(e, r, "response_format: ");
+  expect_invalid(e, structured_request({1}, 3, StructuredOutput::Kind::kRegex, ""),
+                 "structured_output: expected a non-empty pattern");
+  expect_invalid(e, structured_request({1}, 3, StructuredOutput::Kind::kChoice, ""),
+                 "structured_output: expected at least one choice");
+  EXPECT_EQ(e.metrics().requests_rejected, 4);
+}
+
+// No token can continue: the choice "" is complete at once, so only EOS may come, and
+// min_tokens bans it. The request fails alone, its pages come back, and a request beside it
+// is untouched.
+TEST(EngineStructuredTest, NoAllowedTokenFailsOnlyThatRequest) {
+  auto t = make_engine(testing::hash_next_token);
+  GenerateRequest r = structured_request({5, 6}, 4, StructuredOutput::Kind::kChoice, "", {""});
+  r.sampling.min_tokens = 1;
+  auto bad = t.engine->submit(std::move(r));
+  auto good = t.engine->submit(greedy_request({7, 8}, 4));
+  ASSERT_TRUE(bad.ok() && good.ok());
+  const Collected b = collect(**bad), g = collect(**good);
+  EXPECT_EQ(b.last.finish_reason, "error");
+  EXPECT_NE(b.last.error.find("structured_output: no token can continue the output"),
+            std::string::npos)
+      << b.last.error;
+  EXPECT_EQ(g.last.finish_reason, "length");
+  EXPECT_EQ(g.token_ids.size(), 4u);
+  // Without min_tokens the same request ends at once with EOS.
+  auto ok =
+      t.engine->submit(structured_request({5, 6}, 4, StructuredOutput::Kind::kChoice, "", {""}));
+  ASSERT_TRUE(ok.ok());
+  const Collected o = collect(**ok);
+  EXPECT_EQ(o.token_ids, (std::vector<int32_t>{kEosId}));
+  EXPECT_EQ(o.last.finish_reason, "stop");
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
 }
 
 }  // namespace

@@ -8,11 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -86,6 +88,7 @@ class GenerateCliTest : public ::testing::Test {
   }
 
   static void expect_copy_models_decode_periodically(const std::string& backend);
+  static void expect_structured_outputs_hold(const std::string& backend);
 
   static inline fs::path* dir_ = nullptr;
 };
@@ -160,6 +163,59 @@ inline void GenerateCliTest::expect_copy_models_decode_periodically(const std::s
                          (*dir_ / "bad").string());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--copy-distance: expected 1..64, got 65"), std::string::npos) << bad.err;
+}
+
+// Structured outputs on the fixture's random model (docs/engine.md "Structured outputs"): every
+// text of a --regex run matches it, every --choice text is one of the choices, and the
+// --json-schema outputs that end before max_tokens parse with the schema's keys and types.
+inline void GenerateCliTest::expect_structured_outputs_hold(const std::string& backend) {
+  const fs::path prompts = write("structured.jsonl",
+                                 "{\"prompt\": \"Hello, world\"}\n{\"prompt_ids\": [5, 17, 42]}\n"
+                                 "{\"prompt\": \"The quick brown fox\"}\n{\"prompt\": \"a\"}\n");
+  const std::string base = "generate " + model() + " --prompts " + prompts.string() +
+                           " --temperature 1 --seed 3 --backend " + backend;
+  const std::string pattern = "[a-z]{2,6}( [a-z]{2,6}){2}";
+  CliRun r = run(base + " --max-tokens 40 --regex '" + pattern + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const json& line : lines_of(r.out)) {
+    EXPECT_TRUE(std::regex_match(line["text"].get<std::string>(), std::regex(pattern)))
+        << line.dump();
+    EXPECT_EQ(line["finish_reason"], "stop") << line.dump();
+  }
+  r = run(base + " --max-tokens 8 --choice yes --choice no --choice maybe");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const json& line : lines_of(r.out)) {
+    const std::string text = line["text"];
+    EXPECT_TRUE(text == "yes" || text == "no" || text == "maybe") << line.dump();
+  }
+  const fs::path schema = write(
+      "schema.json", R"({"type":"object","properties":{"name":{"type":"string","maxLength":6},)"
+                     R"("age":{"type":"integer","minimum":0,"maximum":120},)"
+                     R"("tags":{"type":"array","items":{"enum":["a","b"]},"maxItems":2}},)"
+                     R"("required":["name","age"]})");
+  r = run(base + " --max-tokens 200 --json-schema " + schema.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int parsed = 0;
+  for (const json& line : lines_of(r.out)) {
+    if (line["finish_reason"] != "stop") continue;
+    const json doc = json::parse(line["text"].get<std::string>());
+    ASSERT_TRUE(doc.at("name").is_string()) << line.dump();
+    const std::string name = doc.at("name");  // maxLength counts code points
+    EXPECT_LE(std::count_if(name.begin(), name.end(), [](char c) { return (c & 0xC0) != 0x80; }), 6)
+        << line.dump();
+    EXPECT_TRUE(doc.at("age").is_number_integer() && doc.at("age") >= 0 && doc.at("age") <= 120);
+    if (doc.contains("tags")) {
+      EXPECT_LE(doc.at("tags").size(), 2u);
+    }
+    ++parsed;
+  }
+  EXPECT_GT(parsed, 0) << r.out;
+  r = run(base + " --regex '(ab'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--regex: regex: position"), std::string::npos) << r.err;
+  r = run(base + " --regex a --json-object");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("give at most one of --regex"), std::string::npos) << r.err;
 }
 
 }  // namespace packserve::testing

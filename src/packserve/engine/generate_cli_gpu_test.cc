@@ -14,6 +14,11 @@ TEST_F(GenerateCliTest, CudaCopyModelContinuesEachPromptPeriodically) {
   expect_copy_models_decode_periodically("cuda");
 }
 
+TEST_F(GenerateCliTest, CudaStructuredOutputsHold) {
+  if (!model::cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  expect_structured_outputs_hold("cuda");
+}
+
 // The default pool (sized from --gpu-memory-utilization) of a tiny model with pages of 4 tokens:
 // millions of pages, whose attention workspace share (gpu_page_workspace_bytes) must be
 // budgeted with them (it once asked cudaMalloc for 21 GB beyond the budget and failed).

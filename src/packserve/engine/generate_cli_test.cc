@@ -167,6 +167,8 @@ TEST_F(GenerateCliTest, CopyModelContinuesEachPromptPeriodically) {
   expect_copy_models_decode_periodically("cpu");
 }
 
+TEST_F(GenerateCliTest, StructuredOutputsHold) { expect_structured_outputs_hold("cpu"); }
+
 TEST_F(GenerateCliTest, BadInputIsExit2NamingFileAndLine) {
   const fs::path bad = write("bad.jsonl", "{\"prompt\": \"ok\"}\n{\"prompt\": 3}\n");
   CliRun r = run("generate " + model() + " --prompts " + bad.string());

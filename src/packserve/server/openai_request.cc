@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "packserve/server/request_json.h"
+#include "packserve/server/structured_request.h"
 
 namespace packserve::server {
 namespace {
@@ -26,11 +27,13 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
   // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
+    s.insert(std::begin(kStructuredFields), std::end(kStructuredFields));
     s.insert({"prompt", "echo", "best_of", "suffix"});
     return s;
   }();
   static const std::set<std::string> kChat = [] {
     auto s = kCommon;
+    s.insert(std::begin(kStructuredFields), std::end(kStructuredFields));
     s.insert({"messages", "max_completion_tokens", "top_logprobs"});
     return s;
   }();
@@ -163,7 +166,8 @@ std::optional<ApiError> parse_stop(const json& body, OpenAiRequest& out) {
   return std::nullopt;
 }
 
-ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
+ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_body,
+                                      Endpoint endpoint) {
   OpenAiRequest out;
   out.endpoint = endpoint;
   PS_API_TRY(check_known_fields(body, known_fields(endpoint)));
@@ -255,6 +259,7 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, Endpoint endpoint) {
                              true, "a finite number > 0 (1 = off)"));
   }
   PS_API_TRY(parse_logit_bias(body, out));
+  PS_API_TRY(parse_structured_output(body, raw_body, out.structured));
   if (present(body, "user") && !body.at("user").is_string()) {
     return wrong("user", "a string", body.at("user"));
   }
@@ -311,7 +316,7 @@ std::string error_body(const ApiError& error) {
 
 ApiResult<OpenAiRequest> parse_openai_request(std::string_view body, Endpoint endpoint) {
   return parse_json_body<OpenAiRequest>(
-      body, [endpoint](const json& parsed) { return parse_fields(parsed, endpoint); });
+      body, [body, endpoint](const json& parsed) { return parse_fields(parsed, body, endpoint); });
 }
 
 std::string prompt_field(const OpenAiRequest& request, std::size_t index) {
@@ -379,6 +384,7 @@ engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t 
   p.logprobs = request.logprobs;
   p.top_logprobs = request.top_logprobs;
   if (request.echo && request.logprobs) p.prompt_logprobs = request.top_logprobs;
+  p.structured = request.structured;
   return p;
 }
 

@@ -73,6 +73,8 @@ struct OpenAiRequest {
   // Completions: each choice's text starts with its prompt's, and with logprobs its logprobs
   // with the prompt tokens' (the first one's null), as OpenAI's legacy echo.
   bool echo = false;
+  // response_format / structured_outputs / guided_* (structured_request.h).
+  engine::StructuredOutput structured;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };

@@ -484,5 +484,48 @@ TEST_F(ServerTest, DetokenizeRoundTripWithTheTokenizer) {
   EXPECT_EQ(e["param"], "tokens[0]");
 }
 
+// The structured-output fields reach the engine: the text matches the regex, and a schema
+// that does not compile is a 400 naming the field it came in.
+TEST_F(ServerTest, StructuredOutputsReachTheEngine) {
+  auto real = make_real_tokenizer();
+  ASSERT_TRUE(real);
+  start_with(real->adapter);
+  const json messages = json::parse(R"([{"role":"user","content":"a number"}])");
+  for (const char* extra_text :
+       {R"({"guided_regex": "[1-9][0-9]{3}"})",
+        R"({"structured_outputs": {"regex": "[1-9][0-9]{3}"}})",
+        R"({"response_format": {"type": "json_schema", "json_schema": {"name": "n",
+            "schema": {"type": "integer", "minimum": 1000, "maximum": 9999}}}})"}) {
+    const json extra = json::parse(extra_text);
+    SCOPED_TRACE(extra.dump());
+    json body = {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 10}, {"temperature", 0}};
+    body.update(extra);
+    Answer a = post("/v1/chat/completions", body.dump());
+    ASSERT_EQ(a.status, 200) << a.body;
+    const json parsed = a.parsed();
+    const json& choice = parsed.at("choices").at(0);
+    const std::string text = choice.at("message").at("content").get<std::string>();
+    EXPECT_EQ(text.size(), 4u) << text;
+    EXPECT_TRUE(std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        << text;
+    EXPECT_NE(text[0], '0');
+    EXPECT_EQ(choice.at("finish_reason"), "stop");
+  }
+  Answer bad =
+      post("/v1/chat/completions",
+           json{{"model", "tiny"},
+                {"messages", messages},
+                {"response_format",
+                 {{"type", "json_schema"},
+                  {"json_schema", {{"schema", {{"type", "integer"}, {"multipleOf", 3}}}}}}}}
+               .dump());
+  ASSERT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.parsed()["error"]["param"], "response_format");
+  EXPECT_EQ(
+      bad.parsed()["error"]["message"].get<std::string>().rfind("response_format: json_schema", 0),
+      0u)
+      << bad.body;
+}
+
 }  // namespace
 }  // namespace packserve::server

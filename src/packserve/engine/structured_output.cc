@@ -1,0 +1,93 @@
+// structured_output.cc: see structured_output.h.
+#include "packserve/engine/structured_output.h"
+
+#include <limits>
+
+namespace packserve::engine {
+namespace {
+
+// A key naming the constraint exactly: its kind, then length-prefixed strings.
+std::string cache_key(const StructuredOutput& s) {
+  std::string key(1, static_cast<char>(s.kind));
+  auto add = [&](const std::string& x) {
+    key += std::to_string(x.size());
+    key += ':';
+    key += x;
+  };
+  add(s.spec);
+  for (const std::string& c : s.choices) add(c);
+  return key;
+}
+
+}  // namespace
+
+GrammarCache::GrammarCache(tokenizer::Tokenizer tok, int64_t vocab_size,
+                           std::vector<int32_t> eos_ids)
+    : tok_(std::move(tok)), vocab_size_(vocab_size), eos_ids_(std::move(eos_ids)) {}
+
+std::shared_ptr<const grammar::Vocabulary> GrammarCache::vocabulary() {
+  if (vocab_ != nullptr) return vocab_;
+  std::vector<std::string> bytes(static_cast<size_t>(vocab_size_));
+  const auto known = static_cast<int64_t>(tok_.vocab_size());
+  for (int64_t id = 0; id < vocab_size_ && id < known; ++id) {
+    const auto t = static_cast<tokenizer::TokenId>(id);
+    if (tok_.is_special(t)) continue;
+    std::string b;
+    if (tok_.append_token_bytes(t, {}, b).ok()) bytes[static_cast<size_t>(id)] = std::move(b);
+  }
+  std::vector<int32_t> eos;
+  for (int32_t id : eos_ids_) {
+    if (id >= 0 && id < vocab_size_) eos.push_back(id);
+  }
+  vocab_ = std::make_shared<const grammar::Vocabulary>(std::move(bytes), std::move(eos));
+  return vocab_;
+}
+
+Result<std::shared_ptr<const grammar::Grammar>> GrammarCache::get(const StructuredOutput& s) {
+  const std::string key = cache_key(s);
+  std::shared_ptr<const grammar::Vocabulary> vocab;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+      if (it->first == key) {
+        lru_.splice(lru_.begin(), lru_, it);
+        return lru_.front().second;
+      }
+    }
+    vocab = vocabulary();
+  }
+  // Compiled outside the lock: a large schema must not hold up other submissions.
+  using Compiled = Result<std::shared_ptr<const grammar::Grammar>>;
+  Compiled g = [&]() -> Compiled {
+    using Kind = StructuredOutput::Kind;
+    switch (s.kind) {
+      case Kind::kJsonObject:
+        return grammar::Grammar::json_object(vocab);
+      case Kind::kJsonSchema:
+        return grammar::Grammar::json_schema(s.spec, vocab);
+      case Kind::kRegex:
+        return grammar::Grammar::regex(s.spec, vocab);
+      case Kind::kChoice:
+        return grammar::Grammar::choice(s.choices, vocab);
+      case Kind::kNone:
+        break;
+    }
+    return invalid_argument("no constraint");
+  }();
+  if (!g.ok()) return invalid_argument(s.field + ": " + g.status().message());
+  std::lock_guard lock(mutex_);
+  lru_.emplace_front(key, *g);
+  if (lru_.size() > kCapacity) lru_.pop_back();
+  return *g;
+}
+
+void apply_token_mask(std::span<const float> logits, std::span<const uint32_t> mask,
+                      std::vector<float>& out) {
+  out.resize(logits.size());
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t t = 0; t < logits.size(); ++t) {
+    out[t] = (mask[t / 32] >> (t % 32)) & 1u ? logits[t] : kNegInf;
+  }
+}
+
+}  // namespace packserve::engine
