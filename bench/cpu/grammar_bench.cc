@@ -5,14 +5,20 @@
 //   - BM_CachedMask: the same masks from the grammar's cache (a copy of mask_words() words);
 //   - BM_CompileRegex: a JSON-schema-like regex to a DFA;
 //   - BM_BuildVocabulary: the vocabulary's byte trie.
-//   grammar_bench [benchmark flags]
+//   grammar_bench [--tokenizer=DIR] [benchmark flags]
+// --tokenizer=DIR: the masks over that tokenizer.json's vocabulary (built as the engine does,
+// engine/structured_output.h make_vocabulary; EOS <|im_end|>) instead of the synthetic one.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "packserve/engine/structured_output.h"
 #include "packserve/grammar/grammar.h"
 #include "packserve/grammar/synthetic_vocabulary.h"
+#include "packserve/tokenizer/tokenizer.h"
 
 namespace {
 
@@ -22,9 +28,41 @@ using packserve::grammar::Vocabulary;
 
 constexpr int32_t kVocabSize = 150000;
 
+std::string g_tokenizer_dir;  // --tokenizer=DIR: that tokenizer's vocabulary, else synthetic
+
 const std::shared_ptr<const Vocabulary>& vocabulary() {
-  static const auto vocab = packserve::grammar::testing::synthetic_vocabulary(kVocabSize, 1);
+  static const auto vocab = [] {
+    if (g_tokenizer_dir.empty()) {
+      return packserve::grammar::testing::synthetic_vocabulary(kVocabSize, 1);
+    }
+    auto tok = packserve::tokenizer::Tokenizer::from_dir(g_tokenizer_dir);
+    if (!tok.ok()) {
+      std::fprintf(stderr, "grammar_bench: %s\n", tok.status().to_string().c_str());
+      std::exit(2);
+    }
+    const auto eos = tok->token_to_id("<|im_end|>");
+    std::vector<int32_t> eos_ids;
+    if (eos) eos_ids.push_back(*eos);
+    return packserve::engine::make_vocabulary(*tok, static_cast<int64_t>(tok->vocab_size()),
+                                              eos_ids);
+  }();
   return vocab;
+}
+
+// The id of the token that is exactly byte b (byte-level vocabularies have all 256).
+int32_t byte_token(uint8_t b) {
+  static const std::vector<int32_t> ids = [] {
+    std::vector<int32_t> out(256, -1);
+    const Vocabulary& v = *vocabulary();
+    for (int32_t id = 0; id < v.size(); ++id) {
+      const std::string_view bytes = v.bytes(id);
+      if (bytes.size() == 1 && out[static_cast<uint8_t>(bytes[0])] < 0) {
+        out[static_cast<uint8_t>(bytes[0])] = id;
+      }
+    }
+    return out;
+  }();
+  return ids[b];
 }
 
 struct MaskCase {
@@ -48,7 +86,7 @@ std::shared_ptr<const Grammar> make_grammar(const MaskCase& c) {
 std::unique_ptr<Matcher> matcher_after_prefix(const Grammar& g, const MaskCase& c) {
   auto m = g.matcher();
   for (const char* p = c.prefix; *p != '\0'; ++p) {
-    if (!m->accept(static_cast<uint8_t>(*p)).ok()) return nullptr;
+    if (!m->accept(byte_token(static_cast<uint8_t>(*p))).ok()) return nullptr;
   }
   return m;
 }
@@ -71,7 +109,7 @@ void BM_ColdMask(benchmark::State& state) {
     benchmark::DoNotOptimize(mask.data());
   }
   state.counters["allowed_tokens"] = static_cast<double>(num_allowed);
-  state.SetItemsProcessed(state.iterations() * kVocabSize);  // tokens decided per second
+  state.SetItemsProcessed(state.iterations() * vocabulary()->size());  // tokens decided per s
 }
 
 void BM_CachedMask(benchmark::State& state) {
@@ -125,4 +163,19 @@ BENCHMARK(BM_BuildVocabulary)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--tokenizer=", 0) == 0) {
+      g_tokenizer_dir = arg.substr(12);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

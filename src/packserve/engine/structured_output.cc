@@ -25,21 +25,26 @@ GrammarCache::GrammarCache(tokenizer::Tokenizer tok, int64_t vocab_size,
                            std::vector<int32_t> eos_ids)
     : tok_(std::move(tok)), vocab_size_(vocab_size), eos_ids_(std::move(eos_ids)) {}
 
-std::shared_ptr<const grammar::Vocabulary> GrammarCache::vocabulary() {
-  if (vocab_ != nullptr) return vocab_;
-  std::vector<std::string> bytes(static_cast<size_t>(vocab_size_));
-  const auto known = static_cast<int64_t>(tok_.vocab_size());
-  for (int64_t id = 0; id < vocab_size_ && id < known; ++id) {
+std::shared_ptr<const grammar::Vocabulary> make_vocabulary(const tokenizer::Tokenizer& tok,
+                                                           int64_t vocab_size,
+                                                           std::span<const int32_t> eos_ids) {
+  std::vector<std::string> bytes(static_cast<size_t>(vocab_size));
+  const auto known = static_cast<int64_t>(tok.vocab_size());
+  for (int64_t id = 0; id < vocab_size && id < known; ++id) {
     const auto t = static_cast<tokenizer::TokenId>(id);
-    if (tok_.is_special(t)) continue;
+    if (tok.is_special(t)) continue;
     std::string b;
-    if (tok_.append_token_bytes(t, {}, b).ok()) bytes[static_cast<size_t>(id)] = std::move(b);
+    if (tok.append_token_bytes(t, {}, b).ok()) bytes[static_cast<size_t>(id)] = std::move(b);
   }
   std::vector<int32_t> eos;
-  for (int32_t id : eos_ids_) {
-    if (id >= 0 && id < vocab_size_) eos.push_back(id);
+  for (int32_t id : eos_ids) {
+    if (id >= 0 && id < vocab_size) eos.push_back(id);
   }
-  vocab_ = std::make_shared<const grammar::Vocabulary>(std::move(bytes), std::move(eos));
+  return std::make_shared<const grammar::Vocabulary>(std::move(bytes), std::move(eos));
+}
+
+std::shared_ptr<const grammar::Vocabulary> GrammarCache::vocabulary() {
+  if (vocab_ == nullptr) vocab_ = make_vocabulary(tok_, vocab_size_, eos_ids_);
   return vocab_;
 }
 

@@ -48,6 +48,12 @@ class GrammarCache {
   std::list<std::pair<std::string, std::shared_ptr<const grammar::Grammar>>> lru_;  // newest first
 };
 
+// The vocabulary of a model of `vocab_size` ids over `tok` (above); EOS ids outside it are
+// dropped.
+std::shared_ptr<const grammar::Vocabulary> make_vocabulary(const tokenizer::Tokenizer& tok,
+                                                           int64_t vocab_size,
+                                                           std::span<const int32_t> eos_ids);
+
 // out = logits with -inf wherever bit (t % 32) of mask[t / 32] is clear.
 void apply_token_mask(std::span<const float> logits, std::span<const uint32_t> mask,
                       std::vector<float>& out);
