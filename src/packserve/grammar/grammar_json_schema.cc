@@ -10,8 +10,13 @@ Result<std::shared_ptr<const Grammar>> Grammar::json_schema(
     std::string_view schema_json, std::shared_ptr<const Vocabulary> vocab) {
   PS_RETURN_IF_ERROR(check_vocabulary(vocab));
   PS_ASSIGN_OR_RETURN(const std::string pattern, json_schema_to_regex(schema_json));
-  PS_ASSIGN_OR_RETURN(Dfa dfa, compile_regex(pattern));
-  return make_dfa_grammar(std::move(dfa), std::move(vocab));
+  Result<Dfa> dfa = compile_regex(pattern);
+  if (!dfa.ok()) {
+    // The limits are on the whole schema's automaton (e.g. several long maxLength strings).
+    return Status(dfa.status().code(),
+                  "json_schema: the schema's matcher does not compile: " + dfa.status().message());
+  }
+  return make_dfa_grammar(std::move(*dfa), std::move(vocab));
 }
 
 }  // namespace packserve::grammar

@@ -221,6 +221,26 @@ TEST(ChoiceTest, LiteralBytesWithoutRegexMeaning) {
   EXPECT_EQ(none.status().message(), "choice: expected at least one string, got none");
 }
 
+// A schema whose parts each pass json_schema_to_regex's limits but whose whole automaton is
+// over the DFA cap: the error says it came from the schema.
+TEST(JsonSchemaGrammarTest, AnAutomatonOverTheCapNamesTheSchema) {
+  const auto g = Grammar::json_schema(
+      R"({"type":"object","properties":{"a":{"type":"string","maxLength":1000},)"
+      R"("b":{"type":"string","maxLength":1000},"c":{"type":"string","maxLength":1000}},)"
+      R"("required":["a","b","c"]})",
+      byte_vocabulary());
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(g.status().message().rfind("json_schema: the schema's matcher does not compile: regex: "
+                                       "too complex",
+                                       0),
+            0u)
+      << g.status().message();
+  const auto ok = Grammar::json_schema(R"({"type":"string","maxLength":8})", byte_vocabulary());
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_TRUE(full_match(**ok, "\"abc\""));
+}
+
 // Random vocabularies over the bytes the grammars care about (multi-byte characters often
 // split across tokens), random walks through allowed tokens: every mask equals the brute-force
 // one, and replaying the walk (now from the cache) gives the same masks.
