@@ -395,9 +395,7 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
       continue;
     }
     u.text_delta += r.matcher.push(*text, r.num_output_tokens > r.params.min_tokens);
-    if (r.matcher.stopped() && (stopped_by_string.empty() || stopped_by_string.back() != r.id)) {
-      stopped_by_string.push_back(r.id);
-    }
+    if (r.matcher.stopped()) stopped_by_string.push_back(r.id);  // twice is harmless
   }
   for (const sched::FinishedRequest& f : events.finished) {
     auto it = live.find(f.id);

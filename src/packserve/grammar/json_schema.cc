@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "packserve/common/json_depth.h"
 #include "packserve/grammar/regex.h"
+#include "packserve/tokenizer/utf8.h"
 
 namespace packserve::grammar {
 namespace {
@@ -374,13 +376,9 @@ std::string escaped_atom(uint32_t c) {
 
 // One UTF-8 character at p[i]: its code point and byte count (0 when invalid).
 std::pair<uint32_t, std::size_t> decode_utf8(std::string_view p, std::size_t i) {
-  const auto b = static_cast<unsigned char>(p[i]);
-  std::size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-  if (n == 0 || i + n > p.size()) return {0, 0};
-  uint32_t cp = n == 1 ? b : b & (0x7F >> n);
-  for (std::size_t k = 1; k < n; ++k)
-    cp = (cp << 6) | (static_cast<unsigned char>(p[i + k]) & 0x3F);
-  return {cp, n};
+  char32_t cp = 0;
+  const std::size_t n = tokenizer::valid_sequence_length(p.substr(i), &cp);
+  return {static_cast<uint32_t>(cp), n};
 }
 
 std::optional<uint32_t> parse_hex(std::string_view p, std::size_t at, std::size_t digits) {
@@ -1249,28 +1247,8 @@ Result<std::string> Compiler::compile_array(const Json& schema, const std::strin
 
 Result<std::string> json_schema_to_regex(std::string_view schema_json) {
   // nlohmann's parser and dump recurse per nesting level: bound it before parsing.
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : schema_json) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > 4 * kMaxSchemaDepth) {
-        return bad("",
-                   "JSON nested deeper than " + std::to_string(4 * kMaxSchemaDepth) + " levels");
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
+  if (json_nesting_depth(schema_json, 4 * kMaxSchemaDepth) > 4 * kMaxSchemaDepth) {
+    return bad("", "JSON nested deeper than " + std::to_string(4 * kMaxSchemaDepth) + " levels");
   }
   try {
     Json root = Json::parse(schema_json, nullptr, /*allow_exceptions=*/false);

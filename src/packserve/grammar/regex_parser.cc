@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "packserve/grammar/regex.h"
+#include "packserve/tokenizer/utf8.h"
 
 namespace packserve::grammar {
 namespace {
@@ -246,7 +247,7 @@ class Parser {
   // A literal UTF-8 character at pos_.
   Result<char32_t> parse_literal() {
     char32_t cp = 0;
-    const std::size_t n = decode_utf8(p_.substr(pos_), &cp);
+    const std::size_t n = tokenizer::valid_sequence_length(p_.substr(pos_), &cp);
     if (n == 0) return invalid(pos_, "invalid UTF-8");
     pos_ += n;
     return cp;

@@ -1,7 +1,7 @@
 // regex_test.cc: the regex dialect (regex.h). Oracles: accept/reject tables worked out by hand
 // from the dialect's rules; std::regex_match (ECMAScript) on seeded random strings for ASCII
-// patterns in the dialects' common subset; decode_utf8 for the UTF-8 range automata; every
-// error's code and exact message.
+// patterns in the dialects' common subset; tokenizer::valid_sequence_length for the UTF-8 range
+// automata; every error's code and exact message.
 #include "packserve/grammar/regex.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 
 #include "packserve/grammar/grammar_test_util.h"
 #include "packserve/grammar/utf8_ranges.h"
+#include "packserve/tokenizer/utf8.h"
 
 namespace packserve::grammar {
 namespace {
@@ -354,14 +355,14 @@ TEST(Utf8RangesTest, SequencesMatchExactlyTheEncodingsOfTheSet) {
     for (char32_t cp = 0; cp <= kMaxCodePoint; cp += static_cast<char32_t>(1 + rng() % 7)) {
       if (cp >= 0xD800 && cp <= 0xDFFF) continue;
       std::string s;
-      append_utf8(cp, s);
+      tokenizer::append_utf8(cp, s);
       ASSERT_EQ(matched(s), in_set(cp)) << "code point " << static_cast<uint32_t>(cp);
     }
     for (int i = 0; i < 200000; ++i) {
       std::string s(1 + rng() % 4, ' ');
       for (char& c : s) c = static_cast<char>(rng() % 3 == 0 ? rng() % 256 : 0x80 + rng() % 64);
       char32_t cp = 0;
-      const bool valid = decode_utf8(s, &cp) == s.size();
+      const bool valid = tokenizer::valid_sequence_length(s, &cp) == s.size();
       ASSERT_EQ(matched(s), valid && in_set(cp)) << "bytes of length " << s.size();
     }
   }

@@ -2,6 +2,9 @@
 #include "packserve/grammar/utf8_ranges.h"
 
 #include <algorithm>
+#include <string>
+
+#include "packserve/tokenizer/utf8.h"
 
 namespace packserve::grammar {
 namespace {
@@ -14,7 +17,7 @@ constexpr char32_t max_in_length(int n) { return n == 1 ? 0x7F : n == 2 ? 0x7FF 
 
 int encode(char32_t cp, uint8_t out[4]) {
   std::string s;
-  append_utf8(cp, s);
+  tokenizer::append_utf8(cp, s);
   for (std::size_t i = 0; i < s.size(); ++i) out[i] = static_cast<uint8_t>(s[i]);
   return static_cast<int>(s.size());
 }
@@ -95,63 +98,6 @@ std::vector<Utf8Sequence> utf8_sequences(const CodePointSet& set) {
   std::vector<Utf8Sequence> out;
   for (const CodePointRange& r : set) split_range(r.lo, r.hi, out);
   return out;
-}
-
-void append_utf8(char32_t code_point, std::string& out) {
-  const auto cp = static_cast<uint32_t>(code_point);
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-std::size_t decode_utf8(std::string_view bytes, char32_t* code_point) {
-  if (bytes.empty()) return 0;
-  const auto b0 = static_cast<uint8_t>(bytes[0]);
-  std::size_t n = 0;
-  uint8_t second_lo = 0x80;
-  uint8_t second_hi = 0xBF;
-  char32_t cp = 0;
-  if (b0 < 0x80) {
-    *code_point = b0;
-    return 1;
-  } else if (b0 >= 0xC2 && b0 <= 0xDF) {
-    n = 2;
-    cp = b0 & 0x1Fu;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    n = 3;
-    cp = b0 & 0x0Fu;
-    if (b0 == 0xE0) second_lo = 0xA0;  // no overlong forms
-    if (b0 == 0xED) second_hi = 0x9F;  // no surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    n = 4;
-    cp = b0 & 0x07u;
-    if (b0 == 0xF0) second_lo = 0x90;  // no overlong forms
-    if (b0 == 0xF4) second_hi = 0x8F;  // <= U+10FFFF
-  } else {
-    return 0;
-  }
-  if (bytes.size() < n) return 0;
-  for (std::size_t i = 1; i < n; ++i) {
-    const auto b = static_cast<uint8_t>(bytes[i]);
-    const uint8_t lo = i == 1 ? second_lo : uint8_t{0x80};
-    const uint8_t hi = i == 1 ? second_hi : uint8_t{0xBF};
-    if (b < lo || b > hi) return 0;
-    cp = (cp << 6) | (b & 0x3Fu);
-  }
-  *code_point = cp;
-  return n;
 }
 
 }  // namespace packserve::grammar

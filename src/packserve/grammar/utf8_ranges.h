@@ -45,10 +45,4 @@ struct Utf8Sequence {
 // The sequences whose union matches exactly the UTF-8 encodings of the members of `set`.
 std::vector<Utf8Sequence> utf8_sequences(const CodePointSet& set);
 
-// Appends the UTF-8 encoding of the scalar value `code_point`.
-void append_utf8(char32_t code_point, std::string& out);
-// Decodes the well-formed UTF-8 character at the start of `bytes` into *code_point and
-// returns its length, or 0 when `bytes` does not start with one.
-std::size_t decode_utf8(std::string_view bytes, char32_t* code_point);
-
 }  // namespace packserve::grammar

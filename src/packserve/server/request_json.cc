@@ -7,34 +7,6 @@ namespace packserve::server {
 
 using nlohmann::json;
 
-int json_nesting_depth(std::string_view text, int limit) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > deepest) deepest = depth;
-      if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}') {
-      if (depth > 0) --depth;
-    }
-  }
-  return deepest;
-}
-
 std::string describe(const json& value) {
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   if (text.size() > 40) text = text.substr(0, 37) + "...";

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "packserve/common/json_depth.h"
 #include "packserve/server/api_error.h"
 #include "packserve/tokenizer/chat_template.h"
 
@@ -28,10 +29,6 @@ namespace packserve::server {
 
 // Deepest array/object nesting accepted in a request body.
 inline constexpr int kMaxJsonDepth = 32;
-
-// Deepest nesting of arrays/objects in `json_text` (outside strings); stops counting at
-// `limit` + 1. A cheap pre-scan, not a validator.
-int json_nesting_depth(std::string_view json_text, int limit);
 
 // A short rendering of a received value for error messages (at most 40 characters).
 std::string describe(const nlohmann::json& value);
