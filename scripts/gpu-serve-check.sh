@@ -28,6 +28,9 @@
 #                                                # one long shared prompt, or one of G (for TRACE=)
 #   scripts/gpu-serve-check.sh choices           # one request of n choices of a long prompt
 #                                                # (scripts/choices_bench.py) per variant
+#   scripts/gpu-serve-check.sh structured        # generate with and without a constraint
+#                                                # (JSON object / schema / regex), masks on the
+#                                                # GPU or rows drawn on the host
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
 # serve: BENCH_FLAGS (extra bench flags), RUN_NAME (bench: the results' name under $OUT),
 # MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000); matrix: ARCH (qwen3-8b),
@@ -301,8 +304,47 @@ print(f"{path}: {n} requests over {groups} shared prompt(s) of {shared} tokens +
       f"{out} out, request 0 {lead} ms ahead, the rest over {spread} ms")
 EOF
   ;;
+structured)
+  # Structured outputs' cost (docs/benchmarks.md "Structured outputs"): `generate` on a
+  # qwen3-0.6b dummy with the real Qwen3 tokenizer ($DIR/qwen3-tokenizer), SO_PROMPTS (64)
+  # prompts x SO_TOKENS (256) output tokens decoding together, without and with a
+  # constraint, its rows masked and drawn on the GPU (default) or drawn on the host
+  # (--no-backend-sampling), SO_ROUNDS (2) interleaved rounds; one line per run.
+  MODEL=$DIR/cache/qwen3-0.6b-qwen3tok
+  if [[ ! -f $MODEL/config.json ]]; then
+    [[ -f $DIR/qwen3-tokenizer/tokenizer.json ]] || { echo "$DIR/qwen3-tokenizer missing" >&2; exit 1; }
+    $PS make-dummy-model --arch qwen3-0.6b --tokenizer "$DIR/qwen3-tokenizer" --out "$MODEL" >/dev/null
+  fi
+  python3 - "$OUT/so_prompts.jsonl" "${SO_PROMPTS:-64}" <<'EOF'
+import json, sys
+topics = ["a city", "a river", "a book", "a machine", "a recipe", "a planet", "a song", "a game"]
+with open(sys.argv[1], "w") as f:
+    for i in range(int(sys.argv[2])):
+        words = " ".join(f"detail{j} of item {i}" for j in range(10 + i % 20))
+        f.write(json.dumps({"prompt": f"Describe {topics[i % len(topics)]} as JSON: {words}"}) + "\n")
+EOF
+  echo '{"type":"object","properties":{"name":{"type":"string","maxLength":40},"year":{"type":"integer","minimum":0,"maximum":3000},"tags":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":4}},"required":["name","year","tags"]}' >"$OUT/so_schema.json"
+  for round in $(seq "${SO_ROUNDS:-2}"); do
+    for run in free free_host json json_host json_greedy json_greedy_host schema regex; do
+      case $run in
+        free) flags=() ;;
+        free_host) flags=(--no-backend-sampling) ;;
+        json) flags=(--json-object) ;;
+        json_host) flags=(--json-object --no-backend-sampling) ;;
+        json_greedy) flags=(--json-object --temperature 0) ;;
+        json_greedy_host) flags=(--json-object --temperature 0 --no-backend-sampling) ;;
+        schema) flags=(--json-schema "$OUT/so_schema.json") ;;
+        regex) flags=(--regex '[a-z ]{0,300}') ;;
+      esac
+      line=$(timeout 300 $PS generate --model "$MODEL" --backend cuda --prompts "$OUT/so_prompts.jsonl" \
+        --max-tokens "${SO_TOKENS:-256}" --temperature 1 --seed 7 "${flags[@]}" 2>&1 >/dev/null |
+        grep "generate: prompts=")
+      echo "round $round $run: $line"
+    done
+  done
+  ;;
 *)
-  echo "unknown step '$STEP': expected --pack, generate, make8b, serve, makemodel, makeqwen8b, sharedtrace, matrix or choices" >&2
+  echo "unknown step '$STEP': expected --pack, generate, make8b, serve, makemodel, makeqwen8b, sharedtrace, matrix, choices or structured" >&2
   exit 2
   ;;
 esac

@@ -78,9 +78,10 @@ struct LiveRequest {
   bool captures_logits_now() const {
     return return_last_prompt_logits && num_output_tokens == 0 && captured_logits.empty();
   }
-  // SamplingParams::structured: the output's matcher (its rows are drawn on the host from
-  // their logits, masked), the mask and masked row of this step, and what went wrong in the
-  // draw (no token can continue the match), handled with the token's event.
+  // SamplingParams::structured: the output's matcher (its mask goes to the backend with an
+  // argmax or draw row; a row whose logits come back is masked and drawn on the host), the
+  // mask and masked row of such a host step, and what went wrong in the draw (no token can
+  // continue the match), handled with the token's event.
   std::unique_ptr<grammar::Matcher> constraint;
   std::vector<uint32_t> mask;
   std::vector<float> masked_logits;

@@ -34,11 +34,14 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     fb.score_indptr.assign(1, 0);
     fb.score_targets.clear();
     fb.score_top.clear();
+    fb.mask_index.clear();
+    fb.masks.clear();
     fb.page_copies = batch.page_copies;
     score_jobs.clear();
     rows.clear();
     argmax_rows.clear();
     draw_rows.clear();
+    masked_rows.clear();
     for (size_t i = 0; i < batch.sequences.size(); ++i) {
       const sched::ScheduledSequence& seq = batch.sequences[i];
       batch_ids.push_back(seq.id);
@@ -55,14 +58,19 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         LiveRequest& r = *live;
         // A greedy row without logprobs needs only the argmax and any other row only its
         // draw (with its logit bias, penalties and alternatives' logprobs), unless its logits
-        // are captured or masked by a structured output.
+        // are captured; a structured output's mask goes with it (ForwardBatch::masks).
         output = model::kOutputLogits;
-        if (!r.captures_logits_now() && r.constraint == nullptr) {
+        if (!r.captures_logits_now()) {
           if (r.sampler.argmax_only()) {
             output = model::kOutputArgmax;
           } else if (impl.config.backend_sampling) {
             output = model::kOutputSample;
           }
+        }
+        if (output != model::kOutputLogits && r.constraint != nullptr) {
+          fb.mask_index.resize(batch.sequences.size(), -1);
+          fb.mask_index[i] = static_cast<int32_t>(masked_rows.size());
+          masked_rows.push_back(&r);
         }
         if (output == model::kOutputSample) {
           fb.draws.resize(batch.sequences.size());
@@ -85,6 +93,16 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       fb.score_top.clear();
     }
     const auto t0 = std::chrono::steady_clock::now();
+    if (!masked_rows.empty()) {
+      fb.mask_index.resize(batch.sequences.size(), -1);
+      const auto words = static_cast<size_t>(model::mask_words(impl.vocab_size));
+      fb.masks.resize(masked_rows.size() * words);
+      impl.sampler_pool->run(static_cast<int64_t>(masked_rows.size()), [&](int64_t j) {
+        const auto k = static_cast<size_t>(j);
+        masked_rows[k]->constraint->fill_mask(std::span(fb.masks).subspan(k * words, words));
+      });
+    }
+    const auto t_masks = std::chrono::steady_clock::now();
     PS_RETURN_IF_ERROR(impl.backend->forward(fb, fwd));
     const auto t1 = std::chrono::steady_clock::now();
     const int64_t vocab = impl.vocab_size;
@@ -126,9 +144,16 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
                                 kind + " id " + std::to_string(token) +
                                 ", expected in [0, vocab_size = " + std::to_string(vocab) + ")");
         }
+        LiveRequest& r = *(*jobs)[j].request;
         out.sampled_token_ids[(*jobs)[j].sequence] = token;
-        (*jobs)[j].request->step_logprob = logprobs ? (*logprobs)[j] : 0.0f;
-        (*jobs)[j].request->sampler.accept(token);
+        r.step_logprob = logprobs ? (*logprobs)[j] : 0.0f;
+        r.sampler.accept(token);
+        if (r.constraint != nullptr) {
+          // As on the host path below: a row whose mask allowed nothing drew a token the
+          // matcher refuses.
+          Status s = r.constraint->accept(token);
+          if (!s.ok()) r.constraint_error = s;
+        }
       }
     }
     for (size_t j = 0; j < draw_rows.size(); ++j) {
@@ -155,7 +180,8 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       }
       if (r.constraint != nullptr) {
         r.constraint->fill_mask(r.mask);
-        apply_token_mask(row_logits, r.mask, r.masked_logits);
+        r.masked_logits.assign(row_logits.begin(), row_logits.end());
+        model::mask_logits(r.masked_logits, r.mask);
         row_logits = r.masked_logits;
       }
       const SampledToken sampled = r.sampler.sample(row_logits);
@@ -173,8 +199,8 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     });
     const auto t2 = std::chrono::steady_clock::now();
     out.step_duration_ms = std::chrono::duration<double, std::milli>(t2 - t0).count();
-    times.forward_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-    times.sample_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+    times.forward_ms = std::chrono::duration<double, std::milli>(t1 - t_masks).count();
+    times.sample_ms = std::chrono::duration<double, std::milli>((t_masks - t0) + (t2 - t1)).count();
     return out;
   }
 
@@ -235,6 +261,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   std::vector<SampleRow> rows;         // this step's kOutputLogits rows, in logits order
   std::vector<SampleRow> argmax_rows;  // this step's kOutputArgmax rows, in argmax order
   std::vector<SampleRow> draw_rows;    // this step's kOutputSample rows, in sampled order
+  std::vector<LiveRequest*> masked_rows;  // the argmax and draw rows' masks, in masks order
   struct ScoreJob {
     LiveRequest* request;
     int32_t first;  // position of its first scored row

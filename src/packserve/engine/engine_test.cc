@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "packserve/engine/engine_test_util.h"
@@ -978,8 +979,9 @@ TEST(EngineStructuredTest, RegexGreedyIsTheArgmaxOverTheAllowedTokens) {
   EXPECT_EQ(c.token_ids, want);
   EXPECT_EQ(c.text, text_of(want));
   EXPECT_EQ(c.last.finish_reason, "stop");
-  // Constrained rows are drawn on the host from their logits.
-  EXPECT_EQ(t.backend->num_argmax_rows.load(), 0);
+  // Constrained greedy rows are argmax rows: their masks went to the backend.
+  EXPECT_EQ(t.backend->num_argmax_rows.load(), 3);
+  EXPECT_EQ(t.backend->num_masked_rows.load(), 3);
   EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
 }
 
@@ -1059,6 +1061,78 @@ TEST(EngineStructuredTest, JsonObjectAndSchemaOutputsParse) {
   }
   EXPECT_GT(parsed[0], 0);
   EXPECT_GT(parsed[1], 0);
+}
+
+// Constrained rows go to the backend with their masks (ForwardBatch::masks): draws there give
+// the same tokens, logprobs and alternatives as host draws from the masked logits, with logit
+// bias and penalties applied after the mask, requests of several constraints and unconstrained
+// ones in the same steps.
+TEST(EngineStructuredTest, BackendDrawsUnderMasksEqualHostDraws) {
+  struct Run {
+    std::vector<Collected> outputs;
+    int64_t masked_rows = 0, sample_rows = 0;
+  };
+  const auto run = [](bool backend_sampling) {
+    EngineSetup setup;
+    setup.num_pages = 512;
+    setup.backend_sampling = backend_sampling;
+    auto t = make_engine(testing::hash_next_token, setup);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+      for (const auto& [kind, spec] :
+           {std::pair{StructuredOutput::Kind::kJsonObject, std::string()},
+            std::pair{StructuredOutput::Kind::kRegex, std::string("[a-f]+(x|yz)[0-9]{2,5}")},
+            std::pair{StructuredOutput::Kind::kNone, std::string()}}) {
+        GenerateRequest r = structured_request(ids_of("js"), 24, kind, spec);
+        r.sampling.temperature = 0.9;
+        r.sampling.seed = seed;
+        r.sampling.logprobs = true;
+        r.sampling.top_logprobs = 3;
+        r.sampling.frequency_penalty = 0.4;
+        r.sampling.logit_bias = {{'"', 1.5}, {'a', -0.5}};
+        auto stream = t.engine->submit(std::move(r));
+        EXPECT_TRUE(stream.ok()) << stream.status().to_string();
+        if (stream.ok()) streams.push_back(std::move(*stream));
+      }
+    }
+    Run out;
+    for (auto& s : streams) out.outputs.push_back(collect(*s));
+    out.masked_rows = t.backend->num_masked_rows.load();
+    out.sample_rows = t.backend->num_sample_rows.load();
+    return out;
+  };
+  const Run host = run(false), dev = run(true);
+  EXPECT_EQ(host.masked_rows, 0);
+  EXPECT_EQ(host.sample_rows, 0);
+  ASSERT_EQ(host.outputs.size(), 12u);
+  ASSERT_EQ(dev.outputs.size(), 12u);
+  int64_t constrained_tokens = 0;
+  for (size_t i = 0; i < host.outputs.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    const Collected &h = host.outputs[i], &d = dev.outputs[i];
+    EXPECT_EQ(d.token_ids, h.token_ids);
+    EXPECT_EQ(d.logprobs, h.logprobs);
+    ASSERT_EQ(d.top_logprobs.size(), h.top_logprobs.size());
+    for (size_t k = 0; k < h.top_logprobs.size(); ++k) {
+      ASSERT_EQ(d.top_logprobs[k].size(), h.top_logprobs[k].size());
+      for (size_t j = 0; j < h.top_logprobs[k].size(); ++j) {
+        EXPECT_EQ(d.top_logprobs[k][j].token_id, h.top_logprobs[k][j].token_id);
+        EXPECT_EQ(d.top_logprobs[k][j].logprob, h.top_logprobs[k][j].logprob);
+      }
+    }
+    EXPECT_EQ(d.last.finish_reason, h.last.finish_reason);
+    if (i % 3 != 2) constrained_tokens += static_cast<int64_t>(h.token_ids.size());
+  }
+  // Every constrained token was drawn from a masked row on the backend.
+  EXPECT_EQ(dev.masked_rows, constrained_tokens);
+  EXPECT_GT(dev.sample_rows, constrained_tokens);
+  // The regex outputs match it.
+  for (size_t i = 1; i < 12; i += 3) {
+    const std::string& text = host.outputs[i].text;
+    if (host.outputs[i].last.finish_reason == "stop") {
+      EXPECT_TRUE(std::regex_match(text, std::regex("[a-f]+(x|yz)[0-9]{2,5}"))) << text;
+    }
+  }
 }
 
 TEST(EngineStructuredTest, ConstraintsThatDoNotCompileAreInvalidArguments) {

@@ -121,6 +121,12 @@ class FakeBackend : public model::ForwardBackend {
       }
       if (!batch.samples[r]) continue;
       fake_logits(context, next_(context), vocab, row.data());
+      if (!batch.mask_index.empty() && batch.mask_index[r] >= 0) {  // forward.h: masked first
+        const auto words = static_cast<size_t>(model::mask_words(vocab));
+        model::mask_logits(row, std::span<const uint32_t>(batch.masks)
+                                    .subspan(static_cast<size_t>(batch.mask_index[r]) * words, words));
+        ++num_masked_rows;
+      }
       if (batch.samples[r] == model::kOutputArgmax) {
         out.argmax.push_back(bad_argmax ? static_cast<int32_t>(vocab) : argmax_lowest(row));
         ++num_argmax_rows;
@@ -168,6 +174,7 @@ class FakeBackend : public model::ForwardBackend {
   std::atomic<int64_t> num_argmax_rows{0};  // rows served as kOutputArgmax so far
   std::atomic<int64_t> num_sample_rows{0};  // rows served as kOutputSample so far
   std::atomic<int64_t> num_scored_rows{0};  // rows scored (ForwardBatch::score_*) so far
+  std::atomic<int64_t> num_masked_rows{0};  // argmax and sample rows masked so far
   // Return vocab_size (out of range) as the argmax, -1 as a sampled id and one alternative
   // fewer than a draw's top_logprobs.
   std::atomic<bool> bad_argmax{false};

@@ -86,13 +86,4 @@ Result<std::shared_ptr<const grammar::Grammar>> GrammarCache::get(const Structur
   return *g;
 }
 
-void apply_token_mask(std::span<const float> logits, std::span<const uint32_t> mask,
-                      std::vector<float>& out) {
-  out.resize(logits.size());
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  for (size_t t = 0; t < logits.size(); ++t) {
-    out[t] = (mask[t / 32] >> (t % 32)) & 1u ? logits[t] : kNegInf;
-  }
-}
-
 }  // namespace packserve::engine

@@ -54,8 +54,4 @@ std::shared_ptr<const grammar::Vocabulary> make_vocabulary(const tokenizer::Toke
                                                            int64_t vocab_size,
                                                            std::span<const int32_t> eos_ids);
 
-// out = logits with -inf wherever bit (t % 32) of mask[t / 32] is clear.
-void apply_token_mask(std::span<const float> logits, std::span<const uint32_t> mask,
-                      std::vector<float>& out);
-
 }  // namespace packserve::engine

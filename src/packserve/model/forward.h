@@ -14,6 +14,13 @@
 // sample_draw_adjusted's: the draw from the adjusted row, the raw row's logprob; with
 // draws[r].top_logprobs = k > 0 also top_logprobs(raw row, k) of sample_draw.h). A GPU backend
 // keeps the logits of argmax and sample rows on the device.
+// Token masks (structured outputs): a request with mask_index[r] = k >= 0 (kOutputArgmax or
+// kOutputSample only) may only produce the tokens whose bit (t % 32) of
+// masks[k * mask_words + t / 32] is set (mask_words = ceil(vocab_size / 32)): the mask applies
+// to the raw row first, every other token's logit becoming -inf, so the argmax, the draw, its
+// logprob and top_logprobs are those of the masked row (vLLM's structured-output logprobs), and
+// adjusts apply after it. A row whose mask allows nothing is all -inf (argmax 0, a draw's
+// "maximum infinite" rule of sample_draw.h).
 // Scored rows (prompt logprobs): request r's first score_indptr[r+1] - score_indptr[r] rows
 // also return score_row(raw logits of the row, target, score_top[r]) of common/sample_draw.h,
 // the target being the next prompt token; whether or not the request's last row samples.
@@ -55,6 +62,9 @@ struct ForwardBatch {
   // kOutputSample requests (common/logit_adjust.h).
   std::vector<int32_t> adjust_indptr;
   std::vector<LogitAdjust> adjusts;
+  // [num_requests] or empty (then masks too): -1 (no mask) or the request's mask in masks.
+  std::vector<int32_t> mask_index;
+  std::vector<uint32_t> masks;  // [masks, mask_words(vocab_size)]
   // Scored rows, or all three empty: [num_requests + 1] offsets into score_targets; request r
   // scores its first score_indptr[r+1] - score_indptr[r] rows (at most its q_len), row j
   // against token score_targets[score_indptr[r] + j], with score_top[r] (0 to
@@ -74,6 +84,16 @@ struct ForwardBatch {
                             adjust_indptr[static_cast<size_t>(r)]));
   }
 };
+
+// uint32 words of one token mask of a vocabulary of vocab_size ids.
+inline int64_t mask_words(int64_t vocab_size) { return (vocab_size + 31) / 32; }
+
+// row[t] = -inf wherever bit (t % 32) of mask[t / 32] is clear (mask: mask_words(row.size())).
+inline void mask_logits(std::span<float> row, std::span<const uint32_t> mask) {
+  for (size_t t = 0; t < row.size(); ++t) {
+    if (((mask[t / 32] >> (t % 32)) & 1u) == 0) row[t] = -__builtin_huge_valf();
+  }
+}
 
 struct KvPoolShape {
   int32_t num_pages = 0;

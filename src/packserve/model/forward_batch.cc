@@ -35,6 +35,42 @@ Status check_indptr(const std::vector<int32_t>& indptr, const char* name, size_t
   return ok_status();
 }
 
+// The token masks of a batch whose samples passed (forward_batch.h).
+Status check_masks(const ForwardBatch& b, const ModelConfig& config) {
+  const size_t n = b.kv_len.size();
+  const auto words = static_cast<size_t>(mask_words(config.vocab_size));
+  if (b.mask_index.empty()) {
+    if (b.masks.empty()) return ok_status();
+    return invalid_argument("masks: length " + str(b.masks.size()) +
+                            " with an empty mask_index, expected 0");
+  }
+  if (b.mask_index.size() != n) {
+    return invalid_argument("mask_index: length " + str(b.mask_index.size()) +
+                            ", expected num_requests = " + str(n) + " or 0");
+  }
+  if (b.masks.size() % words != 0) {
+    return invalid_argument("masks: length " + str(b.masks.size()) +
+                            ", expected a multiple of mask_words = " + str(words) +
+                            " (ceil(vocab_size / 32))");
+  }
+  const auto num_masks = static_cast<int64_t>(b.masks.size() / words);
+  for (size_t r = 0; r < n; ++r) {
+    const int32_t k = b.mask_index[r];
+    if (k == -1) continue;
+    if (k < -1 || k >= num_masks) {
+      return invalid_argument("mask_index[" + str(r) + "] = " + str(k) +
+                              ": expected -1 or a mask in [0, " + str(num_masks) + ")");
+    }
+    if (b.samples[r] != kOutputArgmax && b.samples[r] != kOutputSample) {
+      return invalid_argument("mask_index[" + str(r) + "] = " + str(k) + " with samples[" +
+                              str(r) + "] = " + str(b.samples[r]) +
+                              ", expected -1 (masks apply to argmax or sample rows, samples = 2 "
+                              "or 3)");
+    }
+  }
+  return ok_status();
+}
+
 // The logit adjustments of a batch whose samples passed (forward_batch.h).
 Status check_adjusts(const ForwardBatch& b, const ModelConfig& config) {
   const size_t n = b.kv_len.size();
@@ -187,6 +223,7 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
     }
   }
   PS_RETURN_IF_ERROR(check_adjusts(b, config));
+  PS_RETURN_IF_ERROR(check_masks(b, config));
   PS_RETURN_IF_ERROR(check_scores(b, config));
   const int64_t ps = pool.page_size;
   for (size_t r = 0; r < n; ++r) {

@@ -15,6 +15,9 @@
 //   adjust_indptr: empty (then adjusts too) or as qo_indptr, ending at adjusts.size(), with
 //     entries only for kOutputSample requests; each request's adjusts have tokens strictly
 //     increasing in [0, vocab_size), stages in kAdjustStages, finite values, repetition > 0;
+//   mask_index: empty (then masks too) or num_requests values, each -1 or (only for
+//     kOutputArgmax / kOutputSample requests) a mask in [0, masks.size() / mask_words), masks
+//     a multiple of mask_words(vocab_size) long;
 //   score_indptr: empty (then score_targets and score_top too) or as qo_indptr, ending at
 //     score_targets.size(), request r scoring at most its q_len rows; score_targets in
 //     [0, vocab_size); score_top: num_requests values in [0, kMaxTopLogprobs];

@@ -59,6 +59,15 @@ std::vector<LogitAdjust>& adjust_row(ForwardBatch& x) {
   return x.adjusts;
 }
 
+// Makes request 1 of x an argmax row with one valid mask (every token allowed, vocab 300:
+// 10 words); the masks.
+std::vector<uint32_t>& mask_row(ForwardBatch& x) {
+  x.samples[1] = kOutputArgmax;
+  x.mask_index = {-1, 0};
+  x.masks.assign(10, ~0u);
+  return x.masks;
+}
+
 TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
   const ModelConfig config = llama_config();
   const ModelWeights w = make_weights(config);
@@ -171,6 +180,18 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
        "adjusts[1]: bias, frequency and presence must be finite and repetition finite and > 0"},
       {"adjust bias", [](ForwardBatch& x) { adjust_row(x)[0].bias = INFINITY; },
        "adjusts[0]: bias"},
+      {"masks without mask_index", [](ForwardBatch& x) { x.masks.resize(10); },
+       "masks: length 10 with an empty mask_index, expected 0"},
+      {"mask_index length", [](ForwardBatch& x) { mask_row(x), x.mask_index = {0}; },
+       "mask_index: length 1, expected num_requests = 2 or 0"},
+      {"masks length", [](ForwardBatch& x) { mask_row(x).resize(15); },
+       "masks: length 15, expected a multiple of mask_words = 10 (ceil(vocab_size / 32))"},
+      {"mask index high", [](ForwardBatch& x) { mask_row(x), x.mask_index[1] = 1; },
+       "mask_index[1] = 1: expected -1 or a mask in [0, 1)"},
+      {"mask index negative", [](ForwardBatch& x) { mask_row(x), x.mask_index[1] = -2; },
+       "mask_index[1] = -2: expected -1 or a mask in [0, 1)"},
+      {"mask of a logits row", [](ForwardBatch& x) { mask_row(x), x.mask_index = {0, 0}; },
+       "mask_index[0] = 0 with samples[0] = 1, expected -1 (masks apply to argmax or sample rows"},
       {"kv_len < q_len", [](ForwardBatch& x) { x.kv_len[1] = 2; }, "kv_len[1] = 2"},
       {"too few pages", [](ForwardBatch& x) { x.kv_len[1] = 17; },
        "request 1 has 1 pages, expected ceil(kv_len[1] = 17"},

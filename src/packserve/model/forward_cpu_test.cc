@@ -290,6 +290,99 @@ TEST_P(ForwardCpuArch, ArgmaxAndSampleRowsReduceTheirLogits) {
   }
 }
 
+// Token masks (ForwardBatch::masks): an argmax row's id is argmax_lowest of its masked logits,
+// a sample row's draw, logprob and alternatives those of sample_draw_adjusted and
+// top_logprobs on the masked row (adjusts after the mask, a bias of +50 on a masked token
+// cannot bring it back); a row whose mask allows nothing gives argmax 0; rows without a mask,
+// and the logits row, are unchanged.
+TEST_P(ForwardCpuArch, MaskedRowsDrawFromTheirMaskedLogits) {
+  const ModelConfig config = GetParam().config();
+  const ModelWeights w = make_weights(config, 8);
+  Rng rng(13);
+  std::vector<Seq> seqs;
+  for (int i = 0; i < 6; ++i) {
+    seqs.push_back({random_tokens(5 + 3 * i, config.vocab_size, rng), {2 * i, 2 * i + 1}, 0});
+  }
+  const int64_t v = config.vocab_size;
+  const auto words = static_cast<size_t>(mask_words(v));
+  const int32_t banned = 7;  // masked out everywhere, biased +50 on request 3's row
+  std::vector<uint32_t> masks(3 * words, 0);
+  for (int64_t t = 0; t < v; ++t) {
+    for (size_t k = 0; k < 2; ++k) {
+      if (t != banned && rng.uniform() < (k == 0 ? 0.2 : 0.5)) {
+        masks[k * words + static_cast<size_t>(t / 32)] |= 1u << (t % 32);
+      }
+    }
+  }  // mask 2 allows nothing
+  const std::vector<uint8_t> outputs = {kOutputArgmax, kOutputSample, kOutputLogits,
+                                        kOutputSample, kOutputArgmax, kOutputArgmax};
+  const std::vector<int32_t> mask_index = {0, 1, -1, 0, 2, -1};
+  std::vector<SampleDraw> draws(6);
+  draws[1] = {1.0f / 0.8f, 0.0f, 0.37};
+  draws[1].logprob = 1;
+  draws[1].top_logprobs = 5;
+  draws[3] = {1.0f, 0.0f, 0.91};
+  draws[3].logprob = 1;
+  draws[3].top_k = 50;
+  const std::vector<LogitAdjust> adjusts = {{banned, kAdjustBias, 50.0}, {11, kAdjustBias, 2.0}};
+  const std::vector<int32_t> adjust_indptr = {0, 0, 0, 0, 2, 2, 2};
+  const auto run = [&](bool masked) {
+    ForwardBatch b;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      add(b, seqs[i], static_cast<int>(seqs[i].tokens.size()), masked ? outputs[i] : kOutputLogits,
+          kPool.page_size);
+    }
+    if (masked) {
+      b.draws = draws;
+      b.adjusts = adjusts;
+      b.adjust_indptr = adjust_indptr;
+      b.mask_index = mask_index;
+      b.masks = masks;
+    }
+    ForwardOutput out;
+    const Status st = make_backend(w, CpuForwardOptions{})->forward(b, out);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return out;
+  };
+  const ForwardOutput raw = run(false), got = run(true);
+  ASSERT_EQ(raw.logits.size(), static_cast<size_t>(6 * v));
+  const auto masked_row = [&](size_t i) {
+    std::vector<float> row(raw.logits.begin() + static_cast<int64_t>(i) * v,
+                           raw.logits.begin() + static_cast<int64_t>(i + 1) * v);
+    if (mask_index[i] >= 0) {
+      mask_logits(row, std::span<const uint32_t>(masks).subspan(
+                           static_cast<size_t>(mask_index[i]) * words, words));
+    }
+    return row;
+  };
+  EXPECT_EQ(got.logits, std::vector<float>(raw.logits.begin() + 2 * v, raw.logits.begin() + 3 * v));
+  EXPECT_EQ(got.argmax, (std::vector<int32_t>{argmax_lowest(masked_row(0)),
+                                              argmax_lowest(masked_row(4)),
+                                              argmax_lowest(masked_row(5))}));
+  EXPECT_EQ(got.argmax[1], 0);  // mask 2 allows nothing
+  EXPECT_NE(argmax_lowest(masked_row(0)), argmax_lowest(masked_row(5)));
+  ASSERT_EQ(got.sampled.size(), 2u);
+  for (const auto& [j, i] : {std::pair{size_t{0}, size_t{1}}, std::pair{size_t{1}, size_t{3}}}) {
+    SCOPED_TRACE(i);
+    const std::vector<float> row = masked_row(i);
+    const std::span<const LogitAdjust> a(adjusts.data() + adjust_indptr[i],
+                                         static_cast<size_t>(adjust_indptr[i + 1] - adjust_indptr[i]));
+    const SampleResult want = sample_draw_adjusted(row, a, draws[i]);
+    EXPECT_EQ(got.sampled[j], want.token_id);
+    // The LM head's rows sit in another order here than in `raw` (last bits may differ).
+    EXPECT_NEAR(got.sampled_logprobs[j], want.logprob, 1e-5);
+    const size_t bit = static_cast<size_t>(mask_index[i]) * words * 32 + static_cast<size_t>(want.token_id);
+    EXPECT_TRUE((masks[bit / 32] >> (bit % 32)) & 1u) << want.token_id;
+    const std::vector<TopLogprob> top = top_logprobs(row, draws[i].top_logprobs);
+    ASSERT_EQ(got.top_logprobs[j].size(), top.size());
+    for (size_t k = 0; k < top.size(); ++k) {
+      EXPECT_EQ(got.top_logprobs[j][k].token_id, top[k].token_id);
+      EXPECT_NEAR(got.top_logprobs[j][k].logprob, top[k].logprob, 1e-5);
+    }
+  }
+  EXPECT_NE(got.sampled[1], banned);
+}
+
 // Scored rows (prompt logprobs): each is score_row of the logits its prefix gives as a last
 // row, with the next prompt token as target, across two prefill chunks; beside a request
 // that scores nothing, and whether the chunk's last row samples or not.

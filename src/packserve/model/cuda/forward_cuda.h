@@ -90,6 +90,7 @@ enum class StepOp : int {
   kDownGemm,
   kFinalNorm,
   kLmHead,
+  kMask,        // token masks of the argmax and sample rows (structured outputs)
   kArgmax,      // argmax of the kOutputArgmax rows
   kSample,      // temperature draws of the kOutputSample rows
   kLogitsCopy,  // logits (and argmax and sampled ids) device -> pinned host

@@ -90,6 +90,8 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
   for (uint8_t& s : all_logits.samples) s = s == kNoOutput ? kNoOutput : kOutputLogits;
   all_logits.adjust_indptr.clear();
   all_logits.adjusts.clear();
+  all_logits.mask_index.clear();
+  all_logits.masks.clear();
   ForwardOutput eager, got;
   const Status se = be.eager->forward(all_logits, eager);
   ASSERT_TRUE(se.ok()) << se.to_string();
@@ -105,8 +107,15 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
   for (size_t r = 0; r < step.samples.size(); ++r) {
     const uint8_t s = step.samples[r];
     if (s == kNoOutput) continue;
-    const std::span<const float> logits =
-        std::span<const float>(eager.logits).subspan(row++ * V, V);
+    std::span<const float> logits = std::span<const float>(eager.logits).subspan(row++ * V, V);
+    std::vector<float> masked;  // forward.h: a row's mask applies first
+    if (!step.mask_index.empty() && step.mask_index[r] >= 0) {
+      const auto words = static_cast<size_t>(mask_words(static_cast<int64_t>(V)));
+      masked.assign(logits.begin(), logits.end());
+      mask_logits(masked, std::span<const uint32_t>(step.masks)
+                              .subspan(static_cast<size_t>(step.mask_index[r]) * words, words));
+      logits = masked;
+    }
     if (s == kOutputArgmax) {
       want_argmax.push_back(argmax_lowest(logits));
     } else if (s == kOutputSample) {
@@ -361,6 +370,97 @@ TEST(CudaForwardGraph, DrawRowsLeftToTheHostEqualTheHostDraw) {
   ForwardOutput eager;
   ASSERT_TRUE(be.eager->forward(s, eager).ok());
   EXPECT_EQ(be.eager->last_step_profile().host_sampled_rows, infinite);
+}
+
+// Token masks (ForwardBatch::masks, structured outputs) on argmax and draw rows: their ids,
+// logprobs and alternatives are those of eager's logits masked on the host, in a captured step
+// and in replays that read other masks, masking other rows, from the mask buffer; a logit bias
+// of +40 on a token the mask clears does not bring it back; a row whose mask allows nothing
+// gives argmax 0 and a draw left to the host. Unmasked steps of the same shape are another
+// graph, and masked steps of the eager backend agree too.
+TEST(CudaForwardGraph, MaskedRowsReplayNewMasks) {
+  SKIP_WITHOUT_DEVICE();
+  const ModelConfig c = llama_bf16();
+  const ModelWeights w = tu::make_weights(c);
+  Backends be = make_backends(w, 16);
+  ASSERT_TRUE(be.eager && be.graph);
+  Rng rng(41);
+  auto tokens = [&](int n) { return tu::random_tokens(n, c.vocab_size, rng); };
+  std::vector<tu::Seq> q;
+  for (int i = 0; i < 4; ++i) q.push_back(tu::Seq{tokens(40), {2 * i, 2 * i + 1}});
+  const int L = static_cast<int>(c.num_layers);
+  const int64_t V = c.vocab_size;
+  const auto words = static_cast<size_t>(mask_words(V));
+  const auto random_masks = [&](std::initializer_list<double> allowed) {
+    std::vector<uint32_t> m;
+    for (double p : allowed) {
+      const size_t first = m.size();
+      m.resize(first + words, 0);
+      for (int64_t t = 0; t < V; ++t) {
+        if (rng.uniform() < p) m[first + static_cast<size_t>(t / 32)] |= 1u << (t % 32);
+      }
+    }
+    return m;
+  };
+  const CudaStepProfile& prof = be.graph->last_step_profile();
+  ForwardBatch prefill;  // 116 rows: eager on both
+  for (tu::Seq& s : q) add(prefill, s, 29, kNoOutput);
+  expect_same_step(be, prefill, L, "prefill");
+
+  const auto decode = [&](std::vector<int> order) {
+    ForwardBatch s;
+    const uint8_t kinds[4] = {kOutputArgmax, kOutputSample, kOutputLogits, kOutputSample};
+    for (int i = 0; i < 4; ++i) add(s, q[static_cast<size_t>(order[static_cast<size_t>(i)])], 1, kinds[i]);
+    s.draws = {{}, {1.0f / 0.8f, 0.0f, 0.37, 1.0, 0, 0, 1, 5}, {}, {1.0f, 0.0f, 0.71, 0.9, 0, 0, 1, 3}};
+    return s;
+  };
+  ForwardBatch s0 = decode({0, 1, 2, 3});
+  s0.mask_index = {0, 1, -1, 2};
+  s0.masks = random_masks({0.1, 0.5, 0.02});
+  expect_same_step(be, s0, L, "masked rows (eager, then captured)");
+  EXPECT_TRUE(prof.graph_captured);
+
+  ForwardBatch s1 = decode({3, 0, 1, 2});  // the draw row 1 unmasked now, other masks
+  s1.mask_index = {1, -1, -1, 0};
+  s1.masks = random_masks({0.3, 0.05});
+  int32_t cleared = 0;  // a token mask 0 (row 3's) clears
+  while ((s1.masks[static_cast<size_t>(cleared / 32)] >> (cleared % 32)) & 1u) ++cleared;
+  s1.adjusts = {{cleared, kAdjustBias, 40.0}, {cleared + 1, kAdjustBias, 1.0}};
+  s1.adjust_indptr = {0, 0, 0, 0, 2};
+  expect_same_step(be, s1, L, "other masks, a bias on a masked token (replay)");
+  EXPECT_TRUE(prof.graph_replayed);
+  ForwardOutput out;
+  ASSERT_TRUE(be.graph->forward(s1, out).ok());
+  EXPECT_NE(out.sampled[1], cleared);
+
+  ForwardBatch s2 = decode({1, 2, 3, 0});  // every masked row's mask allows nothing
+  s2.mask_index = {0, 0, -1, 0};
+  s2.masks.assign(words, 0);
+  expect_same_step(be, s2, L, "masks that allow nothing (replay)");
+  EXPECT_TRUE(prof.graph_replayed);
+  ASSERT_TRUE(be.graph->forward(s2, out).ok());
+  EXPECT_EQ(out.argmax, std::vector<int32_t>{0});
+  EXPECT_EQ(prof.host_sampled_rows, 2);
+  EXPECT_EQ(be.graph->num_cuda_graphs(), 1);
+
+  expect_same_step(be, decode({2, 3, 0, 1}), L, "the same shape unmasked (capture)");
+  EXPECT_TRUE(prof.graph_captured);
+  EXPECT_EQ(be.graph->num_cuda_graphs(), 2);
+
+  // The eager backend masks too: its masked step against its own logits.
+  ForwardBatch s3 = decode({0, 1, 2, 3});
+  s3.mask_index = {0, 1, -1, 0};
+  s3.masks = random_masks({0.2, 0.2});
+  ForwardOutput masked, raw;
+  ASSERT_TRUE(be.eager->forward(s3, masked).ok());
+  ForwardBatch s3_raw = s3;
+  for (uint8_t& x : s3_raw.samples) x = x == kNoOutput ? kNoOutput : kOutputLogits;
+  s3_raw.mask_index.clear();
+  s3_raw.masks.clear();
+  ASSERT_TRUE(be.eager->forward(s3_raw, raw).ok());
+  std::vector<float> row0(raw.logits.begin(), raw.logits.begin() + V);
+  mask_logits(row0, std::span<const uint32_t>(s3.masks).subspan(0, words));
+  EXPECT_EQ(masked.argmax, std::vector<int32_t>{argmax_lowest(row0)});
 }
 
 TEST(CudaForwardGraph, LeastRecentlyUsedGraphIsDropped) {

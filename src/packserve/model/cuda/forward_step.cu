@@ -62,6 +62,8 @@ const char* step_op_name(StepOp op) {
       return "final_norm";
     case StepOp::kLmHead:
       return "lm_head";
+    case StepOp::kMask:
+      return "mask";
     case StepOp::kArgmax:
       return "argmax";
     case StepOp::kSample:
@@ -150,6 +152,11 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     PS_RETURN_IF_ERROR(mark(StepOp::kFinalNorm));
     PS_RETURN_IF_ERROR(gemm->linear(h, S, H, lm_head, V, logits_dev.as<void>(), DType::kF32));
     PS_RETURN_IF_ERROR(mark(StepOp::kLmHead));
+  }
+  if (key.masked) {  // before any kernel reads the argmax and draw rows
+    PS_RETURN_IF_ERROR(cuda::mask_rows(logits_dev.as<float>(), S, static_cast<int>(V),
+                                       dm + m.mask, mask_dev.as<uint32_t>(), stream));
+    PS_RETURN_IF_ERROR(mark(StepOp::kMask));
   }
   if (A > 0) {  // the argmax rows come after the logits rows, before the D draw rows
     PS_RETURN_IF_ERROR(
@@ -255,6 +262,9 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
       reserve_logits(use_graph ? std::max(logits_bytes, graph_rows * V * 4) : logits_bytes));
   PS_RETURN_IF_ERROR(logits_pinned.reserve(static_cast<size_t>(SL) * V * 4));
   PS_RETURN_IF_ERROR(reserve_adjusts(batch.adjusts.size()));
+  const bool masked = std::any_of(batch.mask_index.begin(), batch.mask_index.end(),
+                                  [](int32_t k) { return k >= 0; });
+  if (masked) PS_RETURN_IF_ERROR(reserve_masks(batch.masks.size()));
   profile.validate_ms = clock.lap();
   if (n > 0) {
     layout = make_attention_layout(batch, c, pool, DType::kBF16);
@@ -315,10 +325,13 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   std::copy(batch.page_indptr.begin(), batch.page_indptr.end(), hm + m.pind);
   auto* draws = reinterpret_cast<SampleDraw*>(hm + m.draw);
   for (int r = 0, l = 0, a = SL, d = 0; r < n; ++r) {
-    if (batch.samples[r] == kOutputLogits) hm[m.samp + l++] = batch.qo_indptr[r + 1] - 1;
-    if (batch.samples[r] == kOutputArgmax) hm[m.samp + a++] = batch.qo_indptr[r + 1] - 1;
-    if (batch.samples[r] == kOutputSample) {
-      hm[m.samp + SL + A + d] = batch.qo_indptr[r + 1] - 1;
+    const uint8_t kind = batch.samples[r];
+    if (kind == kNoOutput) continue;
+    // The row's place in sample_rows order: logits rows, then argmax rows, then draw rows.
+    const int i = kind == kOutputLogits ? l++ : kind == kOutputArgmax ? a++ : SL + A + d;
+    hm[m.samp + i] = batch.qo_indptr[r + 1] - 1;
+    hm[m.mask + i] = masked ? batch.mask_index[static_cast<size_t>(r)] : -1;
+    if (kind == kOutputSample) {
       // Only draw rows have adjusts (forward_batch.h), so the rows' ranges are contiguous.
       hm[m.adj + d] = batch.adjust_indptr.empty() ? 0 : batch.adjust_indptr[r];
       draws[d++] = batch.draws[static_cast<size_t>(r)];
@@ -331,12 +344,18 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
                                                   batch.adjusts.size() * sizeof(LogitAdjust),
                                                   cudaMemcpyHostToDevice, stream));
   }
+  if (masked) {
+    std::copy(batch.masks.begin(), batch.masks.end(), mask_pinned.as<uint32_t>());
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(mask_dev.as<void>(), mask_pinned.as<void>(),
+                                                  batch.masks.size() * 4, cudaMemcpyHostToDevice,
+                                                  stream));
+  }
   std::copy(batch.page_ids.begin(), batch.page_ids.end(), hm + m.pids);
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(meta.as<void>(), hm, m.end * 4, cudaMemcpyHostToDevice, stream));
   profile.metadata_ms = clock.lap();
 
-  const GraphKey key{R, n, S, A, D};
+  const GraphKey key{R, n, S, A, D, masked};
   if (use_graph) {
     PS_RETURN_IF_ERROR(launch_graph(key, m));
   } else {
@@ -414,6 +433,19 @@ Status CudaForwardBackend::Impl::reserve_adjusts(size_t entries) {
       adjust_dev.alloc(capacity * (sizeof(LogitAdjust) + sizeof(float)), "logit adjustments"));
   PS_RETURN_IF_ERROR(adjust_pinned.reserve(capacity * sizeof(LogitAdjust)));
   adjust_capacity = capacity;
+  return ok_status();
+}
+
+Status CudaForwardBackend::Impl::reserve_masks(size_t words) {
+  if (words <= mask_capacity && mask_dev.bytes() > 0) return ok_status();
+  const size_t capacity = std::max(
+      {words, 2 * mask_capacity,
+       kInitialMaskRows * static_cast<size_t>(mask_words(config.vocab_size))});
+  graphs.clear();
+  mask_capacity = 0;
+  PS_RETURN_IF_ERROR(mask_dev.alloc(capacity * 4, "token masks"));
+  PS_RETURN_IF_ERROR(mask_pinned.reserve(capacity * 4));
+  mask_capacity = capacity;
   return ok_status();
 }
 

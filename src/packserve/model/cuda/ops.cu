@@ -292,6 +292,20 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   if (lane == 0) out[blockIdx.x] = v == -CUDART_INF_F ? 0 : idx;
 }
 
+// mask_rows (ops.h): blockIdx.y is the row; each thread one token of a 1024-token span (the 32
+// lanes of a warp read one mask word).
+__global__ void mask_rows_kernel(float* logits, int vocab, const int32_t* mask_index,
+                                 const uint32_t* masks) {
+  const int k = mask_index[blockIdx.y];
+  if (k < 0) return;
+  const auto words = static_cast<size_t>((vocab + 31) / 32);
+  const uint32_t* mask = masks + static_cast<size_t>(k) * words;
+  float* row = logits + static_cast<size_t>(blockIdx.y) * vocab;
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < vocab; t += gridDim.x * blockDim.x) {
+    if (((mask[t / 32] >> (t % 32)) & 1u) == 0) row[t] = -CUDART_INF_F;
+  }
+}
+
 // sample_rows (ops.h): one CTA of kSampleThreads per row, common/sample_draw.h's arithmetic in
 // its order. The logits are read, and written only where a row has adjustments (a row left to
 // the host gets its raw logits back). Every float64 sum whose order the header fixes runs in
@@ -1110,6 +1124,20 @@ Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, Strea
   PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
   argmax_rows_kernel<<<rows, kArgmaxThreads, 0, stream>>>(logits, vocab, out);
   return launched("argmax_rows");
+}
+
+Status mask_rows(float* logits, int rows, int vocab, const int32_t* mask_index,
+                 const uint32_t* masks, StreamHandle stream) {
+  if (rows == 0) return ok_status();
+  PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
+  PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
+  if (rows > 65535) {
+    return invalid_argument("rows = " + std::to_string(rows) + ": expected <= 65535");
+  }
+  constexpr int kThreads = 256, kSpan = 1024;
+  const dim3 grid(static_cast<unsigned>((vocab + kSpan - 1) / kSpan), static_cast<unsigned>(rows));
+  mask_rows_kernel<<<grid, kThreads, 0, stream>>>(logits, vocab, mask_index, masks);
+  return launched("mask_rows");
 }
 
 Status sample_rows(float* logits, int rows, int vocab, const SampleDraw* draws,
