@@ -326,18 +326,19 @@ EOF
   echo '{"type":"object","properties":{"name":{"type":"string","maxLength":40},"year":{"type":"integer","minimum":0,"maximum":3000},"tags":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":4}},"required":["name","year","tags"]}' >"$OUT/so_schema.json"
   for round in $(seq "${SO_ROUNDS:-2}"); do
     for run in free free_host json json_host json_greedy json_greedy_host schema regex; do
+      temperature=1
       case $run in
         free) flags=() ;;
         free_host) flags=(--no-backend-sampling) ;;
         json) flags=(--json-object) ;;
         json_host) flags=(--json-object --no-backend-sampling) ;;
-        json_greedy) flags=(--json-object --temperature 0) ;;
-        json_greedy_host) flags=(--json-object --temperature 0 --no-backend-sampling) ;;
+        json_greedy) flags=(--json-object) temperature=0 ;;
+        json_greedy_host) flags=(--json-object --no-backend-sampling) temperature=0 ;;
         schema) flags=(--json-schema "$OUT/so_schema.json") ;;
         regex) flags=(--regex '[a-z ]{0,300}') ;;
       esac
       line=$(timeout 300 $PS generate --model "$MODEL" --backend cuda --prompts "$OUT/so_prompts.jsonl" \
-        --max-tokens "${SO_TOKENS:-256}" --temperature 1 --seed 7 "${flags[@]}" 2>&1 >/dev/null |
+        --max-tokens "${SO_TOKENS:-256}" --temperature $temperature --seed 7 "${flags[@]}" 2>&1 >/dev/null |
         grep "generate: prompts=")
       echo "round $round $run: $line"
     done

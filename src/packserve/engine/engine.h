@@ -234,7 +234,8 @@ struct EngineMetrics {
   int64_t num_steps = 0, num_preemptions = 0;
   // Host time of the engine thread's steps, seconds in all: whole iterations (admit,
   // schedule, forward, sample, commit, detokenize and push outputs), and within them the
-  // backend's forward() and the sampling of the rows.
+  // backend's forward() (structured outputs' masks, filled while the device runs, included)
+  // and the sampling of the rows.
   double step_seconds = 0.0, forward_seconds = 0.0, sample_seconds = 0.0;
   model::BackendStats backend;  // the backend's graph cache (CUDA), as of the last step
   Histogram ttft_ms, tpot_ms, e2e_ms;

@@ -1070,7 +1070,7 @@ TEST(EngineStructuredTest, JsonObjectAndSchemaOutputsParse) {
 TEST(EngineStructuredTest, BackendDrawsUnderMasksEqualHostDraws) {
   struct Run {
     std::vector<Collected> outputs;
-    int64_t masked_rows = 0, sample_rows = 0;
+    int64_t masked_rows = 0, sample_rows = 0, late_fills = 0;
   };
   const auto run = [](bool backend_sampling) {
     EngineSetup setup;
@@ -1099,6 +1099,7 @@ TEST(EngineStructuredTest, BackendDrawsUnderMasksEqualHostDraws) {
     for (auto& s : streams) out.outputs.push_back(collect(*s));
     out.masked_rows = t.backend->num_masked_rows.load();
     out.sample_rows = t.backend->num_sample_rows.load();
+    out.late_fills = t.backend->num_late_mask_fills.load();
     return out;
   };
   const Run host = run(false), dev = run(true);
@@ -1126,6 +1127,9 @@ TEST(EngineStructuredTest, BackendDrawsUnderMasksEqualHostDraws) {
   // Every constrained token was drawn from a masked row on the backend.
   EXPECT_EQ(dev.masked_rows, constrained_tokens);
   EXPECT_GT(dev.sample_rows, constrained_tokens);
+  // The masks were filled inside the forwards (ForwardBatch::fill_masks), once per step.
+  EXPECT_GT(dev.late_fills, 0);
+  EXPECT_LE(dev.late_fills, dev.masked_rows);
   // The regex outputs match it.
   for (size_t i = 1; i < 12; i += 3) {
     const std::string& text = host.outputs[i].text;

@@ -92,6 +92,11 @@ class FakeBackend : public model::ForwardBackend {
     out.top_logprobs.clear();
     out.scores.clear();
     const int64_t vocab = config_.vocab_size;
+    std::vector<uint32_t> masks = batch.masks;  // model/forward.h: filled late when asked
+    if (batch.fill_masks && !masks.empty()) {
+      batch.fill_masks(masks);
+      ++num_late_mask_fills;
+    }
     for (int r = 0; r < batch.num_requests(); ++r) {
       const int32_t q_len = batch.qo_indptr[r + 1] - batch.qo_indptr[r];
       const int32_t kv_len = batch.kv_len[r];
@@ -123,7 +128,7 @@ class FakeBackend : public model::ForwardBackend {
       fake_logits(context, next_(context), vocab, row.data());
       if (!batch.mask_index.empty() && batch.mask_index[r] >= 0) {  // forward.h: masked first
         const auto words = static_cast<size_t>(model::mask_words(vocab));
-        model::mask_logits(row, std::span<const uint32_t>(batch.masks)
+        model::mask_logits(row, std::span<const uint32_t>(masks)
                                     .subspan(static_cast<size_t>(batch.mask_index[r]) * words, words));
         ++num_masked_rows;
       }
@@ -175,6 +180,7 @@ class FakeBackend : public model::ForwardBackend {
   std::atomic<int64_t> num_sample_rows{0};  // rows served as kOutputSample so far
   std::atomic<int64_t> num_scored_rows{0};  // rows scored (ForwardBatch::score_*) so far
   std::atomic<int64_t> num_masked_rows{0};  // argmax and sample rows masked so far
+  std::atomic<int64_t> num_late_mask_fills{0};  // forwards that called ForwardBatch::fill_masks
   // Return vocab_size (out of range) as the argmax, -1 as a sampled id and one alternative
   // fewer than a draw's top_logprobs.
   std::atomic<bool> bad_argmax{false};

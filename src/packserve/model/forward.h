@@ -20,7 +20,11 @@
 // to the raw row first, every other token's logit becoming -inf, so the argmax, the draw, its
 // logprob and top_logprobs are those of the masked row (vLLM's structured-output logprobs), and
 // adjusts apply after it. A row whose mask allows nothing is all -inf (argmax 0, a draw's
-// "maximum infinite" rule of sample_draw.h).
+// "maximum infinite" rule of sample_draw.h). With fill_masks set, masks only gives their number
+// (its size; its contents are not read): the backend calls fill_masks(dest) exactly once per
+// forward() with masks that passes validation, on the calling thread, once it has started the work that
+// does not need the masks (the CUDA backend: the whole step, whose mask kernel waits for them,
+// so the masks are computed while the GPU runs the layers), and reads dest as masks.
 // Scored rows (prompt logprobs): request r's first score_indptr[r+1] - score_indptr[r] rows
 // also return score_row(raw logits of the row, target, score_top[r]) of common/sample_draw.h,
 // the target being the next prompt token; whether or not the request's last row samples.
@@ -30,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -65,6 +70,8 @@ struct ForwardBatch {
   // [num_requests] or empty (then masks too): -1 (no mask) or the request's mask in masks.
   std::vector<int32_t> mask_index;
   std::vector<uint32_t> masks;  // [masks, mask_words(vocab_size)]
+  // Or null: writes every word of the masks into dest (masks.size() words).
+  std::function<void(std::span<uint32_t> dest)> fill_masks;
   // Scored rows, or all three empty: [num_requests + 1] offsets into score_targets; request r
   // scores its first score_indptr[r+1] - score_indptr[r] rows (at most its q_len), row j
   // against token score_targets[score_indptr[r] + j], with score_top[r] (0 to

@@ -186,8 +186,15 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   const auto row = [&](int64_t i) {
     return std::span<const float>(logits).subspan(static_cast<size_t>(i * vocab), vocab);
   };
-  if (!batch.mask_index.empty()) {  // the argmax and sample rows' masks, before anything reads them
+  if (!batch.masks.empty()) {  // the argmax and sample rows' masks, before anything reads them
     const auto words = static_cast<size_t>(mask_words(vocab));
+    std::span<const uint32_t> masks = batch.masks;
+    std::vector<uint32_t> filled;
+    if (batch.fill_masks) {
+      filled.resize(batch.masks.size());
+      batch.fill_masks(filled);
+      masks = filled;
+    }
     int64_t j = num_logits;  // the argmax rows, then the sample rows, as above
     for (uint8_t kind : {kOutputArgmax, kOutputSample}) {
       for (int r = 0; r < num_requests; ++r) {
@@ -195,7 +202,7 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
         const int32_t k = batch.mask_index[static_cast<size_t>(r)];
         if (k >= 0) {
           mask_logits(std::span<float>(logits).subspan(static_cast<size_t>(j * vocab), vocab),
-                      std::span<const uint32_t>(batch.masks).subspan(k * words, words));
+                      masks.subspan(k * words, words));
         }
         ++j;
       }

@@ -326,7 +326,8 @@ TEST_P(ForwardCpuArch, MaskedRowsDrawFromTheirMaskedLogits) {
   draws[3].top_k = 50;
   const std::vector<LogitAdjust> adjusts = {{banned, kAdjustBias, 50.0}, {11, kAdjustBias, 2.0}};
   const std::vector<int32_t> adjust_indptr = {0, 0, 0, 0, 2, 2, 2};
-  const auto run = [&](bool masked) {
+  int fills = 0;
+  const auto run = [&](bool masked, bool late = false) {
     ForwardBatch b;
     for (size_t i = 0; i < seqs.size(); ++i) {
       add(b, seqs[i], static_cast<int>(seqs[i].tokens.size()), masked ? outputs[i] : kOutputLogits,
@@ -338,6 +339,14 @@ TEST_P(ForwardCpuArch, MaskedRowsDrawFromTheirMaskedLogits) {
       b.adjust_indptr = adjust_indptr;
       b.mask_index = mask_index;
       b.masks = masks;
+    }
+    if (late) {  // ForwardBatch::fill_masks writes them; masks gives only their size
+      std::fill(b.masks.begin(), b.masks.end(), 0u);
+      b.fill_masks = [&](std::span<uint32_t> dest) {
+        ASSERT_EQ(dest.size(), masks.size());
+        std::copy(masks.begin(), masks.end(), dest.begin());
+        ++fills;
+      };
     }
     ForwardOutput out;
     const Status st = make_backend(w, CpuForwardOptions{})->forward(b, out);
@@ -381,6 +390,12 @@ TEST_P(ForwardCpuArch, MaskedRowsDrawFromTheirMaskedLogits) {
     }
   }
   EXPECT_NE(got.sampled[1], banned);
+  const ForwardOutput late = run(true, true);
+  EXPECT_EQ(fills, 1);
+  EXPECT_EQ(late.argmax, got.argmax);
+  EXPECT_EQ(late.sampled, got.sampled);
+  EXPECT_EQ(late.sampled_logprobs, got.sampled_logprobs);
+  EXPECT_EQ(late.logits, got.logits);
 }
 
 // Scored rows (prompt logprobs): each is score_row of the logits its prefix gives as a last

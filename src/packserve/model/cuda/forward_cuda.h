@@ -105,7 +105,9 @@ struct CudaStepProfile {
   double plan_ms = 0;         // attention layout + validate + make_plan
   double upload_ms = 0;       // Workspace::upload (serialise + copy of the plan)
   double metadata_ms = 0;     // page copies + metadata staging + its copy (host side)
-  double enqueue_ms = 0;      // launching the step's kernels, or the graph (+ capture if new)
+  double enqueue_ms = 0;      // launching the step's kernels, or the graph (+ capture if new),
+                              // and then writing its masks:
+  double masks_ms = 0;        // ... of which the masks (ForwardBatch::fill_masks or a copy)
   double sync_ms = 0;         // waiting for the device at the end
   double logits_copy_ms = 0;  // pinned staging -> the caller's vectors
   // kOutputSample rows the device left to the host (ops.h sample_rows), and their time.

@@ -148,15 +148,17 @@ struct LayerDev {
 // one shape):
 //   token_ids [R] | positions [R] | kv_page [R] | kv_slot [R] | page_indptr [n + 1] |
 //   sample_rows [S] | (one int32 of padding when needed) draws [D] SampleDraw
-//   (8 int32 each, 8-byte aligned) | adjust_indptr [D + 1] | mask_index [S] | page_ids [P]
+//   (8 int32 each, 8-byte aligned) | adjust_indptr [D + 1] | mask_index [S] | mask_epoch [1] |
+//   page_ids [P]
 // sample_rows lists the kOutputLogits rows first, then the kOutputArgmax rows, then the
 // kOutputSample rows (each in request order), so the logits to copy are the first rows of the
 // LM head's output; draws holds the kOutputSample rows' draws in the same order, and
 // adjust_indptr their ranges in the adjust buffer (ops.h SampleAdjusts); mask_index, in
-// sample_rows order, each row's token mask in the mask buffer or -1 (ops.h mask_rows).
+// sample_rows order, each row's token mask in the mask buffer or -1, and mask_epoch the value
+// the mask flag reaches once the host has written this step's masks (ops.h mask_rows).
 struct MetaLayout {
   size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, pind = 0, samp = 0, draw = 0, adj = 0,
-         mask = 0, pids = 0, end = 0;
+         mask = 0, epoch = 0, pids = 0, end = 0;
 };
 static_assert(sizeof(SampleDraw) == 32 && alignof(SampleDraw) == 8);
 inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t D, size_t P) {
@@ -169,7 +171,8 @@ inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t D, size_t P) 
   m.draw = (m.samp + S + 1) / 2 * 2;
   m.adj = m.draw + sizeof(SampleDraw) / 4 * D;
   m.mask = m.adj + D + 1;
-  m.pids = m.mask + S;
+  m.epoch = m.mask + S;
+  m.pids = m.epoch + 1;
   m.end = m.pids + P;
   return m;
 }
@@ -209,13 +212,17 @@ struct CudaForwardBackend::Impl {
   cuda::DeviceMemory adjust_dev;
   cuda::PinnedMemory adjust_pinned;
   size_t adjust_capacity = 0;
-  // The argmax and draw rows' token masks (ForwardBatch::masks): mask_capacity uint32 words;
-  // fixed address (graphs read it), allocated by the first step with masks (64 rows of the
-  // vocabulary's words) and doubled when a step needs more, which drops every graph.
+  // The argmax and draw rows' token masks (ForwardBatch::masks), in pinned host memory that
+  // mask_rows reads over the bus: mask_capacity uint32 words at a fixed address (graphs read
+  // it), allocated by the first step with masks (64 rows of the vocabulary's words) and
+  // doubled when a step needs more, which drops every graph. The host writes a step's masks
+  // (ForwardBatch::fill_masks, while the device runs the layers) after launching the step,
+  // then stores the step's epoch into mask_flag (pinned, release order); mask_rows waits for
+  // it (publish_masks).
   static constexpr size_t kInitialMaskRows = 64;
-  cuda::DeviceMemory mask_dev;
-  cuda::PinnedMemory mask_pinned;
+  cuda::PinnedMemory mask_pinned, mask_flag;
   size_t mask_capacity = 0;
+  uint32_t mask_epoch = 0;  // of the last step with masks
   // The sampled rows sample_rows left to the host: (draw row, request); host_logits holds
   // their logits.
   std::vector<std::pair<int, int>> host_draws;
@@ -274,6 +281,10 @@ struct CudaForwardBackend::Impl {
   Status reserve_adjusts(size_t entries);
   // Grows the mask buffer to hold `words` (dropping the graphs when it moves).
   Status reserve_masks(size_t words);
+  // Writes the batch's masks into the mask buffer (fill_masks or a copy) and then mask_epoch
+  // into mask_flag. Must run once per step with masks, after its launch, error or not: its
+  // mask_rows kernel waits for it.
+  void publish_masks(const ForwardBatch& batch);
   // Grows logits_dev to `bytes`; graphs bake its address, so growing it drops them.
   Status reserve_logits(size_t bytes) {
     if (bytes <= logits_dev.bytes()) return ok_status();

@@ -92,6 +92,9 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
   all_logits.adjusts.clear();
   all_logits.mask_index.clear();
   all_logits.masks.clear();
+  all_logits.fill_masks = nullptr;
+  std::vector<uint32_t> masks = step.masks;  // the masks the step will see
+  if (step.fill_masks) step.fill_masks(masks);
   ForwardOutput eager, got;
   const Status se = be.eager->forward(all_logits, eager);
   ASSERT_TRUE(se.ok()) << se.to_string();
@@ -112,7 +115,7 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
     if (!step.mask_index.empty() && step.mask_index[r] >= 0) {
       const auto words = static_cast<size_t>(mask_words(static_cast<int64_t>(V)));
       masked.assign(logits.begin(), logits.end());
-      mask_logits(masked, std::span<const uint32_t>(step.masks)
+      mask_logits(masked, std::span<const uint32_t>(masks)
                               .subspan(static_cast<size_t>(step.mask_index[r]) * words, words));
       logits = masked;
     }
@@ -387,7 +390,7 @@ TEST(CudaForwardGraph, MaskedRowsReplayNewMasks) {
   Rng rng(41);
   auto tokens = [&](int n) { return tu::random_tokens(n, c.vocab_size, rng); };
   std::vector<tu::Seq> q;
-  for (int i = 0; i < 4; ++i) q.push_back(tu::Seq{tokens(40), {2 * i, 2 * i + 1}});
+  for (int i = 0; i < 4; ++i) q.push_back(tu::Seq{tokens(40), {3 * i, 3 * i + 1, 3 * i + 2}});
   const int L = static_cast<int>(c.num_layers);
   const int64_t V = c.vocab_size;
   const auto words = static_cast<size_t>(mask_words(V));
@@ -420,11 +423,20 @@ TEST(CudaForwardGraph, MaskedRowsReplayNewMasks) {
   expect_same_step(be, s0, L, "masked rows (eager, then captured)");
   EXPECT_TRUE(prof.graph_captured);
 
-  ForwardBatch s1 = decode({3, 0, 1, 2});  // the draw row 1 unmasked now, other masks
+  // The draw row 1 unmasked now, other masks, written late (ForwardBatch::fill_masks: while
+  // the device runs the step; the masks vector holds only their size).
+  ForwardBatch s1 = decode({3, 0, 1, 2});
   s1.mask_index = {1, -1, -1, 0};
-  s1.masks = random_masks({0.3, 0.05});
+  const std::vector<uint32_t> late = random_masks({0.3, 0.05});
+  s1.masks.assign(late.size(), 0);
+  int fills = 0;
+  s1.fill_masks = [&](std::span<uint32_t> dest) {
+    ASSERT_EQ(dest.size(), late.size());
+    std::copy(late.begin(), late.end(), dest.begin());
+    ++fills;
+  };
   int32_t cleared = 0;  // a token mask 0 (row 3's) clears
-  while ((s1.masks[static_cast<size_t>(cleared / 32)] >> (cleared % 32)) & 1u) ++cleared;
+  while ((late[static_cast<size_t>(cleared / 32)] >> (cleared % 32)) & 1u) ++cleared;
   s1.adjusts = {{cleared, kAdjustBias, 40.0}, {cleared + 1, kAdjustBias, 1.0}};
   s1.adjust_indptr = {0, 0, 0, 0, 2};
   expect_same_step(be, s1, L, "other masks, a bias on a masked token (replay)");
@@ -432,6 +444,7 @@ TEST(CudaForwardGraph, MaskedRowsReplayNewMasks) {
   ForwardOutput out;
   ASSERT_TRUE(be.graph->forward(s1, out).ok());
   EXPECT_NE(out.sampled[1], cleared);
+  EXPECT_EQ(fills, 3);  // expect_same_step's own, the graph backend's, this forward's
 
   ForwardBatch s2 = decode({1, 2, 3, 0});  // every masked row's mask allows nothing
   s2.mask_index = {0, 0, -1, 0};

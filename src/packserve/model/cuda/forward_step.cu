@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -155,7 +156,8 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
   }
   if (key.masked) {  // before any kernel reads the argmax and draw rows
     PS_RETURN_IF_ERROR(cuda::mask_rows(logits_dev.as<float>(), S, static_cast<int>(V),
-                                       dm + m.mask, mask_dev.as<uint32_t>(), stream));
+                                       dm + m.mask, mask_pinned.as<uint32_t>(),
+                                       mask_flag.as<uint32_t>(), dm + m.epoch, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kMask));
   }
   if (A > 0) {  // the argmax rows come after the logits rows, before the D draw rows
@@ -262,8 +264,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
       reserve_logits(use_graph ? std::max(logits_bytes, graph_rows * V * 4) : logits_bytes));
   PS_RETURN_IF_ERROR(logits_pinned.reserve(static_cast<size_t>(SL) * V * 4));
   PS_RETURN_IF_ERROR(reserve_adjusts(batch.adjusts.size()));
-  const bool masked = std::any_of(batch.mask_index.begin(), batch.mask_index.end(),
-                                  [](int32_t k) { return k >= 0; });
+  const bool masked = !batch.masks.empty();
   if (masked) PS_RETURN_IF_ERROR(reserve_masks(batch.masks.size()));
   profile.validate_ms = clock.lap();
   if (n > 0) {
@@ -344,23 +345,30 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
                                                   batch.adjusts.size() * sizeof(LogitAdjust),
                                                   cudaMemcpyHostToDevice, stream));
   }
-  if (masked) {
-    std::copy(batch.masks.begin(), batch.masks.end(), mask_pinned.as<uint32_t>());
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(mask_dev.as<void>(), mask_pinned.as<void>(),
-                                                  batch.masks.size() * 4, cudaMemcpyHostToDevice,
-                                                  stream));
-  }
+  if (masked) hm[m.epoch] = static_cast<int32_t>(++mask_epoch);
   std::copy(batch.page_ids.begin(), batch.page_ids.end(), hm + m.pids);
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(meta.as<void>(), hm, m.end * 4, cudaMemcpyHostToDevice, stream));
   profile.metadata_ms = clock.lap();
 
   const GraphKey key{R, n, S, A, D, masked};
-  if (use_graph) {
-    PS_RETURN_IF_ERROR(launch_graph(key, m));
-  } else {
-    if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
-    PS_RETURN_IF_ERROR(enqueue_device_step(key, m, options.step.profile_ops ? &timeline : nullptr));
+  {
+    // From here on the step's mask_rows waits for the masks: they are published whatever
+    // the launch returns, once it has returned (so while the device runs the step).
+    struct Publish {
+      Impl* impl;  // null: no masks
+      const ForwardBatch* batch;
+      ~Publish() {
+        if (impl != nullptr) impl->publish_masks(*batch);
+      }
+    } publish{masked ? this : nullptr, &batch};
+    if (use_graph) {
+      PS_RETURN_IF_ERROR(launch_graph(key, m));
+    } else {
+      if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
+      PS_RETURN_IF_ERROR(
+          enqueue_device_step(key, m, options.step.profile_ops ? &timeline : nullptr));
+    }
   }
   // The argmax and sampled ids (tiny; the alternatives only when a draw row asks for them)
   // first; then the logits in up to kLogitsChunks pieces of whole rows, an event after each:
@@ -436,15 +444,29 @@ Status CudaForwardBackend::Impl::reserve_adjusts(size_t entries) {
   return ok_status();
 }
 
+void CudaForwardBackend::Impl::publish_masks(const ForwardBatch& batch) {
+  cuda::Stopwatch clock;
+  auto* dest = mask_pinned.as<uint32_t>();
+  if (batch.fill_masks) {
+    batch.fill_masks(std::span<uint32_t>(dest, batch.masks.size()));
+  } else {
+    std::copy(batch.masks.begin(), batch.masks.end(), dest);
+  }
+  std::atomic_ref<uint32_t>(*mask_flag.as<uint32_t>()).store(mask_epoch, std::memory_order_release);
+  profile.masks_ms = clock.lap();
+}
+
 Status CudaForwardBackend::Impl::reserve_masks(size_t words) {
-  if (words <= mask_capacity && mask_dev.bytes() > 0) return ok_status();
+  if (words <= mask_capacity && mask_capacity > 0) return ok_status();
   const size_t capacity = std::max(
       {words, 2 * mask_capacity,
        kInitialMaskRows * static_cast<size_t>(mask_words(config.vocab_size))});
   graphs.clear();
   mask_capacity = 0;
-  PS_RETURN_IF_ERROR(mask_dev.alloc(capacity * 4, "token masks"));
   PS_RETURN_IF_ERROR(mask_pinned.reserve(capacity * 4));
+  PS_RETURN_IF_ERROR(mask_flag.reserve(4));
+  // No step is in flight: the flag holds the last published epoch (0 before any).
+  std::atomic_ref<uint32_t>(*mask_flag.as<uint32_t>()).store(mask_epoch, std::memory_order_release);
   mask_capacity = capacity;
   return ok_status();
 }
