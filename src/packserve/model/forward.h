@@ -23,8 +23,8 @@
 // "maximum infinite" rule of sample_draw.h). With fill_masks set, masks only gives their number
 // (its size; its contents are not read): the backend calls fill_masks(dest) exactly once per
 // forward() with masks that passes validation, on the calling thread, once it has started the work that
-// does not need the masks (the CUDA backend: the whole step, whose mask kernel waits for them,
-// so the masks are computed while the GPU runs the layers), and reads dest as masks.
+// does not need the masks (the CUDA backend: the layers up to the LM head, so the masks are
+// computed while the GPU runs them), and reads dest as masks.
 // Scored rows (prompt logprobs): request r's first score_indptr[r+1] - score_indptr[r] rows
 // also return score_row(raw logits of the row, target, score_top[r]) of common/sample_draw.h,
 // the target being the next prompt token; whether or not the request's last row samples.

@@ -148,17 +148,15 @@ struct LayerDev {
 // one shape):
 //   token_ids [R] | positions [R] | kv_page [R] | kv_slot [R] | page_indptr [n + 1] |
 //   sample_rows [S] | (one int32 of padding when needed) draws [D] SampleDraw
-//   (8 int32 each, 8-byte aligned) | adjust_indptr [D + 1] | mask_index [S] | mask_epoch [1] |
-//   page_ids [P]
+//   (8 int32 each, 8-byte aligned) | adjust_indptr [D + 1] | mask_index [S] | page_ids [P]
 // sample_rows lists the kOutputLogits rows first, then the kOutputArgmax rows, then the
 // kOutputSample rows (each in request order), so the logits to copy are the first rows of the
 // LM head's output; draws holds the kOutputSample rows' draws in the same order, and
 // adjust_indptr their ranges in the adjust buffer (ops.h SampleAdjusts); mask_index, in
-// sample_rows order, each row's token mask in the mask buffer or -1, and mask_epoch the value
-// the mask flag reaches once the host has written this step's masks (ops.h mask_rows).
+// sample_rows order, each row's token mask in the mask buffer or -1 (ops.h mask_rows).
 struct MetaLayout {
   size_t tok = 0, pos = 0, kv_page = 0, kv_slot = 0, pind = 0, samp = 0, draw = 0, adj = 0,
-         mask = 0, epoch = 0, pids = 0, end = 0;
+         mask = 0, pids = 0, end = 0;
 };
 static_assert(sizeof(SampleDraw) == 32 && alignof(SampleDraw) == 8);
 inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t D, size_t P) {
@@ -171,14 +169,15 @@ inline MetaLayout meta_layout(size_t R, size_t n, size_t S, size_t D, size_t P) 
   m.draw = (m.samp + S + 1) / 2 * 2;
   m.adj = m.draw + sizeof(SampleDraw) / 4 * D;
   m.mask = m.adj + D + 1;
-  m.epoch = m.mask + S;
-  m.pids = m.epoch + 1;
+  m.pids = m.mask + S;
   m.end = m.pids + P;
   return m;
 }
 
 struct GraphKey {
-  // argmax_rows + draw_rows <= sample_rows; masked: some row has a token mask (mask_rows runs)
+  // argmax_rows + draw_rows <= sample_rows; masked: the step has token masks, so the graph
+  // ends at the LM head and the sampling (mask_rows, argmax, draws) is launched after it, once
+  // the host has the masks
   int rows = 0, requests = 0, sample_rows = 0, argmax_rows = 0, draw_rows = 0;
   bool masked = false;
   auto operator<=>(const GraphKey&) const = default;
@@ -212,17 +211,16 @@ struct CudaForwardBackend::Impl {
   cuda::DeviceMemory adjust_dev;
   cuda::PinnedMemory adjust_pinned;
   size_t adjust_capacity = 0;
-  // The argmax and draw rows' token masks (ForwardBatch::masks), in pinned host memory that
-  // mask_rows reads over the bus: mask_capacity uint32 words at a fixed address (graphs read
-  // it), allocated by the first step with masks (64 rows of the vocabulary's words) and
-  // doubled when a step needs more, which drops every graph. The host writes a step's masks
-  // (ForwardBatch::fill_masks, while the device runs the layers) after launching the step,
-  // then stores the step's epoch into mask_flag (pinned, release order); mask_rows waits for
-  // it (publish_masks).
+  // The argmax and draw rows' token masks (ForwardBatch::masks): mask_capacity uint32 words
+  // on the device and as pinned staging, allocated by the first step with masks (64 rows of the
+  // vocabulary's words) and doubled when a step needs more. A step with masks launches its
+  // layers (graph or eager) first, then the host writes the masks (ForwardBatch::fill_masks,
+  // while the device runs the layers) into the staging, copies them over and launches the
+  // sampling (upload_masks, enqueue_sampling): no kernel ever waits for the host.
   static constexpr size_t kInitialMaskRows = 64;
-  cuda::PinnedMemory mask_pinned, mask_flag;
+  cuda::DeviceMemory mask_dev;
+  cuda::PinnedMemory mask_pinned;
   size_t mask_capacity = 0;
-  uint32_t mask_epoch = 0;  // of the last step with masks
   // The sampled rows sample_rows left to the host: (draw row, request); host_logits holds
   // their logits.
   std::vector<std::pair<int, int>> host_draws;
@@ -279,12 +277,11 @@ struct CudaForwardBackend::Impl {
   }
   // Grows the adjust buffer to hold `entries` (dropping the graphs when it moves).
   Status reserve_adjusts(size_t entries);
-  // Grows the mask buffer to hold `words` (dropping the graphs when it moves).
+  // Grows the mask buffers to hold `words`.
   Status reserve_masks(size_t words);
-  // Writes the batch's masks into the mask buffer (fill_masks or a copy) and then mask_epoch
-  // into mask_flag. Must run once per step with masks, after its launch, error or not: its
-  // mask_rows kernel waits for it.
-  void publish_masks(const ForwardBatch& batch);
+  // Writes the batch's masks into the staging (fill_masks, or a copy of masks) and copies
+  // them to mask_dev on the stream.
+  Status upload_masks(const ForwardBatch& batch);
   // Grows logits_dev to `bytes`; graphs bake its address, so growing it drops them.
   Status reserve_logits(size_t bytes) {
     if (bytes <= logits_dev.bytes()) return ok_status();
@@ -301,11 +298,14 @@ struct CudaForwardBackend::Impl {
   Status sample_left_rows(const ForwardBatch& batch, int first_row, ForwardOutput& out);
   // After the step: out.scores of the batch's scored rows (the block pass above).
   Status score_rows(const ForwardBatch& batch, ForwardOutput& out);
-  // Launches embedding -> layers -> final norm -> LM head -> argmax of the argmax rows for a
-  // step of key's shape whose
+  // Launches embedding -> layers -> final norm -> LM head -> (unless key.masked) the
+  // sampling of enqueue_sampling for a step of key's shape whose
   // metadata sits at `m` in meta; `timeline` (may be null) gets an event after every op.
   Status enqueue_device_step(const cuda::GraphKey& key, const cuda::MetaLayout& m,
                              cuda::OpTimeline* timeline);
+  // The masks (key.masked), the argmax of the argmax rows and the draws of the draw rows.
+  Status enqueue_sampling(const cuda::GraphKey& key, const cuda::MetaLayout& m,
+                          cuda::OpTimeline* timeline);
   // Replays the graph of `key`; for a new key the step runs eagerly and is then captured
   // (not launched) for the following steps of that shape.
   Status launch_graph(const cuda::GraphKey& key, const cuda::MetaLayout& m);

@@ -13,7 +13,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -80,7 +79,7 @@ const char* step_op_name(StepOp op) {
 Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const MetaLayout& m,
                                                      cuda::OpTimeline* timeline) {
   const ModelConfig& c = config;
-  const int R = key.rows, S = key.sample_rows, A = key.argmax_rows, D = key.draw_rows;
+  const int R = key.rows, S = key.sample_rows;
   const size_t V = c.vocab_size, H = c.hidden_size, I = c.intermediate_size, Q = c.q_size(),
                KV = c.kv_size();
   const int32_t* dm = meta.as<int32_t>();
@@ -154,10 +153,22 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     PS_RETURN_IF_ERROR(gemm->linear(h, S, H, lm_head, V, logits_dev.as<void>(), DType::kF32));
     PS_RETURN_IF_ERROR(mark(StepOp::kLmHead));
   }
+  // A step with masks ends at the LM head: its sampling runs once the host has its masks.
+  if (!key.masked) PS_RETURN_IF_ERROR(enqueue_sampling(key, m, timeline));
+  return ok_status();
+}
+
+Status CudaForwardBackend::Impl::enqueue_sampling(const GraphKey& key, const MetaLayout& m,
+                                                  cuda::OpTimeline* timeline) {
+  const int S = key.sample_rows, A = key.argmax_rows, D = key.draw_rows;
+  const size_t V = config.vocab_size;
+  const int32_t* dm = meta.as<int32_t>();
+  const auto mark = [&](StepOp op) {
+    return timeline != nullptr ? timeline->mark(op, stream) : ok_status();
+  };
   if (key.masked) {  // before any kernel reads the argmax and draw rows
     PS_RETURN_IF_ERROR(cuda::mask_rows(logits_dev.as<float>(), S, static_cast<int>(V),
-                                       dm + m.mask, mask_pinned.as<uint32_t>(),
-                                       mask_flag.as<uint32_t>(), dm + m.epoch, stream));
+                                       dm + m.mask, mask_dev.as<uint32_t>(), stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kMask));
   }
   if (A > 0) {  // the argmax rows come after the logits rows, before the D draw rows
@@ -345,30 +356,22 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
                                                   batch.adjusts.size() * sizeof(LogitAdjust),
                                                   cudaMemcpyHostToDevice, stream));
   }
-  if (masked) hm[m.epoch] = static_cast<int32_t>(++mask_epoch);
   std::copy(batch.page_ids.begin(), batch.page_ids.end(), hm + m.pids);
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(meta.as<void>(), hm, m.end * 4, cudaMemcpyHostToDevice, stream));
   profile.metadata_ms = clock.lap();
 
   const GraphKey key{R, n, S, A, D, masked};
-  {
-    // From here on the step's mask_rows waits for the masks: they are published whatever
-    // the launch returns, once it has returned (so while the device runs the step).
-    struct Publish {
-      Impl* impl;  // null: no masks
-      const ForwardBatch* batch;
-      ~Publish() {
-        if (impl != nullptr) impl->publish_masks(*batch);
-      }
-    } publish{masked ? this : nullptr, &batch};
-    if (use_graph) {
-      PS_RETURN_IF_ERROR(launch_graph(key, m));
-    } else {
-      if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
-      PS_RETURN_IF_ERROR(
-          enqueue_device_step(key, m, options.step.profile_ops ? &timeline : nullptr));
-    }
+  cuda::OpTimeline* ops = use_graph || !options.step.profile_ops ? nullptr : &timeline;
+  if (use_graph) {
+    PS_RETURN_IF_ERROR(launch_graph(key, m));
+  } else {
+    if (ops != nullptr) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
+    PS_RETURN_IF_ERROR(enqueue_device_step(key, m, ops));
+  }
+  if (masked) {  // the device runs the layers meanwhile
+    PS_RETURN_IF_ERROR(upload_masks(batch));
+    PS_RETURN_IF_ERROR(enqueue_sampling(key, m, ops));
   }
   // The argmax and sampled ids (tiny; the alternatives only when a draw row asks for them)
   // first; then the logits in up to kLogitsChunks pieces of whole rows, an event after each:
@@ -444,7 +447,7 @@ Status CudaForwardBackend::Impl::reserve_adjusts(size_t entries) {
   return ok_status();
 }
 
-void CudaForwardBackend::Impl::publish_masks(const ForwardBatch& batch) {
+Status CudaForwardBackend::Impl::upload_masks(const ForwardBatch& batch) {
   cuda::Stopwatch clock;
   auto* dest = mask_pinned.as<uint32_t>();
   if (batch.fill_masks) {
@@ -452,8 +455,10 @@ void CudaForwardBackend::Impl::publish_masks(const ForwardBatch& batch) {
   } else {
     std::copy(batch.masks.begin(), batch.masks.end(), dest);
   }
-  std::atomic_ref<uint32_t>(*mask_flag.as<uint32_t>()).store(mask_epoch, std::memory_order_release);
   profile.masks_ms = clock.lap();
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(mask_dev.as<void>(), dest, batch.masks.size() * 4,
+                                                cudaMemcpyHostToDevice, stream));
+  return ok_status();
 }
 
 Status CudaForwardBackend::Impl::reserve_masks(size_t words) {
@@ -463,10 +468,8 @@ Status CudaForwardBackend::Impl::reserve_masks(size_t words) {
        kInitialMaskRows * static_cast<size_t>(mask_words(config.vocab_size))});
   graphs.clear();
   mask_capacity = 0;
+  PS_RETURN_IF_ERROR(mask_dev.alloc(capacity * 4, "token masks"));
   PS_RETURN_IF_ERROR(mask_pinned.reserve(capacity * 4));
-  PS_RETURN_IF_ERROR(mask_flag.reserve(4));
-  // No step is in flight: the flag holds the last published epoch (0 before any).
-  std::atomic_ref<uint32_t>(*mask_flag.as<uint32_t>()).store(mask_epoch, std::memory_order_release);
   mask_capacity = capacity;
   return ok_status();
 }

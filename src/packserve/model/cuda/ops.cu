@@ -292,29 +292,17 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   if (lane == 0) out[blockIdx.x] = v == -CUDART_INF_F ? 0 : idx;
 }
 
-// mask_rows (ops.h): blockIdx.y is the row; thread 0 of each CTA polls the flag, then each
-// thread reads one mask word (the words of a warp are one 128-byte read over the bus) and
-// clears its up to 32 tokens.
+// mask_rows (ops.h): blockIdx.y is the row; each thread reads one mask word and clears its up
+// to 32 tokens (most words of a constrained row are all ones or all zeros).
 __global__ void mask_rows_kernel(float* logits, int vocab, const int32_t* mask_index,
-                                 const uint32_t* masks, const uint32_t* ready,
-                                 const int32_t* epoch) {
+                                 const uint32_t* masks) {
   const int k = mask_index[blockIdx.y];
   if (k < 0) return;
-  if (threadIdx.x == 0) {
-    const auto want = static_cast<uint32_t>(*epoch);
-    for (;;) {
-      uint32_t now;
-      asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(now) : "l"(ready) : "memory");
-      if (now - want < 0x80000000u) break;  // now >= want, modulo 2^32
-      __nanosleep(200);
-    }
-  }
-  __syncthreads();
   const int words = (vocab + 31) / 32;
   const uint32_t* mask = masks + static_cast<size_t>(k) * words;
   float* row = logits + static_cast<size_t>(blockIdx.y) * vocab;
   for (int w = blockIdx.x * blockDim.x + threadIdx.x; w < words; w += gridDim.x * blockDim.x) {
-    const uint32_t bits = __ldcv(mask + w);  // uncached: the host rewrites it every step
+    const uint32_t bits = mask[w];
     if (bits == ~0u) continue;
     const int n = min(32, vocab - 32 * w);
     for (int i = 0; i < n; ++i) {
@@ -1144,8 +1132,7 @@ Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, Strea
 }
 
 Status mask_rows(float* logits, int rows, int vocab, const int32_t* mask_index,
-                 const uint32_t* masks, const uint32_t* ready, const int32_t* epoch,
-                 StreamHandle stream) {
+                 const uint32_t* masks, StreamHandle stream) {
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(vocab, "vocab"));
@@ -1156,7 +1143,7 @@ Status mask_rows(float* logits, int rows, int vocab, const int32_t* mask_index,
   const int words = (vocab + 31) / 32;
   const dim3 grid(static_cast<unsigned>((words + kThreads - 1) / kThreads),
                   static_cast<unsigned>(rows));
-  mask_rows_kernel<<<grid, kThreads, 0, stream>>>(logits, vocab, mask_index, masks, ready, epoch);
+  mask_rows_kernel<<<grid, kThreads, 0, stream>>>(logits, vocab, mask_index, masks);
   return launched("mask_rows");
 }
 

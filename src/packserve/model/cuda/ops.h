@@ -23,8 +23,7 @@
 //                  to the lowest index, 0 when the maximum is -inf); one CTA per row
 //   mask_rows:     logits[r, t] = -inf where bit (t % 32) of row r's mask word t / 32 is clear,
 //                  row r's mask being masks[mask_index[r] * ceil(vocab / 32) ..] (none when
-//                  mask_index[r] < 0): forward.h's mask_logits, once *ready >= *epoch (a flag
-//                  the host sets after writing masks in pinned memory). A thread per word
+//                  mask_index[r] < 0): forward.h's mask_logits. A thread per mask word
 //   sample_rows:   (out[r], out_logprobs[r]) = sample_draw_adjusted(logits[r, :], row r's
 //                  adjusts, draws[r]) (common/sample_draw.h, the same token ids as the host;
 //                  the logprob, the raw row's, within a float ulp or two), or out[r] = -1 for
@@ -101,12 +100,10 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
 // out: [rows].
 Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, StreamHandle stream);
 
-// logits: [rows, vocab] f32; mask_index: [rows] and epoch (device); masks: [masks,
-// ceil(vocab / 32)] and ready: device-readable (pinned host memory: masks read uncached, ready
-// with acquire order at system scope, polled until it reaches *epoch).
+// logits: [rows, vocab] f32; mask_index: [rows] (device); masks: [masks, ceil(vocab / 32)]
+// (device).
 Status mask_rows(float* logits, int rows, int vocab, const int32_t* mask_index,
-                 const uint32_t* masks, const uint32_t* ready, const int32_t* epoch,
-                 StreamHandle stream);
+                 const uint32_t* masks, StreamHandle stream);
 
 // The most top-k / top-p candidates sample_rows sorts at once in shared memory (64 KiB of
 // keys).
