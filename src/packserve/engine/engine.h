@@ -49,7 +49,7 @@ inline constexpr size_t kMaxLogitBias = 1024;
 // match a constraint (grammar/grammar.h). Tokens that cannot continue a match get -inf before
 // the draw (the logprobs are then those of the masked row, as vLLM's), EOS may be drawn only
 // where the output is a complete match, and the request ends with "stop" where nothing may
-// follow. Such rows are drawn on the host from the row's logits.
+// follow. The masks go to the backend with the rows (ForwardBatch::masks, model/forward.h).
 struct StructuredOutput {
   enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kRegex, kChoice };
   Kind kind = Kind::kNone;
