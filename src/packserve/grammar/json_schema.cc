@@ -1,11 +1,11 @@
 // json_schema.cc: see json_schema.h. One recursive pass over the schema (class Compiler)
 // builds each node's regex from its children's; every fragment it returns can be
-// concatenated as is (a top-level alternation is wrapped in (?:...)). Helpers below it:
-// integer ranges as digit-range regexes, and the rewrite of `pattern` into JSON-safe form.
+// concatenated as is (a top-level alternation is wrapped in (?:...)). Integer ranges as
+// digit-range regexes are integer_range.h's, the rewrite of `pattern` into JSON-safe form is
+// json_schema_pattern.h's, and the helpers they share with this file json_schema_internal.h's.
 #include "packserve/grammar/json_schema.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -16,15 +16,25 @@
 #include <vector>
 
 #include "packserve/common/json_depth.h"
+#include "packserve/grammar/integer_range.h"
+#include "packserve/grammar/json_schema_internal.h"
+#include "packserve/grammar/json_schema_pattern.h"
 #include "packserve/grammar/regex.h"
-#include "packserve/tokenizer/utf8.h"
 
 namespace packserve::grammar {
 namespace {
 
+using detail::alternation;
+using detail::bad;
+using detail::integer_range;
+using detail::kMaxIntegerBound;
+using detail::parse_hex;
+using detail::repeat;
+using detail::translate_pattern;
+using detail::unsupported;
+
 using Json = nlohmann::ordered_json;
 
-constexpr std::string_view kInteger = "-?(?:0|[1-9][0-9]*)";
 constexpr std::string_view kFraction = R"((?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)";
 constexpr std::string_view kPositiveNumber =
     R"((?:[1-9][0-9]*(?:\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)(?:[eE][+-]?[0-9]+)?)";
@@ -34,7 +44,6 @@ constexpr std::string_view kTime =
     R"((?:[Zz]|[+\-](?:[01][0-9]|2[0-3]):[0-5][0-9])))";
 constexpr std::string_view kUuid =
     "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
-constexpr int64_t kMaxIntegerBound = 1000000000000000000;  // 10^18
 
 constexpr std::string_view kAnnotations[] = {
     "title",    "description", "default",  "examples",  "$schema", "$id",
@@ -83,15 +92,6 @@ std::string describe(const Json& value) {
   return text;
 }
 
-std::string prefix(const std::string& pointer) {
-  return "json_schema: " + (pointer.empty() ? std::string("(root)") : pointer) + ": ";
-}
-Status bad(const std::string& pointer, const std::string& what) {
-  return invalid_argument(prefix(pointer) + what);
-}
-Status unsupported(const std::string& pointer, const std::string& what) {
-  return unimplemented(prefix(pointer) + what);
-}
 Status no_keyword(const std::string& pointer, std::string_view keyword) {
   return unsupported(pointer, "keyword \"" + std::string(keyword) + "\" is not supported");
 }
@@ -104,30 +104,6 @@ std::string regex_literal(std::string_view text) {
     out += c;
   }
   return out;
-}
-
-std::string alternation(std::vector<std::string> alternatives) {
-  std::vector<std::string> unique;
-  for (auto& a : alternatives) {
-    if (std::find(unique.begin(), unique.end(), a) == unique.end()) unique.push_back(std::move(a));
-  }
-  if (unique.size() == 1) return unique[0];
-  std::string out = "(?:";
-  for (std::size_t i = 0; i < unique.size(); ++i) out += (i ? "|" : "") + unique[i];
-  return out + ")";
-}
-
-// `atom` (one regex atom) repeated min..max times (max nullopt: unbounded); "" when max == 0.
-std::string repeat(const std::string& atom, int64_t min, std::optional<int64_t> max) {
-  if (max && *max == 0) return "";
-  if (!max) {
-    if (min == 0) return atom + "*";
-    if (min == 1) return atom + "+";
-    return atom + "{" + std::to_string(min) + ",}";
-  }
-  if (min == *max) return min == 1 ? atom : atom + "{" + std::to_string(min) + "}";
-  if (min == 0 && *max == 1) return atom + "?";
-  return atom + "{" + std::to_string(min) + "," + std::to_string(*max) + "}";
 }
 
 // A count keyword (minLength, maxItems, ...): a non-negative integer (5.0 counts as 5).
@@ -262,421 +238,6 @@ bool matches_type(const Json& v, std::string_view type) {
   if (type == "null") return v.is_null();
   if (type == "object") return v.is_object();
   return v.is_array();
-}
-
-// ---- integers in a range ------------------------------------------------------------------
-
-std::string digit_class(char lo, char hi) {
-  if (lo == hi) return std::string(1, lo);
-  if (lo == '0' && hi == '9') return "[0-9]";
-  return std::string("[") + lo + "-" + hi + "]";
-}
-
-// Alternatives matching the decimal strings in [lo, hi] (same length, lo <= hi), after `head`.
-void same_length_range(const std::string& lo, const std::string& hi, const std::string& head,
-                       std::vector<std::string>& out) {
-  const std::size_t n = lo.size();
-  if (n == 0) {
-    out.push_back(head);
-    return;
-  }
-  if (lo[0] == hi[0]) {
-    same_length_range(lo.substr(1), hi.substr(1), head + lo[0], out);
-    return;
-  }
-  const std::string lo_rest = lo.substr(1);
-  const std::string hi_rest = hi.substr(1);
-  const bool lo_rest_min = lo_rest.find_first_not_of('0') == std::string::npos;
-  const bool hi_rest_max = hi_rest.find_first_not_of('9') == std::string::npos;
-  const char mid_lo = lo_rest_min ? lo[0] : static_cast<char>(lo[0] + 1);
-  const char mid_hi = hi_rest_max ? hi[0] : static_cast<char>(hi[0] - 1);
-  if (!lo_rest_min) same_length_range(lo_rest, std::string(n - 1, '9'), head + lo[0], out);
-  if (mid_lo <= mid_hi) {
-    out.push_back(head + digit_class(mid_lo, mid_hi) + repeat("[0-9]", n - 1, n - 1));
-  }
-  if (!hi_rest_max) same_length_range(std::string(n - 1, '0'), hi_rest, head + hi[0], out);
-}
-
-uint64_t pow10(int exponent) {
-  uint64_t p = 1;
-  for (int i = 0; i < exponent; ++i) p *= 10;
-  return p;
-}
-
-// Alternatives matching the canonical decimals (no sign, no leading zero) in [lo, hi].
-std::vector<std::string> magnitude_range(uint64_t lo, std::optional<uint64_t> hi) {
-  const int lo_digits = static_cast<int>(std::to_string(lo).size());
-  if (!hi) {
-    if (lo == 0) return {"0", "[1-9][0-9]*"};
-    // Numbers with more digits than lo are all in; a power of ten needs nothing else.
-    std::string longer = repeat("[1-9]", 1, 1) + repeat("[0-9]", lo_digits, std::nullopt);
-    if (lo == pow10(lo_digits - 1)) return {"[1-9]" + repeat("[0-9]", lo_digits - 1, std::nullopt)};
-    std::vector<std::string> out = magnitude_range(lo, pow10(lo_digits) - 1);
-    out.push_back(longer);
-    return out;
-  }
-  std::vector<std::string> out;
-  const int hi_digits = static_cast<int>(std::to_string(*hi).size());
-  for (int n = lo_digits; n <= hi_digits; ++n) {
-    const uint64_t first = std::max(lo, n == 1 ? 0 : pow10(n - 1));
-    const uint64_t last = std::min(*hi, pow10(n) - 1);
-    same_length_range(std::to_string(first), std::to_string(last), "", out);
-  }
-  return out;
-}
-
-// The integers in [lo, hi] (nullopt: unbounded), lo <= hi, |bounds| <= kMaxIntegerBound.
-std::string integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi) {
-  if (!lo && !hi) return std::string(kInteger);
-  std::vector<std::string> alternatives;
-  if (!lo || *lo < 0) {
-    const uint64_t mag_lo = (hi && *hi < 0) ? static_cast<uint64_t>(-*hi) : 1;
-    std::optional<uint64_t> mag_hi;
-    if (lo) mag_hi = static_cast<uint64_t>(-*lo);
-    alternatives.push_back("-" + alternation(magnitude_range(mag_lo, mag_hi)));
-  }
-  if (!hi || *hi >= 0) {
-    std::optional<uint64_t> mag_hi;
-    if (hi) mag_hi = static_cast<uint64_t>(*hi);
-    for (auto& a : magnitude_range(lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0, mag_hi)) {
-      alternatives.push_back(std::move(a));
-    }
-  }
-  return alternation(std::move(alternatives));
-}
-
-// ---- pattern ------------------------------------------------------------------------------
-
-// Characters a JSON string must escape: '"', '\' and the controls.
-bool json_special(uint32_t c) { return c < 0x20 || c == '"' || c == '\\'; }
-
-// The regex of the JSON escape of special character c, as one atom.
-std::string escaped_atom(uint32_t c) {
-  switch (c) {
-    case '"':
-      return R"((?:\\"))";
-    case '\\':
-      return R"((?:\\\\))";
-    case '\n':
-      return R"((?:\\n))";
-    case '\r':
-      return R"((?:\\r))";
-    case '\t':
-      return R"((?:\\t))";
-    case '\b':
-      return R"((?:\\b))";
-    case '\f':
-      return R"((?:\\f))";
-    default: {
-      static constexpr char kHex[] = "0123456789abcdef";
-      return std::string(R"((?:\\u00)") + kHex[c >> 4] + kHex[c & 15] + ")";
-    }
-  }
-}
-
-// One UTF-8 character at p[i]: its code point and byte count (0 when invalid).
-std::pair<uint32_t, std::size_t> decode_utf8(std::string_view p, std::size_t i) {
-  char32_t cp = 0;
-  const std::size_t n = tokenizer::valid_sequence_length(p.substr(i), &cp);
-  return {static_cast<uint32_t>(cp), n};
-}
-
-std::optional<uint32_t> parse_hex(std::string_view p, std::size_t at, std::size_t digits) {
-  if (at + digits > p.size()) return std::nullopt;
-  uint32_t v = 0;
-  for (std::size_t k = 0; k < digits; ++k) {
-    const char c = p[at + k];
-    const int d = (c >= '0' && c <= '9')   ? c - '0'
-                  : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                  : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                           : -1;
-    if (d < 0) return std::nullopt;
-    v = v * 16 + static_cast<uint32_t>(d);
-  }
-  return v;
-}
-
-// One character (or shorthand) of a pattern: what the source says, at p[i].
-struct PatternChar {
-  enum class Kind { kCodePoint, kShorthand } kind = Kind::kCodePoint;
-  uint32_t code_point = 0;  // kCodePoint
-  char shorthand = 0;       // kShorthand: d w s D W S
-  std::size_t length = 0;   // source bytes
-};
-
-// Reads one (possibly escaped) character; `in_class` reads \b as backspace.
-Result<PatternChar> read_char(std::string_view p, std::size_t i, bool in_class,
-                              const std::string& pointer) {
-  const std::string where = "at byte " + std::to_string(i) + ": ";
-  if (p[i] != '\\') {
-    auto [cp, n] = decode_utf8(p, i);
-    if (n == 0) return bad(pointer, where + "invalid UTF-8");
-    return PatternChar{PatternChar::Kind::kCodePoint, cp, 0, n};
-  }
-  if (i + 1 >= p.size()) return bad(pointer, where + "trailing backslash");
-  const char e = p[i + 1];
-  auto code = [](uint32_t cp, std::size_t n) {
-    return PatternChar{PatternChar::Kind::kCodePoint, cp, 0, n};
-  };
-  switch (e) {
-    case 'd':
-    case 'w':
-    case 's':
-    case 'D':
-    case 'W':
-    case 'S':
-      return PatternChar{PatternChar::Kind::kShorthand, 0, e, 2};
-    case 'n':
-      return code('\n', 2);
-    case 'r':
-      return code('\r', 2);
-    case 't':
-      return code('\t', 2);
-    case 'f':
-      return code('\f', 2);
-    case 'v':
-      return code('\v', 2);
-    case '0':
-      return code(0, 2);
-    case 'x':
-    case 'u':
-    case 'U': {
-      const std::size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-      auto v = parse_hex(p, i + 2, digits);
-      // A \u high surrogate followed by a \u low one is one code point (as in regex.h).
-      if (v && e == 'u' && *v >= 0xD800 && *v <= 0xDBFF && p.substr(i + 6, 2) == "\\u") {
-        auto low = parse_hex(p, i + 8, 4);
-        if (low && *low >= 0xDC00 && *low <= 0xDFFF) {
-          return code(0x10000 + ((*v - 0xD800) << 10) + (*low - 0xDC00), 12);
-        }
-      }
-      if (!v || (*v >= 0xD800 && *v <= 0xDFFF) || *v > 0x10FFFF) {
-        return bad(pointer, where + "bad escape \\" + e + " (expected " + std::to_string(digits) +
-                                " hex digits of a code point)");
-      }
-      return code(*v, 2 + digits);
-    }
-    case 'b':
-      if (in_class) return code('\b', 2);
-      return unsupported(pointer, where + "word boundary \\b is not supported");
-    default:
-      break;
-  }
-  if (static_cast<unsigned char>(e) >= 0x80) {
-    auto [cp, n] = decode_utf8(p, i + 1);
-    if (n == 0) return bad(pointer, where + "invalid UTF-8");
-    return code(cp, 1 + n);
-  }
-  if (std::isalnum(static_cast<unsigned char>(e))) {
-    return unsupported(pointer, where + "escape \\" + std::string(1, e) +
-                                    " is not supported (backreferences, \\B, \\p, ...)");
-  }
-  return code(static_cast<uint32_t>(e), 2);
-}
-
-// A class body [lo, hi] item, with the source text of each end (for re-emitting).
-struct ClassItem {
-  PatternChar lo, hi;
-  std::string_view lo_text, hi_text;
-};
-
-// A class member at a position where `-`, `]`, `[` and `^` must be escaped; `text`, when set,
-// is its source spelling (kept for non-ASCII characters and escapes).
-std::string class_char(uint32_t c, std::string_view text) {
-  if (!text.empty() && text[0] == '\\') return std::string(text);
-  if (c < 0x80 && std::string_view("\\]-^[").find(static_cast<char>(c)) != std::string_view::npos) {
-    return std::string("\\") + static_cast<char>(c);
-  }
-  return text.empty() ? std::string(1, static_cast<char>(c)) : std::string(text);
-}
-
-// Rewrites the class starting at p[i] == '['; sets `end` past its ']'.
-Result<std::string> translate_class(std::string_view p, std::size_t i, std::size_t& end,
-                                    const std::string& pointer) {
-  const std::size_t start = i;
-  ++i;
-  const bool negated = i < p.size() && p[i] == '^';
-  if (negated) ++i;
-  const std::size_t body_start = i;
-  std::vector<ClassItem> items;
-  while (true) {
-    if (i >= p.size()) return bad(pointer, "at byte " + std::to_string(start) + ": unterminated [");
-    if (p[i] == ']' && i != body_start) break;
-    PS_ASSIGN_OR_RETURN(PatternChar lo, read_char(p, i, true, pointer));
-    ClassItem item{lo, lo, p.substr(i, lo.length), p.substr(i, lo.length)};
-    i += lo.length;
-    if (i + 1 < p.size() && p[i] == '-' && p[i + 1] != ']') {
-      PS_ASSIGN_OR_RETURN(PatternChar hi, read_char(p, i + 1, true, pointer));
-      if (lo.kind != PatternChar::Kind::kCodePoint || hi.kind != PatternChar::Kind::kCodePoint ||
-          hi.code_point < lo.code_point) {
-        return bad(pointer, "at byte " + std::to_string(i) + ": bad class range");
-      }
-      item.hi = hi;
-      item.hi_text = p.substr(i + 1, hi.length);
-      i += 1 + hi.length;
-    }
-    items.push_back(item);
-  }
-  end = i + 1;
-  const std::string_view body = p.substr(body_start, i - body_start);
-  // Which JSON-special characters the class holds (uniform over the controls but \t \n \r).
-  auto holds = [&](uint32_t c) {
-    bool in = false;
-    for (const ClassItem& it : items) {
-      if (it.lo.kind == PatternChar::Kind::kShorthand) {
-        const char s = it.lo.shorthand;
-        const bool space = c == ' ' || (c >= '\t' && c <= '\r');
-        const bool word =
-            (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-        const bool digit = c >= '0' && c <= '9';
-        in |= (s == 's' && space) || (s == 'S' && !space) || (s == 'w' && word) ||
-              (s == 'W' && !word) || (s == 'd' && digit) || (s == 'D' && !digit);
-      } else {
-        in |= it.lo.code_point <= c && c <= it.hi.code_point;
-      }
-    }
-    return in != negated;
-  };
-  std::string escapes;  // the JSON escape letters this class allows
-  for (auto [c, letter] : {std::pair<uint32_t, const char*>{'"', "\""},
-                           {'\\', "\\\\"},
-                           {'\t', "t"},
-                           {'\n', "n"},
-                           {'\r', "r"}}) {
-    if (holds(c)) escapes += letter;
-  }
-  std::string raw;  // the class less the JSON-special characters
-  if (negated) {
-    // The body no longer starts the class: a leading ']' or '-' must be escaped.
-    const bool lead = !body.empty() && (body[0] == ']' || body[0] == '-');
-    raw = R"([^"\\\x00-\x1F)" + std::string(lead ? "\\" : "") + std::string(body) + "]";
-  } else {
-    bool needs_rewrite = false;
-    for (uint32_t c = 0; c < 0x20; ++c) needs_rewrite |= holds(c);
-    needs_rewrite |= holds('"') || holds('\\');
-    if (!needs_rewrite) {
-      raw = std::string(p.substr(start, end - start));
-    } else {
-      std::string rebuilt;
-      for (const ClassItem& it : items) {
-        if (it.lo.kind == PatternChar::Kind::kShorthand) {
-          const char s = it.lo.shorthand;
-          if (s == 'D' || s == 'W' || s == 'S') {
-            return unsupported(pointer, std::string("\\") + s +
-                                            " inside a class that also holds characters JSON "
-                                            "must escape is not supported");
-          }
-          rebuilt += s == 's' ? std::string(" ") : std::string(it.lo_text);
-          continue;
-        }
-        // Split [lo, hi] around the specials 0x00-0x1F, 0x22 and 0x5C.
-        uint32_t lo = std::max<uint32_t>(it.lo.code_point, 0x20);
-        const uint32_t hi = it.hi.code_point;
-        for (uint32_t cut : {uint32_t{0x22}, uint32_t{0x5C}, uint32_t{0x110000}}) {
-          const uint32_t piece_hi = std::min(hi, cut - 1);
-          if (lo <= piece_hi) {
-            rebuilt += class_char(lo, lo == it.lo.code_point ? it.lo_text : "");
-            if (piece_hi != lo) {
-              rebuilt += "-" + class_char(piece_hi, piece_hi == hi ? it.hi_text : "");
-            }
-          }
-          lo = std::max(lo, cut + 1);
-        }
-      }
-      if (!rebuilt.empty()) raw = "[" + rebuilt + "]";
-    }
-  }
-  if (escapes.empty()) {
-    if (raw.empty())
-      return bad(pointer, "class at byte " + std::to_string(start) +
-                              " matches "
-                              "no character a JSON string can hold");
-    return raw;
-  }
-  const std::string escape = R"(\\)" + (escapes.size() == 1 ? escapes : "[" + escapes + "]");
-  return raw.empty() ? "(?:" + escape + ")" : "(?:" + raw + "|" + escape + ")";
-}
-
-// The regex of a JSON string's content for schema `pattern` (see json_schema.h).
-Result<std::string> translate_pattern(std::string_view p, const std::string& pointer) {
-  if (!p.empty() && p.front() == '^') p.remove_prefix(1);
-  if (!p.empty() && p.back() == '$') {
-    std::size_t backslashes = 0;
-    while (backslashes + 1 < p.size() && p[p.size() - 2 - backslashes] == '\\') ++backslashes;
-    if (backslashes % 2 == 0) p.remove_suffix(1);
-  }
-  std::string out;
-  int depth = 0;
-  std::size_t i = 0;
-  while (i < p.size()) {
-    const char c = p[i];
-    const std::string where = "at byte " + std::to_string(i) + ": ";
-    if (c == '[') {
-      std::size_t end = 0;
-      PS_ASSIGN_OR_RETURN(std::string cls, translate_class(p, i, end, pointer));
-      out += cls;
-      i = end;
-    } else if (c == '(') {
-      const std::string_view rest = p.substr(i);
-      std::size_t skip = 1;
-      if (rest.starts_with("(?:")) {
-        skip = 3;
-      } else if (rest.starts_with("(?P<") ||
-                 (rest.starts_with("(?<") && !rest.starts_with("(?<=") &&
-                  !rest.starts_with("(?<!"))) {
-        const std::size_t close = rest.find('>');
-        if (close == std::string_view::npos) return bad(pointer, where + "unterminated group name");
-        skip = close + 1;
-      } else if (rest.starts_with("(?")) {
-        return unsupported(pointer, where + "group \"" + std::string(rest.substr(0, 3)) +
-                                        "\" is not supported (lookaround, flags)");
-      }
-      out += "(?:";
-      ++depth;
-      i += skip;
-    } else if (c == ')') {
-      if (depth == 0) return bad(pointer, where + "unmatched ')'");
-      --depth;
-      out += ')';
-      ++i;
-    } else if (c == '^' || c == '$') {
-      return unsupported(pointer, where + "anchor '" + std::string(1, c) +
-                                      "' is supported only at the start or end");
-    } else if (c == '.') {
-      out += R"((?:[^"\\\x00-\x1F]|\\["\\rt]))";
-      ++i;
-    } else if (c == '\\' || c == '"' || static_cast<unsigned char>(c) < 0x20) {
-      PS_ASSIGN_OR_RETURN(PatternChar pc, read_char(p, i, false, pointer));
-      if (pc.kind == PatternChar::Kind::kShorthand) {
-        switch (pc.shorthand) {
-          case 's':
-            out += R"((?: |\\[tnr]))";
-            break;
-          case 'S':
-            out += R"((?:[^ "\\\x00-\x1F]|\\["\\]))";
-            break;
-          case 'D':
-            out += R"((?:[^0-9"\\\x00-\x1F]|\\["\\tnr]))";
-            break;
-          case 'W':
-            out += R"((?:[^0-9A-Za-z_"\\\x00-\x1F]|\\["\\tnr]))";
-            break;
-          default:
-            out += "\\" + std::string(1, pc.shorthand);
-        }
-      } else if (json_special(pc.code_point)) {
-        out += escaped_atom(pc.code_point);
-      } else {
-        out += std::string(p.substr(i, pc.length));
-      }
-      i += pc.length;
-    } else {
-      out += c;
-      ++i;
-    }
-  }
-  if (depth != 0) return bad(pointer, "unmatched '('");
-  return out;
 }
 
 // ---- the compiler -------------------------------------------------------------------------
