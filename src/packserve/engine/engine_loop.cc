@@ -35,7 +35,6 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     fb.score_targets.clear();
     fb.score_top.clear();
     fb.mask_index.clear();
-    fb.masks.clear();
     fb.page_copies = batch.page_copies;
     score_jobs.clear();
     rows.clear();
@@ -95,9 +94,11 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     // The masks are filled on the sampler threads while the backend runs the step
     // (ForwardBatch::fill_masks): masks holds only their size.
     fb.fill_masks = nullptr;
-    if (!masked_rows.empty()) {
+    if (masked_rows.empty()) {
+      fb.masks.clear();
+    } else {
       const auto words = static_cast<size_t>(model::mask_words(impl.vocab_size));
-      fb.masks.resize(masked_rows.size() * words);
+      fb.masks.resize(masked_rows.size() * words);  // (no fill beyond the last step's size)
       fb.fill_masks = [this, words](std::span<uint32_t> dest) {
         impl.sampler_pool->run(static_cast<int64_t>(masked_rows.size()), [&](int64_t j) {
           const auto k = static_cast<size_t>(j);
@@ -262,9 +263,9 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     size_t sequence;  // index in the batch
     LiveRequest* request;
   };
-  std::vector<SampleRow> rows;         // this step's kOutputLogits rows, in logits order
-  std::vector<SampleRow> argmax_rows;  // this step's kOutputArgmax rows, in argmax order
-  std::vector<SampleRow> draw_rows;    // this step's kOutputSample rows, in sampled order
+  std::vector<SampleRow> rows;            // this step's kOutputLogits rows, in logits order
+  std::vector<SampleRow> argmax_rows;     // this step's kOutputArgmax rows, in argmax order
+  std::vector<SampleRow> draw_rows;       // this step's kOutputSample rows, in sampled order
   std::vector<LiveRequest*> masked_rows;  // the argmax and draw rows' masks, in masks order
   struct ScoreJob {
     LiveRequest* request;

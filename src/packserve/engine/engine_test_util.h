@@ -128,8 +128,8 @@ class FakeBackend : public model::ForwardBackend {
       fake_logits(context, next_(context), vocab, row.data());
       if (!batch.mask_index.empty() && batch.mask_index[r] >= 0) {  // forward.h: masked first
         const auto words = static_cast<size_t>(model::mask_words(vocab));
-        model::mask_logits(row, std::span<const uint32_t>(masks)
-                                    .subspan(static_cast<size_t>(batch.mask_index[r]) * words, words));
+        model::mask_logits(row, std::span<const uint32_t>(masks).subspan(
+                                    static_cast<size_t>(batch.mask_index[r]) * words, words));
         ++num_masked_rows;
       }
       if (batch.samples[r] == model::kOutputArgmax) {
@@ -176,10 +176,10 @@ class FakeBackend : public model::ForwardBackend {
     s.capture_seconds = 0.5 * static_cast<double>(num_forwards_entered_);
     return s;
   }
-  std::atomic<int64_t> num_argmax_rows{0};  // rows served as kOutputArgmax so far
-  std::atomic<int64_t> num_sample_rows{0};  // rows served as kOutputSample so far
-  std::atomic<int64_t> num_scored_rows{0};  // rows scored (ForwardBatch::score_*) so far
-  std::atomic<int64_t> num_masked_rows{0};  // argmax and sample rows masked so far
+  std::atomic<int64_t> num_argmax_rows{0};      // rows served as kOutputArgmax so far
+  std::atomic<int64_t> num_sample_rows{0};      // rows served as kOutputSample so far
+  std::atomic<int64_t> num_scored_rows{0};      // rows scored (ForwardBatch::score_*) so far
+  std::atomic<int64_t> num_masked_rows{0};      // argmax and sample rows masked so far
   std::atomic<int64_t> num_late_mask_fills{0};  // forwards that called ForwardBatch::fill_masks
   // Return vocab_size (out of range) as the argmax, -1 as a sampled id and one alternative
   // fewer than a draw's top_logprobs.

@@ -21,16 +21,15 @@
 // logprob and top_logprobs are those of the masked row (vLLM's structured-output logprobs), and
 // adjusts apply after it. A row whose mask allows nothing is all -inf (argmax 0, a draw's
 // "maximum infinite" rule of sample_draw.h). With fill_masks set, masks only gives their number
-// (its size; its contents are not read): the backend calls fill_masks(dest) exactly once per
-// forward() with masks that passes validation, on the calling thread, once it has started the work that
-// does not need the masks (the CUDA backend: the layers up to the LM head, so the masks are
-// computed while the GPU runs them), and reads dest as masks.
-// Scored rows (prompt logprobs): request r's first score_indptr[r+1] - score_indptr[r] rows
-// also return score_row(raw logits of the row, target, score_top[r]) of common/sample_draw.h,
-// the target being the next prompt token; whether or not the request's last row samples.
-// page_copies (copy-on-write, kv_cache.h) run before anything else.
-// Failure contract: an error leaves the KV of pages not written by this batch unchanged.
-// Thread-safety: one thread drives a backend.
+// (its size; its contents are not read): the backend calls fill_masks(dest) once per forward()
+// with masks (not when the step fails before), on the calling thread, once it has started the
+// work that does not need the masks (the CUDA backend: the layers up to the LM head, so the masks
+// are computed while the GPU runs them), and reads dest as masks. Scored rows (prompt logprobs):
+// request r's first score_indptr[r+1] - score_indptr[r] rows also return score_row(raw logits of
+// the row, target, score_top[r]) of common/sample_draw.h, the target being the next prompt token;
+// whether or not the request's last row samples. page_copies (copy-on-write, kv_cache.h) run before
+// anything else. Failure contract: an error leaves the KV of pages not written by this batch
+// unchanged. Thread-safety: one thread drives a backend.
 #pragma once
 
 #include <cstdint>

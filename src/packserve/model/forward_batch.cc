@@ -62,8 +62,8 @@ Status check_masks(const ForwardBatch& b, const ModelConfig& config) {
                               ": expected -1 or a mask in [0, " + str(num_masks) + ")");
     }
     if (b.samples[r] != kOutputArgmax && b.samples[r] != kOutputSample) {
-      return invalid_argument("mask_index[" + str(r) + "] = " + str(k) + " with samples[" +
-                              str(r) + "] = " + str(b.samples[r]) +
+      return invalid_argument("mask_index[" + str(r) + "] = " + str(k) + " with samples[" + str(r) +
+                              "] = " + str(b.samples[r]) +
                               ", expected -1 (masks apply to argmax or sample rows, samples = 2 "
                               "or 3)");
     }

@@ -190,7 +190,10 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
        "mask_index[1] = 1: expected -1 or a mask in [0, 1)"},
       {"mask index negative", [](ForwardBatch& x) { mask_row(x), x.mask_index[1] = -2; },
        "mask_index[1] = -2: expected -1 or a mask in [0, 1)"},
-      {"mask of a logits row", [](ForwardBatch& x) { mask_row(x), x.mask_index = {0, 0}; },
+      {"mask of a logits row",
+       [](ForwardBatch& x) {
+         mask_row(x), x.mask_index = {0, 0};
+       },
        "mask_index[0] = 0 with samples[0] = 1, expected -1 (masks apply to argmax or sample rows"},
       {"kv_len < q_len", [](ForwardBatch& x) { x.kv_len[1] = 2; }, "kv_len[1] = 2"},
       {"too few pages", [](ForwardBatch& x) { x.kv_len[1] = 17; },

@@ -365,22 +365,24 @@ TEST_P(ForwardCpuArch, MaskedRowsDrawFromTheirMaskedLogits) {
     return row;
   };
   EXPECT_EQ(got.logits, std::vector<float>(raw.logits.begin() + 2 * v, raw.logits.begin() + 3 * v));
-  EXPECT_EQ(got.argmax, (std::vector<int32_t>{argmax_lowest(masked_row(0)),
-                                              argmax_lowest(masked_row(4)),
-                                              argmax_lowest(masked_row(5))}));
+  EXPECT_EQ(got.argmax,
+            (std::vector<int32_t>{argmax_lowest(masked_row(0)), argmax_lowest(masked_row(4)),
+                                  argmax_lowest(masked_row(5))}));
   EXPECT_EQ(got.argmax[1], 0);  // mask 2 allows nothing
   EXPECT_NE(argmax_lowest(masked_row(0)), argmax_lowest(masked_row(5)));
   ASSERT_EQ(got.sampled.size(), 2u);
   for (const auto& [j, i] : {std::pair{size_t{0}, size_t{1}}, std::pair{size_t{1}, size_t{3}}}) {
     SCOPED_TRACE(i);
     const std::vector<float> row = masked_row(i);
-    const std::span<const LogitAdjust> a(adjusts.data() + adjust_indptr[i],
-                                         static_cast<size_t>(adjust_indptr[i + 1] - adjust_indptr[i]));
+    const std::span<const LogitAdjust> a(
+        adjusts.data() + adjust_indptr[i],
+        static_cast<size_t>(adjust_indptr[i + 1] - adjust_indptr[i]));
     const SampleResult want = sample_draw_adjusted(row, a, draws[i]);
     EXPECT_EQ(got.sampled[j], want.token_id);
     // The LM head's rows sit in another order here than in `raw` (last bits may differ).
     EXPECT_NEAR(got.sampled_logprobs[j], want.logprob, 1e-5);
-    const size_t bit = static_cast<size_t>(mask_index[i]) * words * 32 + static_cast<size_t>(want.token_id);
+    const size_t bit =
+        static_cast<size_t>(mask_index[i]) * words * 32 + static_cast<size_t>(want.token_id);
     EXPECT_TRUE((masks[bit / 32] >> (bit % 32)) & 1u) << want.token_id;
     const std::vector<TopLogprob> top = top_logprobs(row, draws[i].top_logprobs);
     ASSERT_EQ(got.top_logprobs[j].size(), top.size());

@@ -115,8 +115,8 @@ void expect_same_step(Backends& be, const ForwardBatch& step, int num_layers, co
     if (!step.mask_index.empty() && step.mask_index[r] >= 0) {
       const auto words = static_cast<size_t>(mask_words(static_cast<int64_t>(V)));
       masked.assign(logits.begin(), logits.end());
-      mask_logits(masked, std::span<const uint32_t>(masks)
-                              .subspan(static_cast<size_t>(step.mask_index[r]) * words, words));
+      mask_logits(masked, std::span<const uint32_t>(masks).subspan(
+                              static_cast<size_t>(step.mask_index[r]) * words, words));
       logits = masked;
     }
     if (s == kOutputArgmax) {
@@ -413,8 +413,11 @@ TEST(CudaForwardGraph, MaskedRowsReplayNewMasks) {
   const auto decode = [&](std::vector<int> order) {
     ForwardBatch s;
     const uint8_t kinds[4] = {kOutputArgmax, kOutputSample, kOutputLogits, kOutputSample};
-    for (int i = 0; i < 4; ++i) add(s, q[static_cast<size_t>(order[static_cast<size_t>(i)])], 1, kinds[i]);
-    s.draws = {{}, {1.0f / 0.8f, 0.0f, 0.37, 1.0, 0, 0, 1, 5}, {}, {1.0f, 0.0f, 0.71, 0.9, 0, 0, 1, 3}};
+    for (int i = 0; i < 4; ++i) {
+      add(s, q[static_cast<size_t>(order[static_cast<size_t>(i)])], 1, kinds[i]);
+    }
+    s.draws = {
+        {}, {1.0f / 0.8f, 0.0f, 0.37, 1.0, 0, 0, 1, 5}, {}, {1.0f, 0.0f, 0.71, 0.9, 0, 0, 1, 3}};
     return s;
   };
   ForwardBatch s0 = decode({0, 1, 2, 3});

@@ -167,8 +167,8 @@ Status CudaForwardBackend::Impl::enqueue_sampling(const GraphKey& key, const Met
     return timeline != nullptr ? timeline->mark(op, stream) : ok_status();
   };
   if (key.masked) {  // before any kernel reads the argmax and draw rows
-    PS_RETURN_IF_ERROR(cuda::mask_rows(logits_dev.as<float>(), S, static_cast<int>(V),
-                                       dm + m.mask, mask_dev.as<uint32_t>(), stream));
+    PS_RETURN_IF_ERROR(cuda::mask_rows(logits_dev.as<float>(), S, static_cast<int>(V), dm + m.mask,
+                                       mask_dev.as<uint32_t>(), stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kMask));
   }
   if (A > 0) {  // the argmax rows come after the logits rows, before the D draw rows
@@ -463,11 +463,10 @@ Status CudaForwardBackend::Impl::upload_masks(const ForwardBatch& batch) {
 
 Status CudaForwardBackend::Impl::reserve_masks(size_t words) {
   if (words <= mask_capacity && mask_capacity > 0) return ok_status();
-  const size_t capacity = std::max(
-      {words, 2 * mask_capacity,
-       kInitialMaskRows * static_cast<size_t>(mask_words(config.vocab_size))});
-  graphs.clear();
-  mask_capacity = 0;
+  const size_t capacity =
+      std::max({words, 2 * mask_capacity,
+                kInitialMaskRows * static_cast<size_t>(mask_words(config.vocab_size))});
+  mask_capacity = 0;  // (no graph reads the masks: a masked step's sampling runs eagerly)
   PS_RETURN_IF_ERROR(mask_dev.alloc(capacity * 4, "token masks"));
   PS_RETURN_IF_ERROR(mask_pinned.reserve(capacity * 4));
   mask_capacity = capacity;
