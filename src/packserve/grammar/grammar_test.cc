@@ -241,6 +241,38 @@ TEST(JsonSchemaGrammarTest, AnAutomatonOverTheCapNamesTheSchema) {
   EXPECT_TRUE(full_match(**ok, "\"abc\""));
 }
 
+// Every free-form form (json_schema.h) compiles to a grammar within the DFA caps; the matcher
+// takes a document at kMaxFreeFormDepth levels and stops at the byte that would open one more.
+TEST(JsonSchemaGrammarTest, FreeFormValuesCompileAndStopAtTheDepthBound) {
+  struct Case {
+    const char* schema;
+    std::string valid;
+    std::string too_deep;  // valid JSON, one container deeper than allowed
+    std::size_t too_deep_accepted_bytes;
+  };
+  const Case cases[] = {
+      {"true", R"({"a":[1,"x\"y"]})", R"({"a":[[1]]})", 6},
+      {"{}", "[ {} , null ]", "[[[]]]", 2},
+      {R"({"type":"object"})", R"({"k":{"j":-1.5e3}})", R"({"k":{"j":{}}})", 10},
+      {R"({"type":"object","additionalProperties":true})", "{}", R"({"k":[[]]})", 6},
+      {R"({"type":"array"})", R"([true,[false]])", R"([[[]]])", 2},
+      {R"({"type":"array","items":true,"maxItems":2})", "[1,{}]", R"([{"a":[]}])", 6},
+      {R"({"type":"object","additionalProperties":{"type":"integer"}})", R"({"a":1,"b":2})",
+       R"({"a":{}})", 5},
+      {R"({"type":"object","properties":{"name":{"type":"string"},"arguments":{"type":"object"}},)"
+       R"("required":["name","arguments"]})",
+       R"({"name":"f","arguments":{"x":[1]}})", R"({"name":"f","arguments":{"x":[[1]]}})", 30},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.schema);
+    const auto g = Grammar::json_schema(c.schema, byte_vocabulary());
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_TRUE(full_match(**g, c.valid)) << c.valid;
+    auto m = (*g)->matcher();
+    EXPECT_EQ(feed_bytes(*m, c.too_deep), c.too_deep_accepted_bytes) << c.too_deep;
+  }
+}
+
 // Random vocabularies over the bytes the grammars care about (multi-byte characters often
 // split across tokens), random walks through allowed tokens: every mask equals the brute-force
 // one, and replaying the walk (now from the cache) gives the same masks.

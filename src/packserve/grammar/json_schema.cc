@@ -2,7 +2,8 @@
 // builds each node's regex from its children's; every fragment it returns can be
 // concatenated as is (a top-level alternation is wrapped in (?:...)). Integer ranges as
 // digit-range regexes are integer_range.h's, the rewrite of `pattern` into JSON-safe form is
-// json_schema_pattern.h's, and the helpers they share with this file json_schema_internal.h's.
+// json_schema_pattern.h's, free-form JSON (objects of any keys, arrays of any values) is
+// json_schema_free_form.h's, and the helpers they share with this file json_schema_internal.h's.
 #include "packserve/grammar/json_schema.h"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "packserve/common/json_depth.h"
 #include "packserve/grammar/integer_range.h"
+#include "packserve/grammar/json_schema_free_form.h"
 #include "packserve/grammar/json_schema_internal.h"
 #include "packserve/grammar/json_schema_pattern.h"
 #include "packserve/grammar/regex.h"
@@ -26,8 +28,12 @@ namespace {
 
 using detail::alternation;
 using detail::bad;
+using detail::free_form_value;
 using detail::integer_range;
+using detail::json_string_regex;
+using detail::kJsonNumberRegex;
 using detail::kMaxIntegerBound;
+using detail::object_of;
 using detail::parse_hex;
 using detail::repeat;
 using detail::translate_pattern;
@@ -240,6 +246,19 @@ bool matches_type(const Json& v, std::string_view type) {
   return v.is_array();
 }
 
+// Whether `schema` allows any value: `true`, or an object of annotations only (and $defs /
+// definitions holding objects). `items` and `additionalProperties` read such a schema as absent.
+bool is_free_form(const Json& schema) {
+  if (schema.is_boolean()) return schema.get<bool>();
+  if (!schema.is_object()) return false;
+  for (const auto& [key, value] : schema.items()) {
+    if (one_of(key, kAnnotations)) continue;
+    if ((key == "$defs" || key == "definitions") && value.is_object()) continue;
+    return false;
+  }
+  return true;
+}
+
 // ---- the compiler -------------------------------------------------------------------------
 
 class Compiler {
@@ -307,9 +326,7 @@ Result<std::string> Compiler::compile_node(const Json& schema, const std::string
                                            int depth) {
   if (schema.is_boolean()) {
     if (!schema.get<bool>()) return bad(pointer, "schema false allows no value");
-    return unsupported(pointer,
-                       "schema true allows any value, which is not supported; use "
-                       "response_format {\"type\": \"json_object\"} for free-form JSON");
+    return free_form_value(kMaxFreeFormDepth);
   }
   if (!schema.is_object()) {
     return bad(pointer, "expected a schema (an object), got " + describe(schema));
@@ -331,12 +348,7 @@ Result<std::string> Compiler::compile_node(const Json& schema, const std::string
     }
     keywords.push_back(key);
   }
-  if (keywords.empty()) {
-    return unsupported(pointer,
-                       "a schema without constraints allows any value, which is not "
-                       "supported; use response_format {\"type\": \"json_object\"} for "
-                       "free-form JSON");
-  }
+  if (keywords.empty()) return free_form_value(kMaxFreeFormDepth);
   // $ref, anyOf, oneOf, allOf each stand alone (annotations aside).
   for (const std::string combinator : {"$ref", "anyOf", "oneOf", "allOf"}) {
     if (!schema.contains(combinator)) continue;
@@ -544,6 +556,7 @@ Result<std::string> Compiler::compile_string(const Json& schema, const std::stri
   if (max_length) {
     PS_RETURN_IF_ERROR(check_repeat(chars, *max_length, pointer, "maxLength", *max_length));
   }
+  if (min == 0 && !max_length) return json_string_regex();
   return "\"" + repeat(chars, min, max_length) + "\"";
 }
 
@@ -604,7 +617,7 @@ Result<std::string> Compiler::compile_number(bool integer, const Json& schema,
   PS_ASSIGN_OR_RETURN(std::vector<Bound> lower, read_bounds(schema, pointer, true));
   PS_ASSIGN_OR_RETURN(std::vector<Bound> upper, read_bounds(schema, pointer, false));
   if (!integer) {
-    const std::string number = "-?(?:0|[1-9][0-9]*)" + std::string(kFraction);
+    const std::string number(kJsonNumberRegex);
     if (!upper.empty()) {
       return unsupported(child(pointer, upper[0].keyword),
                          "bounds on \"number\" are not supported except minimum 0 or "
@@ -638,26 +651,27 @@ Result<std::string> Compiler::compile_number(bool integer, const Json& schema,
 
 Result<std::string> Compiler::compile_object(const Json& schema, const std::string& pointer,
                                              int depth) {
+  const Json* additional = nullptr;  // absent: any properties when `properties` is absent too
+  const std::string additional_at = child(pointer, "additionalProperties");
   if (auto it = schema.find("additionalProperties"); it != schema.end()) {
-    const std::string at = child(pointer, "additionalProperties");
     if (!it->is_boolean() && !it->is_object()) {
-      return bad(at, "expected a boolean or a schema, got " + describe(*it));
+      return bad(additional_at, "expected a boolean or a schema, got " + describe(*it));
     }
-    if (*it != false) {
-      return unsupported(at,
-                         "additional properties (true or a schema) are not supported; list "
-                         "every property in \"properties\" and set it to false");
-    }
+    additional = &*it;
   }
+  const bool closed = additional && *additional == false;
   auto props_it = schema.find("properties");
-  if (props_it == schema.end()) {
-    return unsupported(pointer,
-                       "an object without \"properties\" (a free-form object) is not "
-                       "supported; use response_format {\"type\": \"json_object\"}");
-  }
   const std::string props_at = child(pointer, "properties");
-  if (!props_it->is_object()) {
-    return bad(props_at, "expected an object of property schemas, got " + describe(*props_it));
+  if (props_it != schema.end()) {
+    if (additional && !closed) {
+      return unsupported(additional_at,
+                         "additional properties (true or a schema) beside \"properties\" are "
+                         "not supported; list every property in \"properties\" and set it to "
+                         "false, or drop \"properties\" for an object of any keys");
+    }
+    if (!props_it->is_object()) {
+      return bad(props_at, "expected an object of property schemas, got " + describe(*props_it));
+    }
   }
   std::set<std::string> required;
   if (auto it = schema.find("required"); it != schema.end()) {
@@ -665,6 +679,11 @@ Result<std::string> Compiler::compile_object(const Json& schema, const std::stri
     if (!it->is_array()) return bad(at, "expected a list of property names, got " + describe(*it));
     for (const Json& name : *it) {
       if (!name.is_string()) return bad(at, "expected property names, got " + describe(name));
+      if (props_it == schema.end()) {
+        return unsupported(at,
+                           "required properties of an object without \"properties\" are not "
+                           "supported; list them in \"properties\"");
+      }
       if (!props_it->contains(name.get<std::string>())) {
         return bad(at, "required property " + describe(name) + " is not in \"properties\"");
       }
@@ -672,6 +691,14 @@ Result<std::string> Compiler::compile_object(const Json& schema, const std::stri
         return bad(at, "property " + describe(name) + " is listed twice");
       }
     }
+  }
+  if (props_it == schema.end()) {  // an object of any keys
+    if (closed) return "\\{" + std::string(kJsonWs) + "\\}";
+    if (!additional || is_free_form(*additional)) {
+      return object_of(free_form_value(kMaxFreeFormDepth - 1));
+    }
+    PS_ASSIGN_OR_RETURN(std::string value, compile(*additional, additional_at, depth + 1));
+    return object_of(value);
   }
   const std::string ws(kJsonWs);
   const std::string sep = ws + "," + ws;
@@ -736,12 +763,14 @@ Result<std::string> Compiler::compile_array(const Json& schema, const std::strin
     if (items_it->is_array()) {  // draft 4-7 tuple
       prefix = &*items_it;
       prefix_at = at;
+    } else if (is_free_form(*items_it)) {
+      item = free_form_value(kMaxFreeFormDepth - 1);
     } else if (*items_it != false) {
       PS_ASSIGN_OR_RETURN(std::string regex, compile(*items_it, at, depth + 1));
       item = std::move(regex);
     }
-  } else if (!prefix) {
-    return unsupported(pointer, "an array without \"items\" (of any values) is not supported");
+  } else if (!prefix) {  // an array of any values
+    item = free_form_value(kMaxFreeFormDepth - 1);
   }
   const std::string ws(kJsonWs);
   const std::string sep = ws + "," + ws;

@@ -7,7 +7,8 @@
 //   - whitespace (kJsonWs) wherever JSON allows it inside a container (after `{` and `[`,
 //     around `:` and `,`, before `}` and `]`), at most kMaxWhitespaceRun bytes in a row, and
 //     none before or after the top-level value;
-//   - enum and const values in their compact serialization (`{"a":1}`, `1.5`, `"x"`).
+//   - enum and const values in their compact serialization (`{"a":1}`, `1.5`, `"x"`);
+//   - free-form values (below) as any JSON with that whitespace, keys in any order.
 // Every allowed document is valid against the schema; not every valid document is allowed
 // (other key orders, "-0" in a positive range, `\u0041` for "A" in an enum, ...).
 //
@@ -20,14 +21,33 @@
 //   integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4
 //     booleans), any range within +-10^18, as a decimal digit-range regex;
 //   number: minimum 0 (non-negative) or exclusiveMinimum 0 (positive) only;
-//   object: properties, required, additionalProperties false (absent reads as false);
-//   array: items (a schema; false; or a draft-4 list read as prefixItems), prefixItems,
-//     minItems, maxItems (no items beyond prefixItems when items is false or absent).
+//   object: properties, required, additionalProperties. With properties: no other keys
+//     (additionalProperties false or absent). Without properties: any keys (JSON strings) with
+//     free-form values when additionalProperties is absent or true; values of its schema when
+//     it is one (a map); `{}` only when it is false; required must then be empty;
+//   array: items (a schema; false; true; or a draft-4 list read as prefixItems), prefixItems,
+//     minItems, maxItems (no items beyond prefixItems when items is false or absent; free-form
+//     items when it is true, and when both are absent).
+//   Schema `true`, and one without a constraining keyword (`{}`, annotations only), is a
+//   free-form value.
 // Annotations are ignored: title, description, default, examples, $schema, $id, $comment,
 // deprecated, readOnly, writeOnly, strict, discriminator (a hint on an anyOf / oneOf that
 // already constrains the value). A schema without `type` whose keywords belong to one type
 // (properties -> object, items -> array, minLength -> string, minimum -> number) is read as
 // that type, as outlines does.
+//
+// Free-form values: any JSON value whose containers nest at most kMaxFreeFormDepth levels,
+// the value itself counting as level 1 when it is an object or array: with 2, `{"a":[1]}`
+// and `[[],{}]` are allowed, `{"a":[[1]]}` is not. Strings are any JSON string (escapes
+// included: the regex of {"type": "string"}), keys too; numbers any JSON number. An object
+// without properties (additionalProperties absent or true) or an array without items is the
+// first of those levels, its values free-form with one level fewer: {"type": "object"} allows
+// `{"a":{"b":1}}`, not `{"a":{"b":{}}}`. `items` or `additionalProperties` that is `true` or a
+// schema without constraints reads as absent. Only the free-form value's own containers count:
+// one at /properties/meta still has all its levels, however deep the schema puts it, and a
+// map's values have those of their schema. A document deeper than the bound is not generated:
+// where the bound is reached the regex allows no `{` or `[`, so the model writes a scalar
+// there (or closes the container).
 //
 // `pattern` is matched against the whole string value (a leading ^ and trailing $ are
 // dropped; JSON Schema's unanchored search is not kept, as in outlines and xgrammar) and is
@@ -42,7 +62,8 @@
 // (not JSON, a keyword of the wrong type, `required` naming an unknown property, minLength >
 // maxLength, an empty enum, a range no value satisfies, nesting over kMaxSchemaDepth, a regex
 // over kMaxRegexBytes); kUnimplemented for valid JSON Schema this compiler does not support
-// (free-form objects and arrays, schema `true` / `{}`, recursive $ref, patternProperties, ...).
+// (additionalProperties true or a schema beside properties, required without properties,
+// recursive $ref, patternProperties, ...).
 //
 // Size: the regex becomes a DFA capped at kMaxDfaStates states (regex.h). A bounded
 // repetition (minItems, maxItems, minLength, maxLength) is refused, with a message naming the
@@ -51,7 +72,10 @@
 // pre-check calibrated on regex.h's NFA limit (an array of objects with two string
 // properties fits about 80 items, of integers about 400, a string about 1000 characters).
 // The DFA builder keeps the last word, over the whole regex. Optional properties of an
-// object with no required one cost O(k^2) regex bytes for k properties.
+// object with no required one cost O(k^2) regex bytes for k properties. A free-form value
+// costs about 4.3 KB of regex and 2,200 DFA states ({"type": "object"}: 2.2 KB, 1,100), and
+// each level more would cost 4x: about ten free-form values fit in one schema (regex.h's NFA
+// cap), and maxItems on free-form items is refused past 37.
 //
 // Thread-safety: a pure function.
 #pragma once
@@ -75,6 +99,7 @@ inline constexpr std::string_view kJsonStringChar =
     R"((?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}))";
 
 inline constexpr int kMaxSchemaDepth = 64;                 // nested schemas, $ref included
+inline constexpr int kMaxFreeFormDepth = 2;                // containers in a free-form value
 inline constexpr uint64_t kMaxRepeatAtoms = 20000;         // count * expanded size of repeated part
 inline constexpr std::size_t kMaxRegexBytes = 256 * 1024;  // the generated regex
 inline constexpr std::size_t kMaxWorkBytes = 16 * 1024 * 1024;  // all fragments built on the way

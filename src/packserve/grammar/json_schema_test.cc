@@ -457,6 +457,157 @@ TEST(JsonSchemaOptional, AllPresenceCombinationsOfThree) {
   }
 }
 
+// ---- free-form values (json_schema.h: at most kMaxFreeFormDepth nested containers) -------
+
+TEST(JsonSchemaFreeForm, ExactRegexes) {
+  const std::string sep = W + "," + W;
+  const std::string str = "\"" + C + "*\"";  // the regex of {"type": "string"}
+  const std::string num = R"(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)";
+  EXPECT_EQ(compile_ok(R"({"type": "string"})"), str);
+  EXPECT_EQ(compile_ok(R"({"type": "number"})"), num);
+  const auto object_of = [&](const std::string& v) {
+    const std::string member = str + W + ":" + W + v;
+    return "\\{" + W + "(?:" + member + "(?:" + sep + member + ")*" + W + ")?\\}";
+  };
+  const auto array_of = [&](const std::string& v) {
+    return "\\[" + W + "(?:" + v + "(?:" + sep + v + ")*" + W + ")?\\]";
+  };
+  const std::string scalars = str + "|" + num + "|true|false|null";
+  const std::string v0 = "(?:" + scalars + ")";
+  const std::string v1 = "(?:" + scalars + "|" + object_of(v0) + "|" + array_of(v0) + ")";
+  const std::string v2 = "(?:" + scalars + "|" + object_of(v1) + "|" + array_of(v1) + ")";
+  ASSERT_EQ(kMaxFreeFormDepth, 2) << "the expected regexes below spell out 2 levels";
+  // A map: any keys, values of the schema.
+  EXPECT_EQ(compile_ok(R"({"type": "object", "additionalProperties": {"type": "null"}})"),
+            "\\{" + W + "(?:" + str + W + ":" + W + "null(?:" + sep + str + W + ":" + W + "null)*" +
+                W + ")?\\}");
+  EXPECT_EQ(compile_ok(R"({"type": "object", "additionalProperties": false})"), "\\{" + W + "\\}");
+  // The container is the first of the free-form value's levels.
+  for (const char* schema :
+       {R"({"type": "object"})", R"({"type": "object", "additionalProperties": true})",
+        R"({"type": "object", "additionalProperties": {"description": "any"}})",
+        R"({"additionalProperties": {}})", R"({"type": "object", "required": []})"}) {
+    EXPECT_EQ(compile_ok(schema), object_of(v1)) << schema;
+  }
+  for (const char* schema : {R"({"type": "array"})", R"({"type": "array", "items": true})",
+                             R"({"type": "array", "items": {"$defs": {}}})"}) {
+    EXPECT_EQ(compile_ok(schema), array_of(v1)) << schema;
+  }
+  for (const char* schema : {"true", "{}", R"({"title": "T", "description": "anything"})"}) {
+    EXPECT_EQ(compile_ok(schema), v2) << schema;
+  }
+  // Beside a prefix, items: true allows free-form values after it.
+  EXPECT_EQ(compile_ok(R"({"type": "array", "prefixItems": [{"type": "null"}], "items": true})"),
+            "\\[" + W + "(?:null(?:" + sep + v1 + ")*" + W + ")?\\]");
+}
+
+TEST(JsonSchemaFreeForm, AnyValueUpToTheBound) {
+  expect_documents(
+      "true",
+      {"1", "-0.5e3", "0", R"("x")", R"("")", "true", "false", "null", "{}", "[]", "{ }", "[\n]",
+       R"({"a":1})", R"([1,"x",null,true,{}])", R"({"a":{"b":1},"c":[1,"x"]})",
+       R"([[1,2],[],{"k":false}])", R"([{"a":1},[]])",
+       // Escapes in keys and strings.
+       R"({"k\"\\\/\b\f\n\r\t\u00e9":"v\"\u20AC\\"})", "[\"\xC3\xA9\xF0\x9F\x98\x80\"]",
+       // Whitespace runs inside containers, up to 20 bytes.
+       "{ \"a\" :\n\t[ 1 ,\r\n 2 ] }",
+       "[" + std::string(20, ' ') + "1" + std::string(20, '\n') + "]"},
+      {// One level past the bound: the third container is never offered.
+       R"({"a":{"b":{}}})", R"([[[]]])", R"({"a":[[1]]})", R"([{"a":[]}])", R"({"a":[{}]})",
+       R"({"a":{"b":1},"c":[1,[]]})",
+       // Not JSON, or whitespace where the compiler allows none.
+       "{\"a\":1,}", "[1,]", "{\"a\"}", "{1:2}", "01", "\"a", "tru", "{\"a\" 1}", "[1 2]", " 1",
+       "1 ", " {}", "[" + std::string(21, ' ') + "]", "\"a\nb\"", R"("\x")", R"("\u12")", "{'a':1}",
+       "nan"});
+}
+
+TEST(JsonSchemaFreeForm, ObjectsAndArraysWithoutTheirSubschemas) {
+  // The object is level 1: its values have one more level.
+  expect_documents(
+      R"({"type": "object"})",
+      {"{}", "{ }", R"({"a":1,"b":[1,2],"c":{"d":null},"a":2})", R"({"":"","\"":{"\\":null}})"},
+      {"[]", "1", "null", R"({"a":{"b":{}}})", R"({"a":[[1]]})", R"({"":"","\"":{"\\":[]}})",
+       R"({"a":1,})", R"({,})", R"({"a":})"});
+  expect_documents(R"({"type": "array"})", {"[]", R"([1,{"a":"b"},[]])", "[ [ ] , { } ]"},
+                   {"{}", "[[[]]]", R"([{"a":[]}])", "[,]", "[1,,2]"});
+  expect_documents(R"({"type": "array", "minItems": 1, "maxItems": 2})", {"[{}]", R"([1,[2]])"},
+                   {"[]", "[1,2,3]", "[[[1]]]"});
+  // A free-form value inside a schema costs only its own levels: "meta" is 2 more deep.
+  expect_documents(
+      R"({"type": "object", "properties": {"id": {"type": "integer"},
+                       "meta": {}}, "required": ["id", "meta"]})",
+      {R"({"id":1,"meta":null})", R"({"id":1,"meta":{"a":[1]}})", R"({"id":1,"meta":[[],{}]})"},
+      {R"({"id":1,"meta":{"a":[[1]]}})", R"({"id":1})", R"({"meta":1,"id":1})"});
+  // The same for a free-form object that is a property: levels counted from it.
+  expect_documents(R"({"type": "object", "properties": {"args": {"type": "object"}},
+                       "required": ["args"]})",
+                   {R"({"args":{}})", R"({"args":{"x":[1,"y"]}})"},
+                   {R"({"args":[]})", R"({"args":{"x":[[1]]}})"});
+}
+
+TEST(JsonSchemaFreeForm, Maps) {
+  expect_documents(
+      R"({"type": "object", "additionalProperties": {"type": "integer"}})",
+      {"{}", R"({"a":1,"b":2})", R"({"a\"b\u0041":-3})", "{ \"a\" : 1 }"},
+      {R"({"a":"x"})", R"({"a":1.5})", R"({"a":1,})", R"({"a":1,"b":null})", "[]", R"({1:1})"});
+  // A map's values have the levels of their schema: here an array of free-form values.
+  expect_documents(R"({"additionalProperties": {"type": "array"}})", {R"({"a":[[1]],"b":[]})"},
+                   {R"({"a":[[[1]]]})", R"({"a":1})"});
+  expect_documents(R"({"type": "object", "additionalProperties": false})", {"{}", "{  }"},
+                   {R"({"a":1})"});
+}
+
+// Each free-form form compiles with the regex compiler the grammar uses, well under its caps,
+// and the DFA agrees with std::regex on a document at the bound and one past it.
+TEST(JsonSchemaFreeForm, DfaStaysWellUnderTheCaps) {
+  struct Case {
+    std::string schema;
+    std::string valid;
+    std::string too_deep;
+    int32_t max_states;
+  };
+  std::string eight = R"({"type": "object", "properties": {)";
+  std::string eight_doc = "{";
+  std::string eight_deep = "{";
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "\"p" + std::to_string(i) + "\"";
+    eight += (i ? ", " : "") + name + ": {}";
+    eight_doc += (i ? "," : "") + name + R"(:{"a":[1]})";
+    eight_deep += (i ? "," : "") + name + (i == 7 ? R"(:{"a":[[1]]})" : "1");
+  }
+  eight += R"(}, "required": ["p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7"]})";
+  eight_doc += "}";
+  eight_deep += "}";
+  // Bounds: kMaxDfaStates / 10 for one free-form value (2 levels: about 2.2k states), / 2 for
+  // eight of them side by side (about 18k; 3 levels would be about 9k states for one value,
+  // and 4 of them overflow regex.h's NFA cap).
+  const Case cases[] = {
+      {"true", R"({"a":[1,"\u00e9"]})", R"({"a":[[1]]})", kMaxDfaStates / 10},
+      {R"({"type": "object"})", R"({"a":{"b":null}})", R"({"a":{"b":{}}})", kMaxDfaStates / 10},
+      {R"({"type": "array"})", R"([[1],{"a":2}])", R"([[[]]])", kMaxDfaStates / 10},
+      {R"({"type": "object", "additionalProperties": {"type": "integer"}})", R"({"a":1,"b":2})",
+       R"({"a":"x"})", kMaxDfaStates / 10},
+      {eight, eight_doc, eight_deep, kMaxDfaStates / 2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.schema);
+    const std::string regex = compile_ok(c.schema);
+    Result<Dfa> dfa = compile_regex(regex);
+    ASSERT_TRUE(dfa.ok()) << dfa.status().to_string();
+    EXPECT_LE(dfa->num_states, c.max_states);
+    auto run = [&](const std::string& doc) {
+      int32_t state = dfa->start_state;
+      for (unsigned char byte : doc) state = dfa->next(state, byte);
+      return dfa->accepting[static_cast<std::size_t>(state)] != 0;
+    };
+    const std::regex re(regex);
+    EXPECT_TRUE(run(c.valid)) << c.valid;
+    EXPECT_TRUE(std::regex_match(c.valid, re)) << c.valid;
+    EXPECT_FALSE(run(c.too_deep)) << c.too_deep;
+    EXPECT_FALSE(std::regex_match(c.too_deep, re)) << c.too_deep;
+  }
+}
+
 // ---- errors ------------------------------------------------------------------------------
 
 struct ErrorCase {
@@ -468,24 +619,21 @@ struct ErrorCase {
 TEST(JsonSchemaErrors, EveryErrorPathHasItsCodeAndMessage) {
   constexpr StatusCode kBad = StatusCode::kInvalidArgument;
   constexpr StatusCode kNo = StatusCode::kUnimplemented;
-  const std::string any_value =
-      "allows any value, which is not supported; use response_format {\"type\": "
-      "\"json_object\"} for free-form JSON";
   const std::string bounds_msg =
       "bounds on \"number\" are not supported except minimum 0 or exclusiveMinimum 0 (use "
       "\"type\": \"integer\" for integer ranges)";
   const std::string pattern = R"({"type": "string", "pattern": )";
+  const std::string beside_properties =
+      "additional properties (true or a schema) beside \"properties\" are not supported; list "
+      "every property in \"properties\" and set it to false, or drop \"properties\" for an "
+      "object of any keys";
   const ErrorCase cases[] = {
       // Input as a whole.
       {R"({"type": )", kBad, "json_schema: (root): not valid JSON"},
       {std::string(300, '[') + std::string(300, ']'), kBad,
        "json_schema: (root): JSON nested deeper than 256 levels"},
       {"[1]", kBad, "json_schema: (root): expected a schema (an object), got [1]"},
-      {"true", kNo, "json_schema: (root): schema true " + any_value},
       {"false", kBad, "json_schema: (root): schema false allows no value"},
-      {"{}", kNo, "json_schema: (root): a schema without constraints " + any_value},
-      {R"({"description": "x"})", kNo,
-       "json_schema: (root): a schema without constraints " + any_value},
       {R"({"properties": {"tags": {"type": "array", "items": {"type": "string"},
           "uniqueItems": true}}})",
        kNo, R"(json_schema: /properties/tags: keyword "uniqueItems" is not supported)"},
@@ -616,16 +764,26 @@ TEST(JsonSchemaErrors, EveryErrorPathHasItsCodeAndMessage) {
       {R"({"minimum": 0, "exclusiveMinimum": 0})", kNo, "json_schema: /minimum: " + bounds_msg},
       // Objects.
       {R"({"type": "object", "properties": {}, "additionalProperties": true})", kNo,
-       "json_schema: /additionalProperties: additional properties (true or a schema) are not "
-       "supported; list every property in \"properties\" and set it to false"},
+       "json_schema: /additionalProperties: " + beside_properties},
       {R"({"type": "object", "properties": {}, "additionalProperties": {"type": "string"}})", kNo,
-       "json_schema: /additionalProperties: additional properties (true or a schema) are not "
-       "supported; list every property in \"properties\" and set it to false"},
+       "json_schema: /additionalProperties: " + beside_properties},
+      {R"({"type": "object", "properties": {"a": {"type": "null"}}, "additionalProperties": {}})",
+       kNo, "json_schema: /additionalProperties: " + beside_properties},
       {R"({"type": "object", "properties": {}, "additionalProperties": 0})", kBad,
        "json_schema: /additionalProperties: expected a boolean or a schema, got 0"},
-      {R"({"type": "object"})", kNo,
-       "json_schema: (root): an object without \"properties\" (a free-form object) is not "
-       "supported; use response_format {\"type\": \"json_object\"}"},
+      {R"({"type": "object", "additionalProperties": "x"})", kBad,
+       "json_schema: /additionalProperties: expected a boolean or a schema, got \"x\""},
+      {R"({"type": "object", "additionalProperties": {"type": "nul"}})", kBad,
+       "json_schema: /additionalProperties/type: expected \"string\", \"integer\", \"number\", "
+       "\"boolean\", \"null\", \"object\" or \"array\", got \"nul\""},
+      {R"({"type": "object", "required": ["a"]})", kNo,
+       "json_schema: /required: required properties of an object without \"properties\" are "
+       "not supported; list them in \"properties\""},
+      {R"({"additionalProperties": {"type": "integer"}, "required": ["a"]})", kNo,
+       "json_schema: /required: required properties of an object without \"properties\" are "
+       "not supported; list them in \"properties\""},
+      {R"({"type": "object", "required": [1]})", kBad,
+       "json_schema: /required: expected property names, got 1"},
       {R"({"type": "object", "properties": []})", kBad,
        "json_schema: /properties: expected an object of property schemas, got []"},
       {R"({"type": "object", "properties": {"a": {"type": "null"}}, "required": "a"})", kBad,
@@ -640,11 +798,17 @@ TEST(JsonSchemaErrors, EveryErrorPathHasItsCodeAndMessage) {
        "json_schema: /properties/a~1b/type: expected \"string\", \"integer\", \"number\", "
        "\"boolean\", \"null\", \"object\" or \"array\", got \"nul\""},
       // Arrays.
-      {R"({"type": "array"})", kNo,
-       "json_schema: (root): an array without \"items\" (of any values) is not supported"},
-      {R"({"type": "array", "items": true})", kNo, "json_schema: /items: schema true " + any_value},
-      {R"({"type": "array", "items": {}})", kNo,
-       "json_schema: /items: a schema without constraints " + any_value},
+      {R"({"type": "array", "items": {"$defs": 1}})", kBad,
+       "json_schema: /items/$defs: expected an object of named schemas, got 1"},
+      {R"({"type": "array", "maxItems": 50})", kNo,
+       // The repeated part "(?:" W "," W V1 ")" counts 1 + 20 + 1 + 20 + 512 = 554 atoms, V1
+       // the free-form value of 1 level: (?:S|N|true|false|null|OBJ|ARR) with S = "C*" 13,
+       // N = 7 + (?:\.[0-9]+)? 5 + (?:[eE][+-]?[0-9]+)? 7 = 19, true|false|null 13,
+       // V0 = 1 + 13 + 19 + 13 = 46; OBJ = \{ W (?:S W : W V0 (?:W , W S W : W V0)* W)? \}
+       // = 1 + 20 + (1 + 100 + 143 + 20 + 1) + 1 = 287 (member 100); ARR likewise
+       // 1 + 20 + (1 + 46 + 89 + 20 + 1) + 1 = 179; V1 = 1 + 13 + 19 + 13 + 287 + 179 = 512.
+       "json_schema: /maxItems: maxItems 50 needs 49 repetitions of a 554-atom regex, over "
+       "20000 atoms; lower it or simplify the repeated schema"},
       {R"({"type": "array", "items": {"type": "null"}, "minItems": 3, "maxItems": 2})", kBad,
        "json_schema: /minItems: minItems 3 > maxItems 2"},
       {R"({"type": "array", "items": false, "minItems": 1})", kBad,

@@ -115,8 +115,10 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
     if (value.is_null()) continue;
     if (key == "disable_fallback" || key == "disable_any_whitespace" ||
         key == "disable_additional_properties") {
-      // Flags of vLLM's backends: packserve has no fallback backend and never allows extra
-      // properties, so only disable_any_whitespace: true asks for what it lacks.
+      // Flags of vLLM's backends: packserve has no fallback backend, and allows keys outside
+      // "properties" only in an object schema without "properties" (grammar/json_schema.h),
+      // which disable_additional_properties does not change; only disable_any_whitespace:
+      // true asks for what it lacks.
       if (!value.is_boolean()) return wrong(f, "true or false", value);
       if (key == "disable_any_whitespace" && value.get<bool>()) {
         return bad_request(f + ": not supported (whitespace is allowed between JSON tokens)",

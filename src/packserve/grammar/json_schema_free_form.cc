@@ -1,0 +1,31 @@
+// json_schema_free_form.cc: see json_schema_free_form.h.
+#include "packserve/grammar/json_schema_free_form.h"
+
+#include "packserve/grammar/json_schema.h"
+
+namespace packserve::grammar::detail {
+
+std::string json_string_regex() { return "\"" + std::string(kJsonStringChar) + "*\""; }
+
+std::string object_of(const std::string& value) {
+  const std::string ws(kJsonWs);
+  const std::string member = json_string_regex() + ws + ":" + ws + value;
+  return "\\{" + ws + "(?:" + member + "(?:" + ws + "," + ws + member + ")*" + ws + ")?\\}";
+}
+
+std::string array_of(const std::string& value) {
+  const std::string ws(kJsonWs);
+  return "\\[" + ws + "(?:" + value + "(?:" + ws + "," + ws + value + ")*" + ws + ")?\\]";
+}
+
+std::string free_form_value(int levels) {
+  std::string out =
+      "(?:" + json_string_regex() + "|" + std::string(kJsonNumberRegex) + "|true|false|null";
+  if (levels > 0) {
+    const std::string inner = free_form_value(levels - 1);
+    out += "|" + object_of(inner) + "|" + array_of(inner);
+  }
+  return out + ")";
+}
+
+}  // namespace packserve::grammar::detail
