@@ -29,7 +29,7 @@
 #   scripts/gpu-serve-check.sh choices           # one request of n choices of a long prompt
 #                                                # (scripts/choices_bench.py) per variant
 #   scripts/gpu-serve-check.sh structured        # generate with and without a constraint
-#                                                # (JSON object / schema / regex), masks on the
+#                                                # (JSON object / schemas / regex), masks on the
 #                                                # GPU or rows drawn on the host
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
 # serve: BENCH_FLAGS (extra bench flags), RUN_NAME (bench: the results' name under $OUT),
@@ -324,8 +324,9 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"prompt": f"Describe {topics[i % len(topics)]} as JSON: {words}"}) + "\n")
 EOF
   echo '{"type":"object","properties":{"name":{"type":"string","maxLength":40},"year":{"type":"integer","minimum":0,"maximum":3000},"tags":{"type":"array","items":{"type":"string","maxLength":12},"maxItems":4}},"required":["name","year","tags"]}' >"$OUT/so_schema.json"
+  echo '{"type":"object","properties":{"name":{"type":"string"},"meta":{"type":"object"}},"required":["name","meta"]}' >"$OUT/so_schema_free.json"
   for round in $(seq "${SO_ROUNDS:-2}"); do
-    for run in free free_host json json_host json_greedy json_greedy_host schema regex; do
+    for run in free free_host json json_host json_greedy json_greedy_host schema schema_free regex; do
       temperature=1
       case $run in
         free) flags=() ;;
@@ -335,6 +336,7 @@ EOF
         json_greedy) flags=(--json-object) temperature=0 ;;
         json_greedy_host) flags=(--json-object --no-backend-sampling) temperature=0 ;;
         schema) flags=(--json-schema "$OUT/so_schema.json") ;;
+        schema_free) flags=(--json-schema "$OUT/so_schema_free.json") ;;
         regex) flags=(--regex '[a-z ]{0,300}') ;;
       esac
       line=$(timeout 300 $PS generate --model "$MODEL" --backend cuda --prompts "$OUT/so_prompts.jsonl" \
