@@ -193,6 +193,42 @@ TEST(EngineTest, DefaultMaxModelLenIsTheModelsContextLength) {
   EXPECT_EQ(make_engine(testing::hash_next_token, s).engine->max_model_len(), 100);
 }
 
+// A model whose sliding window is shorter than its positions (Mistral-7B-v0.1: 4096 of 32768)
+// is served within the window, where full causal attention is the same computation: the
+// default max_model_len is the window, a shorter explicit one wins, a longer one is refused
+// naming the field, and a request past the window is refused.
+TEST(EngineTest, SlidingWindowModelIsServedWithinItsWindow) {
+  const auto create = [](int64_t window, int32_t max_model_len) {
+    EngineConfig config;
+    config.kv.num_pages = 64;
+    config.kv.page_size = 4;
+    config.max_model_len = max_model_len;
+    auto backend = std::make_unique<FakeBackend>(kVocab, 64, 4, testing::hash_next_token);
+    backend->set_sliding_window(window);
+    return Engine::create(config, std::move(backend), testing::make_test_tokenizer());
+  };
+  auto windowed = create(1000, 0);
+  ASSERT_TRUE(windowed.ok()) << windowed.status().to_string();
+  EXPECT_EQ((*windowed)->max_model_len(), 1000);
+  auto refused = (*windowed)->submit(greedy_request(ids_of("hello"), 996));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("1000"), std::string::npos)
+      << refused.status().to_string();
+  auto fits = (*windowed)->submit(greedy_request(ids_of("hello"), 3));
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ(collect(**fits).token_ids.size(), 3u);
+  (*windowed)->stop();
+  auto shorter = create(1000, 600);
+  ASSERT_TRUE(shorter.ok());
+  EXPECT_EQ((*shorter)->max_model_len(), 600);
+  auto longer = create(1000, 1001);
+  ASSERT_FALSE(longer.ok());
+  EXPECT_EQ(longer.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(longer.status().message().find("max_model_len: 1001 > the model's sliding_window 1000"),
+            std::string::npos)
+      << longer.status().to_string();
+}
+
 TEST(EngineTest, ConcurrentSubmitsFromSeveralThreads) {
   EngineSetup s;
   s.num_pages = 48;  // tight enough that some steps preempt

@@ -69,6 +69,7 @@ class FakeBackend : public model::ForwardBackend {
 
   std::string_view name() const override { return "fake"; }
   void set_rope_scaling(std::optional<model::RopeScaling> s) { config_.rope_scaling = s; }
+  void set_sliding_window(int64_t w) { config_.sliding_window = w; }
   const model::ModelConfig& config() const override { return config_; }
 
   Status forward(const model::ForwardBatch& batch, model::ForwardOutput& out) override {

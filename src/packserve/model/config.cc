@@ -264,18 +264,18 @@ class ConfigReader {
                              describe(*act));
       }
     }
-    // Sliding-window attention is not implemented: refuse a config that would use it.
+    // A sliding window shorter than the context: kept in c.sliding_window, which caps the
+    // context the model is served within (config.h; no sliding-window attention here).
     PS_ASSIGN_OR_RETURN(
         const bool use_sliding,
         boolean(r, "use_sliding_window", "use_sliding_window", c.arch == Architecture::kMistral));
     if (const Json* window = member(r, "sliding_window"); window != nullptr && use_sliding) {
-      if (!window->is_number_integer()) {
-        return error("sliding_window", "expected an integer or null, got " + describe(*window));
+      if (!window->is_number_integer() || window->get<int64_t>() < 1) {
+        return error("sliding_window", "expected a positive integer or null, got " +
+                                           describe(*window));
       }
       if (window->get<int64_t>() < c.max_position_embeddings) {
-        return unimplemented(source_ + ": sliding_window: " + describe(*window) +
-                             " < max_position_embeddings: sliding-window attention is not "
-                             "supported");
+        c.sliding_window = window->get<int64_t>();
       }
     }
 
@@ -430,9 +430,12 @@ std::string model_config_to_json(const ModelConfig& c) {
   j["hidden_act"] = "silu";
   j["attention_bias"] = c.qkv_bias;
   j["attention_dropout"] = 0.0;
-  if (c.arch == Architecture::kMistral) j["sliding_window"] = nullptr;
+  if (c.arch == Architecture::kMistral) {
+    j["sliding_window"] = c.sliding_window > 0 ? nlohmann::json(c.sliding_window) : nullptr;
+  }
   if (c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3) {
-    j["use_sliding_window"] = false;
+    j["use_sliding_window"] = c.sliding_window > 0;
+    if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
   }
   j["torch_dtype"] = c.dtype == DType::kF32   ? "float32"
                      : c.dtype == DType::kF16 ? "float16"

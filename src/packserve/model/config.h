@@ -9,6 +9,7 @@
 // Thread-safety: a value.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -73,6 +74,11 @@ struct ModelConfig {
   DType dtype = DType::kBF16;               // torch_dtype / dtype of the checkpoint
   std::vector<int64_t> eos_token_ids;       // eos_token_id (int or list); may be empty
   std::optional<int64_t> bos_token_id;
+  // > 0: each position attends to the last sliding_window positions only (Mistral-7B-v0.1's
+  // sliding_window, Qwen2's with use_sliding_window). There is no sliding-window attention
+  // here, so such a model is served within its window (model_context_length), where the
+  // window covers every key and full causal attention is the same computation.
+  int64_t sliding_window = 0;
 
   int64_t q_size() const { return num_qo_heads * head_dim; }   // q projection width
   int64_t kv_size() const { return num_kv_heads * head_dim; }  // k (and v) projection width
@@ -80,16 +86,18 @@ struct ModelConfig {
 
 // The context length the model supports, vLLM's rule for its default max_model_len:
 // max_position_embeddings, except yarn (original_max_position_embeddings x factor) and linear
-// (max_position_embeddings x factor) scaling. Inline: the engine uses it without linking the
-// model library.
+// (max_position_embeddings x factor) scaling; at most sliding_window when the model has one.
+// Inline: the engine uses it without linking the model library.
 inline int64_t model_context_length(const ModelConfig& c) {
-  if (!c.rope_scaling || c.rope_scaling->type == RopeType::kLlama3)
-    return c.max_position_embeddings;
-  const double base = c.rope_scaling->type == RopeType::kYarn
-                          ? static_cast<double>(c.rope_scaling->original_max_position_embeddings)
-                          : static_cast<double>(c.max_position_embeddings);
-  const double scaled = base * c.rope_scaling->factor;
-  return scaled >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(scaled);
+  int64_t length = c.max_position_embeddings;
+  if (c.rope_scaling && c.rope_scaling->type != RopeType::kLlama3) {
+    const double base = c.rope_scaling->type == RopeType::kYarn
+                            ? static_cast<double>(c.rope_scaling->original_max_position_embeddings)
+                            : static_cast<double>(c.max_position_embeddings);
+    const double scaled = base * c.rope_scaling->factor;
+    length = scaled >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(scaled);
+  }
+  return c.sliding_window > 0 ? std::min(length, c.sliding_window) : length;
 }
 
 // Parses config.json text. Errors (kInvalidArgument) name the source, the field and what was

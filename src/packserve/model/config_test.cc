@@ -186,6 +186,41 @@ TEST(ModelConfig, Mistral) {
   EXPECT_EQ(c->head_dim, 128);
   EXPECT_FALSE(c->tie_word_embeddings);
   EXPECT_EQ(c->eos_token_ids, std::vector<int64_t>{2});
+  EXPECT_EQ(c->sliding_window, 0);
+  EXPECT_EQ(model_context_length(*c), 32768);
+}
+
+// A sliding window shorter than the positions (Mistral-7B-v0.1: 4096 of 32768; Qwen2 with
+// use_sliding_window) is kept and caps the context length; one at or past them, or one that
+// use_sliding_window turns off, is no window at all.
+TEST(ModelConfig, SlidingWindowCapsTheContextLength) {
+  nlohmann::json v01 = nlohmann::json::parse(kMistral);
+  v01["sliding_window"] = 4096;
+  auto c = parse_model_config(v01.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->sliding_window, 4096);
+  EXPECT_EQ(model_context_length(*c), 4096);
+  v01["sliding_window"] = 32768;
+  c = parse_model_config(v01.dump(), "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->sliding_window, 0);
+  EXPECT_EQ(model_context_length(*c), 32768);
+  nlohmann::json qwen = nlohmann::json::parse(kQwen2);
+  qwen["sliding_window"] = 4096;
+  c = parse_model_config(qwen.dump(), "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->sliding_window, 0);  // use_sliding_window false
+  qwen["use_sliding_window"] = true;
+  c = parse_model_config(qwen.dump(), "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->sliding_window, 4096);
+  EXPECT_EQ(model_context_length(*c), 4096);
+  // With YaRN the smaller of the two.
+  qwen["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0},
+                          {"original_max_position_embeddings", 512}};
+  c = parse_model_config(qwen.dump(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(model_context_length(*c), 2048);
 }
 
 TEST(ModelConfig, RopeParametersDtypeAndEosList) {
@@ -206,9 +241,17 @@ TEST(ModelConfig, RoundTripsThroughJson) {
                           {"beta_fast", 16},     {"mscale", 0.8}, {"mscale_all_dim", 1.0}};
   nlohmann::json linear = nlohmann::json::parse(kQwen3);
   linear["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
-  const std::string yarn_text = yarn.dump(), linear_text = linear.dump();
-  for (const char* text :
-       {kQwen3, kLlama32, kQwen2, kMistral, kLlama31New, yarn_text.c_str(), linear_text.c_str()}) {
+  nlohmann::json mistral_window = nlohmann::json::parse(kMistral);
+  mistral_window["sliding_window"] = 4096;
+  nlohmann::json qwen_window = nlohmann::json::parse(kQwen2);
+  qwen_window["use_sliding_window"] = true;
+  qwen_window["sliding_window"] = 8192;
+  const std::string yarn_text = yarn.dump(), linear_text = linear.dump(),
+                    mistral_window_text = mistral_window.dump(),
+                    qwen_window_text = qwen_window.dump();
+  for (const char* text : {kQwen3, kLlama32, kQwen2, kMistral, kLlama31New, yarn_text.c_str(),
+                           linear_text.c_str(), mistral_window_text.c_str(),
+                           qwen_window_text.c_str()}) {
     auto a = parse_model_config(text, "a");
     ASSERT_TRUE(a.ok());
     const std::string json = model_config_to_json(*a);
@@ -235,6 +278,7 @@ TEST(ModelConfig, RoundTripsThroughJson) {
     EXPECT_EQ(b->tie_word_embeddings, a->tie_word_embeddings);
     EXPECT_EQ(b->qkv_bias, a->qkv_bias);
     EXPECT_EQ(b->qk_norm, a->qk_norm);
+    EXPECT_EQ(b->sliding_window, a->sliding_window);
   }
 }
 
@@ -378,9 +422,14 @@ TEST(ModelConfigErrors, UnsupportedFeatures) {
                {"hidden_act", "silu", "gelu"});
   expect_error(parse_edited([](auto& j) {
                  j["use_sliding_window"] = true;
-                 j["sliding_window"] = 4096;
+                 j["sliding_window"] = "4096";
                }),
-               StatusCode::kUnimplemented, {"sliding_window", "not supported"});
+               StatusCode::kInvalidArgument, {"sliding_window", "positive integer", "\"4096\""});
+  expect_error(parse_edited([](auto& j) {
+                 j["use_sliding_window"] = true;
+                 j["sliding_window"] = 0;
+               }),
+               StatusCode::kInvalidArgument, {"sliding_window", "positive integer"});
   expect_error(parse_edited([](auto& j) { j["tie_word_embeddings"] = "yes"; }),
                StatusCode::kInvalidArgument, {"tie_word_embeddings", "true or false"});
 }
