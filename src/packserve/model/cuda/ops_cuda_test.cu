@@ -19,6 +19,7 @@
 #include "packserve/common/temperature_sample.h"
 #include "packserve/model/cuda/gemm.h"
 #include "packserve/model/cuda/ops.h"
+#include "packserve/model/forward.h"
 #include "packserve/model/ops_cpu.h"
 
 namespace packserve::model::cuda {
@@ -336,6 +337,55 @@ TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
 // argmax_rows equals argmax_lowest (common/argmax.h) on every row: random rows (vocab a
 // multiple of 4: the float4 path; 1001, 4099: the scalar path) with planted ties, NaN, -inf,
 // +inf and signed zeros at places that cross threads and vector lanes.
+// mask_rows: each masked row equals forward.h's mask_logits of it bit for bit (NaN and +inf
+// logits cleared too), rows with mask index -1 are untouched; vocabularies around word
+// boundaries (1, 31, 32, 33) and Qwen3's; masks of random words, all-ones and all-zero words.
+TEST(ModelCudaOps, MaskRowsEqualsTheHostMask) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(44);
+  for (int vocab : {1, 31, 32, 33, 1000, 151669}) {
+    SCOPED_TRACE(vocab);
+    const int rows = 5;
+    const auto words = static_cast<size_t>((vocab + 31) / 32);
+    std::vector<float> x = random_f32(static_cast<size_t>(rows) * vocab, rng, 0.0, 3.0);
+    x[0] = NAN;
+    x[static_cast<size_t>(vocab) - 1] = INFINITY;
+    // Three masks: random words with some all-ones and all-zero ones; all ones; all zeros.
+    std::vector<uint32_t> masks(3 * words, 0);
+    for (size_t w = 0; w < words; ++w) {
+      const double u = rng.uniform();
+      masks[w] = u < 0.3 ? ~0u : u < 0.5 ? 0u : static_cast<uint32_t>(rng.next_u64());
+      masks[words + w] = ~0u;
+    }
+    const std::vector<int32_t> index = {0, -1, 2, 1, 0};
+    float* dx = to_device(x);
+    uint32_t* dm = to_device(masks);
+    int32_t* di = to_device(index);
+    ASSERT_TRUE(mask_rows(dx, rows, vocab, di, dm, nullptr).ok());
+    const std::vector<float> got = to_host(dx, x.size());
+    for (int r = 0; r < rows; ++r) {
+      std::vector<float> want(x.begin() + static_cast<int64_t>(r) * vocab,
+                              x.begin() + static_cast<int64_t>(r + 1) * vocab);
+      if (index[static_cast<size_t>(r)] >= 0) {
+        mask_logits(want, std::span<const uint32_t>(masks).subspan(
+                              static_cast<size_t>(index[static_cast<size_t>(r)]) * words, words));
+      }
+      EXPECT_EQ(std::memcmp(want.data(), got.data() + static_cast<size_t>(r) * vocab,
+                            want.size() * 4),
+                0)
+          << "row " << r;
+    }
+    for (int i = 0; i < vocab; ++i) {
+      EXPECT_EQ(got[static_cast<size_t>(2 * vocab + i)], -INFINITY);  // mask 2 allows nothing
+    }
+    cudaFree(dx);
+    cudaFree(dm);
+    cudaFree(di);
+  }
+  EXPECT_EQ(mask_rows(nullptr, 1, 0, nullptr, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(ModelCudaOps, ArgmaxRowsEqualsTheHostArgmax) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(12);
