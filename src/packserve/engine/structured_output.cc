@@ -1,8 +1,6 @@
 // structured_output.cc: see structured_output.h.
 #include "packserve/engine/structured_output.h"
 
-#include <limits>
-
 namespace packserve::engine {
 namespace {
 

@@ -1,6 +1,6 @@
 // structured_output.h: the engine's side of structured outputs (engine.h StructuredOutput):
 // compiling a request's constraint against the model's vocabulary, once per distinct
-// constraint, and applying a matcher's token mask to a row of logits.
+// constraint (the masks are applied by the backend: model/forward.h ForwardBatch::masks).
 //
 // The vocabulary (grammar::Vocabulary) is every token id below the model's vocab_size as the
 // bytes it decodes to on its own; special tokens and ids the tokenizer lacks (padded
