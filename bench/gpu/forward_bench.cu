@@ -34,8 +34,10 @@
 //     greedy requests without logprobs) and "output":"sample" (kOutputSample: the draw on the
 //     device, "draw" naming its parameters: t1 = temperature 1; topk50; topp0.9; all =
 //     temperature 0.7, top-k 50, top-p 0.9 and the logprob; rows the device leaves to the host
-//     are counted in host.host_sampled_rows). The JSON line of each carries the host phases of
-//     its last step (CudaStepProfile).
+//     are counted in host.host_sampled_rows); "graph" again with "masked":true for argmax and
+//     t1 draws, every row with a random token mask of its own (ForwardBatch::masks, given
+//     before the step: structured outputs' cost on the device). The JSON line of each carries
+//     the host phases of its last step (CudaStepProfile).
 //   decode_b{B}_host_sample: the same draws on the host (sample_draw, the engine's sampler
 //     arithmetic) over the B logits rows of a "logits" step, on 8 threads (the engine's
 //     default --sampler-threads), median of 5: what a step paid for them before the device
@@ -132,9 +134,10 @@ std::string profile_json(const model::CudaStepProfile& p) {
                 "\"host\":{\"validate_ms\":%.3f,\"plan_ms\":%.3f,\"upload_ms\":%.3f,"
                 "\"metadata_ms\":%.3f,\"enqueue_ms\":%.3f,\"sync_ms\":%.3f,"
                 "\"logits_copy_ms\":%.3f,\"host_sampled_rows\":%d,\"host_sample_ms\":%.3f,"
-                "\"total_ms\":%.3f},\"gpu_ms\":%.3f,\"graph_replayed\":%s",
+                "\"masks_ms\":%.3f,\"total_ms\":%.3f},\"gpu_ms\":%.3f,\"graph_replayed\":%s",
                 p.validate_ms, p.plan_ms, p.upload_ms, p.metadata_ms, p.enqueue_ms, p.sync_ms,
-                p.logits_copy_ms, p.host_sampled_rows, p.host_sample_ms, p.total_ms, p.gpu_ms,
+                p.logits_copy_ms, p.host_sampled_rows, p.host_sample_ms, p.masks_ms, p.total_ms,
+                p.gpu_ms,
                 p.graph_replayed ? "true" : "false");
   std::string s = buf;
   bool any = false;
@@ -369,6 +372,7 @@ int main(int argc, char** argv) {
       double cost_alpha;
       uint8_t output;  // of every row: kOutputLogits, kOutputArgmax or kOutputSample
       int draw = -1;   // kOutputSample: index in draws
+      bool masked = false;  // every row with its own token mask (ForwardBatch::masks)
     };
     struct Draw {
       const char* name;
@@ -386,6 +390,8 @@ int main(int argc, char** argv) {
       for (int d = 0; d < static_cast<int>(draws.size()); ++d) {
         modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputSample, d});
       }
+      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputArgmax, -1, true});
+      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputSample, 0, true});
       if (args.profile) modes.push_back({"ops", {0, 128, true}, alpha, model::kOutputLogits});
     }
     for (const Mode& mode : modes) {
@@ -397,6 +403,14 @@ int main(int argc, char** argv) {
           b.draws.back().u = rng.uniform();
         }
       }
+      b.mask_index.clear();
+      b.masks.clear();
+      if (mode.masked) {  // random masks allowing about half of the vocabulary, one per row
+        const auto words = static_cast<size_t>(model::mask_words(c.vocab_size));
+        for (int r = 0; r < batch; ++r) b.mask_index.push_back(r);
+        b.masks.resize(static_cast<size_t>(batch) * words);
+        for (uint32_t& w : b.masks) w = static_cast<uint32_t>(rng.next_u64());
+      }
       die(m.set_step_options(mode.step), "set_step_options");
       attention::PlanOptions plan;
       plan.cost.alpha = mode.cost_alpha;
@@ -404,14 +418,15 @@ int main(int argc, char** argv) {
       const double ms = wall_ms(m, b, 2, mode.step.profile_ops ? 3 : 10);
       std::printf(
           "{\"case\":\"decode_b%d\",\"mode\":\"%s\",\"output\":\"%s\",\"draw\":\"%s\","
-          "\"cost_alpha\":%g,\"ctx\":%d,"
+          "\"masked\":%s,\"cost_alpha\":%g,\"ctx\":%d,"
           "\"step_ms\":%.3f,\"roofline_ms\":%.3f,\"x_roofline\":%.2f,\"bytes\":%.0f,"
           "\"effective_gbps\":%.1f,\"tokens_per_s\":%.0f,\"plan_items\":%zu,%s}\n",
           batch, mode.name,
           mode.output == model::kOutputArgmax   ? "argmax"
           : mode.output == model::kOutputSample ? "sample"
                                                 : "logits",
-          mode.draw >= 0 ? draws[static_cast<size_t>(mode.draw)].name : "-", mode.cost_alpha,
+          mode.draw >= 0 ? draws[static_cast<size_t>(mode.draw)].name : "-",
+          mode.masked ? "true" : "false", mode.cost_alpha,
           kDecodeCtx, ms, roof_ms, ms / roof_ms, read_weight_bytes + kv_bytes,
           (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9, batch / (ms * 1e-3),
           m.last_plan().items.size(), profile_json(m.last_step_profile()).c_str());
@@ -420,6 +435,8 @@ int main(int argc, char** argv) {
     // The same draws on the host, from a logits step's rows.
     std::fill(b.samples.begin(), b.samples.end(), model::kOutputLogits);
     b.draws.clear();
+    b.mask_index.clear();
+    b.masks.clear();
     die(m.set_step_options({kMaxDecode, 128, false}), "set_step_options");
     model::ForwardOutput logits;
     die(m.forward(b, logits), "forward");
