@@ -292,22 +292,17 @@ __global__ void __launch_bounds__(kArgmaxThreads)
   if (lane == 0) out[blockIdx.x] = v == -CUDART_INF_F ? 0 : idx;
 }
 
-// mask_rows (ops.h): blockIdx.y is the row; each thread reads one mask word and clears its up
-// to 32 tokens (most words of a constrained row are all ones or all zeros).
+// mask_rows (ops.h): blockIdx.y is the row; a thread per token, so a warp's stores are one
+// row span (a thread per mask word wrote 32 lines per store: 0.3 ms for 128 rows of 128,256
+// tokens on an H200) and its 32 lanes read one mask word.
 __global__ void mask_rows_kernel(float* logits, int vocab, const int32_t* mask_index,
                                  const uint32_t* masks) {
   const int k = mask_index[blockIdx.y];
   if (k < 0) return;
-  const int words = (vocab + 31) / 32;
-  const uint32_t* mask = masks + static_cast<size_t>(k) * words;
+  const uint32_t* mask = masks + static_cast<size_t>(k) * ((vocab + 31) / 32);
   float* row = logits + static_cast<size_t>(blockIdx.y) * vocab;
-  for (int w = blockIdx.x * blockDim.x + threadIdx.x; w < words; w += gridDim.x * blockDim.x) {
-    const uint32_t bits = mask[w];
-    if (bits == ~0u) continue;
-    const int n = min(32, vocab - 32 * w);
-    for (int i = 0; i < n; ++i) {
-      if (((bits >> i) & 1u) == 0) row[32 * w + i] = -CUDART_INF_F;
-    }
+  for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < vocab; t += gridDim.x * blockDim.x) {
+    if (((mask[t / 32] >> (t % 32)) & 1u) == 0) row[t] = -CUDART_INF_F;
   }
 }
 
@@ -1139,10 +1134,8 @@ Status mask_rows(float* logits, int rows, int vocab, const int32_t* mask_index,
   if (rows > 65535) {
     return invalid_argument("rows = " + std::to_string(rows) + ": expected <= 65535");
   }
-  constexpr int kThreads = 256;
-  const int words = (vocab + 31) / 32;
-  const dim3 grid(static_cast<unsigned>((words + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(rows));
+  constexpr int kThreads = 256, kSpan = 1024;  // tokens per CTA: four per thread
+  const dim3 grid(static_cast<unsigned>((vocab + kSpan - 1) / kSpan), static_cast<unsigned>(rows));
   mask_rows_kernel<<<grid, kThreads, 0, stream>>>(logits, vocab, mask_index, masks);
   return launched("mask_rows");
 }

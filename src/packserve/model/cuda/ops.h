@@ -23,7 +23,7 @@
 //                  to the lowest index, 0 when the maximum is -inf); one CTA per row
 //   mask_rows:     logits[r, t] = -inf where bit (t % 32) of row r's mask word t / 32 is clear,
 //                  row r's mask being masks[mask_index[r] * ceil(vocab / 32) ..] (none when
-//                  mask_index[r] < 0): forward.h's mask_logits. A thread per mask word
+//                  mask_index[r] < 0): forward.h's mask_logits. A thread per token
 //   sample_rows:   (out[r], out_logprobs[r]) = sample_draw_adjusted(logits[r, :], row r's
 //                  adjusts, draws[r]) (common/sample_draw.h, the same token ids as the host;
 //                  the logprob, the raw row's, within a float ulp or two), or out[r] = -1 for
