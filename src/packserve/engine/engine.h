@@ -237,6 +237,10 @@ struct EngineMetrics {
   // backend's forward() (structured outputs' masks, filled while the device runs, included)
   // and the sampling of the rows.
   double step_seconds = 0.0, forward_seconds = 0.0, sample_seconds = 0.0;
+  // Structured outputs: rows whose token masks went to the backend with them, and the host
+  // time of filling those masks (inside forward_seconds: the device runs meanwhile).
+  int64_t masked_rows = 0;
+  double mask_fill_seconds = 0.0;
   model::BackendStats backend;  // the backend's graph cache (CUDA), as of the last step
   Histogram ttft_ms, tpot_ms, e2e_ms;
 };

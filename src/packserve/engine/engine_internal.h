@@ -148,7 +148,8 @@ struct Engine::Impl {
   void finish(LiveRequest& r, std::string reason, double time_ms, std::string error);
   void fail_requests(const std::vector<RequestId>& ids, const Status& status, double now_ms);
   struct StepTimes {
-    double step_ms = 0.0, forward_ms = 0.0, sample_ms = 0.0;
+    double step_ms = 0.0, forward_ms = 0.0, sample_ms = 0.0, mask_fill_ms = 0.0;
+    int64_t masked_rows = 0;
   };
   void publish_metrics(int64_t step_tokens, double now_ms, const StepTimes& times);
 };

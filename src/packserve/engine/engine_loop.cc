@@ -100,10 +100,15 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       const auto words = static_cast<size_t>(model::mask_words(impl.vocab_size));
       fb.masks.resize(masked_rows.size() * words);  // (no fill beyond the last step's size)
       fb.fill_masks = [this, words](std::span<uint32_t> dest) {
+        const auto start = std::chrono::steady_clock::now();
         impl.sampler_pool->run(static_cast<int64_t>(masked_rows.size()), [&](int64_t j) {
           const auto k = static_cast<size_t>(j);
           masked_rows[k]->constraint->fill_mask(dest.subspan(k * words, words));
         });
+        times.mask_fill_ms +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
+        times.masked_rows += static_cast<int64_t>(masked_rows.size());
       };
     }
     const auto t0 = std::chrono::steady_clock::now();
@@ -483,6 +488,8 @@ void Engine::Impl::publish_metrics(int64_t step_tokens, double now_ms, const Ste
   metrics.step_seconds += times.step_ms / 1000.0;
   metrics.forward_seconds += times.forward_ms / 1000.0;
   metrics.sample_seconds += times.sample_ms / 1000.0;
+  metrics.masked_rows += times.masked_rows;
+  metrics.mask_fill_seconds += times.mask_fill_ms / 1000.0;
   metrics.backend = backend->stats();
   constexpr double kWindowMs = 10000.0;
   if (step_tokens > 0) recent_tokens.emplace_back(now_ms, step_tokens);

@@ -1107,6 +1107,7 @@ TEST(EngineStructuredTest, BackendDrawsUnderMasksEqualHostDraws) {
   struct Run {
     std::vector<Collected> outputs;
     int64_t masked_rows = 0, sample_rows = 0, late_fills = 0;
+    EngineMetrics metrics;  // once every step is published
   };
   const auto run = [](bool backend_sampling) {
     EngineSetup setup;
@@ -1136,6 +1137,11 @@ TEST(EngineStructuredTest, BackendDrawsUnderMasksEqualHostDraws) {
     out.masked_rows = t.backend->num_masked_rows.load();
     out.sample_rows = t.backend->num_sample_rows.load();
     out.late_fills = t.backend->num_late_mask_fills.load();
+    const int64_t masked = out.masked_rows;
+    EXPECT_TRUE(wait_metrics(*t.engine, [&](const EngineMetrics& m) {
+      return m.masked_rows == masked && m.pages_in_use == 0;
+    }));
+    out.metrics = t.engine->metrics();
     return out;
   };
   const Run host = run(false), dev = run(true);
@@ -1166,6 +1172,12 @@ TEST(EngineStructuredTest, BackendDrawsUnderMasksEqualHostDraws) {
   // The masks were filled inside the forwards (ForwardBatch::fill_masks), once per step.
   EXPECT_GT(dev.late_fills, 0);
   EXPECT_LE(dev.late_fills, dev.masked_rows);
+  // The engine's counters (/metrics): the masked rows, and the time their masks took.
+  EXPECT_EQ(dev.metrics.masked_rows, constrained_tokens);
+  EXPECT_GT(dev.metrics.mask_fill_seconds, 0.0);
+  EXPECT_LE(dev.metrics.mask_fill_seconds, dev.metrics.forward_seconds);
+  EXPECT_EQ(host.metrics.masked_rows, 0);
+  EXPECT_EQ(host.metrics.mask_fill_seconds, 0.0);
   // The regex outputs match it.
   for (size_t i = 1; i < 12; i += 3) {
     const std::string& text = host.outputs[i].text;

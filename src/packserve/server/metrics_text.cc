@@ -146,6 +146,12 @@ std::string render_metrics_text(const MetricsSnapshot& snapshot) {
           m.forward_seconds);
   counter(out, "packserve_engine_sample_seconds_total", "of which sampling the rows",
           m.sample_seconds);
+  counter(out, "packserve_engine_masked_rows_total",
+          "rows drawn under a structured output's token mask on the backend",
+          static_cast<double>(m.masked_rows));
+  counter(out, "packserve_engine_mask_fill_seconds_total",
+          "host time filling those masks, while the device runs the step (within forward)",
+          m.mask_fill_seconds);
   counter(out, "packserve_engine_graph_captures_total",
           "steps that captured a CUDA graph for a new step shape",
           static_cast<double>(m.backend.graph_captures));

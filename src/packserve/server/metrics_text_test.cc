@@ -61,6 +61,8 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
   m.step_seconds = 2.5;
   m.forward_seconds = 2.0;
   m.sample_seconds = 0.25;
+  m.masked_rows = 77;
+  m.mask_fill_seconds = 0.125;
   m.backend.graph_captures = 12;
   m.backend.graph_replays = 340;
   m.backend.graph_evictions = 2;
@@ -97,6 +99,8 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
       "packserve_engine_step_seconds_total 2.5",
       "packserve_engine_forward_seconds_total 2",
       "packserve_engine_sample_seconds_total 0.25",
+      "packserve_engine_masked_rows_total 77",
+      "packserve_engine_mask_fill_seconds_total 0.125",
       "packserve_engine_graph_captures_total 12",
       "packserve_engine_graph_replays_total 340",
       "packserve_engine_graph_evictions_total 2",
