@@ -32,12 +32,13 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
       ->capture_default_str();
   cmd.add_option("--sampler-threads", f.sampler_threads,
                  p + "host threads sampling a step's rows (the engine's, or the cpu "
-                     "backend's draws); 0: min(8, hardware threads)")
+                     "backend's draws) and filling structured outputs' token masks; 0: min(8, "
+                     "hardware threads)")
       ->capture_default_str();
   cmd.add_flag("--no-backend-sampling", f.no_backend_sampling,
                p + "sample non-greedy and logprob rows on the host from their logits instead "
                    "of in the forward backend (the same tokens and logprobs; cuda then copies "
-                   "every such row's logits)");
+                   "every such row's logits, and masks structured outputs' rows on the host)");
   add_backend_flags(cmd, f.backend, p);
 }
 

@@ -196,8 +196,9 @@ struct EngineConfig {
   int32_t max_model_len = 0;    // prompt + max_tokens limit; 0 = model_context_length (config.h)
   int32_t max_waiting_requests = 1024;  // submit() beyond this: kResourceExhausted
   uint64_t seed = 0;                    // engine RNG (requests without a seed)
-  // Host threads that sample a step's rows in parallel (the caller's included); 0 = auto
-  // (min(8, hardware threads)). Tokens do not depend on it (each request has its own RNG).
+  // Host threads that sample a step's rows in parallel (the caller's included) and fill
+  // structured outputs' token masks; 0 = auto (min(8, hardware threads)). Tokens do not depend
+  // on it (each request has its own RNG).
   int32_t num_sampler_threads = 0;
   // Rows of sampled requests (all but greedy without logprobs, which take the backend's
   // argmax; logits not captured) are drawn by the forward backend (ForwardBatch::samples =
