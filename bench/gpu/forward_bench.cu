@@ -137,8 +137,7 @@ std::string profile_json(const model::CudaStepProfile& p) {
                 "\"masks_ms\":%.3f,\"total_ms\":%.3f},\"gpu_ms\":%.3f,\"graph_replayed\":%s",
                 p.validate_ms, p.plan_ms, p.upload_ms, p.metadata_ms, p.enqueue_ms, p.sync_ms,
                 p.logits_copy_ms, p.host_sampled_rows, p.host_sample_ms, p.masks_ms, p.total_ms,
-                p.gpu_ms,
-                p.graph_replayed ? "true" : "false");
+                p.gpu_ms, p.graph_replayed ? "true" : "false");
   std::string s = buf;
   bool any = false;
   for (double v : p.op_gpu_ms) any = any || v > 0;
@@ -370,8 +369,8 @@ int main(int argc, char** argv) {
       const char* name;
       model::CudaStepOptions step;
       double cost_alpha;
-      uint8_t output;  // of every row: kOutputLogits, kOutputArgmax or kOutputSample
-      int draw = -1;   // kOutputSample: index in draws
+      uint8_t output;       // of every row: kOutputLogits, kOutputArgmax or kOutputSample
+      int draw = -1;        // kOutputSample: index in draws
       bool masked = false;  // every row with its own token mask (ForwardBatch::masks)
     };
     struct Draw {
@@ -426,10 +425,10 @@ int main(int argc, char** argv) {
           : mode.output == model::kOutputSample ? "sample"
                                                 : "logits",
           mode.draw >= 0 ? draws[static_cast<size_t>(mode.draw)].name : "-",
-          mode.masked ? "true" : "false", mode.cost_alpha,
-          kDecodeCtx, ms, roof_ms, ms / roof_ms, read_weight_bytes + kv_bytes,
-          (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9, batch / (ms * 1e-3),
-          m.last_plan().items.size(), profile_json(m.last_step_profile()).c_str());
+          mode.masked ? "true" : "false", mode.cost_alpha, kDecodeCtx, ms, roof_ms, ms / roof_ms,
+          read_weight_bytes + kv_bytes, (read_weight_bytes + kv_bytes) / (ms * 1e-3) / 1e9,
+          batch / (ms * 1e-3), m.last_plan().items.size(),
+          profile_json(m.last_step_profile()).c_str());
       std::fflush(stdout);
     }
     // The same draws on the host, from a logits step's rows.

@@ -208,10 +208,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config,
   }
   if (mc.sliding_window > 0 && config.max_model_len > mc.sliding_window) {
     return invalid_argument(
-        "max_model_len: " + std::to_string(config.max_model_len) + " > the model's sliding_window " +
-        std::to_string(mc.sliding_window) +
+        "max_model_len: " + std::to_string(config.max_model_len) +
+        " > the model's sliding_window " + std::to_string(mc.sliding_window) +
         ": sliding-window attention is not implemented, so a model with a window is served "
-        "within it (expected at most " + std::to_string(mc.sliding_window) + ", or 0)");
+        "within it (expected at most " +
+        std::to_string(mc.sliding_window) + ", or 0)");
   }
   PS_ASSIGN_OR_RETURN(auto scheduler, sched::Scheduler::create(config.scheduler, config.kv));
   std::unique_ptr<Engine> engine(new Engine());

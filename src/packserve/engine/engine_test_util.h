@@ -93,10 +93,10 @@ class FakeBackend : public model::ForwardBackend {
     out.top_logprobs.clear();
     out.scores.clear();
     const int64_t vocab = config_.vocab_size;
-    std::vector<uint32_t> masks = batch.masks;  // model/forward.h: filled late when asked
-    if (batch.fill_masks && !masks.empty()) {
-      batch.fill_masks(masks);
-      ++num_late_mask_fills;
+    std::vector<uint32_t> masks(batch.masks.size());  // model/forward.h: filled late when asked
+    if (!masks.empty()) {
+      if (batch.fill_masks) ++num_late_mask_fills;
+      model::write_masks(batch, masks);
     }
     for (int r = 0; r < batch.num_requests(); ++r) {
       const int32_t q_len = batch.qo_indptr[r + 1] - batch.qo_indptr[r];
@@ -127,10 +127,8 @@ class FakeBackend : public model::ForwardBackend {
       }
       if (!batch.samples[r]) continue;
       fake_logits(context, next_(context), vocab, row.data());
-      if (!batch.mask_index.empty() && batch.mask_index[r] >= 0) {  // forward.h: masked first
-        const auto words = static_cast<size_t>(model::mask_words(vocab));
-        model::mask_logits(row, std::span<const uint32_t>(masks).subspan(
-                                    static_cast<size_t>(batch.mask_index[r]) * words, words));
+      if (const auto mask = model::request_mask(batch, r, masks, vocab); !mask.empty()) {
+        model::mask_logits(row, mask);  // forward.h: masked first
         ++num_masked_rows;
       }
       if (batch.samples[r] == model::kOutputArgmax) {

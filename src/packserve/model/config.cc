@@ -271,8 +271,8 @@ class ConfigReader {
         boolean(r, "use_sliding_window", "use_sliding_window", c.arch == Architecture::kMistral));
     if (const Json* window = member(r, "sliding_window"); window != nullptr && use_sliding) {
       if (!window->is_number_integer() || window->get<int64_t>() < 1) {
-        return error("sliding_window", "expected a positive integer or null, got " +
-                                           describe(*window));
+        return error("sliding_window",
+                     "expected a positive integer or null, got " + describe(*window));
       }
       if (window->get<int64_t>() < c.max_position_embeddings) {
         c.sliding_window = window->get<int64_t>();

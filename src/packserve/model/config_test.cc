@@ -216,8 +216,8 @@ TEST(ModelConfig, SlidingWindowCapsTheContextLength) {
   EXPECT_EQ(c->sliding_window, 4096);
   EXPECT_EQ(model_context_length(*c), 4096);
   // With YaRN the smaller of the two.
-  qwen["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0},
-                          {"original_max_position_embeddings", 512}};
+  qwen["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 512}};
   c = parse_model_config(qwen.dump(), "config.json");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(model_context_length(*c), 2048);
@@ -249,9 +249,9 @@ TEST(ModelConfig, RoundTripsThroughJson) {
   const std::string yarn_text = yarn.dump(), linear_text = linear.dump(),
                     mistral_window_text = mistral_window.dump(),
                     qwen_window_text = qwen_window.dump();
-  for (const char* text : {kQwen3, kLlama32, kQwen2, kMistral, kLlama31New, yarn_text.c_str(),
-                           linear_text.c_str(), mistral_window_text.c_str(),
-                           qwen_window_text.c_str()}) {
+  for (const char* text :
+       {kQwen3, kLlama32, kQwen2, kMistral, kLlama31New, yarn_text.c_str(), linear_text.c_str(),
+        mistral_window_text.c_str(), qwen_window_text.c_str()}) {
     auto a = parse_model_config(text, "a");
     ASSERT_TRUE(a.ok());
     const std::string json = model_config_to_json(*a);

@@ -32,6 +32,7 @@
 // unchanged. Thread-safety: one thread drives a backend.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -93,6 +94,25 @@ struct ForwardBatch {
 
 // uint32 words of one token mask of a vocabulary of vocab_size ids.
 inline int64_t mask_words(int64_t vocab_size) { return (vocab_size + 31) / 32; }
+
+// The batch's masks into dest (masks.size() words): fill_masks(dest) when set, else a copy.
+inline void write_masks(const ForwardBatch& batch, std::span<uint32_t> dest) {
+  if (batch.fill_masks) {
+    batch.fill_masks(dest);
+  } else {
+    std::copy(batch.masks.begin(), batch.masks.end(), dest.begin());
+  }
+}
+
+// Request r's mask within `masks` (the batch's, as write_masks gives them); empty when it has
+// none.
+inline std::span<const uint32_t> request_mask(const ForwardBatch& batch, int r,
+                                              std::span<const uint32_t> masks, int64_t vocab_size) {
+  if (batch.mask_index.empty() || batch.mask_index[static_cast<size_t>(r)] < 0) return {};
+  const auto words = static_cast<size_t>(mask_words(vocab_size));
+  return masks.subspan(static_cast<size_t>(batch.mask_index[static_cast<size_t>(r)]) * words,
+                       words);
+}
 
 // row[t] = -inf wherever bit (t % 32) of mask[t / 32] is clear (mask: mask_words(row.size())).
 inline void mask_logits(std::span<float> row, std::span<const uint32_t> mask) {

@@ -187,22 +187,16 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
     return std::span<const float>(logits).subspan(static_cast<size_t>(i * vocab), vocab);
   };
   if (!batch.masks.empty()) {  // the argmax and sample rows' masks, before anything reads them
-    const auto words = static_cast<size_t>(mask_words(vocab));
-    std::span<const uint32_t> masks = batch.masks;
-    std::vector<uint32_t> filled;
-    if (batch.fill_masks) {
-      filled.resize(batch.masks.size());
-      batch.fill_masks(filled);
-      masks = filled;
-    }
+    std::vector<uint32_t> masks(batch.masks.size());
+    write_masks(batch, masks);
     int64_t j = num_logits;  // the argmax rows, then the sample rows, as above
     for (uint8_t kind : {kOutputArgmax, kOutputSample}) {
       for (int r = 0; r < num_requests; ++r) {
         if (batch.samples[r] != kind) continue;
-        const int32_t k = batch.mask_index[static_cast<size_t>(r)];
-        if (k >= 0) {
+        const std::span<const uint32_t> mask = request_mask(batch, r, masks, vocab);
+        if (!mask.empty()) {
           mask_logits(std::span<float>(logits).subspan(static_cast<size_t>(j * vocab), vocab),
-                      masks.subspan(k * words, words));
+                      mask);
         }
         ++j;
       }

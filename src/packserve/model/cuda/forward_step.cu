@@ -450,11 +450,7 @@ Status CudaForwardBackend::Impl::reserve_adjusts(size_t entries) {
 Status CudaForwardBackend::Impl::upload_masks(const ForwardBatch& batch) {
   cuda::Stopwatch clock;
   auto* dest = mask_pinned.as<uint32_t>();
-  if (batch.fill_masks) {
-    batch.fill_masks(std::span<uint32_t>(dest, batch.masks.size()));
-  } else {
-    std::copy(batch.masks.begin(), batch.masks.end(), dest);
-  }
+  write_masks(batch, std::span<uint32_t>(dest, batch.masks.size()));
   profile.masks_ms = clock.lap();
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(mask_dev.as<void>(), dest, batch.masks.size() * 4,
                                                 cudaMemcpyHostToDevice, stream));
@@ -462,11 +458,11 @@ Status CudaForwardBackend::Impl::upload_masks(const ForwardBatch& batch) {
 }
 
 Status CudaForwardBackend::Impl::reserve_masks(size_t words) {
-  if (words <= mask_capacity && mask_capacity > 0) return ok_status();
+  if (words <= mask_capacity) return ok_status();
   const size_t capacity =
       std::max({words, 2 * mask_capacity,
                 kInitialMaskRows * static_cast<size_t>(mask_words(config.vocab_size))});
-  mask_capacity = 0;  // (no graph reads the masks: a masked step's sampling runs eagerly)
+  mask_capacity = 0;  // until both allocations succeed (no graph reads these buffers)
   PS_RETURN_IF_ERROR(mask_dev.alloc(capacity * 4, "token masks"));
   PS_RETURN_IF_ERROR(mask_pinned.reserve(capacity * 4));
   mask_capacity = capacity;

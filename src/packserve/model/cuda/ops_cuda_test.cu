@@ -370,9 +370,8 @@ TEST(ModelCudaOps, MaskRowsEqualsTheHostMask) {
         mask_logits(want, std::span<const uint32_t>(masks).subspan(
                               static_cast<size_t>(index[static_cast<size_t>(r)]) * words, words));
       }
-      EXPECT_EQ(std::memcmp(want.data(), got.data() + static_cast<size_t>(r) * vocab,
-                            want.size() * 4),
-                0)
+      EXPECT_EQ(
+          std::memcmp(want.data(), got.data() + static_cast<size_t>(r) * vocab, want.size() * 4), 0)
           << "row " << r;
     }
     for (int i = 0; i < vocab; ++i) {
