@@ -147,35 +147,213 @@ Result<ChatTemplate> ChatTemplate::from_dir(const std::string& dir,
   return from_config_text(text.str(), path, family);
 }
 
-Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages,
-                                         bool add_generation_prompt) const {
-  if (messages.empty()) return invalid_argument("messages: expected at least one message");
-  for (std::size_t i = 0; i < messages.size(); ++i) {
-    const std::string& role = messages[i].role;
-    if (role != "system" && role != "user" && role != "assistant") {
-      return invalid_argument("messages[" + std::to_string(i) +
-                              "].role: expected \"system\", "
-                              "\"user\" or \"assistant\", got \"" +
-                              role + "\"");
-    }
-    PS_RETURN_IF_ERROR(validate_utf8(messages[i].content));
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+// Jinja's `tojson` as Hugging Face's templates run it (Python's json.dumps with
+// ensure_ascii=False): without indent ", " and ": " between items, with indent one item per
+// line and ": " after keys. Scalars are nlohmann's (the same escapes and number forms for the
+// values requests carry).
+void append_python_json(const OrderedJson& v, int indent, int depth, std::string& out) {
+  const bool object = v.is_object();
+  if (!object && !v.is_array()) {
+    out += v.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+    return;
   }
+  if (v.empty()) {
+    out += object ? "{}" : "[]";
+    return;
+  }
+  const auto newline = [&](int level) {
+    out += '\n';
+    out.append(static_cast<std::size_t>(indent * level), ' ');
+  };
+  out += object ? '{' : '[';
+  bool first = true;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!first) out += indent < 0 ? ", " : ",";
+    first = false;
+    if (indent >= 0) newline(depth + 1);
+    if (object) {
+      out += OrderedJson(it.key()).dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+      out += ": ";
+    }
+    append_python_json(*it, indent, depth + 1, out);
+  }
+  if (indent >= 0) newline(depth);
+  out += object ? '}' : ']';
+}
+
+std::string python_json(const OrderedJson& v, int indent = -1) {
   std::string out;
-  if (family_ == ChatTemplateFamily::kLlama3) {
-    out += bos_token_;
-    for (const ChatMessage& m : messages) {
-      out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
+  append_python_json(v, indent, 0, out);
+  return out;
+}
+
+// `text` parsed as a JSON object, else kInvalidArgument naming `field`.
+Result<OrderedJson> json_object(const std::string& text, const std::string& field) {
+  OrderedJson v = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded() || !v.is_object()) {
+    return invalid_argument(field + ": expected the JSON text of an object");
+  }
+  return v;
+}
+
+Result<std::vector<OrderedJson>> parse_tools(const std::vector<std::string>& tools) {
+  std::vector<OrderedJson> out;
+  for (std::size_t i = 0; i < tools.size(); ++i) {
+    PS_ASSIGN_OR_RETURN(OrderedJson tool,
+                        json_object(tools[i], "tools[" + std::to_string(i) + "]"));
+    out.push_back(std::move(tool));
+  }
+  return out;
+}
+
+std::string call_field(std::size_t message, std::size_t call) {
+  return "messages[" + std::to_string(message) + "].tool_calls[" + std::to_string(call) +
+         "].function.arguments";
+}
+
+constexpr std::string_view kChatmlToolsHead =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+    "provided with function signatures within <tools></tools> XML tags:\n<tools>";
+constexpr std::string_view kChatmlToolsTail =
+    "\n</tools>\n\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+
+Result<std::string> render_chatml(const std::vector<ChatMessage>& messages,
+                                  bool add_generation_prompt,
+                                  const std::vector<OrderedJson>& tools) {
+  std::string out;
+  std::size_t first = 0;
+  if (!tools.empty()) {
+    out += "<|im_start|>system\n";
+    if (messages[0].role == "system") {
+      out += messages[0].content + "\n\n";
+      first = 1;
+    }
+    out += kChatmlToolsHead;
+    for (const OrderedJson& tool : tools) out += "\n" + python_json(tool);
+    out += kChatmlToolsTail;
+  }
+  for (std::size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      // A run of tool results is one user turn.
+      if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
+      out += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
+      continue;
+    }
+    out += "<|im_start|>" + m.role + "\n" + m.content;
+    for (std::size_t c = 0; c < m.tool_calls.size(); ++c) {
+      PS_ASSIGN_OR_RETURN(OrderedJson args,
+                          json_object(m.tool_calls[c].arguments, call_field(i, c)));
+      if (c > 0 || !m.content.empty()) out += "\n";
+      out += "<tool_call>\n{\"name\": \"" + m.tool_calls[c].name +
+             "\", \"arguments\": " + python_json(args) + "}\n</tool_call>";
+    }
+    out += "<|im_end|>\n";
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+// Llama 3.1's defaults when the template is given tools (its date_string's default).
+constexpr std::string_view kLlama3ToolsSystem =
+    "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+constexpr std::string_view kLlama3ToolsUser =
+    "Given the following functions, please respond with a JSON for a function call with its "
+    "proper arguments that best answers the given prompt.\n\nRespond in the format "
+    "{\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do "
+    "not use variables.\n\n";
+
+Result<std::string> render_llama3(const std::vector<ChatMessage>& messages,
+                                  bool add_generation_prompt, const std::vector<OrderedJson>& tools,
+                                  const std::string& bos_token) {
+  const auto header = [](std::string_view role) {
+    return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n";
+  };
+  std::string out = bos_token;
+  std::size_t first = 0;
+  if (!tools.empty()) {
+    out += header("system");
+    out += kLlama3ToolsSystem;
+    if (messages[0].role == "system") {
+      out += trim(messages[0].content);
+      first = 1;
+    }
+    out += "<|eot_id|>";
+    if (first == messages.size() || messages[first].role != "user") {
+      const std::string f = "messages[" + std::to_string(first) + "]";
+      return invalid_argument(f +
+                              ": expected a user message here: with tools, Llama 3's "
+                              "template puts them in the first message after the system one");
+    }
+    out += header("user");
+    out += kLlama3ToolsUser;
+    for (const OrderedJson& tool : tools) out += python_json(tool, 4) + "\n\n";
+    out += trim(messages[first].content);
+    out += "<|eot_id|>";
+    ++first;
+  }
+  for (std::size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      out += header("ipython") + python_json(OrderedJson(m.content)) + "<|eot_id|>";
+    } else if (!m.tool_calls.empty()) {
+      if (m.tool_calls.size() != 1) {
+        const std::string f = "messages[" + std::to_string(i) + "].tool_calls";
+        return invalid_argument(f +
+                                ": Llama 3's template takes one tool call per assistant "
+                                "message, got " +
+                                std::to_string(m.tool_calls.size()));
+      }
+      PS_ASSIGN_OR_RETURN(OrderedJson args,
+                          json_object(m.tool_calls[0].arguments, call_field(i, 0)));
+      out += header("assistant") + "{\"name\": \"" + m.tool_calls[0].name +
+             "\", \"parameters\": " + python_json(args) + "}<|eot_id|>";
+    } else {
+      out += header(m.role);
       out += trim(m.content);
       out += "<|eot_id|>";
     }
-    if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  } else {
-    for (const ChatMessage& m : messages) {
-      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-    }
-    if (add_generation_prompt) out += "<|im_start|>assistant\n";
   }
+  if (add_generation_prompt) out += header("assistant");
   return out;
+}
+
+}  // namespace
+
+Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages,
+                                         bool add_generation_prompt,
+                                         const std::vector<std::string>& tools) const {
+  if (messages.empty()) return invalid_argument("messages: expected at least one message");
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const std::string f = "messages[" + std::to_string(i) + "]";
+    if (m.role != "system" && m.role != "user" && m.role != "assistant" && m.role != "tool") {
+      return invalid_argument(f +
+                              ".role: expected \"system\", \"user\", \"assistant\" or "
+                              "\"tool\", got \"" +
+                              m.role + "\"");
+    }
+    if (!m.tool_calls.empty() && m.role != "assistant") {
+      return invalid_argument(f + ".tool_calls: only an assistant message makes tool calls");
+    }
+    PS_RETURN_IF_ERROR(validate_utf8(m.content));
+    for (const ChatToolCall& call : m.tool_calls) {
+      PS_RETURN_IF_ERROR(validate_utf8(call.name));
+      PS_RETURN_IF_ERROR(validate_utf8(call.arguments));
+    }
+  }
+  PS_ASSIGN_OR_RETURN(std::vector<OrderedJson> parsed_tools, parse_tools(tools));
+  if (family_ == ChatTemplateFamily::kLlama3) {
+    return render_llama3(messages, add_generation_prompt, parsed_tools, bos_token_);
+  }
+  return render_chatml(messages, add_generation_prompt, parsed_tools);
 }
 
 }  // namespace packserve::tokenizer

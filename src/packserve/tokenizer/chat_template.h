@@ -6,8 +6,22 @@
 //            Content is trimmed of surrounding whitespace, as Meta's template does.
 //   kChatml: <|im_start|>role\ncontent<|im_end|>\n (Qwen2, Qwen3 and others);
 //            generation prompt "<|im_start|>assistant\n".
+// Tools (render's `tools`, and the messages that call them and answer them) follow each
+// family's tool-calling template:
+//   kChatml: Qwen2.5 / Qwen3 (Hermes): the tools as JSON lines inside <tools></tools> in a
+//            system turn (after the system message's content), calls as
+//            <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call> in the assistant turn,
+//            results as <tool_response>\n...\n</tool_response> in one user turn per run of
+//            tool messages;
+//   kLlama3: Llama 3.1 (JSON tool calling): "Environment: ipython" and the dates in the system
+//            turn, the tools (JSON, indent 4) and the call instructions in the first user
+//            turn, a call as {"name": ..., "parameters": ...}, a result as an "ipython" turn
+//            with its content as a JSON string (the template's `tojson`), one call per
+//            assistant turn.
+// JSON is written as the templates' `tojson` (Python's json.dumps: ", " and ": ", keys in
+// the order given, non-ASCII as is).
 // Not reproduced (docs/tokenizer.md): default system prompts that some templates inject
-// (Llama-3.1's "Cutting Knowledge Date", Qwen2.5's "You are Qwen"), tools, and Qwen3's
+// without tools (Llama-3.1's "Cutting Knowledge Date", Qwen2.5's "You are Qwen"), and Qwen3's
 // <think> handling of earlier assistant turns.
 // Thread-safety: immutable values.
 #pragma once
@@ -27,9 +41,17 @@ enum class ChatTemplateFamily { kLlama3, kChatml };
 Result<ChatTemplateFamily> parse_chat_template_family(std::string_view name);
 std::string_view chat_template_family_name(ChatTemplateFamily family);
 
+// One call an assistant turn made: the function's name and its arguments as JSON text of an
+// object (OpenAI's tool_calls[i].function).
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;
+};
+
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or "tool" (a tool call's result)
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant only
 };
 
 class ChatTemplate {
@@ -51,10 +73,14 @@ class ChatTemplate {
       : family_(family), bos_token_(std::move(bos_token)) {}
 
   // Prompt text for `messages`; with `add_generation_prompt` it ends where the assistant's
-  // reply begins. kInvalidArgument naming messages[i].role for a role other than system,
-  // user or assistant, or when `messages` is empty.
-  Result<std::string> render(const std::vector<ChatMessage>& messages,
-                             bool add_generation_prompt) const;
+  // reply begins. `tools` are the function tools the model may call, each the JSON text of
+  // one {"type": "function", "function": {...}} as the request gave it (key order kept).
+  // kInvalidArgument naming the field: messages[i].role for a role other than system, user,
+  // assistant or tool; tool_calls outside an assistant turn; arguments or tools[i] that are
+  // not JSON objects; an empty `messages`; Llama 3: tools without a user message to put them
+  // in (messages[i]), or several calls in one assistant turn.
+  Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                             const std::vector<std::string>& tools = {}) const;
 
   ChatTemplateFamily family() const { return family_; }
   const std::string& bos_token() const { return bos_token_; }

@@ -35,6 +35,224 @@ TEST(ChatTemplateTest, ChatmlFormat) {
   EXPECT_EQ(*with_prompt, "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
 }
 
+// Tool definitions as a request gives them (key order as written, non-ASCII kept).
+const std::vector<std::string> kTools = {
+    R"({"type":"function","function":{"name":"get_weather","description":"Météo d'une ville",)"
+    R"("parameters":{"type":"object","properties":{"city":{"type":"string"},)"
+    R"("unit":{"enum":["c","f"]}},"required":["city"]}}})",
+    R"({"type": "function", "function": {"name": "now", "parameters": {}}})"};
+
+ChatMessage calls(std::string content, std::vector<ChatToolCall> tool_calls) {
+  return ChatMessage{"assistant", std::move(content), std::move(tool_calls)};
+}
+
+// The expected texts are what the published templates render for the same conversation
+// (Qwen3's tokenizer_config.json chat_template; Meta's Llama-3.1-8B-Instruct template), with
+// the calls' arguments given as objects, as servers pass them.
+TEST(ChatTemplateTest, ChatmlToolsCallsAndResults) {
+  const ChatTemplate chat(ChatTemplateFamily::kChatml, "");
+  const std::vector<ChatMessage> messages = {
+      {"system", "Be brief.", {}},
+      {"user", "Weather in Paris?", {}},
+      calls("", {{"get_weather", R"({"city":"Paris","unit":"c"})"}, {"now", "{}"}}),
+      {"tool", R"({"temp": 21})", {}},
+      {"tool", "12:00", {}}};
+  const auto text = chat.render(messages, /*add_generation_prompt=*/true, kTools);
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  EXPECT_EQ(
+      *text,
+      "<|im_start|>system\n"
+      "Be brief.\n"
+      "\n"
+      "# Tools\n"
+      "\n"
+      "You may call one or more functions to assist with the user query.\n"
+      "\n"
+      "You are provided with function signatures within <tools></tools> XML tags:\n"
+      "<tools>\n"
+      "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Météo "
+      "d'une ville\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
+      "\"string\"}, \"unit\": {\"enum\": [\"c\", \"f\"]}}, \"required\": [\"city\"]}}}\n"
+      "{\"type\": \"function\", \"function\": {\"name\": \"now\", \"parameters\": {}}}\n"
+      "</tools>\n"
+      "\n"
+      "For each function call, return a json object with function name and arguments within "
+      "<tool_call></tool_call> XML tags:\n"
+      "<tool_call>\n"
+      "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+      "</tool_call><|im_end|>\n"
+      "<|im_start|>user\n"
+      "Weather in Paris?<|im_end|>\n"
+      "<|im_start|>assistant\n"
+      "<tool_call>\n"
+      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": \"c\"}}\n"
+      "</tool_call>\n"
+      "<tool_call>\n"
+      "{\"name\": \"now\", \"arguments\": {}}\n"
+      "</tool_call><|im_end|>\n"
+      "<|im_start|>user\n"
+      "<tool_response>\n"
+      "{\"temp\": 21}\n"
+      "</tool_response>\n"
+      "<tool_response>\n"
+      "12:00\n"
+      "</tool_response><|im_end|>\n"
+      "<|im_start|>assistant\n");
+  // No system message: the tools' system turn stands alone; content before a call.
+  const auto second =
+      chat.render({{"user", "Hi", {}}, calls("Checking.", {{"now", "{}"}}), {"tool", "12:00", {}}},
+                  /*add_generation_prompt=*/true, {kTools[1]});
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(*second,
+            "<|im_start|>system\n"
+            "# Tools\n"
+            "\n"
+            "You may call one or more functions to assist with the user query.\n"
+            "\n"
+            "You are provided with function signatures within <tools></tools> XML tags:\n"
+            "<tools>\n"
+            "{\"type\": \"function\", \"function\": {\"name\": \"now\", \"parameters\": {}}}\n"
+            "</tools>\n"
+            "\n"
+            "For each function call, return a json object with function name and arguments within "
+            "<tool_call></tool_call> XML tags:\n"
+            "<tool_call>\n"
+            "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+            "</tool_call><|im_end|>\n"
+            "<|im_start|>user\n"
+            "Hi<|im_end|>\n"
+            "<|im_start|>assistant\n"
+            "Checking.\n"
+            "<tool_call>\n"
+            "{\"name\": \"now\", \"arguments\": {}}\n"
+            "</tool_call><|im_end|>\n"
+            "<|im_start|>user\n"
+            "<tool_response>\n"
+            "12:00\n"
+            "</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTest, Llama3ToolsCallsAndResults) {
+  const ChatTemplate chat(ChatTemplateFamily::kLlama3, "<|begin_of_text|>");
+  const std::vector<ChatMessage> messages = {
+      {"system", " Be brief. ", {}},
+      {"user", "Weather in Paris?\n", {}},
+      calls("", {{"get_weather", R"({"city": "Paris", "unit": "c"})"}}),
+      {"tool", R"({"temp": 21})", {}}};
+  const auto text = chat.render(messages, /*add_generation_prompt=*/true, kTools);
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  EXPECT_EQ(*text,
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n"
+            "\n"
+            "Environment: ipython\n"
+            "Cutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n"
+            "\n"
+            "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
+            "\n"
+            "Given the following functions, please respond with a JSON for a function call with "
+            "its proper arguments that best answers the given prompt.\n"
+            "\n"
+            "Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+            "argument name and its value}.Do not use variables.\n"
+            "\n"
+            "{\n"
+            "    \"type\": \"function\",\n"
+            "    \"function\": {\n"
+            "        \"name\": \"get_weather\",\n"
+            "        \"description\": \"Météo d'une ville\",\n"
+            "        \"parameters\": {\n"
+            "            \"type\": \"object\",\n"
+            "            \"properties\": {\n"
+            "                \"city\": {\n"
+            "                    \"type\": \"string\"\n"
+            "                },\n"
+            "                \"unit\": {\n"
+            "                    \"enum\": [\n"
+            "                        \"c\",\n"
+            "                        \"f\"\n"
+            "                    ]\n"
+            "                }\n"
+            "            },\n"
+            "            \"required\": [\n"
+            "                \"city\"\n"
+            "            ]\n"
+            "        }\n"
+            "    }\n"
+            "}\n"
+            "\n"
+            "{\n"
+            "    \"type\": \"function\",\n"
+            "    \"function\": {\n"
+            "        \"name\": \"now\",\n"
+            "        \"parameters\": {}\n"
+            "    }\n"
+            "}\n"
+            "\n"
+            "Weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+            "\n"
+            "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"unit\": "
+            "\"c\"}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n"
+            "\n"
+            "\"{\\\"temp\\\": 21}\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+            "\n");
+  // Without a system message the system turn still carries the environment and dates.
+  const auto second = chat.render({{"user", "Weather in Paris?\n", {}}},
+                                  /*add_generation_prompt=*/true, {kTools[1]});
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_EQ(*second,
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n"
+            "\n"
+            "Environment: ipython\n"
+            "Cutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n"
+            "\n"
+            "<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
+            "\n"
+            "Given the following functions, please respond with a JSON for a function call with "
+            "its proper arguments that best answers the given prompt.\n"
+            "\n"
+            "Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+            "argument name and its value}.Do not use variables.\n"
+            "\n"
+            "{\n"
+            "    \"type\": \"function\",\n"
+            "    \"function\": {\n"
+            "        \"name\": \"now\",\n"
+            "        \"parameters\": {}\n"
+            "    }\n"
+            "}\n"
+            "\n"
+            "Weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+            "\n");
+}
+
+TEST(ChatTemplateTest, ToolErrorsNameTheField) {
+  const ChatTemplate chatml(ChatTemplateFamily::kChatml, "");
+  const ChatTemplate llama(ChatTemplateFamily::kLlama3, "<|begin_of_text|>");
+  const auto message_of = [](const Result<std::string>& r) {
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_EQ(message_of(chatml.render({{"user", "x", {}}, calls("", {{"f", "[1]"}})}, true)),
+            "messages[1].tool_calls[0].function.arguments: expected the JSON text of an object");
+  EXPECT_EQ(message_of(chatml.render({{"user", "x", {{"f", "{}"}}}}, true)),
+            "messages[0].tool_calls: only an assistant message makes tool calls");
+  EXPECT_EQ(message_of(chatml.render({{"user", "x", {}}}, true, {"{\"type\":"})),
+            "tools[0]: expected the JSON text of an object");
+  EXPECT_EQ(message_of(llama.render({{"system", "s", {}}, calls("", {{"f", "{}"}})}, true, kTools)),
+            "messages[1]: expected a user message here: with tools, Llama 3's template puts them "
+            "in the first message after the system one");
+  EXPECT_EQ(message_of(llama.render({{"system", "s", {}}}, true, kTools)),
+            "messages[1]: expected a user message here: with tools, Llama 3's template puts them "
+            "in the first message after the system one");
+  EXPECT_EQ(
+      message_of(llama.render({{"user", "x", {}}, calls("", {{"f", "{}"}, {"g", "{}"}})}, true)),
+      "messages[1].tool_calls: Llama 3's template takes one tool call per assistant "
+      "message, got 2");
+}
+
 TEST(ChatTemplateTest, FamilyFromTokenizerConfig) {
   const auto llama = ChatTemplate::from_config_text(
       R"({"bos_token": "<|begin_of_text|>", "chat_template": "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"})",
