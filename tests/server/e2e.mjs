@@ -248,6 +248,42 @@ await check('logit_bias: +100 on one token makes every greedy token that token',
   assert.equal(r.choices[0].text, 'qqqqq');
 });
 
+await check('tools: a named choice is its call, whole and streamed alike; required a list of one', async () => {
+  const tools = [{ type: 'function', function: { name: 'get_weather',
+    parameters: { type: 'object', properties: { city: { enum: ['Paris', 'Oslo'] } }, required: ['city'] } } }];
+  const messages = [{ role: 'user', content: 'Weather?' }];  // the tools take most of the 512-token context
+  const named = { type: 'function', function: { name: 'get_weather' } };
+  // The random model would fill the JSON with the whitespace the grammar allows between tokens.
+  const noSpace = Object.fromEntries([' ', '\n', '\r', '\t'].flatMap((c) => tokenize({ text: c }, false)).map((id) => [id, -100]));
+  const ask = (extra) => client.chat.completions.create({ model: MODEL, messages, tools, max_tokens: 48, logit_bias: noSpace, ...greedy, ...extra });
+  const whole = await ask({ tool_choice: named });
+  const message = whole.choices[0].message;
+  assert.equal(whole.choices[0].finish_reason, 'stop', JSON.stringify(whole.choices[0]));
+  assert.equal(message.content, null);
+  assert.equal(message.tool_calls.length, 1);
+  assert.match(message.tool_calls[0].id, /^call_[A-Za-z0-9]{24}$/);
+  assert.equal(message.tool_calls[0].type, 'function');
+  assert.equal(message.tool_calls[0].function.name, 'get_weather');
+  assert.ok(['Paris', 'Oslo'].includes(JSON.parse(message.tool_calls[0].function.arguments).city));
+  let args = '';
+  let names = [];
+  for await (const chunk of await ask({ tool_choice: named, stream: true })) {
+    for (const call of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      assert.equal(call.index, 0);
+      if (call.function?.name) names.push(call.function.name);
+      args += call.function?.arguments ?? '';
+    }
+  }
+  assert.deepEqual(names, ['get_weather']);
+  assert.equal(args, message.tool_calls[0].function.arguments);
+  const required = await ask({ tool_choice: 'required', parallel_tool_calls: false });
+  assert.equal(required.choices[0].finish_reason, 'tool_calls');
+  const calls = required.choices[0].message.tool_calls;
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].function.name, 'get_weather');
+  assert.ok(['Paris', 'Oslo'].includes(JSON.parse(calls[0].function.arguments).city));
+});
+
 await check('a client that aborts a stream: request cancelled, KV pages back to baseline', async () => {
   const base = await waitForMetrics(args.url, (m) => m.get('packserve_num_requests_running') === 0, 'idle before abort');
   const pagesBase = base.get('packserve_kv_pages_used');

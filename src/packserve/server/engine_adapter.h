@@ -26,7 +26,12 @@ class EngineAdapter final : public EngineApi {
                                       bool add_special_tokens) const override;
   Result<std::string> decode(std::span<const int32_t> token_ids) const override;
   Result<std::string> render_chat(const std::vector<tokenizer::ChatMessage>& messages,
-                                  bool add_generation_prompt) const override;
+                                  bool add_generation_prompt,
+                                  const std::vector<std::string>& tools) const override;
+  std::optional<tokenizer::ChatTemplateFamily> chat_template_family() const override {
+    if (!chat_template_) return std::nullopt;
+    return chat_template_->family();
+  }
   std::string token_text(int32_t token_id) const override;
   int64_t vocab_size() const override;
   int64_t max_model_len() const override { return engine_->max_model_len(); }

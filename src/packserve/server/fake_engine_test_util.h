@@ -1,11 +1,14 @@
 // fake_engine_test_util.h: a scripted EngineApi for the server's tests (no model needed).
 //   encode: one token per byte (id = byte value), vocab 256; token_text(id) = that byte;
 //   decode(ids): those bytes (an id outside [0, 256): kInvalidArgument "ids[i]: ...").
-//   render_chat: "<role>: <content>\n" per message, then (with the generation prompt)
-//   "assistant: ".
-//   generation: output token i is 'a' + i % 26, one token per `token_interval` for every live
-//   request, on one generator thread; stop strings end the request ("stop", the stop string
-//   excluded from the text), max_tokens ends it ("length"); cancel() ends it ("cancelled").
+//   render_chat: "tool: <definition>\n" per tool, "<role>: <content>\n" per message (and
+//   "call: <name><arguments>\n" per tool call), then (with the generation prompt)
+//   "assistant: "; its family is ChatML (Hermes tool calls).
+//   generation: output token i is 'a' + i % 26 (after set_output_text(t): byte i of t, and the
+//   request ends "stop" after the last, as at an EOS), one token per `token_interval` for
+//   every live request, on one generator thread; stop strings end the request ("stop", the
+//   stop string excluded from the text), max_tokens ends it ("length"); cancel() ends it
+//   ("cancelled").
 //   submit() refuses with kResourceExhausted beyond `max_live` live requests and with
 //   kFailedPrecondition after set_draining().
 //   Prefix cache: a prompt submitted before (the same token ids) reports all its tokens as
@@ -118,10 +121,18 @@ class FakeEngine final : public EngineApi {
     return text;
   }
   Result<std::string> render_chat(const std::vector<tokenizer::ChatMessage>& messages,
-                                  bool add_generation_prompt) const override {
+                                  bool add_generation_prompt,
+                                  const std::vector<std::string>& tools) const override {
     std::string text;
-    for (const auto& m : messages) text += m.role + ": " + m.content + "\n";
+    for (const auto& tool : tools) text += "tool: " + tool + "\n";
+    for (const auto& m : messages) {
+      text += m.role + ": " + m.content + "\n";
+      for (const auto& call : m.tool_calls) text += "call: " + call.name + call.arguments + "\n";
+    }
     return add_generation_prompt ? text + "assistant: " : text;
+  }
+  std::optional<tokenizer::ChatTemplateFamily> chat_template_family() const override {
+    return tokenizer::ChatTemplateFamily::kChatml;
   }
   std::string token_text(int32_t token_id) const override {
     return std::string(1, static_cast<char>(token_id));
@@ -129,6 +140,11 @@ class FakeEngine final : public EngineApi {
   int64_t vocab_size() const override { return 256; }
   int64_t max_model_len() const override { return max_model_len_; }
 
+  // Every later request generates `text` (one token per byte) and then stops.
+  void set_output_text(std::string text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    output_text_ = std::move(text);
+  }
   void fail_prompts_with(int32_t token_id) {
     std::lock_guard<std::mutex> lock(mutex_);
     fail_token_ = token_id;
@@ -186,7 +202,9 @@ class FakeEngine final : public EngineApi {
       done = true;
       return;
     }
-    const int32_t token = 'a' + l.num_output_tokens % 26;
+    const int32_t token = output_text_
+                              ? static_cast<unsigned char>((*output_text_)[l.num_output_tokens])
+                              : 'a' + l.num_output_tokens % 26;
     ++l.num_output_tokens;
     l.text += static_cast<char>(token);
     engine::RequestOutput out;
@@ -224,10 +242,12 @@ class FakeEngine final : public EngineApi {
         return;
       }
     }
-    if (l.num_output_tokens >= l.request.sampling.max_tokens) {
+    const bool script_done =
+        output_text_ && static_cast<std::size_t>(l.num_output_tokens) == output_text_->size();
+    if (script_done || l.num_output_tokens >= l.request.sampling.max_tokens) {
       out.text_delta = l.text.substr(l.sent);
       out.finished = true;
-      out.finish_reason = "length";
+      out.finish_reason = script_done ? "stop" : "length";
       history_.push_back(l.request);
       l.stream->push(std::move(out));
       done = true;
@@ -279,6 +299,7 @@ class FakeEngine final : public EngineApi {
   std::set<engine::RequestId> cancelled_;
   std::vector<engine::GenerateRequest> history_;
   std::set<std::vector<int32_t>> seen_prompts_;
+  std::optional<std::string> output_text_;
   std::optional<int32_t> fail_token_;
   engine::RequestId next_id_ = 1;
   int64_t num_submitted_ = 0;

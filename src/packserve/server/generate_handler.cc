@@ -15,6 +15,7 @@
 #include "packserve/server/openai_response.h"
 #include "packserve/server/prompt_tokens.h"
 #include "packserve/server/sse.h"
+#include "packserve/server/tool_output.h"
 
 namespace packserve::server {
 namespace {
@@ -35,6 +36,7 @@ struct Prepared {
   std::vector<Echo> echoes;                       // per choice, when echo
   int n = 1;                                      // choices per prompt
   ResponseContext ctx;
+  ToolMode tools;  // chat: how the choices' text becomes content and tool calls
   bool stream = false;
 };
 
@@ -42,7 +44,12 @@ struct Prepared {
 ApiResult<std::vector<int32_t>> tokenize_prompt(const EngineApi& engine, const OpenAiRequest& r,
                                                 std::size_t index) {
   if (r.endpoint == Endpoint::kChatCompletions) {
-    return encode_chat_prompt(engine, r.messages, /*add_generation_prompt=*/true);
+    // tool_choice none: the tools are not shown to the model.
+    std::vector<std::string> tools;
+    if (r.tool_choice != ToolChoice::kNone) {
+      for (const Tool& tool : r.tools) tools.push_back(tool.definition);
+    }
+    return encode_chat_prompt(engine, r.messages, /*add_generation_prompt=*/true, tools);
   }
   const std::string field = prompt_field(r, index);
   const Prompt& prompt = r.prompts[index];
@@ -93,6 +100,7 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   p.ctx.logprobs = r.logprobs;
   p.ctx.top_logprobs = r.top_logprobs;
   p.ctx.include_usage = r.include_usage;
+  p.tools = tool_mode(r, engine.chat_template_family());
   p.stream = r.stream;
   return p;
 }
@@ -221,9 +229,10 @@ struct StreamState {
   ResponseContext ctx;
   int64_t heartbeat_ms = 2000;
   const std::atomic<bool>* stopping = nullptr;
-  std::vector<bool> started;  // per choice: its first chunk was written
-  std::vector<Echo> echoes;   // per choice, when echo
-  bool done = false;          // [DONE] was written (or the response ended with an error)
+  std::vector<bool> started;                   // per choice: its first chunk was written
+  std::vector<Echo> echoes;                    // per choice, when echo
+  std::vector<ChoiceToolOutput> tool_outputs;  // per choice
+  bool done = false;  // [DONE] was written (or the response ended with an error)
   Clock::time_point last_write = Clock::now();
 };
 
@@ -268,17 +277,24 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
   const Echo* echo = s.echoes.empty() ? nullptr : &s.echoes[static_cast<std::size_t>(index)];
   const auto lp = logprobs_of(*s.engine, out, s.ctx.logprobs, echo);
   const bool first = !s.started[index];
+  ChoiceToolOutput& tools = s.tool_outputs[static_cast<std::size_t>(index)];
   // The echoed prompt's text leads the choice's first chunk.
-  const std::string text = first && echo != nullptr ? echo->text + out.text_delta : out.text_delta;
-  if (!text.empty() || !lp.empty() || (first && !out.finished)) {
-    if (!write(sink, s, sse_data(stream_chunk(s.ctx, index, text, std::nullopt, lp, first)))) {
+  ToolOutputPiece piece =
+      tools.feed(first && echo != nullptr ? echo->text + out.text_delta : out.text_delta);
+  if (out.finished) merge_piece(piece, tools.finish());
+  if (!piece.content.empty() || !piece.tool_calls.empty() || !lp.empty() ||
+      (first && !out.finished)) {
+    if (!write(sink, s,
+               sse_data(stream_chunk(s.ctx, index, piece.content, std::nullopt, lp, first,
+                                     piece.tool_calls)))) {
       return false;
     }
     s.started[index] = true;
   }
   if (!out.finished) return true;
   if (!write(sink, s,
-             sse_data(stream_chunk(s.ctx, index, "", out.finish_reason, {}, !s.started[index])))) {
+             sse_data(stream_chunk(s.ctx, index, "", tools.finish_reason(out.finish_reason), {},
+                                   !s.started[index])))) {
     return false;
   }
   s.started[index] = true;
@@ -287,8 +303,10 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
 
 void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateOptions& options,
                        std::unique_ptr<Choices> choices, const ResponseContext& ctx,
-                       std::vector<Echo> echoes, std::size_t num_choices, httplib::Response& res) {
+                       const ToolMode& tools, std::vector<Echo> echoes, std::size_t num_choices,
+                       httplib::Response& res) {
   auto state = std::make_shared<StreamState>();
+  state->tool_outputs.assign(num_choices, ChoiceToolOutput(tools));
   state->echoes = std::move(echoes);
   state->engine = engine;
   state->choices = std::move(choices);
@@ -321,10 +339,13 @@ void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateO
 }
 
 void respond_whole(EngineApi& engine, const GenerateOptions& options, Choices& choices,
-                   const ResponseContext& ctx, const std::vector<Echo>& echoes,
-                   std::size_t num_choices, httplib::Response& res) {
+                   const ResponseContext& ctx, const ToolMode& tools,
+                   const std::vector<Echo>& echoes, std::size_t num_choices,
+                   httplib::Response& res) {
   std::vector<ChoiceText> texts(num_choices);
-  for (std::size_t i = 0; i < echoes.size(); ++i) texts[i].text = echoes[i].text;
+  std::vector<ChoiceToolOutput> outputs(num_choices, ChoiceToolOutput(tools));
+  std::vector<ToolOutputPiece> pieces(num_choices);
+  for (std::size_t i = 0; i < echoes.size(); ++i) pieces[i].content = echoes[i].text;
   while (!choices.all_finished()) {
     auto update = choices.next(kPollInterval);
     if (!update) {
@@ -338,7 +359,8 @@ void respond_whole(EngineApi& engine, const GenerateOptions& options, Choices& c
     }
     const engine::RequestOutput& out = update->second;
     ChoiceText& c = texts[update->first];
-    c.text += out.text_delta;
+    ChoiceToolOutput& output = outputs[update->first];
+    merge_piece(pieces[update->first], output.feed(out.text_delta));
     const Echo* echo = echoes.empty() ? nullptr : &echoes[update->first];
     for (auto& t : logprobs_of(engine, out, ctx.logprobs, echo)) c.logprobs.push_back(std::move(t));
     if (!out.finished) continue;
@@ -347,7 +369,10 @@ void respond_whole(EngineApi& engine, const GenerateOptions& options, Choices& c
       set_error(res, generation_failed(out));
       return;
     }
-    c.finish_reason = out.finish_reason;
+    merge_piece(pieces[update->first], output.finish());
+    c.text = std::move(pieces[update->first].content);
+    c.tool_calls = std::move(pieces[update->first].tool_calls);
+    c.finish_reason = output.finish_reason(out.finish_reason);
   }
   res.status = 200;
   res.set_content(completion_body(ctx, texts, choices.usage()), "application/json");
@@ -420,10 +445,10 @@ void handle_generate(const std::shared_ptr<EngineApi>& engine, const GenerateOpt
   PS_LOG_DEBUG("server", "req={} submitted choices={} prompt_tokens={}", choices->first_id(),
                num_choices, num_prompt_tokens);
   if (p.stream) {
-    respond_streaming(engine, options, std::move(choices), p.ctx, std::move(p.echoes), num_choices,
-                      res);
+    respond_streaming(engine, options, std::move(choices), p.ctx, p.tools, std::move(p.echoes),
+                      num_choices, res);
   } else {
-    respond_whole(*engine, options, *choices, p.ctx, p.echoes, num_choices, res);
+    respond_whole(*engine, options, *choices, p.ctx, p.tools, p.echoes, num_choices, res);
   }
 }
 

@@ -24,6 +24,7 @@ using nlohmann::json;
 using testing::FakeEngine;
 
 using testing::Answer;
+using testing::read_stream;
 using testing::ServerTest;
 
 TEST_F(ServerTest, CompletionExactTextAndUsage) {
@@ -121,24 +122,6 @@ TEST_F(ServerTest, PenaltiesAndLogitBiasReachEveryChoice) {
     EXPECT_EQ(r.sampling.repetition_penalty, 1.3);
     EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, double>>{{3, -1.5}}));
   }
-}
-
-// Reads a whole SSE response; returns its events' data.
-std::vector<std::string> read_stream(httplib::Client& c, const std::string& path,
-                                     const std::string& body, int* status) {
-  SseParser parser;
-  std::vector<std::string> events;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto res = c.Post(path.c_str(), httplib::Headers{}, body, "application/json");
-  *status = res ? res->status : -1;
-  if (!res) {
-    ADD_FAILURE() << "request failed: " << httplib::to_string(res.error()) << " after "
-                  << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
-                  << " s";
-  }
-  if (res) events = parser.push(res->body);
-  EXPECT_EQ(parser.num_pending_bytes(), 0u);
-  return events;
 }
 
 // echo: the prompt's text leads each choice's text (a token-id prompt's tokens' texts), and

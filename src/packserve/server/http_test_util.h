@@ -1,6 +1,6 @@
 // http_test_util.h: the loopback HTTP fixture of the server's tests (http_server_test.cc,
 // tokenize_handler_test.cc): an HttpServer on a free port over a FakeEngine (or any
-// EngineApi), plain POST/GET helpers and an OpenAI error-object check. Test-only.
+// EngineApi), plain POST/GET helpers, an OpenAI error-object check and an SSE reader. Test-only.
 // Thread-safety: one test thread drives it; the helpers may be called from client threads.
 #pragma once
 
@@ -13,9 +13,11 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "packserve/server/fake_engine_test_util.h"
 #include "packserve/server/http_server.h"
+#include "packserve/server/sse.h"
 
 namespace packserve::server::testing {
 
@@ -91,5 +93,23 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
   std::shared_ptr<FakeEngine> engine_;
 };
+
+// Reads a whole SSE response; returns its events' data.
+inline std::vector<std::string> read_stream(httplib::Client& c, const std::string& path,
+                                            const std::string& body, int* status) {
+  SseParser parser;
+  std::vector<std::string> events;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto res = c.Post(path.c_str(), httplib::Headers{}, body, "application/json");
+  *status = res ? res->status : -1;
+  if (!res) {
+    ADD_FAILURE() << "request failed: " << httplib::to_string(res.error()) << " after "
+                  << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                  << " s";
+  }
+  if (res) events = parser.push(res->body);
+  EXPECT_EQ(parser.num_pending_bytes(), 0u);
+  return events;
+}
 
 }  // namespace packserve::server::testing

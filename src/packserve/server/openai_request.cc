@@ -10,6 +10,7 @@
 
 #include "packserve/server/request_json.h"
 #include "packserve/server/structured_request.h"
+#include "packserve/server/tool_request.h"
 
 namespace packserve::server {
 namespace {
@@ -34,6 +35,7 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
   static const std::set<std::string> kChat = [] {
     auto s = kCommon;
     s.insert(std::begin(kStructuredFields), std::end(kStructuredFields));
+    s.insert(std::begin(kToolFields), std::end(kToolFields));
     s.insert({"messages", "max_completion_tokens", "top_logprobs"});
     return s;
   }();
@@ -260,6 +262,7 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
   }
   PS_API_TRY(parse_logit_bias(body, out));
   PS_API_TRY(parse_structured_output(body, raw_body, out.structured));
+  if (endpoint == Endpoint::kChatCompletions) PS_API_TRY(parse_tool_fields(body, raw_body, out));
   if (present(body, "user") && !body.at("user").is_string()) {
     return wrong("user", "a string", body.at("user"));
   }

@@ -41,6 +41,22 @@ struct Prompt {
   std::optional<std::vector<int32_t>> token_ids;
 };
 
+// A function tool the model may call (chat's tools[i]).
+struct Tool {
+  std::string name;
+  // tools[i] as JSON text, keys in the order written: what the chat template renders.
+  std::string definition;
+  // Its function.parameters schema as JSON text, keys in the order written; empty when absent
+  // (no parameters: the arguments are an object).
+  std::string parameters;
+};
+
+// tool_choice (docs/server.md "Tool calls"): kNone: tools are not shown to the model and its
+// text is content; kAuto: the output is read for the chat template's tool-call syntax;
+// kRequired: the output is constrained to a JSON list of calls of the tools; kNamed: the output
+// is constrained to tool_choice_name's arguments.
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+
 struct OpenAiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
@@ -73,8 +89,16 @@ struct OpenAiRequest {
   // Completions: each choice's text starts with its prompt's, and with logprobs its logprobs
   // with the prompt tokens' (the first one's null), as OpenAI's legacy echo.
   bool echo = false;
-  // response_format / structured_outputs / guided_* (structured_request.h).
+  // response_format / structured_outputs / guided_* (structured_request.h); for tool_choice
+  // required or a named function, the constraint that makes the output the calls
+  // (tool_request.h).
   engine::StructuredOutput structured;
+  // Chat: tools, tool_choice (default auto with tools, none without) and
+  // parallel_tool_calls (false: at most one call).
+  std::vector<Tool> tools;
+  ToolChoice tool_choice = ToolChoice::kNone;
+  std::size_t tool_choice_index = 0;  // kNamed: the tool's index in `tools`
+  bool parallel_tool_calls = true;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };

@@ -66,6 +66,20 @@ json logprobs_json(const ResponseContext& ctx, const std::vector<TokenLogprob>& 
               {"text_offset", offsets}};
 }
 
+// A whole call (in a message) or a streamed piece of one (in a delta, with its index).
+json tool_call_json(const ResponseToolCall& call, bool delta) {
+  json out = json::object();
+  if (delta) out["index"] = call.index;
+  if (!call.id.empty()) {
+    out["id"] = call.id;
+    out["type"] = "function";
+    out["function"] = json{{"name", call.name}, {"arguments", call.arguments}};
+  } else {
+    out["function"] = json{{"arguments", call.arguments}};
+  }
+  return out;
+}
+
 json base(const ResponseContext& ctx, const char* object) {
   return json{{"id", ctx.id}, {"object", object}, {"created", ctx.created_s}, {"model", ctx.model}};
 }
@@ -83,7 +97,16 @@ std::string completion_body(const ResponseContext& ctx, const std::vector<Choice
                    {"finish_reason", c.finish_reason},
                    {"logprobs", logprobs_json(ctx, c.logprobs, 0)}};
     if (chat) {
-      choice["message"] = json{{"role", "assistant"}, {"content", c.text}};
+      json message = {{"role", "assistant"}};
+      message["content"] = c.text.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.text);
+      if (!c.tool_calls.empty()) {
+        json calls = json::array();
+        for (const ResponseToolCall& call : c.tool_calls) {
+          calls.push_back(tool_call_json(call, false));
+        }
+        message["tool_calls"] = std::move(calls);
+      }
+      choice["message"] = std::move(message);
     } else {
       choice["text"] = c.text;
     }
@@ -96,7 +119,8 @@ std::string completion_body(const ResponseContext& ctx, const std::vector<Choice
 
 std::string stream_chunk(const ResponseContext& ctx, int index, const std::string& text_delta,
                          const std::optional<std::string>& finish_reason,
-                         const std::vector<TokenLogprob>& logprobs, bool first) {
+                         const std::vector<TokenLogprob>& logprobs, bool first,
+                         const std::vector<ResponseToolCall>& tool_calls) {
   const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
   json body = base(ctx, chat ? "chat.completion.chunk" : "text_completion");
   json choice = {{"index", index},
@@ -105,7 +129,14 @@ std::string stream_chunk(const ResponseContext& ctx, int index, const std::strin
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
-    if (!text_delta.empty() || (first && !finish_reason)) delta["content"] = text_delta;
+    if (!text_delta.empty() || (first && !finish_reason && tool_calls.empty())) {
+      delta["content"] = text_delta;
+    }
+    if (!tool_calls.empty()) {
+      json calls = json::array();
+      for (const ResponseToolCall& call : tool_calls) calls.push_back(tool_call_json(call, true));
+      delta["tool_calls"] = std::move(calls);
+    }
     choice["delta"] = delta;
   } else {
     choice["text"] = text_delta;

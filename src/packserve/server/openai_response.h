@@ -47,11 +47,22 @@ struct TokenLogprob {
   std::vector<std::pair<std::string, double>> top;
 };
 
-// One finished choice of a non-streaming response.
+// A tool call of a chat choice (tool_output.h): whole in a response, or a streamed piece. A
+// piece with an empty id continues call `index` (more of its arguments); name is then empty.
+struct ResponseToolCall {
+  int index = 0;  // the call's position among the choice's calls
+  std::string id;
+  std::string name;
+  std::string arguments;
+};
+
+// One finished choice of a non-streaming response. Chat: with tool_calls and no text the
+// message's content is null.
 struct ChoiceText {
   std::string text;
   std::string finish_reason;
   std::vector<TokenLogprob> logprobs;
+  std::vector<ResponseToolCall> tool_calls;
 };
 
 // The whole non-streaming body; choices[i] gets "index" i.
@@ -59,10 +70,13 @@ std::string completion_body(const ResponseContext& ctx, const std::vector<Choice
                             const Usage& usage);
 
 // One streamed chunk's JSON (without SSE framing) for choice `index`. `first` (the choice's
-// first chunk) adds chat's role delta; `finish_reason` ends the choice.
+// first chunk) adds chat's role delta; `finish_reason` ends the choice; `tool_calls` (chat)
+// are delta.tool_calls: a call's first piece with its id, type and name, a continuation with
+// its index and arguments only.
 std::string stream_chunk(const ResponseContext& ctx, int index, const std::string& text_delta,
                          const std::optional<std::string>& finish_reason,
-                         const std::vector<TokenLogprob>& logprobs, bool first);
+                         const std::vector<TokenLogprob>& logprobs, bool first,
+                         const std::vector<ResponseToolCall>& tool_calls = {});
 
 // The final usage chunk of a stream with include_usage ("choices": []).
 std::string usage_chunk(const ResponseContext& ctx, const Usage& usage);

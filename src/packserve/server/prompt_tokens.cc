@@ -15,9 +15,16 @@ ApiResult<std::vector<int32_t>> encode_text_prompt(const EngineApi& engine, std:
 
 ApiResult<std::vector<int32_t>> encode_chat_prompt(
     const EngineApi& engine, const std::vector<tokenizer::ChatMessage>& messages,
-    bool add_generation_prompt) {
-  Result<std::string> rendered = engine.render_chat(messages, add_generation_prompt);
-  if (!rendered.ok()) return bad_request("messages: " + rendered.status().message(), "messages");
+    bool add_generation_prompt, const std::vector<std::string>& tools) {
+  Result<std::string> rendered = engine.render_chat(messages, add_generation_prompt, tools);
+  if (!rendered.ok()) {
+    // The template names the message or tool it refuses; other errors are the messages'.
+    const std::string& m = rendered.status().message();
+    if (m.starts_with("messages[") || m.starts_with("tools[")) {
+      return bad_request(m, m.substr(0, m.find(':')));
+    }
+    return bad_request("messages: " + m, "messages");
+  }
   return encode_text_prompt(engine, rendered.value(), /*add_special_tokens=*/false, "messages");
 }
 

@@ -68,6 +68,68 @@ ApiResult<std::string> parse_text_prompt(const json& value, const std::string& f
   return value.get<std::string>();
 }
 
+namespace {
+
+// A message's content: a string or a list of {"type": "text", "text"} parts, joined.
+ApiResult<std::string> message_content(const json& content, const std::string& f) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return wrong(f, "a string or a list of text parts", content);
+  std::string text;
+  for (std::size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const std::string pf = f + "[" + std::to_string(j) + "]";
+    if (!part.is_object() || part.value("type", json()) != json("text") || !part.contains("text") ||
+        !part.at("text").is_string()) {
+      return wrong(pf, "{\"type\": \"text\", \"text\": string} (only text parts)", part);
+    }
+    text += part.at("text").get<std::string>();
+  }
+  return text;
+}
+
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name",
+// "arguments"}}]; arguments are JSON text (OpenAI's form) or an object.
+ApiResult<std::vector<tokenizer::ChatToolCall>> message_tool_calls(const json& v,
+                                                                   const std::string& f) {
+  if (!v.is_array()) return wrong(f, "a list of tool calls", v);
+  std::vector<tokenizer::ChatToolCall> calls;
+  for (std::size_t j = 0; j < v.size(); ++j) {
+    const json& call = v[j];
+    const std::string cf = f + "[" + std::to_string(j) + "]";
+    if (!call.is_object()) return wrong(cf, "{\"type\": \"function\", \"function\": {...}}", call);
+    if (present(call, "id") && !call.at("id").is_string()) {
+      return wrong(cf + ".id", "a string", call.at("id"));
+    }
+    if (present(call, "type") && call.at("type") != json("function")) {
+      return wrong(cf + ".type", "\"function\"", call.at("type"));
+    }
+    if (!present(call, "function") || !call.at("function").is_object()) {
+      return wrong(cf + ".function", "an object with name and arguments",
+                   call.value("function", json()));
+    }
+    const json& fn = call.at("function");
+    if (!present(fn, "name") || !fn.at("name").is_string() ||
+        fn.at("name").get_ref<const std::string&>().empty()) {
+      return wrong(cf + ".function.name", "a non-empty string", fn.value("name", json()));
+    }
+    tokenizer::ChatToolCall out{fn.at("name").get<std::string>(), "{}"};
+    if (present(fn, "arguments")) {
+      const json& args = fn.at("arguments");
+      if (args.is_string()) {
+        out.arguments = args.get<std::string>();
+      } else if (args.is_object()) {
+        out.arguments = args.dump();
+      } else {
+        return wrong(cf + ".function.arguments", "the JSON text of an object", args);
+      }
+    }
+    calls.push_back(std::move(out));
+  }
+  return calls;
+}
+
+}  // namespace
+
 ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const json& body) {
   if (!body.contains("messages")) return bad_request("messages: required", "messages");
   const json& m = body.at("messages");
@@ -82,36 +144,38 @@ ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const json& body) 
     if (!role_it->is_string()) return wrong(f + ".role", "a string", *role_it);
     std::string role = role_it->get<std::string>();
     if (role == "developer") role = "system";
-    if (role != "system" && role != "user" && role != "assistant") {
-      return wrong(f + ".role", "\"system\", \"developer\", \"user\" or \"assistant\"", *role_it);
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return wrong(f + ".role", "\"system\", \"developer\", \"user\", \"assistant\" or \"tool\"",
+                   *role_it);
     }
     for (const auto& [key, value] : msg.items()) {
-      if (key != "role" && key != "content" && key != "name") {
-        return bad_request(f + "." + key + ": not supported (messages take role, content, name)",
+      const bool known = key == "role" || key == "content" || key == "name" ||
+                         (key == "tool_calls" && role == "assistant") ||
+                         (key == "tool_call_id" && role == "tool");
+      if (!known) {
+        return bad_request(f + "." + key + ": not supported (messages take role, content, " +
+                               "name; assistant messages tool_calls; tool messages tool_call_id)",
                            f + "." + key);
       }
       (void)value;
     }
-    auto content_it = msg.find("content");
-    std::string content;
-    if (content_it == msg.end() || content_it->is_null()) {
-      if (role != "assistant") return bad_request(f + ".content: required", f + ".content");
-    } else if (content_it->is_string()) {
-      content = content_it->get<std::string>();
-    } else if (content_it->is_array()) {
-      for (std::size_t j = 0; j < content_it->size(); ++j) {
-        const json& part = (*content_it)[j];
-        const std::string pf = f + ".content[" + std::to_string(j) + "]";
-        if (!part.is_object() || part.value("type", json()) != json("text") ||
-            !part.contains("text") || !part.at("text").is_string()) {
-          return wrong(pf, "{\"type\": \"text\", \"text\": string} (only text parts)", part);
-        }
-        content += part.at("text").get<std::string>();
-      }
-    } else {
-      return wrong(f + ".content", "a string or a list of text parts", *content_it);
+    tokenizer::ChatMessage message{std::move(role), ""};
+    if (present(msg, "content")) {
+      PS_API_ASSIGN(message.content, message_content(msg.at("content"), f + ".content"));
+    } else if (message.role != "assistant") {
+      return bad_request(f + ".content: required", f + ".content");
     }
-    messages.push_back(tokenizer::ChatMessage{std::move(role), std::move(content)});
+    if (present(msg, "name") && !msg.at("name").is_string()) {
+      return wrong(f + ".name", "a string", msg.at("name"));
+    }
+    if (present(msg, "tool_call_id") && !msg.at("tool_call_id").is_string()) {
+      return wrong(f + ".tool_call_id", "a string", msg.at("tool_call_id"));
+    }
+    if (present(msg, "tool_calls")) {
+      PS_API_ASSIGN(message.tool_calls,
+                    message_tool_calls(msg.at("tool_calls"), f + ".tool_calls"));
+    }
+    messages.push_back(std::move(message));
   }
   return messages;
 }

@@ -11,15 +11,16 @@
 #include "packserve/server/generate_handler.h"
 #include "packserve/server/prompt_tokens.h"
 #include "packserve/server/request_json.h"
+#include "packserve/server/tool_request.h"
 
 namespace packserve::server {
 namespace {
 
 using nlohmann::json;
 
-ApiResult<TokenizeRequest> parse_tokenize_fields(const json& body) {
-  static const std::set<std::string> kKnown = {"model", "prompt", "messages", "add_special_tokens",
-                                               "add_generation_prompt"};
+ApiResult<TokenizeRequest> parse_tokenize_fields(const json& body, std::string_view raw_body) {
+  static const std::set<std::string> kKnown = {
+      "model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "tools"};
   PS_API_TRY(check_known_fields(body, kKnown));
   TokenizeRequest out;
   PS_API_ASSIGN(out.model, parse_model(body));
@@ -56,6 +57,12 @@ ApiResult<TokenizeRequest> parse_tokenize_fields(const json& body) {
       return bad_request("add_generation_prompt: only with messages", "add_generation_prompt");
     }
     PS_API_ASSIGN(out.add_generation_prompt, get_bool(body, "add_generation_prompt"));
+  }
+  if (present(body, "tools")) {
+    if (!has_messages) return bad_request("tools: only with messages", "tools");
+    std::vector<Tool> tools;
+    PS_API_TRY(parse_tools(body, raw_body, tools));
+    for (Tool& tool : tools) out.tools.push_back(std::move(tool.definition));
   }
   return out;
 }
@@ -100,7 +107,7 @@ ApiResult<std::string> tokenize(const EngineApi& engine, const std::string& serv
   if (auto error = check_model(r.model, served_model_name)) return *error;
   ApiResult<std::vector<int32_t>> ids =
       r.prompt ? encode_text_prompt(engine, *r.prompt, r.add_special_tokens, "prompt")
-               : encode_chat_prompt(engine, *r.messages, r.add_generation_prompt);
+               : encode_chat_prompt(engine, *r.messages, r.add_generation_prompt, r.tools);
   if (!ids.ok()) return ids.error();
   return dump(json{{"count", ids.value().size()},
                    {"max_model_len", engine.max_model_len()},
@@ -132,7 +139,8 @@ void answer(const ApiResult<std::string>& result, httplib::Response& res) {
 }  // namespace
 
 ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body) {
-  return parse_json_body<TokenizeRequest>(body, parse_tokenize_fields);
+  return parse_json_body<TokenizeRequest>(
+      body, [body](const json& parsed) { return parse_tokenize_fields(parsed, body); });
 }
 
 ApiResult<DetokenizeRequest> parse_detokenize_request(std::string_view body) {

@@ -1,13 +1,14 @@
 // tokenize_handler.h: POST /tokenize and POST /detokenize, vLLM's tokenizer endpoints
 // (docs/server.md "Tokenizer endpoints"), over an EngineApi's tokenizer:
 //   /tokenize   {"model", "prompt": "<text>"[, "add_special_tokens": true]}
-//            or {"model", "messages": [...][, "add_generation_prompt": true]}
+//            or {"model", "messages": [...][, "add_generation_prompt": true][, "tools"]}
 //            -> 200 {"count": N, "max_model_len": M, "tokens": [ids]}
 //   /detokenize {"model", "tokens": [ids]} -> 200 {"prompt": "<text>"}
 // The tokens are those generation runs on (prompt_tokens.h): a text prompt as a
 // /v1/completions text prompt (add_special_tokens defaults to true, as there), messages as
 // /v1/chat/completions renders them (the chat template, with the assistant generation prompt
-// unless add_generation_prompt is false). The count is not checked against M (vLLM does not
+// unless add_generation_prompt is false, and with the tools, as a chat request whose
+// tool_choice is not "none" shows them). The count is not checked against M (vLLM does not
 // either): the caller learns whether a prompt fits. Detokenize writes special tokens out (as
 // Hugging Face's decode does by default), so detokenize(tokenize(text)) is text with the
 // special tokens' texts around it, and exactly text with add_special_tokens false.
@@ -44,6 +45,7 @@ struct TokenizeRequest {
   std::optional<std::vector<tokenizer::ChatMessage>> messages;  // non-empty
   bool add_special_tokens = true;     // prompt only: the tokenizer's template (e.g. BOS)
   bool add_generation_prompt = true;  // messages only: end with the assistant's turn
+  std::vector<std::string> tools;     // messages only: tool definitions shown to the model
 };
 
 struct DetokenizeRequest {

@@ -1,0 +1,284 @@
+// tool_calls.cc: see tool_calls.h.
+#include "packserve/server/tool_calls.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "packserve/common/json_depth.h"
+#include "packserve/common/status.h"
+
+namespace packserve::server {
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr std::string_view kHermesOpen = "<tool_call>";
+constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::size_t kNpos = std::string_view::npos;
+
+bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+std::string_view skip_space(std::string_view s) {
+  while (!s.empty() && is_json_space(s.front())) s.remove_prefix(1);
+  return s;
+}
+
+bool is_blank(std::string_view s) { return skip_space(s).empty(); }
+
+// Length of the longest suffix of `text` that is a proper prefix of `tag`: bytes that the next
+// piece may still complete into `tag`.
+std::size_t partial_tag_length(std::string_view text, std::string_view tag) {
+  for (std::size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
+  }
+  return 0;
+}
+
+// `text` as one JSON value (whitespace around allowed); discarded when it is not exactly one
+// value or nests deeper than kMaxToolCallJsonDepth. Never throws.
+ordered_json parse_json(std::string_view text) {
+  if (json_nesting_depth(text, kMaxToolCallJsonDepth) > kMaxToolCallJsonDepth) {
+    return ordered_json(ordered_json::value_t::discarded);
+  }
+  return ordered_json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+}
+
+// Compact text; parsed values hold valid UTF-8, so `replace` never fires but rules out a throw.
+std::string compact(const ordered_json& value) {
+  return value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+// Which keys of a call object hold its arguments, and whether they may be absent.
+struct ArgumentKeys {
+  const char* key;
+  const char* alias;  // read when `key` is absent
+  bool required;      // absent: not a call (else `{}`)
+};
+constexpr ArgumentKeys kHermesKeys = {"arguments", "parameters", false};
+constexpr ArgumentKeys kLlama3Keys = {"parameters", "arguments", true};
+
+// An arguments value: an object, or a string holding an object's text. Its compact text.
+std::optional<std::string> arguments_text(const ordered_json& value) {
+  if (value.is_object()) return compact(value);
+  if (!value.is_string()) return std::nullopt;
+  const ordered_json parsed = parse_json(value.get_ref<const std::string&>());
+  if (!parsed.is_object()) return std::nullopt;
+  return compact(parsed);
+}
+
+// `value` as a call: an object with "name" (a non-empty string) and arguments as `keys` says;
+// other keys are ignored.
+std::optional<ToolCall> to_call(const ordered_json& value, const ArgumentKeys& keys) {
+  if (!value.is_object()) return std::nullopt;
+  const auto name = value.find("name");
+  if (name == value.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+    return std::nullopt;
+  }
+  ToolCall call{name->get<std::string>(), "{}"};
+  auto args = value.find(keys.key);
+  if (args == value.end()) args = value.find(keys.alias);
+  if (args == value.end()) {
+    if (keys.required) return std::nullopt;
+    return call;
+  }
+  std::optional<std::string> text = arguments_text(*args);
+  if (!text) return std::nullopt;
+  call.arguments = std::move(*text);
+  return call;
+}
+
+// `text` cut at each ';' outside JSON strings (`;` is never JSON outside a string).
+std::vector<std::string_view> split_at_semicolons(std::string_view text) {
+  std::vector<std::string_view> pieces;
+  std::size_t start = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == ';') {
+      pieces.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  pieces.push_back(text.substr(start));
+  return pieces;
+}
+
+// Llama 3 output after the python tag: one or more call objects separated by ';'.
+std::optional<std::vector<ToolCall>> parse_llama3_calls(std::string_view text) {
+  std::vector<ToolCall> calls;
+  for (std::string_view piece : split_at_semicolons(text)) {
+    std::optional<ToolCall> call = to_call(parse_json(piece), kLlama3Keys);
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+  }
+  return calls;
+}
+
+// Llama 3 output without its leading whitespace and optional python tag (and the whitespace
+// after it).
+std::string_view llama3_body(std::string_view text) {
+  text = skip_space(text);
+  if (text.starts_with(kPythonTag)) text = skip_space(text.substr(kPythonTag.size()));
+  return text;
+}
+
+// A block's body: the call it holds, else its raw text as content. `closed` is false at
+// finish(), where a trailing partial close tag is not part of the JSON.
+void end_block(std::string_view body, bool closed, ToolCallDelta& out) {
+  const std::string_view json =
+      closed ? body : body.substr(0, body.size() - partial_tag_length(body, kHermesClose));
+  if (std::optional<ToolCall> call = to_call(parse_json(json), kHermesKeys)) {
+    out.calls.push_back(std::move(*call));
+    return;
+  }
+  out.content.append(kHermesOpen).append(body);
+  if (closed) out.content.append(kHermesClose);
+}
+
+}  // namespace
+
+ToolCallParser::ToolCallParser(ToolCallFormat format)
+    : format_(format),
+      state_(format == ToolCallFormat::kHermes ? State::kBeforeBlocks : State::kUndecided) {}
+
+ToolCallDelta ToolCallParser::feed(std::string_view text) {
+  PS_CHECK(!finished_) << "ToolCallParser::feed after finish";
+  ToolCallDelta out;
+  if (format_ == ToolCallFormat::kHermes) {
+    held_.append(text);
+    feed_hermes(out);
+  } else {
+    feed_llama3(text, out);
+  }
+  num_calls_ += static_cast<int>(out.calls.size());
+  return out;
+}
+
+ToolCallDelta ToolCallParser::finish() {
+  PS_CHECK(!finished_) << "ToolCallParser::finish called twice";
+  finished_ = true;
+  ToolCallDelta out;
+  if (format_ == ToolCallFormat::kHermes) {
+    finish_hermes(out);
+  } else {
+    finish_llama3(out);
+  }
+  held_.clear();
+  num_calls_ += static_cast<int>(out.calls.size());
+  return out;
+}
+
+std::size_t ToolCallParser::find_in_held(std::string_view tag) {
+  const std::size_t at = std::string_view(held_).find(tag, search_from_);
+  if (at == kNpos && held_.size() >= tag.size()) search_from_ = held_.size() - tag.size() + 1;
+  return at;
+}
+
+void ToolCallParser::erase_held(std::size_t num_bytes) {
+  held_.erase(0, num_bytes);
+  search_from_ = 0;
+}
+
+void ToolCallParser::emit_text(std::string_view text, ToolCallDelta& out) const {
+  if (state_ == State::kBeforeBlocks || !is_blank(text)) out.content.append(text);
+}
+
+void ToolCallParser::feed_hermes(ToolCallDelta& out) {
+  for (;;) {
+    const bool in_block = state_ == State::kInBlock;
+    const std::string_view tag = in_block ? kHermesClose : kHermesOpen;
+    const std::size_t at = find_in_held(tag);
+    if (at == kNpos) break;
+    const std::string_view before(held_.data(), at);
+    if (in_block) {
+      end_block(before, /*closed=*/true, out);
+    } else {
+      emit_text(before, out);
+    }
+    erase_held(at + tag.size());
+    state_ = in_block ? State::kBetweenBlocks : State::kInBlock;
+  }
+  if (state_ == State::kBeforeBlocks) {
+    // Certain content: all but a suffix that may begin the first open tag.
+    const std::size_t num_certain = held_.size() - partial_tag_length(held_, kHermesOpen);
+    out.content.append(held_, 0, num_certain);
+    erase_held(num_certain);
+  }
+}
+
+void ToolCallParser::finish_hermes(ToolCallDelta& out) {
+  if (state_ == State::kInBlock) {
+    end_block(held_, /*closed=*/false, out);
+  } else {
+    emit_text(held_, out);
+  }
+}
+
+void ToolCallParser::feed_llama3(std::string_view text, ToolCallDelta& out) {
+  if (state_ == State::kContent) {
+    out.content.append(text);
+    return;
+  }
+  held_.append(text);
+  if (state_ != State::kUndecided) return;
+  const std::string_view body = llama3_body(held_);
+  // Undecided while only whitespace came, or a prefix of the python tag (and whitespace after).
+  if (body.empty() || kPythonTag.starts_with(body)) return;
+  if (body.front() == '{') {
+    state_ = State::kJson;
+    return;
+  }
+  state_ = State::kContent;
+  out.content.append(held_);
+  held_.clear();
+}
+
+void ToolCallParser::finish_llama3(ToolCallDelta& out) {
+  if (state_ == State::kJson) {
+    if (std::optional<std::vector<ToolCall>> calls = parse_llama3_calls(llama3_body(held_))) {
+      out.calls = std::move(*calls);
+      return;
+    }
+  }
+  out.content.append(held_);
+}
+
+ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text) {
+  ToolCallParser parser(format);
+  ToolCallDelta all = parser.feed(text);
+  ToolCallDelta last = parser.finish();
+  all.content.append(last.content);
+  for (ToolCall& call : last.calls) all.calls.push_back(std::move(call));
+  return all;
+}
+
+std::optional<std::vector<ToolCall>> parse_required_tool_calls(std::string_view text) {
+  const ordered_json value = parse_json(text);
+  if (!value.is_array() || value.empty()) return std::nullopt;
+  std::vector<ToolCall> calls;
+  for (const ordered_json& element : value) {
+    // Strictly the schema's shape: "parameters" (no alias), an object (no string of one).
+    if (!element.is_object()) return std::nullopt;
+    const auto parameters = element.find("parameters");
+    if (parameters == element.end() || !parameters->is_object()) return std::nullopt;
+    std::optional<ToolCall> call = to_call(element, kLlama3Keys);
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+  }
+  return calls;
+}
+
+}  // namespace packserve::server

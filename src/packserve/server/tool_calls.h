@@ -1,0 +1,101 @@
+// tool_calls.h: reads the tool calls out of a chat completion's generated text, for the
+// OpenAI-compatible server's "tools" (message.tool_calls, streamed delta.tool_calls). Two
+// output conventions, named by ToolCallFormat after the models that write them:
+//   kHermes      Qwen2.5/Qwen3 and Hermes models: optional content, then any number of blocks
+//                `<tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>`.
+//   kLlama3Json  Llama 3.1/3.2/3.3 JSON tool calling: the whole output is
+//                `{"name": "f", "parameters": {...}}`, several joined by `;`, optionally after
+//                `<|python_tag|>` (and whitespace around both).
+// tool_choice "required" output, constrained to a JSON array of calls, is read by
+// parse_required_tool_calls.
+//
+// Contract: nothing the model wrote is lost. Every byte ends up in a returned call or in the
+// returned content, except whitespace between and after hermes blocks; text shaped like a call
+// that is not a valid one (not JSON, no "name", arguments not an object) is content, as
+// written. A call's `arguments` is the compact JSON text of an object, keys in the order the
+// model wrote them. JSON nested deeper than kMaxToolCallJsonDepth is never a call (it would be
+// content), so parsing and dumping stay within bounded recursion.
+// Streaming: ToolCallParser holds back only what the next piece may still change (a partial
+// tag; hermes text after the first block until the next block or the end; llama3 output that
+// starts with `{`, until the end). Invariant, for any split of `text` into pieces: the
+// concatenated content and the calls of feed(piece)... + finish() equal
+// parse_tool_calls(format, text). Cuts fall only at (ASCII) tag boundaries, so when each fed
+// piece is whole UTF-8 characters (as engine text deltas are), so is each content piece.
+// Thread-safety: one ToolCallParser per choice, used by one thread; free functions are pure.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace packserve::server {
+
+// Deepest array/object nesting of a call's JSON (the call object counts as 1).
+inline constexpr int kMaxToolCallJsonDepth = 64;
+
+enum class ToolCallFormat { kHermes, kLlama3Json };
+
+struct ToolCall {
+  std::string name;       // non-empty
+  std::string arguments;  // a JSON object's text, compact: `{"city":"Paris"}`; `{}` if none
+  bool operator==(const ToolCall&) const = default;
+};
+
+// What one feed()/finish() call yields: text that is certainly content, and the calls completed.
+struct ToolCallDelta {
+  std::string content;
+  std::vector<ToolCall> calls;
+};
+
+// Incremental parser of one choice's output text, streamed in arbitrary pieces (even one byte
+// at a time, split anywhere, including inside a tag or a UTF-8 character).
+class ToolCallParser {
+ public:
+  explicit ToolCallParser(ToolCallFormat format);
+
+  // Appends `text`; returns the content that became certain and the calls that completed.
+  // Precondition: finish() was not called yet.
+  ToolCallDelta feed(std::string_view text);
+  // End of output: flushes what was held back (a block not closed is a call if its body is a
+  // valid one, else content). Precondition: called once, after the last feed.
+  ToolCallDelta finish();
+  // Calls returned so far by feed() and finish().
+  int num_calls() const { return num_calls_; }
+
+ private:
+  // kHermes:     kBeforeBlocks -> kInBlock <-> kBetweenBlocks.
+  // kLlama3Json: kUndecided -> kJson (held until finish) | kContent (streamed).
+  enum class State { kBeforeBlocks, kInBlock, kBetweenBlocks, kUndecided, kJson, kContent };
+
+  void feed_hermes(ToolCallDelta& out);
+  void finish_hermes(ToolCallDelta& out);
+  void feed_llama3(std::string_view text, ToolCallDelta& out);
+  void finish_llama3(ToolCallDelta& out);
+  // Hermes text outside blocks: content before the first block; between or after blocks,
+  // content unless it is whitespace only.
+  void emit_text(std::string_view text, ToolCallDelta& out) const;
+  // Offset of `tag` in held_, or npos; remembers how far held_ was searched, so that a long
+  // held text fed byte by byte is scanned once, not once per byte.
+  std::size_t find_in_held(std::string_view tag);
+  void erase_held(std::size_t num_bytes);
+
+  ToolCallFormat format_;
+  State state_;
+  std::string held_;             // fed bytes not yet returned
+  std::size_t search_from_ = 0;  // offset in held_ before which no tag starts
+  int num_calls_ = 0;
+  bool finished_ = false;
+};
+
+// The whole text at once: the concatenation of every delta's content and calls of
+// feed(text) + finish().
+ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text);
+
+// tool_choice "required": the output was constrained to a JSON array of
+// {"name": string, "parameters": object} objects (at least one). Returns the calls, or nullopt
+// when `text` (whitespace around allowed) is not such an array, e.g. cut off by max_tokens.
+std::optional<std::vector<ToolCall>> parse_required_tool_calls(std::string_view text);
+
+}  // namespace packserve::server

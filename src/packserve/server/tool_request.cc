@@ -1,0 +1,182 @@
+// tool_request.cc: see tool_request.h.
+#include "packserve/server/tool_request.h"
+
+#include <algorithm>
+#include <set>
+
+#include "packserve/server/request_json.h"
+
+namespace packserve::server {
+namespace {
+
+using nlohmann::json;
+using Kind = engine::StructuredOutput::Kind;
+
+bool valid_tool_name(const std::string& name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
+// tools[i]'s function object: its keys and their types.
+std::optional<ApiError> check_function(const json& fn, const std::string& f) {
+  if (!fn.is_object()) return wrong(f, "an object with a \"name\"", fn);
+  for (const auto& [key, value] : fn.items()) {
+    const std::string kf = f + "." + key;
+    if (key == "description") {
+      if (!value.is_string() && !value.is_null()) return wrong(kf, "a string", value);
+    } else if (key == "strict") {
+      if (!value.is_boolean() && !value.is_null()) return wrong(kf, "true or false", value);
+    } else if (key == "parameters") {
+      if (!value.is_object() && !value.is_null()) {
+        return wrong(kf, "a JSON schema object", value);
+      }
+    } else if (key != "name") {
+      return bad_request(kf + ": not expected (name, description, parameters, strict)", kf);
+    }
+  }
+  if (!present(fn, "name")) return bad_request(f + ".name: required", f + ".name");
+  const json& name = fn.at("name");
+  if (!name.is_string() || !valid_tool_name(name.get<std::string>())) {
+    return wrong(f + ".name", "1 to 64 letters, digits, '_' or '-'", name);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_tools(const json& body, std::string_view raw_body,
+                                    std::vector<Tool>& out) {
+  const json& v = body.at("tools");
+  if (!v.is_array()) {
+    return wrong("tools", "a list of {\"type\": \"function\", \"function\": {...}}", v);
+  }
+  if (v.size() > kMaxTools) {
+    return bad_request("tools: expected at most " + std::to_string(kMaxTools) + " tools, got " +
+                           std::to_string(v.size()),
+                       "tools");
+  }
+  // The body parsed and passed the depth check already.
+  const nlohmann::ordered_json ordered =
+      nlohmann::ordered_json::parse(raw_body.begin(), raw_body.end()).at("tools");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string f = "tools[" + std::to_string(i) + "]";
+    const json& tool = v[i];
+    if (!tool.is_object()) return wrong(f, "{\"type\": \"function\", \"function\": {...}}", tool);
+    for (const auto& [key, value] : tool.items()) {
+      if (key != "type" && key != "function") {
+        return bad_request(f + "." + key + ": not expected (type, function)", f + "." + key);
+      }
+      (void)value;
+    }
+    if (!tool.contains("type") || tool.at("type") != json("function")) {
+      return wrong(f + ".type", "\"function\"", tool.value("type", json()));
+    }
+    if (!tool.contains("function")) {
+      return bad_request(f + ".function: required", f + ".function");
+    }
+    PS_API_TRY(check_function(tool.at("function"), f + ".function"));
+    Tool t;
+    t.name = tool.at("function").at("name").get<std::string>();
+    if (!names.insert(t.name).second) {
+      return bad_request(f + ".function.name: \"" + t.name + "\" names an earlier tool too",
+                         f + ".function.name");
+    }
+    t.definition = ordered[i].dump();
+    if (present(tool.at("function"), "parameters")) {
+      t.parameters = ordered[i].at("function").at("parameters").dump();
+    }
+    out.push_back(std::move(t));
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::optional<ApiError> parse_tool_choice(const json& body, OpenAiRequest& out) {
+  out.tool_choice = out.tools.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
+  if (!present(body, "tool_choice")) return std::nullopt;
+  const json& v = body.at("tool_choice");
+  const std::string expected =
+      "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": "
+      "...}}";
+  if (v.is_string()) {
+    const std::string choice = v.get<std::string>();
+    if (choice == "none") {
+      out.tool_choice = ToolChoice::kNone;
+      return std::nullopt;
+    }
+    if (choice != "auto" && choice != "required") return wrong("tool_choice", expected, v);
+    if (out.tools.empty()) {
+      return bad_request("tool_choice: \"" + choice + "\" needs tools", "tool_choice");
+    }
+    out.tool_choice = choice == "auto" ? ToolChoice::kAuto : ToolChoice::kRequired;
+    return std::nullopt;
+  }
+  if (!v.is_object() || v.value("type", json()) != json("function") || !v.contains("function") ||
+      !v.at("function").is_object() || !v.at("function").contains("name") ||
+      !v.at("function").at("name").is_string()) {
+    return wrong("tool_choice", expected, v);
+  }
+  const std::string name = v.at("function").at("name").get<std::string>();
+  const auto it = std::find_if(out.tools.begin(), out.tools.end(),
+                               [&](const Tool& t) { return t.name == name; });
+  if (it == out.tools.end()) {
+    return bad_request("tool_choice.function.name: \"" + name + "\" is not one of the tools",
+                       "tool_choice.function.name");
+  }
+  out.tool_choice = ToolChoice::kNamed;
+  out.tool_choice_index = static_cast<std::size_t>(it - out.tools.begin());
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string arguments_schema(const Tool& tool) {
+  return tool.parameters.empty() ? std::string(R"({"type":"object"})") : tool.parameters;
+}
+
+std::string required_calls_schema(const std::vector<Tool>& tools, bool parallel) {
+  std::string any_of;
+  for (const Tool& tool : tools) {
+    if (!any_of.empty()) any_of += ",";
+    any_of += R"({"type":"object","properties":{"name":{"const":)" + json(tool.name).dump() +
+              R"(},"parameters":)" + arguments_schema(tool) +
+              R"(},"required":["name","parameters"]})";
+  }
+  return R"({"type":"array","minItems":1,)" + std::string(parallel ? "" : R"("maxItems":1,)") +
+         R"("items":{"anyOf":[)" + any_of + "]}}";
+}
+
+std::optional<ApiError> parse_tool_fields(const json& body, std::string_view raw_body,
+                                          OpenAiRequest& out) {
+  if (present(body, "tools")) PS_API_TRY(parse_tools(body, raw_body, out.tools));
+  PS_API_TRY(parse_tool_choice(body, out));
+  if (present(body, "parallel_tool_calls")) {
+    PS_API_ASSIGN(out.parallel_tool_calls, get_bool(body, "parallel_tool_calls"));
+  }
+  if (out.tool_choice != ToolChoice::kRequired && out.tool_choice != ToolChoice::kNamed) {
+    return std::nullopt;
+  }
+  if (out.structured.active()) {
+    return bad_request(
+        "tool_choice: a required or named tool choice constrains the output to the calls; it "
+        "cannot be combined with " +
+            out.structured.field,
+        "tool_choice");
+  }
+  out.structured.kind = Kind::kJsonSchema;
+  if (out.tool_choice == ToolChoice::kNamed) {
+    out.structured.spec = arguments_schema(out.tools[out.tool_choice_index]);
+    out.structured.field =
+        "tools[" + std::to_string(out.tool_choice_index) + "].function.parameters";
+  } else {
+    out.structured.spec = required_calls_schema(out.tools, out.parallel_tool_calls);
+    out.structured.field = "tools";
+  }
+  return std::nullopt;
+}
+
+}  // namespace packserve::server

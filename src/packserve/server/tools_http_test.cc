@@ -1,0 +1,283 @@
+// tools_http_test.cc: tool calling through /v1/chat/completions end to end on loopback over a
+// FakeEngine that writes a scripted output (set_output_text): the prompt shows the tools
+// (or not, with tool_choice none), Hermes calls come back as message.tool_calls and as
+// streamed delta.tool_calls, required and named choices reach the engine as the exact schema
+// constraint, and every bad tool field is a 400 naming it.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "packserve/server/fake_engine_test_util.h"
+#include "packserve/server/http_test_util.h"
+
+namespace packserve::server {
+namespace {
+
+using nlohmann::json;
+using testing::Answer;
+using testing::FakeEngine;
+using testing::read_stream;
+using testing::ServerTest;
+
+constexpr const char* kWeatherTool =
+    R"({"type":"function","function":{"name":"get_weather","parameters":{"type":"object",)"
+    R"("properties":{"city":{"type":"string"}},"required":["city"]}}})";
+constexpr const char* kNowTool = R"({"type":"function","function":{"name":"now"}})";
+
+constexpr const char* kHermesOutput =
+    "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+    "</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+
+// A chat body asking about the weather with both tools and `extra` fields ("" or ",...").
+std::string body(const std::string& extra) {
+  return std::string(R"({"model":"tiny","messages":[{"role":"user","content":"weather?"}],)") +
+         R"("tools":[)" + kWeatherTool + "," + kNowTool + "]" + extra + "}";
+}
+
+std::string prompt_text(const engine::GenerateRequest& r) {
+  return std::string(r.prompt_token_ids.begin(), r.prompt_token_ids.end());
+}
+
+void expect_call_id(const json& call) {
+  EXPECT_TRUE(std::regex_match(call["id"].get<std::string>(), std::regex("call_[A-Za-z0-9]{24}")))
+      << call;
+  EXPECT_EQ(call["type"], "function");
+}
+
+class ToolsTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    engine_ = std::make_shared<FakeEngine>(std::chrono::milliseconds(1), 4096, 1000);
+    start_with(engine_);
+  }
+};
+
+TEST_F(ToolsTest, AutoHermesCallsAreToolCalls) {
+  engine_->set_output_text(kHermesOutput);
+  Answer a = post("/v1/chat/completions", body(""));
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json choice = a.parsed()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Sure.\n");
+  const json calls = choice["message"]["tool_calls"];
+  ASSERT_EQ(calls.size(), 2u) << a.body;
+  expect_call_id(calls[0]);
+  expect_call_id(calls[1]);
+  EXPECT_NE(calls[0]["id"], calls[1]["id"]);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city":"Paris"})");
+  EXPECT_EQ(calls[1]["function"]["name"], "now");
+  EXPECT_EQ(calls[1]["function"]["arguments"], "{}");
+  // The tools were shown to the model as the body wrote them, and nothing constrains it.
+  const auto history = engine_->submitted_requests();
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(prompt_text(history[0]), std::string("tool: ") + kWeatherTool + "\ntool: " + kNowTool +
+                                         "\nuser: weather?\nassistant: ");
+  EXPECT_FALSE(history[0].sampling.structured.active());
+}
+
+TEST_F(ToolsTest, AutoStreamsContentThenEachCall) {
+  engine_->set_output_text(kHermesOutput);
+  auto c = client();
+  int status = 0;
+  const auto events = read_stream(c, "/v1/chat/completions", body(R"(,"stream":true)"), &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string content;
+  std::vector<json> calls;
+  std::string finish;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    const json delta = json::parse(events[i])["choices"][0]["delta"];
+    content += delta.value("content", "");
+    if (delta.contains("tool_calls")) {
+      for (const json& call : delta["tool_calls"]) calls.push_back(call);
+    }
+    const json reason = json::parse(events[i])["choices"][0]["finish_reason"];
+    if (!reason.is_null()) finish = reason.get<std::string>();
+  }
+  EXPECT_EQ(content, "Sure.\n");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[1]["index"], 1);
+  expect_call_id(calls[0]);
+  EXPECT_EQ(calls[0]["function"],
+            json({{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}}));
+  EXPECT_EQ(calls[1]["function"], json({{"name", "now"}, {"arguments", "{}"}}));
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST_F(ToolsTest, NoneHidesTheToolsAndKeepsTheText) {
+  engine_->set_output_text(kHermesOutput);
+  Answer a = post("/v1/chat/completions", body(R"(,"tool_choice":"none")"));
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json choice = a.parsed()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "stop");
+  EXPECT_EQ(choice["message"]["content"], kHermesOutput);
+  EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  EXPECT_EQ(prompt_text(engine_->submitted_requests().at(0)), "user: weather?\nassistant: ");
+}
+
+TEST_F(ToolsTest, NamedChoiceConstrainsToItsArguments) {
+  engine_->set_output_text(R"({"city": "Oslo"})");
+  Answer a = post("/v1/chat/completions",
+                  body(R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})"));
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json choice = a.parsed()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "stop");  // as OpenAI answers a forced function
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  expect_call_id(choice["message"]["tool_calls"][0]);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"],
+            json({{"name", "get_weather"}, {"arguments", R"({"city": "Oslo"})"}}));
+  const auto structured = engine_->submitted_requests().at(0).sampling.structured;
+  EXPECT_EQ(structured.kind, engine::StructuredOutput::Kind::kJsonSchema);
+  EXPECT_EQ(structured.spec,
+            R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})");
+  EXPECT_EQ(structured.field, "tools[0].function.parameters");
+
+  // Streamed: the first piece opens the call, the others carry its arguments.
+  auto c = client();
+  int status = 0;
+  const auto events = read_stream(
+      c, "/v1/chat/completions",
+      body(R"(,"stream":true,"tool_choice":{"type":"function","function":{"name":"now"}})"),
+      &status);
+  ASSERT_EQ(status, 200);
+  std::string arguments;
+  int opened = 0;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    const json delta = json::parse(events[i])["choices"][0]["delta"];
+    if (!delta.contains("tool_calls")) continue;
+    const json call = delta["tool_calls"][0];
+    EXPECT_EQ(call["index"], 0);
+    if (call.contains("id")) {
+      ++opened;
+      EXPECT_EQ(call["function"]["name"], "now");
+    }
+    arguments += call["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(opened, 1);
+  EXPECT_EQ(arguments, R"({"city": "Oslo"})");
+  // A tool without parameters takes any object.
+  EXPECT_EQ(engine_->submitted_requests().at(1).sampling.structured.spec, R"({"type":"object"})");
+}
+
+TEST_F(ToolsTest, RequiredChoiceConstrainsToAListOfCalls) {
+  engine_->set_output_text(R"([{"name": "now", "parameters": {}}])");
+  Answer a = post("/v1/chat/completions", body(R"(,"tool_choice":"required")"));
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json choice = a.parsed()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"],
+            json({{"name", "now"}, {"arguments", "{}"}}));
+  const auto structured = engine_->submitted_requests().at(0).sampling.structured;
+  EXPECT_EQ(structured.field, "tools");
+  EXPECT_EQ(
+      structured.spec,
+      R"({"type":"array","minItems":1,"items":{"anyOf":[)"
+      R"({"type":"object","properties":{"name":{"const":"get_weather"},"parameters":)"
+      R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},)"
+      R"("required":["name","parameters"]},)"
+      R"({"type":"object","properties":{"name":{"const":"now"},"parameters":{"type":"object"}},)"
+      R"("required":["name","parameters"]}]}})");
+  // parallel_tool_calls false: at most one call.
+  ASSERT_EQ(
+      post("/v1/chat/completions", body(R"(,"tool_choice":"required","parallel_tool_calls":false)"))
+          .status,
+      200);
+  EXPECT_NE(engine_->submitted_requests().at(1).sampling.structured.spec.find(
+                R"("minItems":1,"maxItems":1,)"),
+            std::string::npos);
+  // Cut off before the list closes: the text is content, the reason stays "length".
+  Answer cut = post("/v1/chat/completions", body(R"(,"tool_choice":"required","max_tokens":5)"));
+  ASSERT_EQ(cut.status, 200) << cut.body;
+  EXPECT_EQ(cut.parsed()["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(cut.parsed()["choices"][0]["message"]["content"], R"([{"na)");
+  EXPECT_FALSE(cut.parsed()["choices"][0]["message"].contains("tool_calls"));
+}
+
+TEST_F(ToolsTest, ConversationWithCallsAndResultsRenders) {
+  engine_->set_output_text("It is 21 C.");
+  Answer a = post("/v1/chat/completions", R"({"model":"tiny","messages":[
+      {"role":"user","content":"weather?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+        "function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},
+      {"role":"tool","tool_call_id":"call_1","content":"21 C"}]})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.parsed()["choices"][0]["message"]["content"], "It is 21 C.");
+  EXPECT_EQ(a.parsed()["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(prompt_text(engine_->submitted_requests().at(0)),
+            "user: weather?\nassistant: \ncall: get_weather{\"city\": \"Paris\"}\ntool: 21 C\n"
+            "assistant: ");
+}
+
+// /tokenize with tools answers the tokens a chat request with those tools runs on.
+TEST_F(ToolsTest, TokenizeWithToolsMatchesTheChatPrompt) {
+  Answer tokens = post("/tokenize", body(""));
+  ASSERT_EQ(tokens.status, 200) << tokens.body;
+  ASSERT_EQ(post("/v1/chat/completions", body(R"(,"max_tokens":1)")).status, 200);
+  EXPECT_EQ(tokens.parsed()["tokens"].get<std::vector<int32_t>>(),
+            engine_->submitted_requests().at(0).prompt_token_ids);
+  const json e = expect_error(post("/tokenize", R"({"model":"tiny","prompt":"q","tools":[]})"), 400,
+                              "invalid_request_error");
+  EXPECT_EQ(e["param"], "tools");
+  const json bad = expect_error(
+      post("/tokenize", R"({"model":"tiny","messages":[{"role":"user","content":"q"}],)"
+                        R"("tools":[{"type":"function","function":{}}]})"),
+      400, "invalid_request_error");
+  EXPECT_EQ(bad["param"], "tools[0].function.name");
+}
+
+TEST_F(ToolsTest, BadToolFieldsAre400NamingTheField) {
+  const std::string user = R"("messages":[{"role":"user","content":"q"}])";
+  const auto expect_400 = [&](const std::string& b, const std::string& param,
+                              const std::string& words,
+                              const std::string& path = "/v1/chat/completions") {
+    Answer a = post(path, b);
+    const json e = expect_error(a, 400, "invalid_request_error");
+    EXPECT_EQ(e["param"], param) << b;
+    EXPECT_NE(e["message"].get<std::string>().find(words), std::string::npos) << e;
+  };
+  const std::string m = R"({"model":"tiny",)" + user;
+  expect_400(m + R"(,"tools":{}})", "tools", "expected a list");
+  expect_400(m + R"(,"tools":[{"type":"code"}]})", "tools[0].type", "expected \"function\"");
+  expect_400(m + R"(,"tools":[{"type":"function"}]})", "tools[0].function", "required");
+  expect_400(m + R"(,"tools":[{"type":"function","function":{"name":"a b"}}]})",
+             "tools[0].function.name", "letters, digits");
+  expect_400(m + R"(,"tools":[{"type":"function","function":{"name":"f","params":{}}}]})",
+             "tools[0].function.params", "not expected");
+  expect_400(m + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":1}}]})",
+             "tools[0].function.parameters", "a JSON schema object");
+  expect_400(m + "," + R"("tools":[)" + kNowTool + "," + kNowTool + "]}", "tools[1].function.name",
+             "names an earlier tool");
+  expect_400(m + R"(,"tool_choice":"required"})", "tool_choice", "needs tools");
+  expect_400(m + R"(,"tool_choice":"always","tools":[)" + kNowTool + "]}", "tool_choice",
+             "\"none\", \"auto\", \"required\"");
+  expect_400(m + R"(,"tool_choice":{"type":"function","function":{"name":"then"}},"tools":[)" +
+                 kNowTool + "]}",
+             "tool_choice.function.name", "not one of the tools");
+  expect_400(m + R"(,"tool_choice":"required","response_format":{"type":"json_object"},)" +
+                 R"("tools":[)" + kNowTool + "]}",
+             "tool_choice", "cannot be combined with response_format");
+  expect_400(m + R"(,"parallel_tool_calls":"yes"})", "parallel_tool_calls", "true or false");
+  expect_400(R"({"model":"tiny","prompt":"q","tools":[]})", "tools", "Unrecognized",
+             "/v1/completions");
+  expect_400(R"({"model":"tiny","messages":[{"role":"user","content":"q","tool_calls":[]}]})",
+             "messages[0].tool_calls", "not supported");
+  expect_400(R"({"model":"tiny","messages":[{"role":"tool"}]})", "messages[0].content", "required");
+  expect_400(R"({"model":"tiny","messages":[{"role":"assistant","tool_calls":[{"function":)"
+             R"({"name":"f","arguments":7}}]}]})",
+             "messages[0].tool_calls[0].function.arguments", "JSON text of an object");
+  expect_400(R"({"model":"tiny","messages":[{"role":"assistant","tool_calls":[{"function":)"
+             R"({"arguments":"{}"}}]}]})",
+             "messages[0].tool_calls[0].function.name", "non-empty string");
+  EXPECT_EQ(engine_->num_submitted(), 0);
+}
+
+}  // namespace
+}  // namespace packserve::server
