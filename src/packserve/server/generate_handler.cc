@@ -16,6 +16,7 @@
 #include "packserve/server/prompt_tokens.h"
 #include "packserve/server/sse.h"
 #include "packserve/server/tool_output.h"
+#include "packserve/server/tool_request.h"
 
 namespace packserve::server {
 namespace {
@@ -68,6 +69,15 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   if (auto error = check_model(r.model, options.served_model_name)) return *error;
   if (auto error = check_token_ids(engine, r.stop_token_ids, "stop_token_ids")) return *error;
   Prepared p;
+  p.tools = tool_mode(r, engine.chat_template_family());
+  // tool_choice required: the calls in the model's own syntax (tool_request.h).
+  std::optional<engine::StructuredOutput> calls_constraint;
+  if (r.tool_choice == ToolChoice::kRequired) {
+    ApiResult<engine::StructuredOutput> c =
+        required_calls_constraint(r.tools, r.parallel_tool_calls, p.tools.format);
+    if (!c.ok()) return c.error();
+    calls_constraint = std::move(c.value());
+  }
   const std::size_t num_prompts = endpoint == Endpoint::kCompletions ? r.prompts.size() : 1;
   for (std::size_t i = 0; i < num_prompts; ++i) {
     ApiResult<std::vector<int32_t>> ids = tokenize_prompt(engine, r, i);
@@ -90,6 +100,7 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
       engine::GenerateRequest g;
       g.prompt_token_ids = ids.value();
       g.sampling = to_sampling_params(r, max_tokens.value(), choice);
+      if (calls_constraint) g.sampling.structured = *calls_constraint;
       p.requests.push_back(std::move(g));
     }
   }
@@ -100,7 +111,6 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   p.ctx.logprobs = r.logprobs;
   p.ctx.top_logprobs = r.top_logprobs;
   p.ctx.include_usage = r.include_usage;
-  p.tools = tool_mode(r, engine.chat_template_family());
   p.stream = r.stream;
   return p;
 }

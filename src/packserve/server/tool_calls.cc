@@ -265,20 +265,4 @@ ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text) {
   return all;
 }
 
-std::optional<std::vector<ToolCall>> parse_required_tool_calls(std::string_view text) {
-  const ordered_json value = parse_json(text);
-  if (!value.is_array() || value.empty()) return std::nullopt;
-  std::vector<ToolCall> calls;
-  for (const ordered_json& element : value) {
-    // Strictly the schema's shape: "parameters" (no alias), an object (no string of one).
-    if (!element.is_object()) return std::nullopt;
-    const auto parameters = element.find("parameters");
-    if (parameters == element.end() || !parameters->is_object()) return std::nullopt;
-    std::optional<ToolCall> call = to_call(element, kLlama3Keys);
-    if (!call) return std::nullopt;
-    calls.push_back(std::move(*call));
-  }
-  return calls;
-}
-
 }  // namespace packserve::server

@@ -6,8 +6,8 @@
 //   kLlama3Json  Llama 3.1/3.2/3.3 JSON tool calling: the whole output is
 //                `{"name": "f", "parameters": {...}}`, several joined by `;`, optionally after
 //                `<|python_tag|>` (and whitespace around both).
-// tool_choice "required" output, constrained to a JSON array of calls, is read by
-// parse_required_tool_calls.
+// tool_choice "required" output is constrained to these syntaxes (tool_request.h) and read the
+// same way.
 //
 // Contract: nothing the model wrote is lost. Every byte ends up in a returned call or in the
 // returned content, except whitespace between and after hermes blocks; text shaped like a call
@@ -92,10 +92,5 @@ class ToolCallParser {
 // The whole text at once: the concatenation of every delta's content and calls of
 // feed(text) + finish().
 ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text);
-
-// tool_choice "required": the output was constrained to a JSON array of
-// {"name": string, "parameters": object} objects (at least one). Returns the calls, or nullopt
-// when `text` (whitespace around allowed) is not such an array, e.g. cut off by max_tokens.
-std::optional<std::vector<ToolCall>> parse_required_tool_calls(std::string_view text);
 
 }  // namespace packserve::server

@@ -273,28 +273,5 @@ TEST(ToolCallParserStreaming, Llama3ContentStreamsAndJsonIsHeld) {
   EXPECT_EQ(call.num_calls(), 1);
 }
 
-TEST(ToolCallParserRequired, ValidArrays) {
-  auto one =
-      parse_required_tool_calls(R"([{"name": "get_weather", "parameters": {"city": "Paris"}}])");
-  ASSERT_TRUE(one.has_value());
-  EXPECT_EQ(render(*one), render({kParis}));
-  auto two = parse_required_tool_calls(
-      "\n [{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}},\n"
-      " {\"name\": \"get_time\", \"parameters\": {\"tz\": \"UTC\"}}] \n");
-  ASSERT_TRUE(two.has_value());
-  EXPECT_EQ(render(*two), render({kParis, kTime}));
-}
-
-TEST(ToolCallParserRequired, AnythingElseIsNullopt) {
-  for (const char* text :
-       {"[]", R"([{"name": "f", "parameters": {"x"})", R"([{"name": "f"}])",
-        R"([{"name": "f", "arguments": {}}])", R"([{"name": "f", "parameters": "{}"}])",
-        R"([{"name": "", "parameters": {}}])", R"([{"parameters": {}}])", R"([1])",
-        R"({"name": "f", "parameters": {}})", "", "[{\"name\": \"f\", \"parameters\": {}}] x"}) {
-    SCOPED_TRACE(text);
-    EXPECT_FALSE(parse_required_tool_calls(text).has_value());
-  }
-}
-
 }  // namespace
 }  // namespace packserve::server

@@ -29,7 +29,9 @@ ToolMode tool_mode(const OpenAiRequest& request,
 }
 
 ChoiceToolOutput::ChoiceToolOutput(ToolMode mode) : mode_(std::move(mode)) {
-  if (mode_.choice == ToolChoice::kAuto) parser_.emplace(mode_.format);
+  if (mode_.choice == ToolChoice::kAuto || mode_.choice == ToolChoice::kRequired) {
+    parser_.emplace(mode_.format);
+  }
 }
 
 void ChoiceToolOutput::add_calls(std::vector<ToolCall> calls, ToolOutputPiece& out) {
@@ -41,44 +43,29 @@ void ChoiceToolOutput::add_calls(std::vector<ToolCall> calls, ToolOutputPiece& o
 
 ToolOutputPiece ChoiceToolOutput::feed(std::string_view text) {
   ToolOutputPiece out;
-  switch (mode_.choice) {
-    case ToolChoice::kNone:
-      out.content = text;
-      break;
-    case ToolChoice::kAuto: {
-      ToolCallDelta delta = parser_->feed(text);
-      out.content = std::move(delta.content);
-      add_calls(std::move(delta.calls), out);
-      break;
+  if (parser_) {
+    ToolCallDelta delta = parser_->feed(text);
+    out.content = std::move(delta.content);
+    add_calls(std::move(delta.calls), out);
+  } else if (mode_.choice == ToolChoice::kNamed) {
+    // The first piece opens the call (id and name); the others carry arguments only.
+    if (num_calls_ == 0) {
+      add_calls({ToolCall{mode_.named, std::string(text)}}, out);
+    } else if (!text.empty()) {
+      out.tool_calls.push_back(ResponseToolCall{0, "", "", std::string(text)});
     }
-    case ToolChoice::kRequired:
-      required_text_ += text;
-      break;
-    case ToolChoice::kNamed:
-      // The first piece opens the call (id and name); the others carry arguments only.
-      if (num_calls_ == 0) {
-        add_calls({ToolCall{mode_.named, std::string(text)}}, out);
-      } else if (!text.empty()) {
-        out.tool_calls.push_back(ResponseToolCall{0, "", "", std::string(text)});
-      }
-      break;
+  } else {
+    out.content = text;
   }
   return out;
 }
 
 ToolOutputPiece ChoiceToolOutput::finish() {
   ToolOutputPiece out;
-  if (mode_.choice == ToolChoice::kAuto) {
+  if (parser_) {
     ToolCallDelta delta = parser_->finish();
     out.content = std::move(delta.content);
     add_calls(std::move(delta.calls), out);
-  } else if (mode_.choice == ToolChoice::kRequired) {
-    std::optional<std::vector<ToolCall>> calls = parse_required_tool_calls(required_text_);
-    if (calls) {
-      add_calls(std::move(*calls), out);
-    } else {
-      out.content = std::move(required_text_);
-    }
   } else if (mode_.choice == ToolChoice::kNamed && num_calls_ == 0) {
     add_calls({ToolCall{mode_.named, ""}}, out);
   }

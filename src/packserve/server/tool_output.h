@@ -3,8 +3,9 @@
 //   none:     all text is content;
 //   auto:     the text is read for the chat template's call syntax (tool_calls.h: Hermes
 //             <tool_call> blocks for ChatML models, Llama 3's JSON calls);
-//   required: the text was constrained to a JSON list of calls; read whole at the end, and
-//             content if it is not one (cut off by max_tokens);
+//   required: the text was constrained to calls in that syntax
+//             (tool_request.h required_calls_constraint) and is read as under auto: a call cut
+//             off by max_tokens stays content;
 //   named:    the text was constrained to the named function's arguments: one call, whose
 //             arguments stream as they come.
 // Each call gets an id "call_" + 24 random letters and digits when it is first emitted.
@@ -56,8 +57,7 @@ class ChoiceToolOutput {
   void add_calls(std::vector<ToolCall> calls, ToolOutputPiece& out);
 
   ToolMode mode_;
-  std::optional<ToolCallParser> parser_;  // auto
-  std::string required_text_;             // required: the whole text, read at the end
+  std::optional<ToolCallParser> parser_;  // auto and required
   int num_calls_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "packserve/grammar/json_schema.h"
 #include "packserve/server/request_json.h"
 
 namespace packserve::server {
@@ -138,16 +139,30 @@ std::string arguments_schema(const Tool& tool) {
   return tool.parameters.empty() ? std::string(R"({"type":"object"})") : tool.parameters;
 }
 
-std::string required_calls_schema(const std::vector<Tool>& tools, bool parallel) {
+ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<Tool>& tools,
+                                                              bool parallel,
+                                                              ToolCallFormat format) {
+  const std::string key = format == ToolCallFormat::kHermes ? "arguments" : "parameters";
   std::string any_of;
   for (const Tool& tool : tools) {
     if (!any_of.empty()) any_of += ",";
     any_of += R"({"type":"object","properties":{"name":{"const":)" + json(tool.name).dump() +
-              R"(},"parameters":)" + arguments_schema(tool) +
-              R"(},"required":["name","parameters"]})";
+              R"(},")" + key + R"(":)" + arguments_schema(tool) + R"(},"required":["name",")" +
+              key + R"("]})";
   }
-  return R"({"type":"array","minItems":1,)" + std::string(parallel ? "" : R"("maxItems":1,)") +
-         R"("items":{"anyOf":[)" + any_of + "]}}";
+  Result<std::string> call = grammar::json_schema_to_regex(R"({"anyOf":[)" + any_of + "]}");
+  if (!call.ok()) return bad_request("tools: " + call.status().message(), "tools");
+  engine::StructuredOutput out;
+  out.kind = engine::StructuredOutput::Kind::kRegex;
+  out.field = "tools";
+  if (format == ToolCallFormat::kLlama3Json) {
+    out.spec = *call;
+  } else if (parallel) {
+    out.spec = "(?:<tool_call>\\n" + *call + "\\n</tool_call>\\n?)+";
+  } else {
+    out.spec = "<tool_call>\\n" + *call + "\\n</tool_call>";
+  }
+  return out;
 }
 
 std::optional<ApiError> parse_tool_fields(const json& body, std::string_view raw_body,
@@ -167,14 +182,11 @@ std::optional<ApiError> parse_tool_fields(const json& body, std::string_view raw
             out.structured.field,
         "tool_choice");
   }
-  out.structured.kind = Kind::kJsonSchema;
   if (out.tool_choice == ToolChoice::kNamed) {
+    out.structured.kind = Kind::kJsonSchema;
     out.structured.spec = arguments_schema(out.tools[out.tool_choice_index]);
     out.structured.field =
         "tools[" + std::to_string(out.tool_choice_index) + "].function.parameters";
-  } else {
-    out.structured.spec = required_calls_schema(out.tools, out.parallel_tool_calls);
-    out.structured.field = "tools";
   }
   return std::nullopt;
 }

@@ -4,8 +4,10 @@
 //          JSON text the body wrote (key order kept) for the chat template;
 //   tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}};
 //          default "auto" with tools, "none" without; "required" and a named function need
-//          tools and fill OpenAiRequest::structured with the constraint that makes the output
-//          the calls (so they cannot be combined with another structured output);
+//          tools and constrain the output to the calls (so they cannot be combined with
+//          another structured output): a named function's in OpenAiRequest::structured at
+//          parse time, "required"'s once the model's call syntax is known
+//          (required_calls_constraint);
 //   parallel_tool_calls: true (default) or false (at most one call).
 // Errors are HTTP 400 naming the field (`tools[1].function.name: ...`).
 // Internal to the server library (nlohmann::json). Thread-safety: pure functions.
@@ -19,6 +21,7 @@
 
 #include "packserve/server/api_error.h"
 #include "packserve/server/openai_request.h"
+#include "packserve/server/tool_calls.h"
 
 namespace packserve::server {
 
@@ -32,15 +35,25 @@ inline constexpr std::size_t kMaxTools = 128;
 std::optional<ApiError> parse_tools(const nlohmann::json& body, std::string_view raw_body,
                                     std::vector<Tool>& out);
 
-// Fills out.tools, out.tool_choice, out.tool_choice_index, out.parallel_tool_calls and, for
-// a required or named choice, out.structured. Precondition: out.structured was parsed.
+// Fills out.tools, out.tool_choice, out.tool_choice_index, out.parallel_tool_calls and, for a
+// named choice, out.structured. Precondition: out.structured was parsed.
 std::optional<ApiError> parse_tool_fields(const nlohmann::json& body, std::string_view raw_body,
                                           OpenAiRequest& out);
 
-// The JSON schema of tool_choice "required"'s output for `tools`: a list of at least one (and
-// with `parallel` false at most one) {"name": <a tool's name>, "parameters": <its
-// parameters>} objects.
-std::string required_calls_schema(const std::vector<Tool>& tools, bool parallel);
+// tool_choice "required"'s constraint: the output is calls of `tools` in the model's own
+// syntax, so that the model writes what it was trained to and the calls are read (and
+// streamed) as under "auto":
+//   kHermes:     one or more (with `parallel` false: one) blocks
+//                `<tool_call>\n{"name": <a tool>, "arguments": <its arguments>}\n</tool_call>`,
+//                each followed by an optional newline;
+//   kLlama3Json: one `{"name": <a tool>, "parameters": <its arguments>}` (Llama 3's template
+//                takes one call per turn).
+// Each call is the JSON schema of its tool's arguments (arguments_schema) beside a "name"
+// const, a tool appearing once in the regex: a JSON list would repeat every tool's schema
+// (its first item and the others), doubling the automaton. A regex that does not compile is
+// a 400 naming `tools`.
+ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<Tool>& tools,
+                                                              bool parallel, ToolCallFormat format);
 
 // The JSON schema of a call's arguments: its parameters, or any object when it has none.
 std::string arguments_schema(const Tool& tool);

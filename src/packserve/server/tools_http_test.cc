@@ -1,8 +1,8 @@
 // tools_http_test.cc: tool calling through /v1/chat/completions end to end on loopback over a
 // FakeEngine that writes a scripted output (set_output_text): the prompt shows the tools
 // (or not, with tool_choice none), Hermes calls come back as message.tool_calls and as
-// streamed delta.tool_calls, required and named choices reach the engine as the exact schema
-// constraint, and every bad tool field is a 400 naming it.
+// streamed delta.tool_calls, required and named choices reach the engine as the exact
+// constraint (required: the model's own call syntax), and every bad tool field is a 400 naming it.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "packserve/grammar/json_schema.h"
+#include "packserve/grammar/regex.h"
 #include "packserve/server/fake_engine_test_util.h"
 #include "packserve/server/http_test_util.h"
+#include "packserve/server/tool_request.h"
 
 namespace packserve::server {
 namespace {
@@ -166,39 +169,87 @@ TEST_F(ToolsTest, NamedChoiceConstrainsToItsArguments) {
   EXPECT_EQ(engine_->submitted_requests().at(1).sampling.structured.spec, R"({"type":"object"})");
 }
 
-TEST_F(ToolsTest, RequiredChoiceConstrainsToAListOfCalls) {
-  engine_->set_output_text(R"([{"name": "now", "parameters": {}}])");
+// Whether the whole of `text` matches `pattern` (regex.h's dialect).
+bool full_match(const std::string& pattern, std::string_view text) {
+  Result<grammar::Dfa> dfa = grammar::compile_regex(pattern);
+  EXPECT_TRUE(dfa.ok()) << dfa.status().to_string();
+  if (!dfa.ok()) return false;
+  int32_t state = dfa->start_state;
+  for (const char c : text) state = dfa->next(state, static_cast<uint8_t>(c));
+  return dfa->accepting[static_cast<std::size_t>(state)] != 0;
+}
+
+TEST_F(ToolsTest, RequiredChoiceConstrainsToCallsInTheModelsSyntax) {
+  engine_->set_output_text(
+      "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>");
   Answer a = post("/v1/chat/completions", body(R"(,"tool_choice":"required")"));
   ASSERT_EQ(a.status, 200) << a.body;
   const json choice = a.parsed()["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
-  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 2u);
   EXPECT_EQ(choice["message"]["tool_calls"][0]["function"],
             json({{"name", "now"}, {"arguments", "{}"}}));
+  EXPECT_EQ(choice["message"]["tool_calls"][1]["function"],
+            json({{"name", "get_weather"}, {"arguments", R"({"city":"Rome"})"}}));
+  // The constraint: Hermes blocks of the tools' calls, each tool's schema once.
   const auto structured = engine_->submitted_requests().at(0).sampling.structured;
+  EXPECT_EQ(structured.kind, engine::StructuredOutput::Kind::kRegex);
   EXPECT_EQ(structured.field, "tools");
-  EXPECT_EQ(
-      structured.spec,
-      R"({"type":"array","minItems":1,"items":{"anyOf":[)"
-      R"({"type":"object","properties":{"name":{"const":"get_weather"},"parameters":)"
+  const Result<std::string> call = grammar::json_schema_to_regex(
+      R"({"anyOf":[{"type":"object","properties":{"name":{"const":"get_weather"},"arguments":)"
       R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},)"
-      R"("required":["name","parameters"]},)"
-      R"({"type":"object","properties":{"name":{"const":"now"},"parameters":{"type":"object"}},)"
-      R"("required":["name","parameters"]}]}})");
-  // parallel_tool_calls false: at most one call.
+      R"("required":["name","arguments"]},{"type":"object","properties":{"name":)"
+      R"({"const":"now"},"arguments":{"type":"object"}},"required":["name","arguments"]}]})");
+  ASSERT_TRUE(call.ok());
+  EXPECT_EQ(structured.spec, "(?:<tool_call>\\n" + *call + "\\n</tool_call>\\n?)+");
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>";
+  EXPECT_TRUE(full_match(structured.spec, weather));
+  EXPECT_TRUE(full_match(structured.spec, weather + "\n" + weather + "\n"));
+  EXPECT_FALSE(full_match(structured.spec, ""));
+  EXPECT_FALSE(full_match(structured.spec, "Sure. " + weather));
+  EXPECT_FALSE(
+      full_match(structured.spec,
+                 "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(full_match(structured.spec,
+                          "<tool_call>\n{\"name\": \"then\", \"arguments\": {}}\n</tool_call>"));
+
+  // parallel_tool_calls false: exactly one block.
   ASSERT_EQ(
       post("/v1/chat/completions", body(R"(,"tool_choice":"required","parallel_tool_calls":false)"))
           .status,
       200);
-  EXPECT_NE(engine_->submitted_requests().at(1).sampling.structured.spec.find(
-                R"("minItems":1,"maxItems":1,)"),
-            std::string::npos);
-  // Cut off before the list closes: the text is content, the reason stays "length".
+  const std::string one = engine_->submitted_requests().at(1).sampling.structured.spec;
+  EXPECT_EQ(one, "<tool_call>\\n" + *call + "\\n</tool_call>");
+  EXPECT_TRUE(full_match(one, weather));
+  EXPECT_FALSE(full_match(one, weather + "\n" + weather));
+  // Cut off inside a block: the text is content, the reason stays "length".
   Answer cut = post("/v1/chat/completions", body(R"(,"tool_choice":"required","max_tokens":5)"));
   ASSERT_EQ(cut.status, 200) << cut.body;
   EXPECT_EQ(cut.parsed()["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(cut.parsed()["choices"][0]["message"]["content"], R"([{"na)");
+  EXPECT_EQ(cut.parsed()["choices"][0]["message"]["content"], "<tool");
   EXPECT_FALSE(cut.parsed()["choices"][0]["message"].contains("tool_calls"));
+}
+
+// A Llama 3 model's required calls: one {"name", "parameters"} object.
+TEST(ToolRequest, RequiredCallsInLlama3Syntax) {
+  const std::vector<Tool> tools = {Tool{"now", "", ""}};
+  const ApiResult<engine::StructuredOutput> c =
+      required_calls_constraint(tools, /*parallel=*/true, ToolCallFormat::kLlama3Json);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.value().kind, engine::StructuredOutput::Kind::kRegex);
+  EXPECT_TRUE(full_match(c.value().spec, R"({"name": "now", "parameters": {"tz": "UTC"}})"));
+  EXPECT_FALSE(full_match(c.value().spec, R"({"name": "now", "arguments": {}})"));
+  EXPECT_FALSE(full_match(c.value().spec, R"({"name": "now", "parameters": {}}; )"));
+  // A tool schema the compiler refuses is a 400 naming tools.
+  const Tool lookahead{"f", "", R"x({"type":"object","properties":{"a":{"pattern":"(?=x)"}}})x"};
+  const ApiResult<engine::StructuredOutput> bad =
+      required_calls_constraint({lookahead}, true, ToolCallFormat::kHermes);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().param, "tools");
+  EXPECT_EQ(bad.error().message.rfind("tools: json_schema: ", 0), 0u) << bad.error().message;
 }
 
 TEST_F(ToolsTest, ConversationWithCallsAndResultsRenders) {
