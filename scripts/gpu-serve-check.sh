@@ -31,6 +31,9 @@
 #   scripts/gpu-serve-check.sh structured        # generate with and without a constraint
 #                                                # (JSON object / schemas / regex), masks on the
 #                                                # GPU or rows drawn on the host
+#   scripts/gpu-serve-check.sh tools             # serve the qwen3-0.6b dummy with the Qwen3
+#                                                # tokenizer; scripts/tool-calls-bench.py by
+#                                                # tool_choice, TOOLS_CONCURRENCY (64) at once
 # Env: OUT (default ./out), BENCH_DURATION_S (30), BENCH_TIME_SCALE (1), MAX_INPUT_TOKENS (2048),
 # serve: BENCH_FLAGS (extra bench flags), RUN_NAME (bench: the results' name under $OUT),
 # MAX_OUTPUT_TOKENS (128), GPU_MEMORY_UTILIZATION (0.9), PORT (8000); matrix: ARCH (qwen3-8b),
@@ -259,6 +262,22 @@ for name in sorted(os.listdir(out)):
           f"{r['median_ttft_ms']:.0f} / {r['p99_ttft_ms']:.0f} | {r['median_tpot_ms']:.1f} / {r['p99_tpot_ms']:.1f} | "
           f"{r['p99_itl_ms']:.0f} | {fmt(r.get('request_goodput'))} | {step_times(name)} |")
 EOF
+  ;;
+tools)
+  # tool_choice's cost (docs/benchmarks.md "Tool calls"): chat requests with six tools against
+  # the qwen3-0.6b dummy of the structured step, TOOLS_CONCURRENCY (64) at a time,
+  # TOOLS_TOKENS (128) output tokens, TOOLS_ROUNDS (3) warm rounds per tool_choice.
+  MODEL=$DIR/cache/qwen3-0.6b-qwen3tok
+  if [[ ! -f $MODEL/config.json ]]; then
+    [[ -f $DIR/qwen3-tokenizer/tokenizer.json ]] || { echo "$DIR/qwen3-tokenizer missing" >&2; exit 1; }
+    $PS make-dummy-model --arch qwen3-0.6b --tokenizer "$DIR/qwen3-tokenizer" --out "$MODEL" >/dev/null
+  fi
+  if start_server tools "$MODEL" --served-model-name tq; then
+    timeout 400 python3 scripts/tool-calls-bench.py --url "http://127.0.0.1:$PORT" --model tq \
+      --concurrency "${TOOLS_CONCURRENCY:-64}" --max-tokens "${TOOLS_TOKENS:-128}" \
+      --rounds "${TOOLS_ROUNDS:-3}" --choices auto,named,required,auto | tee -a "$OUT/tools.jsonl"
+  fi
+  kill -INT $server 2>/dev/null; wait $server
   ;;
 choices)
   # n choices of one long prompt in one streaming request (scripts/choices_bench.py) on the

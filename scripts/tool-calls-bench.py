@@ -4,6 +4,10 @@ server, by tool_choice: the constraint's compile on the first request of a kind 
 median of the later ones (the compiled constraint cached).
 
   scripts/tool-calls-bench.py --url http://127.0.0.1:8000 --model NAME [--rounds 5]
+      [--max-tokens 32] [--concurrency 1] [--choices auto,named,required,none]
+
+With --concurrency N each round sends N requests at once (distinct prompts) and the line also
+has the rounds' median output tokens/s.
 
 Six tools of the shapes agents send (nested objects, arrays, enums, integer ranges; strings
 without maxLength, as OpenAI-style tool schemas mostly are: a bounded string costs the
@@ -11,6 +15,7 @@ automaton a copy per character, docs/engine.md "Structured outputs"). Prints one
 line per tool_choice: cold_s, warm_median_s, finish_reason, calls of the last round.
 """
 import argparse
+import concurrent.futures
 import json
 import statistics
 import time
@@ -58,26 +63,38 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--choices", default="auto,named,required")
     args = ap.parse_args()
-    choices = {"auto": "auto",
-               "named": {"type": "function", "function": {"name": "create_event"}},
-               "required": "required"}
-    for label, choice in choices.items():
-        times = []
-        answer = None
+    all_choices = {"auto": "auto", "none": "none",
+                   "named": {"type": "function", "function": {"name": "create_event"}},
+                   "required": "required"}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.concurrency)
+    for label in args.choices.split(","):
+        times, rates = [], []
+        answers = []
         for r in range(args.rounds + 1):
-            body = {"model": args.model, "tools": TOOLS, "tool_choice": choice, "temperature": 0,
-                    "max_tokens": args.max_tokens,
-                    "messages": [{"role": "user", "content": f"Plan a meeting with Ana tomorrow ({r})"}]}
-            seconds, answer = post(args.url, body)
-            times.append(seconds)
-        message = answer["choices"][0]["message"]
-        print(json.dumps({"tool_choice": label, "cold_s": round(times[0], 3),
+            bodies = [{"model": args.model, "tools": TOOLS, "tool_choice": all_choices[label],
+                       "temperature": 0, "max_tokens": args.max_tokens,
+                       "messages": [{"role": "user",
+                                     "content": f"Plan a meeting with Ana tomorrow ({r}, {k})"}]}
+                      for k in range(args.concurrency)]
+            t0 = time.perf_counter()
+            results = list(pool.map(lambda b: post(args.url, b), bodies))
+            wall = time.perf_counter() - t0
+            answers = [a for _, a in results]
+            times.append(wall)
+            rates.append(sum(a["usage"]["completion_tokens"] for a in answers) / wall)
+        first = answers[0]
+        print(json.dumps({"tool_choice": label, "concurrency": args.concurrency,
+                          "cold_s": round(times[0], 3),
                           "warm_median_s": round(statistics.median(times[1:]), 3),
-                          "finish_reason": answer["choices"][0]["finish_reason"],
-                          "prompt_tokens": answer["usage"]["prompt_tokens"],
-                          "completion_tokens": answer["usage"]["completion_tokens"],
-                          "calls": len(message.get("tool_calls") or [])}))
+                          "warm_output_tokens_per_s": round(statistics.median(rates[1:]), 1),
+                          "finish_reasons": sorted({a["choices"][0]["finish_reason"] for a in answers}),
+                          "prompt_tokens": first["usage"]["prompt_tokens"],
+                          "completion_tokens": sum(a["usage"]["completion_tokens"] for a in answers),
+                          "calls": sum(len(a["choices"][0]["message"].get("tool_calls") or [])
+                                       for a in answers)}))
 
 
 if __name__ == "__main__":
