@@ -199,6 +199,11 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-body-bytes", args->server.max_body_bytes,
                   "largest request body (larger: 413)")
       ->capture_default_str();
+  cmd->add_option("--reasoning-parser", args->server.reasoning_parser,
+                  "qwen3: a <think>...</think> block opening a chat reply is returned as "
+                  "message.reasoning_content (streamed: delta.reasoning_content), not content "
+                  "(default: none, the reply is all content)")
+      ->check(CLI::IsMember({"qwen3"}));
   cmd->add_option("--http-threads", args->server.num_http_threads,
                   "HTTP worker threads (a streaming request holds one)")
       ->capture_default_str();

@@ -54,13 +54,13 @@ Result<std::string> EngineAdapter::decode(std::span<const int32_t> token_ids) co
 
 Result<std::string> EngineAdapter::render_chat(const std::vector<tokenizer::ChatMessage>& messages,
                                                bool add_generation_prompt,
-                                               const std::vector<std::string>& tools) const {
+                                               const tokenizer::ChatRenderOptions& options) const {
   if (!chat_template_) {
     return invalid_argument(
         "this model has no chat template (tokenizer_config.json chat_template); use "
         "/v1/completions");
   }
-  return chat_template_->render(messages, add_generation_prompt, tools);
+  return chat_template_->render(messages, add_generation_prompt, options);
 }
 
 std::string EngineAdapter::token_text(int32_t token_id) const {

@@ -27,7 +27,7 @@ class EngineAdapter final : public EngineApi {
   Result<std::string> decode(std::span<const int32_t> token_ids) const override;
   Result<std::string> render_chat(const std::vector<tokenizer::ChatMessage>& messages,
                                   bool add_generation_prompt,
-                                  const std::vector<std::string>& tools) const override;
+                                  const tokenizer::ChatRenderOptions& options) const override;
   std::optional<tokenizer::ChatTemplateFamily> chat_template_family() const override {
     if (!chat_template_) return std::nullopt;
     return chat_template_->family();

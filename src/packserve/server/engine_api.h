@@ -56,12 +56,13 @@ class EngineApi {
   // token of the tokenizer. Used by /detokenize.
   virtual Result<std::string> decode(std::span<const int32_t> token_ids) const = 0;
   // Chat messages -> prompt text in the model's chat template; with `add_generation_prompt`
-  // (what /v1/chat/completions uses) it ends with the assistant's generation prompt. `tools`:
-  // the function tools shown to the model (tokenizer::ChatTemplate::render). kInvalidArgument
-  // when the model has no chat template, or naming the field the template refuses.
+  // (what /v1/chat/completions uses) it ends with the assistant's generation prompt; `options`:
+  // the tools shown to the model and enable_thinking (tokenizer::ChatTemplate::render).
+  // kInvalidArgument when the model has no chat template, or naming the field the template
+  // refuses.
   virtual Result<std::string> render_chat(const std::vector<tokenizer::ChatMessage>& messages,
                                           bool add_generation_prompt,
-                                          const std::vector<std::string>& tools) const = 0;
+                                          const tokenizer::ChatRenderOptions& options) const = 0;
   // The chat template's family (which tool-call syntax its model writes); nullopt without a
   // chat template.
   virtual std::optional<tokenizer::ChatTemplateFamily> chat_template_family() const = 0;

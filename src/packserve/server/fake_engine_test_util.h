@@ -3,7 +3,8 @@
 //   decode(ids): those bytes (an id outside [0, 256): kInvalidArgument "ids[i]: ...").
 //   render_chat: "tool: <definition>\n" per tool, "<role>: <content>\n" per message (and
 //   "call: <name><arguments>\n" per tool call), then (with the generation prompt)
-//   "assistant: "; its family is ChatML (Hermes tool calls).
+//   "assistant: " ("assistant (no thinking): " with enable_thinking false); its family is
+//   ChatML (Hermes tool calls).
 //   generation: output token i is 'a' + i % 26 (after set_output_text(t): byte i of t, and the
 //   request ends "stop" after the last, as at an EOS), one token per `token_interval` for
 //   every live request, on one generator thread; stop strings end the request ("stop", the
@@ -122,14 +123,15 @@ class FakeEngine final : public EngineApi {
   }
   Result<std::string> render_chat(const std::vector<tokenizer::ChatMessage>& messages,
                                   bool add_generation_prompt,
-                                  const std::vector<std::string>& tools) const override {
+                                  const tokenizer::ChatRenderOptions& options) const override {
     std::string text;
-    for (const auto& tool : tools) text += "tool: " + tool + "\n";
+    for (const auto& tool : options.tools) text += "tool: " + tool + "\n";
     for (const auto& m : messages) {
       text += m.role + ": " + m.content + "\n";
       for (const auto& call : m.tool_calls) text += "call: " + call.name + call.arguments + "\n";
     }
-    return add_generation_prompt ? text + "assistant: " : text;
+    if (!add_generation_prompt) return text;
+    return text + (options.enable_thinking ? "assistant: " : "assistant (no thinking): ");
   }
   std::optional<tokenizer::ChatTemplateFamily> chat_template_family() const override {
     return tokenizer::ChatTemplateFamily::kChatml;

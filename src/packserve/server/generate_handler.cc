@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "packserve/common/log.h"
+#include "packserve/server/choice_output.h"
 #include "packserve/server/openai_response.h"
 #include "packserve/server/prompt_tokens.h"
 #include "packserve/server/sse.h"
-#include "packserve/server/tool_output.h"
 #include "packserve/server/tool_request.h"
 
 namespace packserve::server {
@@ -37,7 +37,7 @@ struct Prepared {
   std::vector<Echo> echoes;                       // per choice, when echo
   int n = 1;                                      // choices per prompt
   ResponseContext ctx;
-  ToolMode tools;  // chat: how the choices' text becomes content and tool calls
+  OutputMode output;  // how the choices' text becomes reasoning, content and tool calls
   bool stream = false;
 };
 
@@ -45,12 +45,13 @@ struct Prepared {
 ApiResult<std::vector<int32_t>> tokenize_prompt(const EngineApi& engine, const OpenAiRequest& r,
                                                 std::size_t index) {
   if (r.endpoint == Endpoint::kChatCompletions) {
+    tokenizer::ChatRenderOptions options;
+    options.enable_thinking = r.enable_thinking;
     // tool_choice none: the tools are not shown to the model.
-    std::vector<std::string> tools;
     if (r.tool_choice != ToolChoice::kNone) {
-      for (const Tool& tool : r.tools) tools.push_back(tool.definition);
+      for (const Tool& tool : r.tools) options.tools.push_back(tool.definition);
     }
-    return encode_chat_prompt(engine, r.messages, /*add_generation_prompt=*/true, tools);
+    return encode_chat_prompt(engine, r.messages, /*add_generation_prompt=*/true, options);
   }
   const std::string field = prompt_field(r, index);
   const Prompt& prompt = r.prompts[index];
@@ -69,12 +70,12 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   if (auto error = check_model(r.model, options.served_model_name)) return *error;
   if (auto error = check_token_ids(engine, r.stop_token_ids, "stop_token_ids")) return *error;
   Prepared p;
-  p.tools = tool_mode(r, engine.chat_template_family());
+  p.output = output_mode(r, engine.chat_template_family(), options.split_reasoning);
   // tool_choice required: the calls in the model's own syntax (tool_request.h).
   std::optional<engine::StructuredOutput> calls_constraint;
   if (r.tool_choice == ToolChoice::kRequired) {
     ApiResult<engine::StructuredOutput> c =
-        required_calls_constraint(r.tools, r.parallel_tool_calls, p.tools.format);
+        required_calls_constraint(r.tools, r.parallel_tool_calls, p.output.format);
     if (!c.ok()) return c.error();
     calls_constraint = std::move(c.value());
   }
@@ -239,10 +240,10 @@ struct StreamState {
   ResponseContext ctx;
   int64_t heartbeat_ms = 2000;
   const std::atomic<bool>* stopping = nullptr;
-  std::vector<bool> started;                   // per choice: its first chunk was written
-  std::vector<Echo> echoes;                    // per choice, when echo
-  std::vector<ChoiceToolOutput> tool_outputs;  // per choice
-  bool done = false;  // [DONE] was written (or the response ended with an error)
+  std::vector<bool> started;          // per choice: its first chunk was written
+  std::vector<Echo> echoes;           // per choice, when echo
+  std::vector<ChoiceOutput> outputs;  // per choice
+  bool done = false;                  // [DONE] was written (or the response ended with an error)
   Clock::time_point last_write = Clock::now();
 };
 
@@ -287,23 +288,21 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
   const Echo* echo = s.echoes.empty() ? nullptr : &s.echoes[static_cast<std::size_t>(index)];
   const auto lp = logprobs_of(*s.engine, out, s.ctx.logprobs, echo);
   const bool first = !s.started[index];
-  ChoiceToolOutput& tools = s.tool_outputs[static_cast<std::size_t>(index)];
+  ChoiceOutput& output = s.outputs[static_cast<std::size_t>(index)];
   // The echoed prompt's text leads the choice's first chunk.
-  ToolOutputPiece piece =
-      tools.feed(first && echo != nullptr ? echo->text + out.text_delta : out.text_delta);
-  if (out.finished) merge_piece(piece, tools.finish());
-  if (!piece.content.empty() || !piece.tool_calls.empty() || !lp.empty() ||
-      (first && !out.finished)) {
-    if (!write(sink, s,
-               sse_data(stream_chunk(s.ctx, index, piece.content, std::nullopt, lp, first,
-                                     piece.tool_calls)))) {
+  MessageDelta delta =
+      output.feed(first && echo != nullptr ? echo->text + out.text_delta : out.text_delta);
+  if (out.finished) merge_delta(delta, output.finish());
+  if (!delta.content.empty() || !delta.reasoning.empty() || !delta.tool_calls.empty() ||
+      !lp.empty() || (first && !out.finished)) {
+    if (!write(sink, s, sse_data(stream_chunk(s.ctx, index, delta, std::nullopt, lp, first)))) {
       return false;
     }
     s.started[index] = true;
   }
   if (!out.finished) return true;
   if (!write(sink, s,
-             sse_data(stream_chunk(s.ctx, index, "", tools.finish_reason(out.finish_reason), {},
+             sse_data(stream_chunk(s.ctx, index, {}, output.finish_reason(out.finish_reason), {},
                                    !s.started[index])))) {
     return false;
   }
@@ -313,10 +312,10 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
 
 void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateOptions& options,
                        std::unique_ptr<Choices> choices, const ResponseContext& ctx,
-                       const ToolMode& tools, std::vector<Echo> echoes, std::size_t num_choices,
+                       const OutputMode& output, std::vector<Echo> echoes, std::size_t num_choices,
                        httplib::Response& res) {
   auto state = std::make_shared<StreamState>();
-  state->tool_outputs.assign(num_choices, ChoiceToolOutput(tools));
+  state->outputs.assign(num_choices, ChoiceOutput(output));
   state->echoes = std::move(echoes);
   state->engine = engine;
   state->choices = std::move(choices);
@@ -349,13 +348,12 @@ void respond_streaming(const std::shared_ptr<EngineApi>& engine, const GenerateO
 }
 
 void respond_whole(EngineApi& engine, const GenerateOptions& options, Choices& choices,
-                   const ResponseContext& ctx, const ToolMode& tools,
+                   const ResponseContext& ctx, const OutputMode& mode,
                    const std::vector<Echo>& echoes, std::size_t num_choices,
                    httplib::Response& res) {
   std::vector<ChoiceText> texts(num_choices);
-  std::vector<ChoiceToolOutput> outputs(num_choices, ChoiceToolOutput(tools));
-  std::vector<ToolOutputPiece> pieces(num_choices);
-  for (std::size_t i = 0; i < echoes.size(); ++i) pieces[i].content = echoes[i].text;
+  std::vector<ChoiceOutput> outputs(num_choices, ChoiceOutput(mode));
+  for (std::size_t i = 0; i < echoes.size(); ++i) texts[i].message.content = echoes[i].text;
   while (!choices.all_finished()) {
     auto update = choices.next(kPollInterval);
     if (!update) {
@@ -369,8 +367,8 @@ void respond_whole(EngineApi& engine, const GenerateOptions& options, Choices& c
     }
     const engine::RequestOutput& out = update->second;
     ChoiceText& c = texts[update->first];
-    ChoiceToolOutput& output = outputs[update->first];
-    merge_piece(pieces[update->first], output.feed(out.text_delta));
+    ChoiceOutput& output = outputs[update->first];
+    merge_delta(c.message, output.feed(out.text_delta));
     const Echo* echo = echoes.empty() ? nullptr : &echoes[update->first];
     for (auto& t : logprobs_of(engine, out, ctx.logprobs, echo)) c.logprobs.push_back(std::move(t));
     if (!out.finished) continue;
@@ -379,9 +377,7 @@ void respond_whole(EngineApi& engine, const GenerateOptions& options, Choices& c
       set_error(res, generation_failed(out));
       return;
     }
-    merge_piece(pieces[update->first], output.finish());
-    c.text = std::move(pieces[update->first].content);
-    c.tool_calls = std::move(pieces[update->first].tool_calls);
+    merge_delta(c.message, output.finish());
     c.finish_reason = output.finish_reason(out.finish_reason);
   }
   res.status = 200;
@@ -455,10 +451,10 @@ void handle_generate(const std::shared_ptr<EngineApi>& engine, const GenerateOpt
   PS_LOG_DEBUG("server", "req={} submitted choices={} prompt_tokens={}", choices->first_id(),
                num_choices, num_prompt_tokens);
   if (p.stream) {
-    respond_streaming(engine, options, std::move(choices), p.ctx, p.tools, std::move(p.echoes),
+    respond_streaming(engine, options, std::move(choices), p.ctx, p.output, std::move(p.echoes),
                       num_choices, res);
   } else {
-    respond_whole(*engine, options, *choices, p.ctx, p.tools, p.echoes, num_choices, res);
+    respond_whole(*engine, options, *choices, p.ctx, p.output, p.echoes, num_choices, res);
   }
 }
 

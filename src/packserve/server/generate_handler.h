@@ -52,6 +52,8 @@ struct GenerateOptions {
   int64_t heartbeat_ms = 2000;
   const std::atomic<bool>* stopping = nullptr;  // the server is shutting down
   OpenStreams* open_streams = nullptr;          // optional: told of each streaming response
+  // Chat: split a Qwen3 <think> block off into reasoning_content (ServerConfig).
+  bool split_reasoning = false;
 };
 
 // Writes `error` as the response.

@@ -81,6 +81,10 @@ Status ServerConfig::validate() const {
                             std::to_string(heartbeat_ms));
   }
   if (served_model_name.empty()) return invalid_argument("server.served_model_name: empty");
+  if (!reasoning_parser.empty() && reasoning_parser != "qwen3") {
+    return invalid_argument("server.reasoning_parser: expected \"qwen3\" or none, got \"" +
+                            reasoning_parser + "\"");
+  }
   return ok_status();
 }
 
@@ -118,7 +122,8 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req,
     set_error(res, unavailable(s));
     return;
   }
-  GenerateOptions options{config.served_model_name, config.heartbeat_ms, &stopping, &open_streams};
+  GenerateOptions options{config.served_model_name, config.heartbeat_ms, &stopping, &open_streams,
+                          config.reasoning_parser == "qwen3"};
   handle_generate(e, options, endpoint, req, res);
 }
 

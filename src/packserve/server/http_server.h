@@ -43,6 +43,9 @@ struct ServerConfig {
   std::string served_model_name = "model";
   // Silence on a stream after which a comment line is written, ms. >= 10.
   int64_t heartbeat_ms = 2000;
+  // vLLM's --reasoning-parser: "" (none: the model's text is all content) or "qwen3" (a
+  // <think>...</think> opening a chat output is message.reasoning_content, reasoning.h).
+  std::string reasoning_parser;
   // Names the first bad field.
   Status validate() const;
 };

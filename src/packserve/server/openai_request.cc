@@ -36,7 +36,7 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
     auto s = kCommon;
     s.insert(std::begin(kStructuredFields), std::end(kStructuredFields));
     s.insert(std::begin(kToolFields), std::end(kToolFields));
-    s.insert({"messages", "max_completion_tokens", "top_logprobs"});
+    s.insert({"messages", "max_completion_tokens", "top_logprobs", "chat_template_kwargs"});
     return s;
   }();
   return endpoint == Endpoint::kCompletions ? kCompletions : kChat;
@@ -262,7 +262,10 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
   }
   PS_API_TRY(parse_logit_bias(body, out));
   PS_API_TRY(parse_structured_output(body, raw_body, out.structured));
-  if (endpoint == Endpoint::kChatCompletions) PS_API_TRY(parse_tool_fields(body, raw_body, out));
+  if (endpoint == Endpoint::kChatCompletions) {
+    PS_API_TRY(parse_tool_fields(body, raw_body, out));
+    PS_API_TRY(parse_chat_template_kwargs(body, out.enable_thinking));
+  }
   if (present(body, "user") && !body.at("user").is_string()) {
     return wrong("user", "a string", body.at("user"));
   }

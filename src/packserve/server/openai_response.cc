@@ -96,19 +96,22 @@ std::string completion_body(const ResponseContext& ctx, const std::vector<Choice
     json choice = {{"index", i},
                    {"finish_reason", c.finish_reason},
                    {"logprobs", logprobs_json(ctx, c.logprobs, 0)}};
+    const MessageDelta& m = c.message;
     if (chat) {
       json message = {{"role", "assistant"}};
-      message["content"] = c.text.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.text);
-      if (!c.tool_calls.empty()) {
+      message["content"] =
+          m.content.empty() && !m.tool_calls.empty() ? json(nullptr) : json(m.content);
+      if (!m.reasoning.empty()) message["reasoning_content"] = m.reasoning;
+      if (!m.tool_calls.empty()) {
         json calls = json::array();
-        for (const ResponseToolCall& call : c.tool_calls) {
+        for (const ResponseToolCall& call : m.tool_calls) {
           calls.push_back(tool_call_json(call, false));
         }
         message["tool_calls"] = std::move(calls);
       }
       choice["message"] = std::move(message);
     } else {
-      choice["text"] = c.text;
+      choice["text"] = m.content;
     }
     array.push_back(std::move(choice));
   }
@@ -117,10 +120,9 @@ std::string completion_body(const ResponseContext& ctx, const std::vector<Choice
   return dump(body);
 }
 
-std::string stream_chunk(const ResponseContext& ctx, int index, const std::string& text_delta,
+std::string stream_chunk(const ResponseContext& ctx, int index, const MessageDelta& message,
                          const std::optional<std::string>& finish_reason,
-                         const std::vector<TokenLogprob>& logprobs, bool first,
-                         const std::vector<ResponseToolCall>& tool_calls) {
+                         const std::vector<TokenLogprob>& logprobs, bool first) {
   const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
   json body = base(ctx, chat ? "chat.completion.chunk" : "text_completion");
   json choice = {{"index", index},
@@ -129,17 +131,21 @@ std::string stream_chunk(const ResponseContext& ctx, int index, const std::strin
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
-    if (!text_delta.empty() || (first && !finish_reason && tool_calls.empty())) {
-      delta["content"] = text_delta;
+    const bool other = !message.reasoning.empty() || !message.tool_calls.empty();
+    if (!message.content.empty() || (first && !finish_reason && !other)) {
+      delta["content"] = message.content;
     }
-    if (!tool_calls.empty()) {
+    if (!message.reasoning.empty()) delta["reasoning_content"] = message.reasoning;
+    if (!message.tool_calls.empty()) {
       json calls = json::array();
-      for (const ResponseToolCall& call : tool_calls) calls.push_back(tool_call_json(call, true));
+      for (const ResponseToolCall& call : message.tool_calls) {
+        calls.push_back(tool_call_json(call, true));
+      }
       delta["tool_calls"] = std::move(calls);
     }
     choice["delta"] = delta;
   } else {
-    choice["text"] = text_delta;
+    choice["text"] = message.content;
   }
   body["choices"] = json::array({choice});
   if (ctx.include_usage) body["usage"] = nullptr;

@@ -56,13 +56,20 @@ struct ResponseToolCall {
   std::string arguments;
 };
 
-// One finished choice of a non-streaming response. Chat: with tool_calls and no text the
-// message's content is null.
+// What a chunk of one choice carries (choice_output.h), or (merged) its whole message.
+// Completions: only content, the text.
+struct MessageDelta {
+  std::string reasoning;  // chat: reasoning_content (the reasoning parser's)
+  std::string content;
+  std::vector<ResponseToolCall> tool_calls;
+};
+
+// One finished choice of a non-streaming response. Chat: with tool_calls and no content the
+// message's content is null; reasoning_content is there when the reasoning is not empty.
 struct ChoiceText {
-  std::string text;
+  MessageDelta message;
   std::string finish_reason;
   std::vector<TokenLogprob> logprobs;
-  std::vector<ResponseToolCall> tool_calls;
 };
 
 // The whole non-streaming body; choices[i] gets "index" i.
@@ -70,13 +77,12 @@ std::string completion_body(const ResponseContext& ctx, const std::vector<Choice
                             const Usage& usage);
 
 // One streamed chunk's JSON (without SSE framing) for choice `index`. `first` (the choice's
-// first chunk) adds chat's role delta; `finish_reason` ends the choice; `tool_calls` (chat)
-// are delta.tool_calls: a call's first piece with its id, type and name, a continuation with
-// its index and arguments only.
-std::string stream_chunk(const ResponseContext& ctx, int index, const std::string& text_delta,
+// first chunk) adds chat's role delta; `finish_reason` ends the choice. Chat: delta.content,
+// delta.reasoning_content when not empty, and delta.tool_calls: a call's first piece with its
+// id, type and name, a continuation with its index and arguments only.
+std::string stream_chunk(const ResponseContext& ctx, int index, const MessageDelta& delta,
                          const std::optional<std::string>& finish_reason,
-                         const std::vector<TokenLogprob>& logprobs, bool first,
-                         const std::vector<ResponseToolCall>& tool_calls = {});
+                         const std::vector<TokenLogprob>& logprobs, bool first);
 
 // The final usage chunk of a stream with include_usage ("choices": []).
 std::string usage_chunk(const ResponseContext& ctx, const Usage& usage);

@@ -15,8 +15,8 @@ ApiResult<std::vector<int32_t>> encode_text_prompt(const EngineApi& engine, std:
 
 ApiResult<std::vector<int32_t>> encode_chat_prompt(
     const EngineApi& engine, const std::vector<tokenizer::ChatMessage>& messages,
-    bool add_generation_prompt, const std::vector<std::string>& tools) {
-  Result<std::string> rendered = engine.render_chat(messages, add_generation_prompt, tools);
+    bool add_generation_prompt, const tokenizer::ChatRenderOptions& options) {
+  Result<std::string> rendered = engine.render_chat(messages, add_generation_prompt, options);
   if (!rendered.ok()) {
     // The template names the message or tool it refuses; other errors are the messages'.
     const std::string& m = rendered.status().message();

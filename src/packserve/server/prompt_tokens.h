@@ -3,8 +3,9 @@
 // tokens that generation would run on:
 //   text prompt: EngineApi::encode(text, add_special_tokens); completions pass true (the
 //                tokenizer's template, e.g. BOS where the model has one);
-//   chat:        EngineApi::render_chat(messages, add_generation_prompt, tools) (completions:
-//                true; tools unless tool_choice is none),
+//   chat:        EngineApi::render_chat(messages, add_generation_prompt, options) (completions:
+//                true; the tools unless tool_choice is none; chat_template_kwargs'
+//                enable_thinking),
 //                then encode without special tokens (the template writes its own BOS);
 //   token ids:   each must lie in [0, EngineApi::vocab_size()).
 // Errors are HTTP 400 (invalid_request_error) naming the field: `prompt`, `prompt[i]`,
@@ -30,11 +31,11 @@ ApiResult<std::vector<int32_t>> encode_text_prompt(const EngineApi& engine, std:
                                                    bool add_special_tokens,
                                                    const std::string& field);
 
-// Token ids of the chat prompt of `messages` with `tools` shown to the model (errors name
-// `messages`, or the `messages[i]...` / `tools[i]` field the template refuses).
+// Token ids of the chat prompt of `messages` rendered with `options` (errors name `messages`,
+// or the `messages[i]...` / `tools[i]` field the template refuses).
 ApiResult<std::vector<int32_t>> encode_chat_prompt(
     const EngineApi& engine, const std::vector<tokenizer::ChatMessage>& messages,
-    bool add_generation_prompt, const std::vector<std::string>& tools = {});
+    bool add_generation_prompt, const tokenizer::ChatRenderOptions& options = {});
 
 // The first id of `ids` outside the vocabulary, as a 400 naming `<field>[i]`; nullopt when
 // all are inside.

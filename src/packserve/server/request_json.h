@@ -67,6 +67,12 @@ ApiResult<std::string> parse_text_prompt(const nlohmann::json& value, const std:
 // tool_call_id. Errors name `messages[i].<field>`.
 ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const nlohmann::json& body);
 
+// body["chat_template_kwargs"] (vLLM's; chat): an object whose only key read is
+// "enable_thinking" (true or false: Qwen3's switch, tokenizer::ChatRenderOptions); any other
+// key is 400 naming it, as packserve does not execute the Jinja template that would read it.
+std::optional<ApiError> parse_chat_template_kwargs(const nlohmann::json& body,
+                                                   bool& enable_thinking);
+
 // Parses `body` as one JSON object and hands it to `parse_fields` (a callable json ->
 // ApiResult<T>). Malformed JSON, nesting deeper than kMaxJsonDepth and a non-object are 400;
 // a json exception escaping `parse_fields` (a type check it missed) is 400 too, never a crash.

@@ -19,8 +19,13 @@ namespace {
 using nlohmann::json;
 
 ApiResult<TokenizeRequest> parse_tokenize_fields(const json& body, std::string_view raw_body) {
-  static const std::set<std::string> kKnown = {
-      "model", "prompt", "messages", "add_special_tokens", "add_generation_prompt", "tools"};
+  static const std::set<std::string> kKnown = {"model",
+                                               "prompt",
+                                               "messages",
+                                               "add_special_tokens",
+                                               "add_generation_prompt",
+                                               "tools",
+                                               "chat_template_kwargs"};
   PS_API_TRY(check_known_fields(body, kKnown));
   TokenizeRequest out;
   PS_API_ASSIGN(out.model, parse_model(body));
@@ -62,7 +67,13 @@ ApiResult<TokenizeRequest> parse_tokenize_fields(const json& body, std::string_v
     if (!has_messages) return bad_request("tools: only with messages", "tools");
     std::vector<Tool> tools;
     PS_API_TRY(parse_tools(body, raw_body, tools));
-    for (Tool& tool : tools) out.tools.push_back(std::move(tool.definition));
+    for (Tool& tool : tools) out.chat_options.tools.push_back(std::move(tool.definition));
+  }
+  if (present(body, "chat_template_kwargs")) {
+    if (!has_messages) {
+      return bad_request("chat_template_kwargs: only with messages", "chat_template_kwargs");
+    }
+    PS_API_TRY(parse_chat_template_kwargs(body, out.chat_options.enable_thinking));
   }
   return out;
 }
@@ -107,7 +118,7 @@ ApiResult<std::string> tokenize(const EngineApi& engine, const std::string& serv
   if (auto error = check_model(r.model, served_model_name)) return *error;
   ApiResult<std::vector<int32_t>> ids =
       r.prompt ? encode_text_prompt(engine, *r.prompt, r.add_special_tokens, "prompt")
-               : encode_chat_prompt(engine, *r.messages, r.add_generation_prompt, r.tools);
+               : encode_chat_prompt(engine, *r.messages, r.add_generation_prompt, r.chat_options);
   if (!ids.ok()) return ids.error();
   return dump(json{{"count", ids.value().size()},
                    {"max_model_len", engine.max_model_len()},

@@ -1,7 +1,8 @@
 // tokenize_handler.h: POST /tokenize and POST /detokenize, vLLM's tokenizer endpoints
 // (docs/server.md "Tokenizer endpoints"), over an EngineApi's tokenizer:
 //   /tokenize   {"model", "prompt": "<text>"[, "add_special_tokens": true]}
-//            or {"model", "messages": [...][, "add_generation_prompt": true][, "tools"]}
+//            or {"model", "messages": [...][, "add_generation_prompt": true][, "tools"]
+//                [, "chat_template_kwargs"]}
 //            -> 200 {"count": N, "max_model_len": M, "tokens": [ids]}
 //   /detokenize {"model", "tokens": [ids]} -> 200 {"prompt": "<text>"}
 // The tokens are those generation runs on (prompt_tokens.h): a text prompt as a
@@ -45,7 +46,8 @@ struct TokenizeRequest {
   std::optional<std::vector<tokenizer::ChatMessage>> messages;  // non-empty
   bool add_special_tokens = true;     // prompt only: the tokenizer's template (e.g. BOS)
   bool add_generation_prompt = true;  // messages only: end with the assistant's turn
-  std::vector<std::string> tools;     // messages only: tool definitions shown to the model
+  // messages only: the tools shown to the model, chat_template_kwargs' enable_thinking.
+  tokenizer::ChatRenderOptions chat_options;
 };
 
 struct DetokenizeRequest {

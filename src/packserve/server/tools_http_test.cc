@@ -2,7 +2,9 @@
 // FakeEngine that writes a scripted output (set_output_text): the prompt shows the tools
 // (or not, with tool_choice none), Hermes calls come back as message.tool_calls and as
 // streamed delta.tool_calls, required and named choices reach the engine as the exact
-// constraint (required: the model's own call syntax), and every bad tool field is a 400 naming it.
+// constraint (required: the model's own call syntax), and every bad tool field is a 400 naming it;
+// with --reasoning-parser qwen3 a <think> block is reasoning_content, also before tool calls;
+// chat_template_kwargs.enable_thinking reaches the template.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -282,6 +284,90 @@ TEST_F(ToolsTest, TokenizeWithToolsMatchesTheChatPrompt) {
                         R"("tools":[{"type":"function","function":{}}]})"),
       400, "invalid_request_error");
   EXPECT_EQ(bad["param"], "tools[0].function.name");
+}
+
+class ReasoningTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    engine_ = std::make_shared<FakeEngine>(std::chrono::milliseconds(1), 4096, 1000);
+    ServerConfig config;
+    config.reasoning_parser = "qwen3";
+    start_with(engine_, config);
+  }
+};
+
+constexpr const char* kThinkingOutput =
+    "<think>\nThe user wants weather.\n</think>\n\nSure.\n<tool_call>\n{\"name\": \"now\", "
+    "\"arguments\": {}}\n</tool_call>";
+
+TEST_F(ReasoningTest, ThinkBlockIsReasoningContentBeforeContentAndCalls) {
+  engine_->set_output_text(kThinkingOutput);
+  Answer a = post("/v1/chat/completions", body(""));
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json choice = a.parsed()["choices"][0];
+  EXPECT_EQ(choice["message"]["reasoning_content"], "The user wants weather.\n");
+  EXPECT_EQ(choice["message"]["content"], "Sure.\n");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "now");
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+
+  // Streamed: the same parts, the reasoning in delta.reasoning_content.
+  auto c = client();
+  int status = 0;
+  const auto events = read_stream(c, "/v1/chat/completions", body(R"(,"stream":true)"), &status);
+  ASSERT_EQ(status, 200);
+  std::string reasoning, content;
+  int calls = 0;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    const json delta = json::parse(events[i])["choices"][0]["delta"];
+    reasoning += delta.value("reasoning_content", "");
+    content += delta.value("content", "");
+    if (delta.contains("tool_calls")) calls += static_cast<int>(delta["tool_calls"].size());
+  }
+  EXPECT_EQ(reasoning, "The user wants weather.\n");
+  EXPECT_EQ(content, "Sure.\n");
+  EXPECT_EQ(calls, 1);
+
+  // No think block (thinking off): all content, no reasoning_content.
+  engine_->set_output_text("Paris.");
+  Answer plain = post("/v1/chat/completions", body(""));
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(plain.parsed()["choices"][0]["message"]["content"], "Paris.");
+  EXPECT_FALSE(plain.parsed()["choices"][0]["message"].contains("reasoning_content"));
+}
+
+TEST_F(ToolsTest, WithoutTheReasoningParserThinkingIsContent) {
+  engine_->set_output_text(kThinkingOutput);
+  Answer a = post("/v1/chat/completions", body(R"(,"tool_choice":"none")"));
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.parsed()["choices"][0]["message"]["content"], kThinkingOutput);
+  EXPECT_FALSE(a.parsed()["choices"][0]["message"].contains("reasoning_content"));
+}
+
+TEST_F(ToolsTest, EnableThinkingReachesTheTemplate) {
+  const std::string chat = R"({"model":"tiny","max_tokens":1,"messages":[{"role":"user",)"
+                           R"("content":"q"}],"chat_template_kwargs":)";
+  ASSERT_EQ(post("/v1/chat/completions", chat + R"({"enable_thinking":false}})").status, 200);
+  EXPECT_EQ(prompt_text(engine_->submitted_requests().at(0)), "user: q\nassistant (no thinking): ");
+  Answer tokens = post("/tokenize", R"({"model":"tiny","messages":[{"role":"user","content":"q"}],)"
+                                    R"("chat_template_kwargs":{"enable_thinking":false}})");
+  ASSERT_EQ(tokens.status, 200) << tokens.body;
+  EXPECT_EQ(tokens.parsed()["tokens"].get<std::vector<int32_t>>(),
+            engine_->submitted_requests().at(0).prompt_token_ids);
+  const json unknown = expect_error(post("/v1/chat/completions", chat + R"({"thinking":true}})"),
+                                    400, "invalid_request_error");
+  EXPECT_EQ(unknown["param"], "chat_template_kwargs.thinking");
+  const json typed =
+      expect_error(post("/v1/chat/completions", chat + R"({"enable_thinking":"no"}})"), 400,
+                   "invalid_request_error");
+  EXPECT_EQ(typed["param"], "chat_template_kwargs.enable_thinking");
+  const json prompt =
+      expect_error(post("/tokenize", R"({"model":"tiny","prompt":"q","chat_template_kwargs":{}})"),
+                   400, "invalid_request_error");
+  EXPECT_EQ(prompt["param"], "chat_template_kwargs");
+  ServerConfig bad;
+  bad.reasoning_parser = "deepseek_r1";
+  EXPECT_FALSE(bad.validate().ok());
 }
 
 TEST_F(ToolsTest, BadToolFieldsAre400NamingTheField) {

@@ -93,6 +93,11 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
                               it->dump());
     }
   }
+  bool thinking_switch = false;
+  if (const auto it = config.find("chat_template"); it != config.end() && it->is_string()) {
+    thinking_switch =
+        it->get_ref<const std::string&>().find("enable_thinking") != std::string::npos;
+  }
   if (!family) {
     const auto it = config.find("chat_template");
     if (it == config.end() || it->is_null()) {
@@ -129,7 +134,7 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
   }
   if (*family == ChatTemplateFamily::kLlama3 && bos.empty()) bos = kDefaultLlama3Bos;
   if (*family == ChatTemplateFamily::kChatml) bos.clear();
-  return ChatTemplate(*family, std::move(bos));
+  return ChatTemplate(*family, std::move(bos), thinking_switch);
 }
 
 Result<ChatTemplate> ChatTemplate::from_dir(const std::string& dir,
@@ -224,8 +229,8 @@ constexpr std::string_view kChatmlToolsTail =
     "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
 
 Result<std::string> render_chatml(const std::vector<ChatMessage>& messages,
-                                  bool add_generation_prompt,
-                                  const std::vector<OrderedJson>& tools) {
+                                  bool add_generation_prompt, const std::vector<OrderedJson>& tools,
+                                  bool empty_thinking) {
   std::string out;
   std::size_t first = 0;
   if (!tools.empty()) {
@@ -258,6 +263,7 @@ Result<std::string> render_chatml(const std::vector<ChatMessage>& messages,
     out += "<|im_end|>\n";
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  if (add_generation_prompt && empty_thinking) out += "<think>\n\n</think>\n\n";
   return out;
 }
 
@@ -329,7 +335,7 @@ Result<std::string> render_llama3(const std::vector<ChatMessage>& messages,
 
 Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages,
                                          bool add_generation_prompt,
-                                         const std::vector<std::string>& tools) const {
+                                         const ChatRenderOptions& options) const {
   if (messages.empty()) return invalid_argument("messages: expected at least one message");
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
@@ -349,11 +355,12 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
       PS_RETURN_IF_ERROR(validate_utf8(call.arguments));
     }
   }
-  PS_ASSIGN_OR_RETURN(std::vector<OrderedJson> parsed_tools, parse_tools(tools));
+  PS_ASSIGN_OR_RETURN(std::vector<OrderedJson> parsed_tools, parse_tools(options.tools));
   if (family_ == ChatTemplateFamily::kLlama3) {
     return render_llama3(messages, add_generation_prompt, parsed_tools, bos_token_);
   }
-  return render_chatml(messages, add_generation_prompt, parsed_tools);
+  return render_chatml(messages, add_generation_prompt, parsed_tools,
+                       thinking_switch_ && !options.enable_thinking);
 }
 
 }  // namespace packserve::tokenizer

@@ -48,6 +48,17 @@ struct ChatToolCall {
   std::string arguments;
 };
 
+// What a request adds to its messages' rendering.
+struct ChatRenderOptions {
+  // The function tools the model may call, each the JSON text of one {"type": "function",
+  // "function": {...}} as the request gave it (key order kept).
+  std::vector<std::string> tools = {};
+  // Qwen3's `enable_thinking` (chat_template_kwargs): false ends the generation prompt with an
+  // empty <think></think> block, so the model answers without reasoning. Only a template that
+  // reads it (ChatTemplate::thinking_switch) changes; others ignore it, as their Jinja would.
+  bool enable_thinking = true;
+};
+
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool" (a tool call's result)
   std::string content;
@@ -69,25 +80,26 @@ class ChatTemplate {
   // Detects the family of a Jinja chat template by its markers.
   static Result<ChatTemplateFamily> detect_family(std::string_view jinja_template);
 
-  ChatTemplate(ChatTemplateFamily family, std::string bos_token)
-      : family_(family), bos_token_(std::move(bos_token)) {}
+  ChatTemplate(ChatTemplateFamily family, std::string bos_token, bool thinking_switch = false)
+      : family_(family), bos_token_(std::move(bos_token)), thinking_switch_(thinking_switch) {}
 
   // Prompt text for `messages`; with `add_generation_prompt` it ends where the assistant's
-  // reply begins. `tools` are the function tools the model may call, each the JSON text of
-  // one {"type": "function", "function": {...}} as the request gave it (key order kept).
-  // kInvalidArgument naming the field: messages[i].role for a role other than system, user,
-  // assistant or tool; tool_calls outside an assistant turn; arguments or tools[i] that are
+  // reply begins. kInvalidArgument naming the field: messages[i].role for a role other than system,
+  // user, assistant or tool; tool_calls outside an assistant turn; arguments or tools[i] that are
   // not JSON objects; an empty `messages`; Llama 3: tools without a user message to put them
   // in (messages[i]), or several calls in one assistant turn.
   Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                             const std::vector<std::string>& tools = {}) const;
+                             const ChatRenderOptions& options = {}) const;
 
   ChatTemplateFamily family() const { return family_; }
   const std::string& bos_token() const { return bos_token_; }
+  // The template reads `enable_thinking` (Qwen3's): detected in its Jinja text.
+  bool thinking_switch() const { return thinking_switch_; }
 
  private:
   ChatTemplateFamily family_;
   std::string bos_token_;  // Llama-3 only: prepended once (tokenizer_config's bos_token)
+  bool thinking_switch_ = false;
 };
 
 }  // namespace packserve::tokenizer

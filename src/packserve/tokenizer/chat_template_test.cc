@@ -57,7 +57,7 @@ TEST(ChatTemplateTest, ChatmlToolsCallsAndResults) {
       calls("", {{"get_weather", R"({"city":"Paris","unit":"c"})"}, {"now", "{}"}}),
       {"tool", R"({"temp": 21})", {}},
       {"tool", "12:00", {}}};
-  const auto text = chat.render(messages, /*add_generation_prompt=*/true, kTools);
+  const auto text = chat.render(messages, /*add_generation_prompt=*/true, {kTools});
   ASSERT_TRUE(text.ok()) << text.status().to_string();
   EXPECT_EQ(
       *text,
@@ -101,7 +101,7 @@ TEST(ChatTemplateTest, ChatmlToolsCallsAndResults) {
   // No system message: the tools' system turn stands alone; content before a call.
   const auto second =
       chat.render({{"user", "Hi", {}}, calls("Checking.", {{"now", "{}"}}), {"tool", "12:00", {}}},
-                  /*add_generation_prompt=*/true, {kTools[1]});
+                  /*add_generation_prompt=*/true, {{kTools[1]}});
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(*second,
             "<|im_start|>system\n"
@@ -140,7 +140,7 @@ TEST(ChatTemplateTest, Llama3ToolsCallsAndResults) {
       {"user", "Weather in Paris?\n", {}},
       calls("", {{"get_weather", R"({"city": "Paris", "unit": "c"})"}}),
       {"tool", R"({"temp": 21})", {}}};
-  const auto text = chat.render(messages, /*add_generation_prompt=*/true, kTools);
+  const auto text = chat.render(messages, /*add_generation_prompt=*/true, {kTools});
   ASSERT_TRUE(text.ok()) << text.status().to_string();
   EXPECT_EQ(*text,
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n"
@@ -199,7 +199,7 @@ TEST(ChatTemplateTest, Llama3ToolsCallsAndResults) {
             "\n");
   // Without a system message the system turn still carries the environment and dates.
   const auto second = chat.render({{"user", "Weather in Paris?\n", {}}},
-                                  /*add_generation_prompt=*/true, {kTools[1]});
+                                  /*add_generation_prompt=*/true, {{kTools[1]}});
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(*second,
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n"
@@ -228,6 +228,29 @@ TEST(ChatTemplateTest, Llama3ToolsCallsAndResults) {
             "\n");
 }
 
+// Qwen3's enable_thinking: false ends the generation prompt with an empty think block, as its
+// template does; a template without the switch ignores it.
+TEST(ChatTemplateTest, EnableThinkingFalseOnlyWhereTheTemplateReadsIt) {
+  const auto qwen3 = ChatTemplate::from_config_text(
+      R"({"chat_template": "<|im_start|>{{ x }}<|im_end|>{%- if enable_thinking is defined and )"
+      R"(enable_thinking is false %}{{- '<think>' }}{%- endif %}"})",
+      "qwen3/tokenizer_config.json", std::nullopt);
+  ASSERT_TRUE(qwen3.ok()) << qwen3.status().to_string();
+  EXPECT_TRUE(qwen3->thinking_switch());
+  const std::vector<ChatMessage> user = {{"user", "hi", {}}};
+  const auto off = qwen3->render(user, true, {.tools = {}, .enable_thinking = false});
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(*off, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(*qwen3->render(user, true), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  // Without a generation prompt there is nothing to close.
+  EXPECT_EQ(*qwen3->render(user, false, {.tools = {}, .enable_thinking = false}),
+            "<|im_start|>user\nhi<|im_end|>\n");
+  const ChatTemplate plain(ChatTemplateFamily::kChatml, "");
+  EXPECT_FALSE(plain.thinking_switch());
+  EXPECT_EQ(*plain.render(user, true, {.tools = {}, .enable_thinking = false}),
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+}
+
 TEST(ChatTemplateTest, ToolErrorsNameTheField) {
   const ChatTemplate chatml(ChatTemplateFamily::kChatml, "");
   const ChatTemplate llama(ChatTemplateFamily::kLlama3, "<|begin_of_text|>");
@@ -239,12 +262,13 @@ TEST(ChatTemplateTest, ToolErrorsNameTheField) {
             "messages[1].tool_calls[0].function.arguments: expected the JSON text of an object");
   EXPECT_EQ(message_of(chatml.render({{"user", "x", {{"f", "{}"}}}}, true)),
             "messages[0].tool_calls: only an assistant message makes tool calls");
-  EXPECT_EQ(message_of(chatml.render({{"user", "x", {}}}, true, {"{\"type\":"})),
+  EXPECT_EQ(message_of(chatml.render({{"user", "x", {}}}, true, {{"{\"type\":"}})),
             "tools[0]: expected the JSON text of an object");
-  EXPECT_EQ(message_of(llama.render({{"system", "s", {}}, calls("", {{"f", "{}"}})}, true, kTools)),
-            "messages[1]: expected a user message here: with tools, Llama 3's template puts them "
-            "in the first message after the system one");
-  EXPECT_EQ(message_of(llama.render({{"system", "s", {}}}, true, kTools)),
+  EXPECT_EQ(
+      message_of(llama.render({{"system", "s", {}}, calls("", {{"f", "{}"}})}, true, {kTools})),
+      "messages[1]: expected a user message here: with tools, Llama 3's template puts them "
+      "in the first message after the system one");
+  EXPECT_EQ(message_of(llama.render({{"system", "s", {}}}, true, {kTools})),
             "messages[1]: expected a user message here: with tools, Llama 3's template puts them "
             "in the first message after the system one");
   EXPECT_EQ(

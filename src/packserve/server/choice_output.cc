@@ -1,5 +1,5 @@
-// tool_output.cc: see tool_output.h.
-#include "packserve/server/tool_output.h"
+// choice_output.cc: see choice_output.h.
+#include "packserve/server/choice_output.h"
 
 #include <random>
 #include <utility>
@@ -19,33 +19,37 @@ std::string new_call_id() {
 
 }  // namespace
 
-ToolMode tool_mode(const OpenAiRequest& request,
-                   std::optional<tokenizer::ChatTemplateFamily> family) {
-  ToolMode mode;
+OutputMode output_mode(const OpenAiRequest& request,
+                       std::optional<tokenizer::ChatTemplateFamily> family, bool split_reasoning) {
+  OutputMode mode;
+  if (request.endpoint != Endpoint::kChatCompletions) return mode;
   mode.choice = request.tool_choice;
   if (family == tokenizer::ChatTemplateFamily::kLlama3) mode.format = ToolCallFormat::kLlama3Json;
   if (mode.choice == ToolChoice::kNamed) mode.named = request.tools[request.tool_choice_index].name;
+  // A constrained output starts with the calls: there is no reasoning to split off.
+  mode.split_reasoning = split_reasoning && !request.structured.active() &&
+                         mode.choice != ToolChoice::kRequired && mode.choice != ToolChoice::kNamed;
   return mode;
 }
 
-ChoiceToolOutput::ChoiceToolOutput(ToolMode mode) : mode_(std::move(mode)) {
+ChoiceOutput::ChoiceOutput(OutputMode mode) : mode_(std::move(mode)) {
+  if (mode_.split_reasoning) reasoning_.emplace();
   if (mode_.choice == ToolChoice::kAuto || mode_.choice == ToolChoice::kRequired) {
     parser_.emplace(mode_.format);
   }
 }
 
-void ChoiceToolOutput::add_calls(std::vector<ToolCall> calls, ToolOutputPiece& out) {
+void ChoiceOutput::add_calls(std::vector<ToolCall> calls, MessageDelta& out) {
   for (ToolCall& call : calls) {
     out.tool_calls.push_back(ResponseToolCall{num_calls_++, new_call_id(), std::move(call.name),
                                               std::move(call.arguments)});
   }
 }
 
-ToolOutputPiece ChoiceToolOutput::feed(std::string_view text) {
-  ToolOutputPiece out;
+void ChoiceOutput::feed_answer(std::string_view text, MessageDelta& out) {
   if (parser_) {
     ToolCallDelta delta = parser_->feed(text);
-    out.content = std::move(delta.content);
+    out.content += delta.content;
     add_calls(std::move(delta.calls), out);
   } else if (mode_.choice == ToolChoice::kNamed) {
     // The first piece opens the call (id and name); the others carry arguments only.
@@ -55,16 +59,32 @@ ToolOutputPiece ChoiceToolOutput::feed(std::string_view text) {
       out.tool_calls.push_back(ResponseToolCall{0, "", "", std::string(text)});
     }
   } else {
-    out.content = text;
+    out.content += text;
   }
+}
+
+MessageDelta ChoiceOutput::feed(std::string_view text) {
+  MessageDelta out;
+  if (!reasoning_) {
+    feed_answer(text, out);
+    return out;
+  }
+  ReasoningPiece piece = reasoning_->feed(text);
+  out.reasoning = std::move(piece.reasoning);
+  if (!piece.content.empty()) feed_answer(piece.content, out);
   return out;
 }
 
-ToolOutputPiece ChoiceToolOutput::finish() {
-  ToolOutputPiece out;
+MessageDelta ChoiceOutput::finish() {
+  MessageDelta out;
+  if (reasoning_) {
+    ReasoningPiece piece = reasoning_->finish();
+    out.reasoning = std::move(piece.reasoning);
+    if (!piece.content.empty()) feed_answer(piece.content, out);
+  }
   if (parser_) {
     ToolCallDelta delta = parser_->finish();
-    out.content = std::move(delta.content);
+    out.content += delta.content;
     add_calls(std::move(delta.calls), out);
   } else if (mode_.choice == ToolChoice::kNamed && num_calls_ == 0) {
     add_calls({ToolCall{mode_.named, ""}}, out);
@@ -72,14 +92,15 @@ ToolOutputPiece ChoiceToolOutput::finish() {
   return out;
 }
 
-std::string ChoiceToolOutput::finish_reason(const std::string& engine_reason) const {
+std::string ChoiceOutput::finish_reason(const std::string& engine_reason) const {
   const bool calls = num_calls_ > 0 && mode_.choice != ToolChoice::kNamed;
   return calls && engine_reason == "stop" ? "tool_calls" : engine_reason;
 }
 
-void merge_piece(ToolOutputPiece& whole, ToolOutputPiece piece) {
-  whole.content += piece.content;
-  for (ResponseToolCall& call : piece.tool_calls) {
+void merge_delta(MessageDelta& whole, MessageDelta delta) {
+  whole.reasoning += delta.reasoning;
+  whole.content += delta.content;
+  for (ResponseToolCall& call : delta.tool_calls) {
     if (call.id.empty() && static_cast<std::size_t>(call.index) < whole.tool_calls.size()) {
       whole.tool_calls[static_cast<std::size_t>(call.index)].arguments += call.arguments;
     } else {
