@@ -2,13 +2,13 @@
 //   encode: one token per byte (id = byte value), vocab 256; token_text(id) = that byte;
 //   decode(ids): those bytes (an id outside [0, 256): kInvalidArgument "ids[i]: ...").
 //   render_chat: "tool: <definition>\n" per tool, "<role>: <content>\n" per message (and
-//   "call: <name><arguments>\n" per tool call), then (with the generation prompt)
-//   "assistant: " ("assistant (no thinking): " with enable_thinking false); its family is
-//   ChatML (Hermes tool calls).
-//   generation: output token i is 'a' + i % 26 (after set_output_text(t): byte i of t, and the
-//   request ends "stop" after the last, as at an EOS), one token per `token_interval` for
-//   every live request, on one generator thread; stop strings end the request ("stop", the
-//   stop string excluded from the text), max_tokens ends it ("length"); cancel() ends it
+//   "call: <name><arguments>\n" per tool call, "reasoning: <text>\n" for reasoning_content), then
+//   (with the generation prompt) "assistant: " ("assistant (no thinking): " with enable_thinking
+//   false); its family is ChatML (Hermes tool calls). generation: output token i is 'a' + i % 26
+//   (after set_output_text(t): byte i of t, and the request ends "stop" after the last, as at an
+//   EOS), one token per `token_interval` for every live request, on one generator thread; stop
+//   strings end the request ("stop", the stop string excluded from the text), max_tokens ends it
+//   ("length"); cancel() ends it
 //   ("cancelled").
 //   submit() refuses with kResourceExhausted beyond `max_live` live requests and with
 //   kFailedPrecondition after set_draining().
@@ -128,6 +128,7 @@ class FakeEngine final : public EngineApi {
     for (const auto& tool : options.tools) text += "tool: " + tool + "\n";
     for (const auto& m : messages) {
       text += m.role + ": " + m.content + "\n";
+      if (m.reasoning) text += "reasoning: " + *m.reasoning + "\n";
       for (const auto& call : m.tool_calls) text += "call: " + call.name + call.arguments + "\n";
     }
     if (!add_generation_prompt) return text;

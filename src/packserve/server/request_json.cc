@@ -149,13 +149,16 @@ ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const json& body) 
                    *role_it);
     }
     for (const auto& [key, value] : msg.items()) {
-      const bool known = key == "role" || key == "content" || key == "name" ||
-                         (key == "tool_calls" && role == "assistant") ||
-                         (key == "tool_call_id" && role == "tool");
+      const bool known =
+          key == "role" || key == "content" || key == "name" ||
+          ((key == "tool_calls" || key == "reasoning_content") && role == "assistant") ||
+          (key == "tool_call_id" && role == "tool");
       if (!known) {
-        return bad_request(f + "." + key + ": not supported (messages take role, content, " +
-                               "name; assistant messages tool_calls; tool messages tool_call_id)",
-                           f + "." + key);
+        return bad_request(
+            f + "." + key + ": not supported (messages take role, content, " +
+                "name; assistant messages tool_calls, reasoning_content; tool messages " +
+                "tool_call_id)",
+            f + "." + key);
       }
       (void)value;
     }
@@ -170,6 +173,12 @@ ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const json& body) 
     }
     if (present(msg, "tool_call_id") && !msg.at("tool_call_id").is_string()) {
       return wrong(f + ".tool_call_id", "a string", msg.at("tool_call_id"));
+    }
+    if (present(msg, "reasoning_content")) {
+      if (!msg.at("reasoning_content").is_string()) {
+        return wrong(f + ".reasoning_content", "a string", msg.at("reasoning_content"));
+      }
+      message.reasoning = msg.at("reasoning_content").get<std::string>();
     }
     if (present(msg, "tool_calls")) {
       PS_API_ASSIGN(message.tool_calls,

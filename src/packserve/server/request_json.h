@@ -63,7 +63,8 @@ ApiResult<std::string> parse_text_prompt(const nlohmann::json& value, const std:
 // read as "system"; content a string or a list of {"type": "text", "text"} parts, which are
 // joined; an assistant message may have no content and may have tool_calls ([{"id", "type":
 // "function", "function": {"name", "arguments"}}], arguments as JSON text or an object, whose
-// keys then come sorted); a "tool" message (a call's result) has content and may have
+// keys then come sorted) and reasoning_content (a string: Qwen3's template reads it); a "tool"
+// message (a call's result) has content and may have
 // tool_call_id. Errors name `messages[i].<field>`.
 ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const nlohmann::json& body);
 

@@ -258,15 +258,17 @@ TEST_F(ToolsTest, ConversationWithCallsAndResultsRenders) {
   engine_->set_output_text("It is 21 C.");
   Answer a = post("/v1/chat/completions", R"({"model":"tiny","messages":[
       {"role":"user","content":"weather?"},
-      {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
+      {"role":"assistant","content":null,"reasoning_content":"check it","tool_calls":[{"id":"call_1","type":"function",
         "function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},
       {"role":"tool","tool_call_id":"call_1","content":"21 C"}]})");
   ASSERT_EQ(a.status, 200) << a.body;
   EXPECT_EQ(a.parsed()["choices"][0]["message"]["content"], "It is 21 C.");
   EXPECT_EQ(a.parsed()["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(prompt_text(engine_->submitted_requests().at(0)),
-            "user: weather?\nassistant: \ncall: get_weather{\"city\": \"Paris\"}\ntool: 21 C\n"
-            "assistant: ");
+  EXPECT_EQ(
+      prompt_text(engine_->submitted_requests().at(0)),
+      "user: weather?\nassistant: \nreasoning: check it\ncall: get_weather{\"city\": \"Paris\"}\n"
+      "tool: 21 C\n"
+      "assistant: ");
 }
 
 // /tokenize with tools answers the tokens a chat request with those tools runs on.
@@ -413,6 +415,11 @@ TEST_F(ToolsTest, BadToolFieldsAre400NamingTheField) {
   expect_400(R"({"model":"tiny","messages":[{"role":"assistant","tool_calls":[{"function":)"
              R"({"arguments":"{}"}}]}]})",
              "messages[0].tool_calls[0].function.name", "non-empty string");
+  expect_400(R"({"model":"tiny","messages":[{"role":"assistant","reasoning_content":1}]})",
+             "messages[0].reasoning_content", "a string");
+  expect_400(
+      R"({"model":"tiny","messages":[{"role":"user","content":"q","reasoning_content":"r"}]})",
+      "messages[0].reasoning_content", "not supported");
   EXPECT_EQ(engine_->num_submitted(), 0);
 }
 

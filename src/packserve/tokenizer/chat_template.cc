@@ -6,6 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "packserve/tokenizer/utf8.h"
 
@@ -228,9 +230,47 @@ constexpr std::string_view kChatmlToolsTail =
     "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
     "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
 
+std::string_view strip_leading_newlines(std::string_view s) {
+  return s.substr(std::min(s.find_first_not_of('\n'), s.size()));
+}
+
+std::string_view strip_trailing_newlines(std::string_view s) {
+  const std::size_t last = s.find_last_not_of('\n');
+  return last == std::string_view::npos ? std::string_view() : s.substr(0, last + 1);
+}
+
+// Qwen3's template: the index of the last user message that is a query (not a
+// <tool_response> wrapper); the last message's when there is none.
+std::size_t last_query_index(const std::vector<ChatMessage>& messages) {
+  for (std::size_t i = messages.size(); i-- > 0;) {
+    const std::string& c = messages[i].content;
+    if (messages[i].role == "user" &&
+        !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) {
+      return i;
+    }
+  }
+  return messages.size() - 1;
+}
+
+// Qwen3's template: an assistant turn's content and reasoning (its reasoning_content, else the
+// text of a <think> block before `</think>` in its content).
+std::pair<std::string, std::string> qwen3_assistant_parts(const ChatMessage& m) {
+  if (m.reasoning) return {m.content, *m.reasoning};
+  const std::size_t first_close = m.content.find("</think>");
+  if (first_close == std::string::npos) return {m.content, ""};
+  const std::string_view text(m.content);
+  const std::string_view content =
+      strip_leading_newlines(text.substr(m.content.rfind("</think>") + 8));
+  std::string_view reasoning = strip_trailing_newlines(text.substr(0, first_close));
+  if (const std::size_t open = reasoning.rfind("<think>"); open != std::string_view::npos) {
+    reasoning.remove_prefix(open + 7);
+  }
+  return {std::string(content), std::string(strip_leading_newlines(reasoning))};
+}
+
 Result<std::string> render_chatml(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt, const std::vector<OrderedJson>& tools,
-                                  bool empty_thinking) {
+                                  bool qwen3_thinking, bool empty_thinking) {
   std::string out;
   std::size_t first = 0;
   if (!tools.empty()) {
@@ -243,6 +283,7 @@ Result<std::string> render_chatml(const std::vector<ChatMessage>& messages,
     for (const OrderedJson& tool : tools) out += "\n" + python_json(tool);
     out += kChatmlToolsTail;
   }
+  const std::size_t last_query = last_query_index(messages);
   for (std::size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "tool") {
@@ -252,11 +293,24 @@ Result<std::string> render_chatml(const std::vector<ChatMessage>& messages,
       if (i + 1 == messages.size() || messages[i + 1].role != "tool") out += "<|im_end|>\n";
       continue;
     }
-    out += "<|im_start|>" + m.role + "\n" + m.content;
+    // The turn's text; `content` without Qwen3's reasoning decides the newline before a call.
+    std::string content = m.content;
+    std::string text = m.content;
+    if (qwen3_thinking && m.role == "assistant") {
+      std::string reasoning;
+      std::tie(content, reasoning) = qwen3_assistant_parts(m);
+      text = content;
+      if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
+        text = "<think>\n" +
+               std::string(strip_trailing_newlines(strip_leading_newlines(reasoning))) +
+               "\n</think>\n\n" + std::string(strip_leading_newlines(content));
+      }
+    }
+    out += "<|im_start|>" + m.role + "\n" + text;
     for (std::size_t c = 0; c < m.tool_calls.size(); ++c) {
       PS_ASSIGN_OR_RETURN(OrderedJson args,
                           json_object(m.tool_calls[c].arguments, call_field(i, c)));
-      if (c > 0 || !m.content.empty()) out += "\n";
+      if (c > 0 || !content.empty()) out += "\n";
       out += "<tool_call>\n{\"name\": \"" + m.tool_calls[c].name +
              "\", \"arguments\": " + python_json(args) + "}\n</tool_call>";
     }
@@ -359,7 +413,7 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
   if (family_ == ChatTemplateFamily::kLlama3) {
     return render_llama3(messages, add_generation_prompt, parsed_tools, bos_token_);
   }
-  return render_chatml(messages, add_generation_prompt, parsed_tools,
+  return render_chatml(messages, add_generation_prompt, parsed_tools, thinking_switch_,
                        thinking_switch_ && !options.enable_thinking);
 }
 

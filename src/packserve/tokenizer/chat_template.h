@@ -20,9 +20,13 @@
 //            assistant turn.
 // JSON is written as the templates' `tojson` (Python's json.dumps: ", " and ": ", keys in
 // the order given, non-ASCII as is).
+// A ChatML template that reads `enable_thinking` (Qwen3's; thinking_switch()) also gets Qwen3's
+// handling of assistant reasoning: a turn's reasoning (its `reasoning`, else the text before
+// `</think>` in its content) is dropped, except in the turns after the last user query (a
+// tool-calling loop), where a turn with reasoning, and the last message, are written as
+// `<think>\nREASONING\n</think>\n\nCONTENT`.
 // Not reproduced (docs/tokenizer.md): default system prompts that some templates inject
-// without tools (Llama-3.1's "Cutting Knowledge Date", Qwen2.5's "You are Qwen"), and Qwen3's
-// <think> handling of earlier assistant turns.
+// without tools (Llama-3.1's "Cutting Knowledge Date", Qwen2.5's "You are Qwen").
 // Thread-safety: immutable values.
 #pragma once
 
@@ -63,6 +67,8 @@ struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool" (a tool call's result)
   std::string content;
   std::vector<ChatToolCall> tool_calls = {};  // assistant only
+  // Assistant only: its reasoning_content, when given (Qwen3's template reads it).
+  std::optional<std::string> reasoning = std::nullopt;
 };
 
 class ChatTemplate {

@@ -251,6 +251,52 @@ TEST(ChatTemplateTest, EnableThinkingFalseOnlyWhereTheTemplateReadsIt) {
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
 }
 
+// Qwen3's reasoning in assistant turns (a template with the thinking switch), against what its
+// published template renders: dropped before the last user query, kept in the tool-calling
+// turns after it when given, written for a last assistant message.
+TEST(ChatTemplateTest, Qwen3ReasoningOfAssistantTurns) {
+  const ChatTemplate qwen3(ChatTemplateFamily::kChatml, "", /*thinking_switch=*/true);
+  const auto render = [&](const std::vector<ChatMessage>& m, bool generation_prompt) {
+    const auto text = qwen3.render(m, generation_prompt);
+    EXPECT_TRUE(text.ok()) << text.status().to_string();
+    return text.ok() ? *text : std::string();
+  };
+  const ChatToolCall now{"now", "{}"};
+  EXPECT_EQ(
+      render({{"user", "q1"}, {"assistant", "<think>\nr1\n</think>\n\nA1"}, {"user", "q2"}}, true),
+      "<|im_start|>user\nq1<|im_end|>\n<|im_start|>assistant\nA1<|im_end|>\n<|im_start|>user\nq2<|"
+      "im_end|>\n<|im_start|>assistant\n");
+  ChatMessage planned{"assistant", "", {now}};
+  planned.reasoning = "\nplan\n";
+  EXPECT_EQ(render({{"user", "q"}, planned, {"tool", "12:00"}}, true),
+            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nplan\n</"
+            "think>\n\n<tool_call>\n{\"name\": \"now\", \"arguments\": "
+            "{}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n12:00\n</"
+            "tool_response><|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render({{"user", "q"}, {"assistant", "", {now}}, {"tool", "12:00"}}, true),
+            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": "
+            "\"now\", \"arguments\": "
+            "{}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n12:00\n</"
+            "tool_response><|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      render({{"user", "q"}, {"assistant", "A"}}, false),
+      "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nA<|im_end|>\n");
+  EXPECT_EQ(
+      render({{"user", "q"},
+              {"assistant", "<think>\nr\n</think>\n\nok", {now}},
+              {"tool", "1"},
+              {"assistant", "x</think>y</think>\nz"}},
+             false),
+      "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</"
+      "think>\n\nok\n<tool_call>\n{\"name\": \"now\", \"arguments\": "
+      "{}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n1\n</"
+      "tool_response><|im_end|>\n<|im_start|>assistant\n<think>\nx\n</think>\n\nz<|im_end|>\n");
+  // Without the switch (Qwen2.5's template) the content is written as given.
+  const ChatTemplate qwen25(ChatTemplateFamily::kChatml, "");
+  EXPECT_EQ(*qwen25.render({{"user", "q"}, {"assistant", "<think>r</think>A"}}, false),
+            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>r</think>A<|im_end|>\n");
+}
+
 TEST(ChatTemplateTest, ToolErrorsNameTheField) {
   const ChatTemplate chatml(ChatTemplateFamily::kChatml, "");
   const ChatTemplate llama(ChatTemplateFamily::kLlama3, "<|begin_of_text|>");
