@@ -94,7 +94,8 @@ struct OpenAiRequest {
   // (tool_request.h).
   engine::StructuredOutput structured;
   // Chat: tools, tool_choice (default auto with tools, none without) and
-  // parallel_tool_calls (false: at most one call).
+  // parallel_tool_calls (false: required's constraint allows one call; auto returns every call
+  // the model writes).
   std::vector<Tool> tools;
   ToolChoice tool_choice = ToolChoice::kNone;
   std::size_t tool_choice_index = 0;  // kNamed: the tool's index in `tools`

@@ -45,6 +45,43 @@ std::optional<ApiError> check_function(const json& fn, const std::string& f) {
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_tool_choice(const json& body, OpenAiRequest& out) {
+  out.tool_choice = out.tools.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
+  if (!present(body, "tool_choice")) return std::nullopt;
+  const json& v = body.at("tool_choice");
+  const std::string expected =
+      "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": "
+      "...}}";
+  if (v.is_string()) {
+    const std::string choice = v.get<std::string>();
+    if (choice == "none") {
+      out.tool_choice = ToolChoice::kNone;
+      return std::nullopt;
+    }
+    if (choice != "auto" && choice != "required") return wrong("tool_choice", expected, v);
+    if (out.tools.empty()) {
+      return bad_request("tool_choice: \"" + choice + "\" needs tools", "tool_choice");
+    }
+    out.tool_choice = choice == "auto" ? ToolChoice::kAuto : ToolChoice::kRequired;
+    return std::nullopt;
+  }
+  if (!v.is_object() || v.value("type", json()) != json("function") || !v.contains("function") ||
+      !v.at("function").is_object() || !v.at("function").contains("name") ||
+      !v.at("function").at("name").is_string()) {
+    return wrong("tool_choice", expected, v);
+  }
+  const std::string name = v.at("function").at("name").get<std::string>();
+  const auto it = std::find_if(out.tools.begin(), out.tools.end(),
+                               [&](const Tool& t) { return t.name == name; });
+  if (it == out.tools.end()) {
+    return bad_request("tool_choice.function.name: \"" + name + "\" is not one of the tools",
+                       "tool_choice.function.name");
+  }
+  out.tool_choice = ToolChoice::kNamed;
+  out.tool_choice_index = static_cast<std::size_t>(it - out.tools.begin());
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_tools(const json& body, std::string_view raw_body,
@@ -94,47 +131,6 @@ std::optional<ApiError> parse_tools(const json& body, std::string_view raw_body,
   return std::nullopt;
 }
 
-namespace {
-
-std::optional<ApiError> parse_tool_choice(const json& body, OpenAiRequest& out) {
-  out.tool_choice = out.tools.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
-  if (!present(body, "tool_choice")) return std::nullopt;
-  const json& v = body.at("tool_choice");
-  const std::string expected =
-      "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": "
-      "...}}";
-  if (v.is_string()) {
-    const std::string choice = v.get<std::string>();
-    if (choice == "none") {
-      out.tool_choice = ToolChoice::kNone;
-      return std::nullopt;
-    }
-    if (choice != "auto" && choice != "required") return wrong("tool_choice", expected, v);
-    if (out.tools.empty()) {
-      return bad_request("tool_choice: \"" + choice + "\" needs tools", "tool_choice");
-    }
-    out.tool_choice = choice == "auto" ? ToolChoice::kAuto : ToolChoice::kRequired;
-    return std::nullopt;
-  }
-  if (!v.is_object() || v.value("type", json()) != json("function") || !v.contains("function") ||
-      !v.at("function").is_object() || !v.at("function").contains("name") ||
-      !v.at("function").at("name").is_string()) {
-    return wrong("tool_choice", expected, v);
-  }
-  const std::string name = v.at("function").at("name").get<std::string>();
-  const auto it = std::find_if(out.tools.begin(), out.tools.end(),
-                               [&](const Tool& t) { return t.name == name; });
-  if (it == out.tools.end()) {
-    return bad_request("tool_choice.function.name: \"" + name + "\" is not one of the tools",
-                       "tool_choice.function.name");
-  }
-  out.tool_choice = ToolChoice::kNamed;
-  out.tool_choice_index = static_cast<std::size_t>(it - out.tools.begin());
-  return std::nullopt;
-}
-
-}  // namespace
-
 std::string arguments_schema(const Tool& tool) {
   return tool.parameters.empty() ? std::string(R"({"type":"object"})") : tool.parameters;
 }
@@ -153,7 +149,7 @@ ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<
   Result<std::string> call = grammar::json_schema_to_regex(R"({"anyOf":[)" + any_of + "]}");
   if (!call.ok()) return bad_request("tools: " + call.status().message(), "tools");
   engine::StructuredOutput out;
-  out.kind = engine::StructuredOutput::Kind::kRegex;
+  out.kind = Kind::kRegex;
   out.field = "tools";
   if (format == ToolCallFormat::kLlama3Json) {
     out.spec = *call;

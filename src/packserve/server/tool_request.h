@@ -8,7 +8,8 @@
 //          another structured output): a named function's in OpenAiRequest::structured at
 //          parse time, "required"'s once the model's call syntax is known
 //          (required_calls_constraint);
-//   parallel_tool_calls: true (default) or false (at most one call).
+//   parallel_tool_calls: true (default) or false (required's constraint allows one call; under
+//          auto every call the model writes is returned).
 // Errors are HTTP 400 naming the field (`tools[1].function.name: ...`).
 // Internal to the server library (nlohmann::json). Thread-safety: pure functions.
 #pragma once
