@@ -1,7 +1,8 @@
 // openai_response.h: the JSON bodies packserve answers with on /v1/completions and
 // /v1/chat/completions, as OpenAI shapes them (docs/server.md):
 //   completions:  object "text_completion", choices[i].text, finish_reason, usage
-//   chat:         object "chat.completion", choices[i].message {role, content}
+//   chat:         object "chat.completion", choices[i].message {role, content[,
+//                 reasoning_content][, tool_calls]}
 //   streaming:    object "text_completion" / "chat.completion.chunk", one delta of one
 //                 choice (its "index") per event; chat's first chunk of a choice carries
 //                 {"role": "assistant"}; the chunk with the finish_reason ends the choice; with
@@ -47,7 +48,7 @@ struct TokenLogprob {
   std::vector<std::pair<std::string, double>> top;
 };
 
-// A tool call of a chat choice (tool_output.h): whole in a response, or a streamed piece. A
+// A tool call of a chat choice (choice_output.h): whole in a response, or a streamed piece. A
 // piece with an empty id continues call `index` (more of its arguments); name is then empty.
 struct ResponseToolCall {
   int index = 0;  // the call's position among the choice's calls
