@@ -54,7 +54,11 @@ namespace packserve::grammar {
 
 inline constexpr int kMaxRepeatCount = 1000;
 inline constexpr int kMaxGroupDepth = 200;
-inline constexpr int kMaxNfaStates = 100000;
+// NFA states: about 40 per JSON string character (kJsonStringChar), so bounded strings run into
+// it before the DFA cap; 200k lets the union of six agent-style tools with 1,700 bounded
+// string characters in all compile (45k DFA states, 0.4 s, 58 MB peak; docs/benchmarks.md
+// "Tool calls"), where 100k did not.
+inline constexpr int kMaxNfaStates = 200000;
 inline constexpr int kMaxDfaStates = 50000;
 // NFA states summed over the DFA's states: bounds the subset construction's time (about
 // 0.1 us each, so < 0.5 s) where thousands of DFA states each hold thousands of NFA states,

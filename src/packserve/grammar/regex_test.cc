@@ -186,7 +186,7 @@ TEST(RegexTest, ErrorsNameCodeAndPosition) {
       {"[^\\s\\S]", kInvalid, "regex: the pattern matches no string"},
       {"a{1001}", kInvalid, "regex: too complex: position 1: repetition count over 1000"},
       {"a{2,99999999999}", kInvalid, "regex: too complex: position 1: repetition count over 1000"},
-      {"(a{1000}){1000}", kInvalid, "regex: too complex: the NFA has over 100000 states"},
+      {"(a{1000}){1000}", kInvalid, "regex: too complex: the NFA has over 200000 states"},
       {"[ab]*a[ab]{16}", kInvalid, "regex: too complex: the DFA has over 50000 states"},
       {"(.{0,100}){0,10}", kInvalid,
        "regex: too complex: the DFA's states hold over 4000000 NFA states in all"},
