@@ -276,6 +276,13 @@ await check('tools: a named choice is its call, whole and streamed alike; requir
   }
   assert.deepEqual(names, ['get_weather']);
   assert.equal(args, message.tool_calls[0].function.arguments);
+  // The SDK's own stream accumulator assembles the same message from the deltas.
+  const runner = client.chat.completions.stream({ model: MODEL, messages, tools, max_tokens: 48, logit_bias: noSpace, ...greedy, tool_choice: named });
+  const final = await runner.finalChatCompletion();
+  assert.equal(final.choices[0].message.tool_calls.length, 1);
+  assert.equal(final.choices[0].message.tool_calls[0].id.length, 29);
+  assert.equal(final.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  assert.equal(final.choices[0].message.tool_calls[0].function.arguments, message.tool_calls[0].function.arguments);
   // The call in the model's own syntax (ChatML: a <tool_call> block) takes more tokens: the rest of the context.
   const required = await ask({ tool_choice: 'required', parallel_tool_calls: false, max_tokens: undefined });
   assert.equal(required.choices[0].finish_reason, 'tool_calls');
@@ -283,6 +290,11 @@ await check('tools: a named choice is its call, whole and streamed alike; requir
   assert.equal(calls.length, 1);
   assert.equal(calls[0].function.name, 'get_weather');
   assert.ok(['Paris', 'Oslo'].includes(JSON.parse(calls[0].function.arguments).city));
+  // Streamed through the SDK's accumulator: the call whole once its block closes, the same one.
+  const streamed = await client.chat.completions.stream({ model: MODEL, messages, tools, logit_bias: noSpace, ...greedy,
+    tool_choice: 'required', parallel_tool_calls: false }).finalChatCompletion();
+  assert.equal(streamed.choices[0].finish_reason, 'tool_calls');
+  assert.deepEqual(streamed.choices[0].message.tool_calls.map((c) => c.function), calls.map((c) => c.function));
 });
 
 await check('a client that aborts a stream: request cancelled, KV pages back to baseline', async () => {

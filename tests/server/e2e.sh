@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # e2e.sh: `packserve serve --dummy-model tiny` on loopback, driven by the official OpenAI
 # client from the npm registry (issue 5 "Tests"):
-#   e2e.mjs   completions and chat, streaming and not, usage counts against `packserve
+#   e2e.mjs   completions and chat, streaming and not (tool calls too, through the SDK's
+#             stream accumulator), usage counts against `packserve
 #             tokenize`, stop strings against the greedy text, a client that aborts a stream
 #             (then /metrics shows KV pages back to baseline), every error case with status and
 #             error type, malformed bodies over HTTP (all 4xx), 429 on a full queue, 503 while
