@@ -1,6 +1,7 @@
 // bpe_model.cc: see bpe_model.h.
 #include "packserve/tokenizer/bpe_model.h"
 
+#include <algorithm>
 #include <mutex>
 #include <queue>
 
@@ -45,6 +46,12 @@ Result<BpeModel> BpeModel::create(BytesToId vocab, const std::vector<BpeMerge>& 
     const std::string byte(1, static_cast<char>(b));
     const auto it = vocab.find(byte);
     if (it != vocab.end()) model.byte_ids_[b] = it->second;
+    if (options.byte_fallback) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      const std::string name = std::string("<0x") + kHex[b >> 4] + kHex[b & 15] + ">";
+      const auto fallback = vocab.find(name);
+      if (fallback != vocab.end()) model.fallback_ids_[b] = fallback->second;
+    }
   }
   model.merges_.reserve(merges.size());
   for (std::size_t i = 0; i < merges.size(); ++i) {
@@ -91,11 +98,39 @@ void BpeModel::encode_word_uncached(std::string_view word, std::vector<TokenId>&
   }
   std::vector<Symbol> symbols;
   symbols.reserve(word.size());
-  for (const char c : word) {
-    const auto& id = byte_ids_[static_cast<unsigned char>(c)];
-    if (!id && !options_.unk_id) continue;  // HF drops bytes it cannot represent
+  bool last_unk = false;
+  const auto push = [&](TokenId id, bool unk) {
+    if (unk && last_unk && options_.fuse_unk) return;
+    last_unk = unk;
     const int pos = static_cast<int>(symbols.size());
-    symbols.push_back(Symbol{id ? *id : *options_.unk_id, pos - 1, pos + 1, true});
+    symbols.push_back(Symbol{id, pos - 1, pos + 1, true});
+  };
+  if (options_.char_symbols) {
+    for (std::size_t at = 0; at < word.size();) {
+      const auto lead = static_cast<unsigned char>(word[at]);
+      const std::size_t n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+      const std::string_view ch = word.substr(at, n);
+      at += n;
+      if (const auto id = find(ch)) {
+        push(*id, false);
+        continue;
+      }
+      const bool all_bytes =
+          options_.byte_fallback && std::all_of(ch.begin(), ch.end(), [&](char c) {
+            return fallback_ids_[static_cast<unsigned char>(c)].has_value();
+          });
+      if (all_bytes) {
+        for (const char c : ch) push(*fallback_ids_[static_cast<unsigned char>(c)], false);
+      } else if (options_.unk_id) {
+        push(*options_.unk_id, true);
+      }  // else HF drops what it cannot represent
+    }
+  } else {
+    for (const char c : word) {
+      const auto& id = byte_ids_[static_cast<unsigned char>(c)];
+      if (!id && !options_.unk_id) continue;  // HF drops bytes it cannot represent
+      push(id ? *id : *options_.unk_id, !id);
+    }
   }
   if (symbols.empty()) return;
   symbols.back().next = -1;

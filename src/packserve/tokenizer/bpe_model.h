@@ -1,7 +1,8 @@
-// bpe_model.h: byte-level BPE over raw bytes: a vocabulary (byte string -> id), merges ranked
-// by their position in tokenizer.json (rank 0 merges first), and a bounded cache of results
-// per pre-token word. Working on raw bytes instead of the GPT-2 printable alphabet is the same
-// algorithm (the alphabet is a bijection, byte_level.h) without re-encoding every word.
+// bpe_model.h: BPE over raw bytes (byte-level BPE; or, with BpeOptions::char_symbols, over
+// code points with byte fallback, as SentencePiece-converted tokenizers): a vocabulary (byte string
+// -> id), merges ranked by their position in tokenizer.json (rank 0 merges first), and a bounded
+// cache of results per pre-token word. Working on raw bytes instead of the GPT-2 printable alphabet
+// is the same algorithm (the alphabet is a bijection, byte_level.h) without re-encoding every word.
 // Algorithm (HF tokenizers' Word::merge_all): start from one symbol per byte; repeatedly merge
 // the adjacent pair with the lowest rank, leftmost first among equal ranks, until no adjacent
 // pair has a merge. With ignore_merges, a word that is itself in the vocabulary is one token.
@@ -9,6 +10,7 @@
 // Thread-safety: encode_word may be called concurrently; the cache is guarded by a mutex.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,6 +32,14 @@ struct BpeOptions {
   bool ignore_merges = false;
   // Token for a byte that has no vocabulary entry; without one such bytes are dropped (HF).
   std::optional<TokenId> unk_id;
+  // SentencePiece-style BPE (Llama-2, Mistral up to v0.3): the first symbols are the word's
+  // code points (a vocabulary entry each), not its bytes.
+  bool char_symbols = false;
+  // With char_symbols, HF model.byte_fallback: a code point outside the vocabulary becomes
+  // the tokens "<0xXX>" of its UTF-8 bytes (when all exist), else unk_id.
+  bool byte_fallback = false;
+  // HF model.fuse_unk: consecutive unknown symbols become one unk_id.
+  bool fuse_unk = false;
   // Words whose encodings are remembered; when full the cache is cleared. 0 disables it.
   std::size_t cache_capacity_words = 32768;
   // Words longer than this are not cached (they are rare and would crowd the cache out).
@@ -77,6 +87,7 @@ class BpeModel {
   BytesToId vocab_;
   std::unordered_map<std::uint64_t, MergeTarget> merges_;
   std::optional<TokenId> byte_ids_[256];
+  std::array<std::optional<TokenId>, 256> fallback_ids_{};  // byte_fallback: "<0xXX>"
   BpeOptions options_;
   std::shared_ptr<Cache> cache_;
 };

@@ -34,30 +34,53 @@ bool is_ascii(std::string_view text) {
 
 }  // namespace
 
-Status Normalizer::apply(std::string_view text, std::string& out) const {
-  out.assign(text);
-  if (forms_.empty() || is_ascii(text)) return ok_status();
+Status Normalizer::apply_form(NormalizationForm form, std::string& text) const {
+  if (is_ascii(text)) return ok_status();  // every form leaves ASCII alone
   if (text.size() > static_cast<std::size_t>(INT32_MAX) / 4) {
     return invalid_argument("text: " + std::to_string(text.size()) +
                             " bytes; expected at most 512 MiB to normalize");
   }
+  UErrorCode error = U_ZERO_ERROR;
+  const icu::Normalizer2* normalizer = instance(form, error);
+  if (U_FAILURE(error) || normalizer == nullptr) {
+    return internal_error(std::string("ICU normalizer unavailable: ") + u_errorName(error));
+  }
+  const icu::StringPiece piece(text.data(), static_cast<int32_t>(text.size()));
+  if (normalizer->isNormalizedUTF8(piece, error) && U_SUCCESS(error)) return ok_status();
+  error = U_ZERO_ERROR;
   std::string scratch;
-  for (const NormalizationForm form : forms_) {
-    UErrorCode error = U_ZERO_ERROR;
-    const icu::Normalizer2* normalizer = instance(form, error);
-    if (U_FAILURE(error) || normalizer == nullptr) {
-      return internal_error(std::string("ICU normalizer unavailable: ") + u_errorName(error));
+  icu::StringByteSink<std::string> sink(&scratch);
+  normalizer->normalizeUTF8(0, piece, sink, nullptr, error);
+  if (U_FAILURE(error)) {
+    return internal_error(std::string("ICU normalization failed: ") + u_errorName(error));
+  }
+  text.swap(scratch);
+  return ok_status();
+}
+
+Status Normalizer::apply(std::string_view text, std::string& out) const {
+  out.assign(text);
+  for (const Step& step : steps_) {
+    switch (step.kind) {
+      case Step::kForm:
+        PS_RETURN_IF_ERROR(apply_form(step.form, out));
+        break;
+      case Step::kPrepend:
+        if (!out.empty()) out.insert(0, step.text);
+        break;
+      case Step::kReplace: {
+        std::string replaced;
+        replaced.reserve(out.size());
+        std::size_t from = 0;
+        for (std::size_t at; (at = out.find(step.text, from)) != std::string::npos;
+             from = at + step.text.size()) {
+          replaced.append(out, from, at - from).append(step.content);
+        }
+        replaced.append(out, from);
+        out.swap(replaced);
+        break;
+      }
     }
-    const icu::StringPiece piece(out.data(), static_cast<int32_t>(out.size()));
-    if (normalizer->isNormalizedUTF8(piece, error) && U_SUCCESS(error)) continue;
-    error = U_ZERO_ERROR;
-    scratch.clear();
-    icu::StringByteSink<std::string> sink(&scratch);
-    normalizer->normalizeUTF8(0, piece, sink, nullptr, error);
-    if (U_FAILURE(error)) {
-      return internal_error(std::string("ICU normalization failed: ") + u_errorName(error));
-    }
-    out.swap(scratch);
   }
   return ok_status();
 }

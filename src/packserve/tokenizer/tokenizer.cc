@@ -106,15 +106,20 @@ Result<std::string> Tokenizer::decode(std::span<const TokenId> ids,
       return invalid_argument("ids[" + std::to_string(i) + "]: " + status.message());
     }
   }
+  std::size_t strip = 0;
+  while (strip < impl_->strip_leading_spaces && strip < bytes.size() && bytes[strip] == ' ') {
+    ++strip;
+  }
   std::string text;
   text.reserve(bytes.size());
-  (void)append_utf8_lossy(bytes, /*final=*/true, text);
+  (void)append_utf8_lossy(std::string_view(bytes).substr(strip), /*final=*/true, text);
   return text;
 }
 
 std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {
   const auto added = impl_->added_content_to_id.find(token);
   if (added != impl_->added_content_to_id.end()) return added->second;
+  if (impl_->sentencepiece) return impl_->model.find(token);
   const auto bytes = byte_level_to_bytes(token);
   if (!bytes) return std::nullopt;
   return impl_->model.find(*bytes);

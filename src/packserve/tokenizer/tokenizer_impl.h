@@ -36,6 +36,10 @@ struct TokenizerImpl {
   std::vector<std::uint32_t> token_bytes_indptr;
   std::vector<TokenKind> token_kinds;
   BytesToId added_content_to_id;
+  // SentencePiece's Strip decoder: leading spaces decode() drops from a sequence's text.
+  std::size_t strip_leading_spaces = 0;
+  // The model's vocabulary is text (SentencePiece), not the byte-level alphabet.
+  bool sentencepiece = false;
 };
 
 // Builds a Tokenizer from tokenizer.json text (tokenizer_json.cc).

@@ -3,8 +3,13 @@
 // normalizer null | NFC | NFD | NFKC | NFKD | Sequence; pre_tokenizer Split (Regex or String
 // pattern, any behavior, invert) | ByteLevel | Sequence, which must contain a ByteLevel step;
 // post_processor null | ByteLevel | TemplateProcessing (single) | Sequence; decoder ByteLevel;
-// added_tokens. Anything else is a kInvalidArgument naming the file, the field and what is
-// expected, never a silent default. nlohmann-json is used without exceptions escaping.
+// added_tokens. SentencePiece-converted BPE (Llama-2, Mistral up to v0.3), recognised by its
+// decoder (Sequence of Replace U+2581 -> " ", ByteFallback, Fuse, Strip " " start n): vocabulary
+// strings as text, byte_fallback and fuse_unk, normalizer Prepend / Replace (literal), no
+// pre_tokenizer (the Metaspace pre-tokenizer is unsupported). Anything else is a kInvalidArgument
+// naming the file, the field and what is expected, never a silent default. nlohmann-json is used
+// without exceptions escaping.
+#include <cctype>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,6 +21,23 @@ namespace packserve::tokenizer {
 namespace {
 
 using Json = nlohmann::json;
+
+// A SentencePiece vocabulary string's text: "<0xXX>" is that byte, U+2581 a space.
+std::string sentencepiece_token_text(const std::string& text) {
+  if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>' &&
+      std::isxdigit(static_cast<unsigned char>(text[3])) &&
+      std::isxdigit(static_cast<unsigned char>(text[4]))) {
+    return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
+  }
+  std::string out;
+  static constexpr std::string_view kSpace = "\u2581";
+  std::size_t from = 0;
+  for (std::size_t at; (at = text.find(kSpace, from)) != std::string::npos;
+       from = at + kSpace.size()) {
+    out.append(text, from, at - from).append(" ");
+  }
+  return out.append(text, from);
+}
 
 class Loader {
  public:
@@ -54,11 +76,20 @@ class Loader {
   Status load_post_processor(const Json& node, const std::string& field);
   Status load_decoder(const Json& node, const std::string& field);
   Status build_decode_table();
+  // A vocabulary string as the BPE model's bytes: through the byte-level alphabet, or as is
+  // for a SentencePiece tokenizer.
+  std::optional<std::string> model_bytes(const std::string& text) const {
+    if (sentencepiece_) return text;
+    return byte_level_to_bytes(text);
+  }
 
   std::string source_;
   TokenizerLoadOptions options_;
   std::shared_ptr<TokenizerImpl> impl_ = std::make_shared<TokenizerImpl>();
   bool has_byte_level_ = false;
+  // The decoder is SentencePiece's (load_decoder): vocabulary strings are text with U+2581 for
+  // spaces and <0xXX> byte tokens, not the byte-level alphabet.
+  bool sentencepiece_ = false;
   // Vocabulary tokens as written (byte-level alphabet), for the decode table.
   std::vector<std::pair<std::string, TokenId>> vocab_strings_;
   // The post-processor's special token ids with their fields, checked against the vocabulary
@@ -113,7 +144,11 @@ Status Loader::load_model(const Json& model, const std::string& field) {
   }
   PS_ASSIGN_OR_RETURN(const bool byte_fallback,
                       optional_bool(model, "byte_fallback", field + ".byte_fallback", false));
-  if (byte_fallback) return error(field + ".byte_fallback", "expected false: unsupported");
+  if (byte_fallback && !sentencepiece_) {
+    return error(field + ".byte_fallback",
+                 "expected false for a byte-level tokenizer (true needs the SentencePiece "
+                 "decoder: Replace \"\u2581\" -> \" \", ByteFallback, Fuse, Strip)");
+  }
   const Json* dropout = optional_member(model, "dropout");
   if (dropout != nullptr && !(dropout->is_number() && dropout->get<double>() == 0.0)) {
     return error(field + ".dropout",
@@ -121,6 +156,9 @@ Status Loader::load_model(const Json& model, const std::string& field) {
   }
   BpeOptions bpe;
   bpe.cache_capacity_words = options_.cache_capacity_words;
+  bpe.char_symbols = sentencepiece_;
+  bpe.byte_fallback = byte_fallback;
+  PS_ASSIGN_OR_RETURN(bpe.fuse_unk, optional_bool(model, "fuse_unk", field + ".fuse_unk", false));
   PS_ASSIGN_OR_RETURN(bpe.ignore_merges,
                       optional_bool(model, "ignore_merges", field + ".ignore_merges", false));
 
@@ -133,11 +171,11 @@ Status Loader::load_model(const Json& model, const std::string& field) {
     PS_ASSIGN_OR_RETURN(const TokenId id, token_id(it.value(), entry));
     vocab_strings_.emplace_back(it.key(), id);
     // Tokens outside the byte-level alphabet cannot come out of BPE; they are decode-only.
-    if (auto bytes = byte_level_to_bytes(it.key())) vocab.emplace(std::move(*bytes), id);
+    if (auto bytes = model_bytes(it.key())) vocab.emplace(std::move(*bytes), id);
   }
   if (const Json* unk = optional_member(model, "unk_token")) {
     if (!unk->is_string()) return error(field + ".unk_token", "expected a string or null");
-    const auto bytes = byte_level_to_bytes(unk->get<std::string>());
+    const auto bytes = model_bytes(unk->get<std::string>());
     const auto it = bytes ? vocab.find(*bytes) : vocab.end();
     if (it == vocab.end()) {
       return error(field + ".unk_token", describe(*unk) + " is not in " + field + ".vocab");
@@ -170,8 +208,8 @@ Status Loader::load_model(const Json& model, const std::string& field) {
     } else {
       return error(entry, "expected \"left right\" or [\"left\", \"right\"], got " + describe(m));
     }
-    auto left_bytes = byte_level_to_bytes(left);
-    auto right_bytes = byte_level_to_bytes(right);
+    auto left_bytes = model_bytes(left);
+    auto right_bytes = model_bytes(right);
     if (!left_bytes || !right_bytes) {
       return error(entry, "token outside the byte-level alphabet: " + describe(m));
     }
@@ -235,9 +273,25 @@ Status Loader::load_normalizer(const Json& node, const std::string& field) {
     impl_->normalizer.add(NormalizationForm::kNfkc);
   } else if (type == "NFKD") {
     impl_->normalizer.add(NormalizationForm::kNfkd);
+  } else if (type == "Prepend") {
+    PS_ASSIGN_OR_RETURN(std::string prefix, required_string(node, "prepend", field + ".prepend"));
+    impl_->normalizer.add_prepend(std::move(prefix));
+  } else if (type == "Replace") {
+    PS_ASSIGN_OR_RETURN(const Json* pattern, required_object(node, "pattern", field + ".pattern"));
+    const Json* literal = optional_member(*pattern, "String");
+    if (literal == nullptr || !literal->is_string() || literal->get<std::string>().empty()) {
+      return error(
+          field + ".pattern",
+          "expected {\"String\": non-empty string} (Regex patterns are unsupported), got " +
+              describe(*pattern));
+    }
+    PS_ASSIGN_OR_RETURN(std::string content, required_string(node, "content", field + ".content"));
+    impl_->normalizer.add_replace(literal->get<std::string>(), std::move(content));
   } else {
-    return error(field + ".type", "expected NFC, NFD, NFKC, NFKD or Sequence, got \"" + type +
-                                      "\": unsupported normalizer");
+    return error(field + ".type",
+                 "expected NFC, NFD, NFKC, NFKD, Prepend, Replace or Sequence, "
+                 "got \"" +
+                     type + "\": unsupported normalizer");
   }
   return ok_status();
 }
@@ -370,10 +424,48 @@ Status Loader::load_post_processor(const Json& node, const std::string& field) {
 Status Loader::load_decoder(const Json& node, const std::string& field) {
   if (!node.is_object()) return error(field, "expected an object");
   PS_ASSIGN_OR_RETURN(const std::string type, required_string(node, "type", field + ".type"));
-  if (type != "ByteLevel") {
-    return error(field + ".type", "expected \"ByteLevel\", got \"" + type +
-                                      "\": only byte-level BPE tokenizers are supported");
+  if (type == "ByteLevel") return ok_status();
+  const std::string expected =
+      "expected \"ByteLevel\", or SentencePiece's Sequence of Replace \"\u2581\" -> \" \", "
+      "ByteFallback, Fuse and Strip \" \" (start n, stop 0)";
+  const Json* steps = optional_member(node, "decoders");
+  if (type != "Sequence" || steps == nullptr || !steps->is_array()) {
+    return error(field + ".type", expected + ", got \"" + type + "\"");
   }
+  bool replace = false;
+  for (std::size_t i = 0; i < steps->size(); ++i) {
+    const Json& step = (*steps)[i];
+    const std::string f = field + ".decoders[" + std::to_string(i) + "]";
+    if (!step.is_object()) return error(f, "expected an object");
+    PS_ASSIGN_OR_RETURN(const std::string t, required_string(step, "type", f + ".type"));
+    if (t == "ByteFallback" || t == "Fuse") continue;  // the decode table's <0xXX> bytes; joins
+    if (t == "Replace") {
+      const Json* pattern = optional_member(step, "pattern");
+      const Json* literal =
+          pattern && pattern->is_object() ? optional_member(*pattern, "String") : nullptr;
+      const Json* content = optional_member(step, "content");
+      if (literal == nullptr || *literal != Json("\u2581") || content == nullptr ||
+          *content != Json(" ")) {
+        return error(f,
+                     "expected Replace {\"String\": \"\u2581\"} -> \" \", got " + describe(step));
+      }
+      replace = true;
+    } else if (t == "Strip") {
+      const Json* content = optional_member(step, "content");
+      const Json* start = optional_member(step, "start");
+      const Json* stop = optional_member(step, "stop");
+      if (content == nullptr || *content != Json(" ") || start == nullptr ||
+          !start->is_number_unsigned() || stop == nullptr || *stop != Json(0)) {
+        return error(f, "expected Strip \" \" with start n and stop 0, got " + describe(step));
+      }
+      impl_->strip_leading_spaces = start->get<std::size_t>();
+    } else {
+      return error(f + ".type", expected + ", got \"" + t + "\"");
+    }
+  }
+  if (!replace) return error(field, expected + ": the Replace step is missing");
+  sentencepiece_ = true;
+  impl_->sentencepiece = true;
   return ok_status();
 }
 
@@ -389,7 +481,9 @@ Status Loader::build_decode_table() {
   impl_->token_kinds.assign(vocab_size, TokenKind::kUnused);
   // HF's ByteLevel decoder: a vocabulary token whose characters are all in the alphabet
   // decodes through it; any other token decodes to its own UTF-8 text.
-  auto decoded = [](const std::string& text) {
+  // SentencePiece's decoder: "<0xXX>" is that byte (ByteFallback), U+2581 a space (Replace).
+  auto decoded = [this](const std::string& text) {
+    if (sentencepiece_) return sentencepiece_token_text(text);
     auto b = byte_level_to_bytes(text);
     return b ? std::move(*b) : text;
   };
@@ -424,6 +518,10 @@ Result<std::shared_ptr<const TokenizerImpl>> Loader::load(std::string_view text)
     return error("(document)", std::string("not valid JSON: ") + e.what());
   }
   if (!root.is_object()) return error("(document)", "expected a JSON object");
+  // The decoder says whether the vocabulary is byte-level or SentencePiece text.
+  const Json* decoder = optional_member(root, "decoder");
+  if (decoder == nullptr) return error("decoder", "missing; expected {\"type\": \"ByteLevel\"}");
+  PS_RETURN_IF_ERROR(load_decoder(*decoder, "decoder"));
   PS_ASSIGN_OR_RETURN(const Json* model, required_object(root, "model", "model"));
   PS_RETURN_IF_ERROR(load_model(*model, "model"));
   PS_RETURN_IF_ERROR(load_added_tokens(root));
@@ -433,15 +531,17 @@ Result<std::shared_ptr<const TokenizerImpl>> Loader::load(std::string_view text)
   if (const Json* p = optional_member(root, "pre_tokenizer")) {
     PS_RETURN_IF_ERROR(load_pre_tokenizer(*p, "pre_tokenizer"));
   }
-  if (!has_byte_level_) {
-    return error("pre_tokenizer", "expected a ByteLevel step: only byte-level BPE is supported");
+  if (!has_byte_level_ && !sentencepiece_) {
+    return error("pre_tokenizer",
+                 "expected a ByteLevel step: a byte-level BPE (or a SentencePiece BPE, by its "
+                 "decoder) is supported");
+  }
+  if (has_byte_level_ && sentencepiece_) {
+    return error("pre_tokenizer", "a ByteLevel step with a SentencePiece decoder is unsupported");
   }
   if (const Json* p = optional_member(root, "post_processor")) {
     PS_RETURN_IF_ERROR(load_post_processor(*p, "post_processor"));
   }
-  const Json* decoder = optional_member(root, "decoder");
-  if (decoder == nullptr) return error("decoder", "missing; expected {\"type\": \"ByteLevel\"}");
-  PS_RETURN_IF_ERROR(load_decoder(*decoder, "decoder"));
   PS_RETURN_IF_ERROR(build_decode_table());
   for (const auto& [id, field] : template_ids_) {  // encode adds them: each must decode
     if (static_cast<std::size_t>(id) >= impl_->token_kinds.size() ||
