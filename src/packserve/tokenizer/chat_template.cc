@@ -45,17 +45,42 @@ std::string_view trim(std::string_view text) {
   return text.substr(begin, end - begin);
 }
 
+// tokenizer_config's `key` (bos_token, eos_token): a string or {"content": string}; "" when
+// absent.
+Result<std::string> token_field(const Json& config, const char* key,
+                                const std::string& source_name) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+    return (*it)["content"].get<std::string>();
+  }
+  return invalid_argument(source_name + ": " + key +
+                          ": expected a string or {\"content\": string}, got " + it->dump());
+}
+
 }  // namespace
 
 Result<ChatTemplateFamily> parse_chat_template_family(std::string_view name) {
   if (name == "llama3") return ChatTemplateFamily::kLlama3;
   if (name == "chatml") return ChatTemplateFamily::kChatml;
-  return invalid_argument("chat template family: expected \"llama3\" or \"chatml\", got \"" +
-                          std::string(name) + "\"");
+  if (name == "mistral") return ChatTemplateFamily::kMistral;
+  return invalid_argument(
+      "chat template family: expected \"llama3\", \"chatml\" or \"mistral\", "
+      "got \"" +
+      std::string(name) + "\"");
 }
 
 std::string_view chat_template_family_name(ChatTemplateFamily family) {
-  return family == ChatTemplateFamily::kLlama3 ? "llama3" : "chatml";
+  switch (family) {
+    case ChatTemplateFamily::kLlama3:
+      return "llama3";
+    case ChatTemplateFamily::kChatml:
+      return "chatml";
+    case ChatTemplateFamily::kMistral:
+      return "mistral";
+  }
+  return "chatml";
 }
 
 Result<ChatTemplateFamily> ChatTemplate::detect_family(std::string_view jinja_template) {
@@ -63,13 +88,26 @@ Result<ChatTemplateFamily> ChatTemplate::detect_family(std::string_view jinja_te
                       jinja_template.find("<|eot_id|>") != std::string_view::npos;
   const bool chatml = jinja_template.find("<|im_start|>") != std::string_view::npos &&
                       jinja_template.find("<|im_end|>") != std::string_view::npos;
+  const bool mistral = jinja_template.find("[INST]") != std::string_view::npos &&
+                       jinja_template.find("[/INST]") != std::string_view::npos;
+  if (mistral && !llama3 && !chatml) {
+    if (jinja_template.find("\"[INST] \" + message[\"content\"] + \"[/INST]\"") !=
+        std::string_view::npos) {
+      return ChatTemplateFamily::kMistral;
+    }
+    return invalid_argument(
+        "chat_template: a Mistral [INST] template other than Mistral-7B-Instruct-v0.3's (\"[INST] "
+        "\" + content + \"[/INST]\"), e.g. v0.1/v0.2's with a space before [/INST]; give the "
+        "family explicitly (mistral renders v0.3's form)");
+  }
   if (llama3 && !chatml) return ChatTemplateFamily::kLlama3;
   if (chatml && !llama3) return ChatTemplateFamily::kChatml;
   return invalid_argument(
       std::string("chat_template: ") +
       (llama3 ? "has both Llama-3 and ChatML markers" : "unknown template family") +
-      "; expected a Llama-3 (<|start_header_id|>, <|eot_id|>) or ChatML (<|im_start|>, "
-      "<|im_end|>) template, or give the family explicitly (llama3 or chatml)");
+      "; expected a Llama-3 (<|start_header_id|>, <|eot_id|>), ChatML (<|im_start|>, "
+      "<|im_end|>) or Mistral ([INST], [/INST]) template, or give the family explicitly (llama3, "
+      "chatml or mistral)");
 }
 
 Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json,
@@ -82,19 +120,7 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
     return invalid_argument(source_name + ": not valid JSON: " + e.what());
   }
   if (!config.is_object()) return invalid_argument(source_name + ": expected a JSON object");
-  std::string bos;
-  if (const auto it = config.find("bos_token"); it != config.end() && !it->is_null()) {
-    if (it->is_string()) {
-      bos = it->get<std::string>();
-    } else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
-      bos = (*it)["content"].get<std::string>();
-    } else {
-      return invalid_argument(source_name +
-                              ": bos_token: expected a string or {\"content\": "
-                              "string}, got " +
-                              it->dump());
-    }
-  }
+  PS_ASSIGN_OR_RETURN(std::string bos, token_field(config, "bos_token", source_name));
   bool thinking_switch = false;
   if (const auto it = config.find("chat_template"); it != config.end() && it->is_string()) {
     thinking_switch =
@@ -105,7 +131,7 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
     if (it == config.end() || it->is_null()) {
       return invalid_argument(source_name +
                               ": chat_template: missing; give the template "
-                              "family explicitly (llama3 or chatml)");
+                              "family explicitly (llama3, chatml or mistral)");
     }
     std::string text;
     if (it->is_string()) {
@@ -135,8 +161,14 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
     family = *detected;
   }
   if (*family == ChatTemplateFamily::kLlama3 && bos.empty()) bos = kDefaultLlama3Bos;
+  if (*family == ChatTemplateFamily::kMistral && bos.empty()) bos = "<s>";
   if (*family == ChatTemplateFamily::kChatml) bos.clear();
-  return ChatTemplate(*family, std::move(bos), thinking_switch);
+  std::string eos;
+  if (*family == ChatTemplateFamily::kMistral) {
+    PS_ASSIGN_OR_RETURN(eos, token_field(config, "eos_token", source_name));
+    if (eos.empty()) eos = "</s>";
+  }
+  return ChatTemplate(*family, std::move(bos), thinking_switch, std::move(eos));
 }
 
 Result<ChatTemplate> ChatTemplate::from_dir(const std::string& dir,
@@ -147,7 +179,7 @@ Result<ChatTemplate> ChatTemplate::from_dir(const std::string& dir,
     if (family) return ChatTemplate::from_config_text("{}", path, family);
     return not_found(path +
                      ": cannot open; it names the chat template (or give the family "
-                     "explicitly: llama3 or chatml)");
+                     "explicitly: llama3, chatml or mistral)");
   }
   std::ostringstream text;
   text << file.rdbuf();
@@ -385,6 +417,52 @@ Result<std::string> render_llama3(const std::vector<ChatMessage>& messages,
   return out;
 }
 
+// Mistral-7B-Instruct-v0.3's template without tools (chat_template.h).
+Result<std::string> render_mistral(const std::vector<ChatMessage>& messages,
+                                   const std::vector<OrderedJson>& tools,
+                                   const std::string& bos_token, const std::string& eos_token) {
+  if (!tools.empty()) {
+    return invalid_argument("tools[0]: not supported with Mistral's chat template");
+  }
+  std::size_t first = 0;
+  if (messages[0].role == "system") first = 1;
+  std::size_t last_user = messages.size();
+  for (std::size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const std::string f = "messages[" + std::to_string(i) + "]";
+    if (m.role == "tool" || !m.tool_calls.empty()) {
+      return invalid_argument(f +
+                              ": tool calls and results are not supported with Mistral's "
+                              "chat template");
+    }
+    const bool user_turn = (i - first) % 2 == 0;
+    if ((m.role == "user") != user_turn || (m.role != "user" && m.role != "assistant")) {
+      return invalid_argument(f + ".role: expected \"" + (user_turn ? "user" : "assistant") +
+                              "\": Mistral's template needs user and assistant turns to "
+                              "alternate after an optional first system message, got \"" +
+                              m.role + "\"");
+    }
+    if (m.role == "user") last_user = i;
+  }
+  std::string out = bos_token;
+  for (std::size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user") {
+      out += "[INST] ";
+      // The template's `message == user_messages[-1]`: every user turn equal to the last one.
+      if (first == 1 && m.content == messages[last_user].content) {
+        out += messages[0].content + "\n\n";
+      }
+      out += m.content + "[/INST]";
+    } else {
+      out += " ";
+      out += trim(m.content);
+      out += eos_token;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& messages,
@@ -412,6 +490,9 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
   PS_ASSIGN_OR_RETURN(std::vector<OrderedJson> parsed_tools, parse_tools(options.tools));
   if (family_ == ChatTemplateFamily::kLlama3) {
     return render_llama3(messages, add_generation_prompt, parsed_tools, bos_token_);
+  }
+  if (family_ == ChatTemplateFamily::kMistral) {
+    return render_mistral(messages, parsed_tools, bos_token_, eos_token_);
   }
   return render_chatml(messages, add_generation_prompt, parsed_tools, thinking_switch_,
                        thinking_switch_ && !options.enable_thinking);

@@ -6,6 +6,14 @@
 //            Content is trimmed of surrounding whitespace, as Meta's template does.
 //   kChatml: <|im_start|>role\ncontent<|im_end|>\n (Qwen2, Qwen3 and others);
 //            generation prompt "<|im_start|>assistant\n".
+//   kMistral: Mistral-7B-Instruct-v0.3's: bos_token, "[INST] content[/INST]" per user turn
+//            (the system message, which must come first, goes before the LAST user turn's
+//            content, then "\n\n"), " content|trim" + eos_token per assistant turn; user and
+//            assistant must alternate; no generation prompt (the model goes on after
+//            "[/INST]"). Detected by "[INST] " + content + "[/INST]" in the Jinja text; the
+//            v0.1/v0.2 form (a space before [/INST]) is refused. Tools, tool calls and tool
+//            results are refused for it (its [AVAILABLE_TOOLS] / [TOOL_CALLS] syntax is not
+//            implemented).
 // Tools (render's `tools`, and the messages that call them and answer them) follow each
 // family's tool-calling template:
 //   kChatml: Qwen2.5 / Qwen3 (Hermes): the tools as JSON lines inside <tools></tools> in a
@@ -39,9 +47,9 @@
 
 namespace packserve::tokenizer {
 
-enum class ChatTemplateFamily { kLlama3, kChatml };
+enum class ChatTemplateFamily { kLlama3, kChatml, kMistral };
 
-// "llama3" / "chatml" <-> family; parse errors name the accepted values.
+// "llama3" / "chatml" / "mistral" <-> family; parse errors name the accepted values.
 Result<ChatTemplateFamily> parse_chat_template_family(std::string_view name);
 std::string_view chat_template_family_name(ChatTemplateFamily family);
 
@@ -86,8 +94,12 @@ class ChatTemplate {
   // Detects the family of a Jinja chat template by its markers.
   static Result<ChatTemplateFamily> detect_family(std::string_view jinja_template);
 
-  ChatTemplate(ChatTemplateFamily family, std::string bos_token, bool thinking_switch = false)
-      : family_(family), bos_token_(std::move(bos_token)), thinking_switch_(thinking_switch) {}
+  ChatTemplate(ChatTemplateFamily family, std::string bos_token, bool thinking_switch = false,
+               std::string eos_token = "")
+      : family_(family),
+        bos_token_(std::move(bos_token)),
+        eos_token_(std::move(eos_token)),
+        thinking_switch_(thinking_switch) {}
 
   // Prompt text for `messages`; with `add_generation_prompt` it ends where the assistant's
   // reply begins. kInvalidArgument naming the field: messages[i].role for a role other than system,
@@ -104,7 +116,8 @@ class ChatTemplate {
 
  private:
   ChatTemplateFamily family_;
-  std::string bos_token_;  // Llama-3 only: prepended once (tokenizer_config's bos_token)
+  std::string bos_token_;  // Llama-3, Mistral: prepended once (tokenizer_config's bos_token)
+  std::string eos_token_;  // Mistral: after each assistant turn (tokenizer_config's eos_token)
   bool thinking_switch_ = false;
 };
 
