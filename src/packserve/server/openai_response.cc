@@ -80,6 +80,12 @@ json tool_call_json(const ResponseToolCall& call, bool delta) {
   return out;
 }
 
+json tool_calls_json(const std::vector<ResponseToolCall>& calls, bool delta) {
+  json out = json::array();
+  for (const ResponseToolCall& call : calls) out.push_back(tool_call_json(call, delta));
+  return out;
+}
+
 json base(const ResponseContext& ctx, const char* object) {
   return json{{"id", ctx.id}, {"object", object}, {"created", ctx.created_s}, {"model", ctx.model}};
 }
@@ -102,13 +108,7 @@ std::string completion_body(const ResponseContext& ctx, const std::vector<Choice
       message["content"] =
           m.content.empty() && !m.tool_calls.empty() ? json(nullptr) : json(m.content);
       if (!m.reasoning.empty()) message["reasoning_content"] = m.reasoning;
-      if (!m.tool_calls.empty()) {
-        json calls = json::array();
-        for (const ResponseToolCall& call : m.tool_calls) {
-          calls.push_back(tool_call_json(call, false));
-        }
-        message["tool_calls"] = std::move(calls);
-      }
+      if (!m.tool_calls.empty()) message["tool_calls"] = tool_calls_json(m.tool_calls, false);
       choice["message"] = std::move(message);
     } else {
       choice["text"] = m.content;
@@ -136,13 +136,8 @@ std::string stream_chunk(const ResponseContext& ctx, int index, const MessageDel
       delta["content"] = message.content;
     }
     if (!message.reasoning.empty()) delta["reasoning_content"] = message.reasoning;
-    if (!message.tool_calls.empty()) {
-      json calls = json::array();
-      for (const ResponseToolCall& call : message.tool_calls) {
-        calls.push_back(tool_call_json(call, true));
-      }
-      delta["tool_calls"] = std::move(calls);
-    }
+    if (!message.tool_calls.empty())
+      delta["tool_calls"] = tool_calls_json(message.tool_calls, true);
     choice["delta"] = delta;
   } else {
     choice["text"] = message.content;
