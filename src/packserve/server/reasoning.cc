@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "packserve/server/tool_calls.h"
+
 namespace packserve::server {
 namespace {
 
@@ -10,14 +12,6 @@ constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-// Length of the longest suffix of `text` that is a proper prefix of `tag`.
-std::size_t partial_tag(std::string_view text, std::string_view tag) {
-  for (std::size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  }
-  return 0;
-}
 
 }  // namespace
 
@@ -48,7 +42,7 @@ void ReasoningSplitter::drain(ReasoningPiece& out, bool at_end) {
   if (state_ == State::kThinking) {
     const std::size_t close = held_.find(kClose);
     if (close == std::string::npos) {
-      const std::size_t keep = at_end ? 0 : partial_tag(held_, kClose);
+      const std::size_t keep = at_end ? 0 : partial_tag_length(held_, kClose);
       append(out.reasoning, std::string_view(held_).substr(0, held_.size() - keep));
       held_.erase(0, held_.size() - keep);
       return;

@@ -27,15 +27,6 @@ std::string_view skip_space(std::string_view s) {
 
 bool is_blank(std::string_view s) { return skip_space(s).empty(); }
 
-// Length of the longest suffix of `text` that is a proper prefix of `tag`: bytes that the next
-// piece may still complete into `tag`.
-std::size_t partial_tag_length(std::string_view text, std::string_view tag) {
-  for (std::size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  }
-  return 0;
-}
-
 // `text` as one JSON value (whitespace around allowed); discarded when it is not exactly one
 // value or nests deeper than kMaxToolCallJsonDepth. Never throws.
 ordered_json parse_json(std::string_view text) {
@@ -263,6 +254,13 @@ ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text) {
   all.content.append(last.content);
   for (ToolCall& call : last.calls) all.calls.push_back(std::move(call));
   return all;
+}
+
+std::size_t partial_tag_length(std::string_view text, std::string_view tag) {
+  for (std::size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
+  }
+  return 0;
 }
 
 }  // namespace packserve::server

@@ -89,6 +89,10 @@ class ToolCallParser {
   bool finished_ = false;
 };
 
+// Length of the longest suffix of `text` that is a proper prefix of `tag`: the bytes a stream
+// holds back because the next piece may still complete them into `tag` (also reasoning.cc's).
+std::size_t partial_tag_length(std::string_view text, std::string_view tag);
+
 // The whole text at once: the concatenation of every delta's content and calls of
 // feed(text) + finish().
 ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text);
