@@ -65,9 +65,10 @@ Result<ChatTemplateFamily> parse_chat_template_family(std::string_view name) {
   if (name == "llama3") return ChatTemplateFamily::kLlama3;
   if (name == "chatml") return ChatTemplateFamily::kChatml;
   if (name == "mistral") return ChatTemplateFamily::kMistral;
+  if (name == "mistral-tekken") return ChatTemplateFamily::kMistralTekken;
   return invalid_argument(
-      "chat template family: expected \"llama3\", \"chatml\" or \"mistral\", "
-      "got \"" +
+      "chat template family: expected \"llama3\", \"chatml\", \"mistral\" or "
+      "\"mistral-tekken\", got \"" +
       std::string(name) + "\"");
 }
 
@@ -79,6 +80,8 @@ std::string_view chat_template_family_name(ChatTemplateFamily family) {
       return "chatml";
     case ChatTemplateFamily::kMistral:
       return "mistral";
+    case ChatTemplateFamily::kMistralTekken:
+      return "mistral-tekken";
   }
   return "chatml";
 }
@@ -95,10 +98,15 @@ Result<ChatTemplateFamily> ChatTemplate::detect_family(std::string_view jinja_te
         std::string_view::npos) {
       return ChatTemplateFamily::kMistral;
     }
+    if (jinja_template.find("\"[INST]\" + message[\"content\"] + \"[/INST]\"") !=
+        std::string_view::npos) {
+      return ChatTemplateFamily::kMistralTekken;
+    }
     return invalid_argument(
         "chat_template: a Mistral [INST] template other than Mistral-7B-Instruct-v0.3's (\"[INST] "
-        "\" + content + \"[/INST]\"), e.g. v0.1/v0.2's with a space before [/INST]; give the "
-        "family explicitly (mistral renders v0.3's form)");
+        "\" + content + \"[/INST]\") and Mistral-Nemo's (\"[INST]\" + content + \"[/INST]\"), "
+        "e.g. v0.1/v0.2's with a space before [/INST]; give the family explicitly (mistral "
+        "renders v0.3's form)");
   }
   if (llama3 && !chatml) return ChatTemplateFamily::kLlama3;
   if (chatml && !llama3) return ChatTemplateFamily::kChatml;
@@ -161,10 +169,12 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
     family = *detected;
   }
   if (*family == ChatTemplateFamily::kLlama3 && bos.empty()) bos = kDefaultLlama3Bos;
-  if (*family == ChatTemplateFamily::kMistral && bos.empty()) bos = "<s>";
+  const bool mistral =
+      *family == ChatTemplateFamily::kMistral || *family == ChatTemplateFamily::kMistralTekken;
+  if (mistral && bos.empty()) bos = "<s>";
   if (*family == ChatTemplateFamily::kChatml) bos.clear();
   std::string eos;
-  if (*family == ChatTemplateFamily::kMistral) {
+  if (mistral) {
     PS_ASSIGN_OR_RETURN(eos, token_field(config, "eos_token", source_name));
     if (eos.empty()) eos = "</s>";
   }
@@ -417,10 +427,12 @@ Result<std::string> render_llama3(const std::vector<ChatMessage>& messages,
   return out;
 }
 
-// Mistral-7B-Instruct-v0.3's template without tools (chat_template.h).
+// Mistral-7B-Instruct-v0.3's template without tools, or with `tekken` Mistral-Nemo's
+// (chat_template.h).
 Result<std::string> render_mistral(const std::vector<ChatMessage>& messages,
                                    const std::vector<OrderedJson>& tools,
-                                   const std::string& bos_token, const std::string& eos_token) {
+                                   const std::string& bos_token, const std::string& eos_token,
+                                   bool tekken) {
   if (!tools.empty()) {
     return invalid_argument("tools[0]: not supported with Mistral's chat template");
   }
@@ -448,12 +460,15 @@ Result<std::string> render_mistral(const std::vector<ChatMessage>& messages,
   for (std::size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "user") {
-      out += "[INST] ";
-      // The template's `message == user_messages[-1]`: every user turn equal to the last one.
-      if (first == 1 && m.content == messages[last_user].content) {
-        out += messages[0].content + "\n\n";
-      }
+      out += tekken ? "[INST]" : "[INST] ";
+      // v0.3: `message == user_messages[-1]`, every user turn equal to the last one; Nemo:
+      // `loop.last`, the last message only.
+      const bool system_here =
+          tekken ? i + 1 == messages.size() : m.content == messages[last_user].content;
+      if (first == 1 && system_here) out += messages[0].content + "\n\n";
       out += m.content + "[/INST]";
+    } else if (tekken) {
+      out += m.content + eos_token;
     } else {
       out += " ";
       out += trim(m.content);
@@ -491,8 +506,9 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
   if (family_ == ChatTemplateFamily::kLlama3) {
     return render_llama3(messages, add_generation_prompt, parsed_tools, bos_token_);
   }
-  if (family_ == ChatTemplateFamily::kMistral) {
-    return render_mistral(messages, parsed_tools, bos_token_, eos_token_);
+  if (family_ == ChatTemplateFamily::kMistral || family_ == ChatTemplateFamily::kMistralTekken) {
+    return render_mistral(messages, parsed_tools, bos_token_, eos_token_,
+                          family_ == ChatTemplateFamily::kMistralTekken);
   }
   return render_chatml(messages, add_generation_prompt, parsed_tools, thinking_switch_,
                        thinking_switch_ && !options.enable_thinking);

