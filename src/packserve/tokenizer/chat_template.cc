@@ -115,7 +115,7 @@ Result<ChatTemplateFamily> ChatTemplate::detect_family(std::string_view jinja_te
       (llama3 ? "has both Llama-3 and ChatML markers" : "unknown template family") +
       "; expected a Llama-3 (<|start_header_id|>, <|eot_id|>), ChatML (<|im_start|>, "
       "<|im_end|>) or Mistral ([INST], [/INST]) template, or give the family explicitly (llama3, "
-      "chatml or mistral)");
+      "chatml, mistral or mistral-tekken)");
 }
 
 Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json,
@@ -139,7 +139,7 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
     if (it == config.end() || it->is_null()) {
       return invalid_argument(source_name +
                               ": chat_template: missing; give the template "
-                              "family explicitly (llama3, chatml or mistral)");
+                              "family explicitly (llama3, chatml, mistral or mistral-tekken)");
     }
     std::string text;
     if (it->is_string()) {
@@ -189,7 +189,7 @@ Result<ChatTemplate> ChatTemplate::from_dir(const std::string& dir,
     if (family) return ChatTemplate::from_config_text("{}", path, family);
     return not_found(path +
                      ": cannot open; it names the chat template (or give the family "
-                     "explicitly: llama3, chatml or mistral)");
+                     "explicitly: llama3, chatml, mistral or mistral-tekken)");
   }
   std::ostringstream text;
   text << file.rdbuf();

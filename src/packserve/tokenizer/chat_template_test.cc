@@ -1,11 +1,22 @@
-// chat_template_test.cc: prompt text for both families, written out by hand from the
-// templates' definitions (Meta's Llama-3 template, ChatML), detection and its errors.
+// chat_template_test.cc: prompt text for every family (Llama-3, ChatML and Qwen3's reasoning and
+// tools, Mistral v0.3 and Nemo), written out from the templates' definitions or their jinja2
+// output, detection and its errors.
 #include "packserve/tokenizer/chat_template.h"
 
 #include <gtest/gtest.h>
 
 namespace packserve::tokenizer {
 namespace {
+
+// The text of a render that must succeed, and the message of one that must fail.
+std::string text_of(const Result<std::string>& r) {
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? *r : std::string();
+}
+std::string error_of(const Result<std::string>& r) {
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? std::string() : r.status().message();
+}
 
 const std::vector<ChatMessage> kConversation = {
     {"system", "Be brief."}, {"user", "  Hi!\n"}, {"assistant", "Hello."}, {"user", "2+2?"}};
@@ -257,9 +268,7 @@ TEST(ChatTemplateTest, EnableThinkingFalseOnlyWhereTheTemplateReadsIt) {
 TEST(ChatTemplateTest, Qwen3ReasoningOfAssistantTurns) {
   const ChatTemplate qwen3(ChatTemplateFamily::kChatml, "", /*thinking_switch=*/true);
   const auto render = [&](const std::vector<ChatMessage>& m, bool generation_prompt) {
-    const auto text = qwen3.render(m, generation_prompt);
-    EXPECT_TRUE(text.ok()) << text.status().to_string();
-    return text.ok() ? *text : std::string();
+    return text_of(qwen3.render(m, generation_prompt));
   };
   const ChatToolCall now{"now", "{}"};
   EXPECT_EQ(
@@ -300,25 +309,20 @@ TEST(ChatTemplateTest, Qwen3ReasoningOfAssistantTurns) {
 TEST(ChatTemplateTest, ToolErrorsNameTheField) {
   const ChatTemplate chatml(ChatTemplateFamily::kChatml, "");
   const ChatTemplate llama(ChatTemplateFamily::kLlama3, "<|begin_of_text|>");
-  const auto message_of = [](const Result<std::string>& r) {
-    EXPECT_FALSE(r.ok());
-    return r.ok() ? std::string() : r.status().message();
-  };
-  EXPECT_EQ(message_of(chatml.render({{"user", "x", {}}, calls("", {{"f", "[1]"}})}, true)),
+  EXPECT_EQ(error_of(chatml.render({{"user", "x", {}}, calls("", {{"f", "[1]"}})}, true)),
             "messages[1].tool_calls[0].function.arguments: expected the JSON text of an object");
-  EXPECT_EQ(message_of(chatml.render({{"user", "x", {{"f", "{}"}}}}, true)),
+  EXPECT_EQ(error_of(chatml.render({{"user", "x", {{"f", "{}"}}}}, true)),
             "messages[0].tool_calls: only an assistant message makes tool calls");
-  EXPECT_EQ(message_of(chatml.render({{"user", "x", {}}}, true, {{"{\"type\":"}})),
+  EXPECT_EQ(error_of(chatml.render({{"user", "x", {}}}, true, {{"{\"type\":"}})),
             "tools[0]: expected the JSON text of an object");
-  EXPECT_EQ(
-      message_of(llama.render({{"system", "s", {}}, calls("", {{"f", "{}"}})}, true, {kTools})),
-      "messages[1]: expected a user message here: with tools, Llama 3's template puts them "
-      "in the first message after the system one");
-  EXPECT_EQ(message_of(llama.render({{"system", "s", {}}}, true, {kTools})),
+  EXPECT_EQ(error_of(llama.render({{"system", "s", {}}, calls("", {{"f", "{}"}})}, true, {kTools})),
+            "messages[1]: expected a user message here: with tools, Llama 3's template puts them "
+            "in the first message after the system one");
+  EXPECT_EQ(error_of(llama.render({{"system", "s", {}}}, true, {kTools})),
             "messages[1]: expected a user message here: with tools, Llama 3's template puts them "
             "in the first message after the system one");
   EXPECT_EQ(
-      message_of(llama.render({{"user", "x", {}}, calls("", {{"f", "{}"}, {"g", "{}"}})}, true)),
+      error_of(llama.render({{"user", "x", {}}, calls("", {{"f", "{}"}, {"g", "{}"}})}, true)),
       "messages[1].tool_calls: Llama 3's template takes one tool call per assistant "
       "message, got 2");
 }
@@ -333,9 +337,7 @@ TEST(ChatTemplateTest, MistralFormat) {
   ASSERT_TRUE(mistral.ok()) << mistral.status().to_string();
   EXPECT_EQ(mistral->family(), ChatTemplateFamily::kMistral);
   const auto render = [&](const std::vector<ChatMessage>& m) {
-    const auto text = mistral->render(m, /*add_generation_prompt=*/true);
-    EXPECT_TRUE(text.ok()) << text.status().to_string();
-    return text.ok() ? *text : std::string();
+    return text_of(mistral->render(m, /*add_generation_prompt=*/true));
   };
   EXPECT_EQ(render({{"user", "Hi"}}), "<s>[INST] Hi[/INST]");
   // The system message goes before the last user turn; assistant content is trimmed.
@@ -348,9 +350,7 @@ TEST(ChatTemplateTest, MistralFormat) {
             "<s>[INST] S\n\nagain[/INST] ok</s>[INST] S\n\nagain[/INST]");
   const auto message_of = [&](const std::vector<ChatMessage>& m,
                               const std::vector<std::string>& tools = {}) {
-    const auto r = mistral->render(m, true, {tools});
-    EXPECT_FALSE(r.ok());
-    return r.ok() ? std::string() : r.status().message();
+    return error_of(mistral->render(m, true, {tools}));
   };
   EXPECT_EQ(message_of({{"user", "a"}, {"user", "b"}}),
             "messages[1].role: expected \"assistant\": Mistral's template needs user and "
@@ -380,9 +380,7 @@ TEST(ChatTemplateTest, MistralTekkenFormat) {
   ASSERT_TRUE(nemo.ok()) << nemo.status().to_string();
   EXPECT_EQ(nemo->family(), ChatTemplateFamily::kMistralTekken);
   const auto render = [&](const std::vector<ChatMessage>& m) {
-    const auto text = nemo->render(m, /*add_generation_prompt=*/true);
-    EXPECT_TRUE(text.ok()) << text.status().to_string();
-    return text.ok() ? *text : std::string();
+    return text_of(nemo->render(m, /*add_generation_prompt=*/true));
   };
   EXPECT_EQ(render({{"user", "Hi"}}), "<s>[INST]Hi[/INST]");
   EXPECT_EQ(

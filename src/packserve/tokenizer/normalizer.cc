@@ -34,6 +34,17 @@ bool is_ascii(std::string_view text) {
 
 }  // namespace
 
+std::string replace_all(std::string_view text, std::string_view pattern, std::string_view content) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t from = 0;
+  for (std::size_t at; (at = text.find(pattern, from)) != std::string_view::npos;
+       from = at + pattern.size()) {
+    out.append(text, from, at - from).append(content);
+  }
+  return out.append(text, from);
+}
+
 Status Normalizer::apply_form(NormalizationForm form, std::string& text) const {
   if (is_ascii(text)) return ok_status();  // every form leaves ASCII alone
   if (text.size() > static_cast<std::size_t>(INT32_MAX) / 4) {
@@ -68,18 +79,9 @@ Status Normalizer::apply(std::string_view text, std::string& out) const {
       case Step::kPrepend:
         if (!out.empty()) out.insert(0, step.text);
         break;
-      case Step::kReplace: {
-        std::string replaced;
-        replaced.reserve(out.size());
-        std::size_t from = 0;
-        for (std::size_t at; (at = out.find(step.text, from)) != std::string::npos;
-             from = at + step.text.size()) {
-          replaced.append(out, from, at - from).append(step.content);
-        }
-        replaced.append(out, from);
-        out.swap(replaced);
+      case Step::kReplace:
+        out = replace_all(out, step.text, step.content);
         break;
-      }
     }
   }
   return ok_status();

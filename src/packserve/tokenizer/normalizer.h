@@ -18,6 +18,11 @@ namespace packserve::tokenizer {
 
 enum class NormalizationForm { kNfc, kNfd, kNfkc, kNfkd };
 
+// `text` with every occurrence of `pattern` (non-empty), left to right and not overlapping,
+// replaced by `content`: the Replace normalizer's, and SentencePiece's meta space in the decode
+// table.
+std::string replace_all(std::string_view text, std::string_view pattern, std::string_view content);
+
 class Normalizer {
  public:
   void add(NormalizationForm form) { steps_.push_back(Step{Step::kForm, form, {}, {}}); }

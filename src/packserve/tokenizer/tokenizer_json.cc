@@ -15,6 +15,7 @@
 #include <string>
 
 #include "packserve/tokenizer/byte_level.h"
+#include "packserve/tokenizer/normalizer.h"
 #include "packserve/tokenizer/tokenizer_impl.h"
 
 namespace packserve::tokenizer {
@@ -29,14 +30,7 @@ std::string sentencepiece_token_text(const std::string& text) {
       std::isxdigit(static_cast<unsigned char>(text[4]))) {
     return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
   }
-  std::string out;
-  static constexpr std::string_view kSpace = "\u2581";
-  std::size_t from = 0;
-  for (std::size_t at; (at = text.find(kSpace, from)) != std::string::npos;
-       from = at + kSpace.size()) {
-    out.append(text, from, at - from).append(" ");
-  }
-  return out.append(text, from);
+  return replace_all(text, "\u2581", " ");
 }
 
 class Loader {
