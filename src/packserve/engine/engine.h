@@ -100,6 +100,9 @@ struct SamplingParams {
   // positive logit is divided by it, any other multiplied.
   double repetition_penalty = 1.0;
   StructuredOutput structured;
+  // vLLM's: leave tokens marked special out of the text (false: Mistral's [TOOL_CALLS] control
+  // token must reach the server's tool-call parser). Stop tokens are never text.
+  bool skip_special_tokens = true;
   bool adjusts_logits() const {
     return presence_penalty != 0.0 || frequency_penalty != 0.0 || repetition_penalty != 1.0 ||
            !logit_bias.empty();

@@ -349,6 +349,24 @@ TEST(EngineTest, MaxTokensAndIgnoreEos) {
   EXPECT_EQ(cc.last.finish_reason, "stop");
 }
 
+// skip_special_tokens (default true) leaves special tokens out of the text; false keeps them
+// (Mistral's [TOOL_CALLS] for the server's parser). The EOS that stops a request is never text.
+TEST(EngineTest, SpecialTokensAreTextOnlyWhenAsked) {
+  constexpr int32_t kSpecialBos = 302;  // "<s>", special in the test tokenizer
+  auto t = make_engine(script_model({{'E', {'a', kSpecialBos, 'b'}}}));
+  auto skipped = t.engine->submit(greedy_request({'E'}, 30));
+  GenerateRequest r = greedy_request({'E'}, 30);
+  r.sampling.skip_special_tokens = false;
+  auto kept = t.engine->submit(r);
+  ASSERT_TRUE(skipped.ok() && kept.ok());
+  const Collected cs = collect(**skipped);
+  const Collected ck = collect(**kept);
+  EXPECT_EQ(cs.token_ids, (std::vector<int32_t>{'a', kSpecialBos, 'b', kEosId}));
+  EXPECT_EQ(ck.token_ids, cs.token_ids);
+  EXPECT_EQ(cs.text, "ab");
+  EXPECT_EQ(ck.text, "a<s>b");
+}
+
 TEST(EngineTest, QueueFullIsResourceExhausted) {
   EngineSetup s;
   s.max_waiting_requests = 2;

@@ -7,13 +7,17 @@
 namespace packserve::server {
 namespace {
 
-std::string new_call_id() {
+// Mistral's templates take 9-character ids (chat_template.h), so that a client sending the calls
+// back renders them as they were.
+std::string new_call_id(ToolCallFormat format) {
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::uniform_int_distribution<std::size_t> pick(0, sizeof(kAlphabet) - 2);
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
+  const bool mistral = format == ToolCallFormat::kMistral;
+  std::string id = mistral ? "" : "call_";
+  const std::size_t length = mistral ? tokenizer::kMistralCallIdLength : 24;
+  for (std::size_t i = 0; i < length; ++i) id += kAlphabet[pick(rng)];
   return id;
 }
 
@@ -25,6 +29,10 @@ OutputMode output_mode(const OpenAiRequest& request,
   if (request.endpoint != Endpoint::kChatCompletions) return mode;
   mode.choice = request.tool_choice;
   if (family == tokenizer::ChatTemplateFamily::kLlama3) mode.format = ToolCallFormat::kLlama3Json;
+  if (family == tokenizer::ChatTemplateFamily::kMistral ||
+      family == tokenizer::ChatTemplateFamily::kMistralTekken) {
+    mode.format = ToolCallFormat::kMistral;
+  }
   if (mode.choice == ToolChoice::kNamed) mode.named = request.tools[request.tool_choice_index].name;
   // A constrained output starts with the calls: there is no reasoning to split off.
   mode.split_reasoning = split_reasoning && !request.structured.active() &&
@@ -35,13 +43,13 @@ OutputMode output_mode(const OpenAiRequest& request,
 ChoiceOutput::ChoiceOutput(OutputMode mode) : mode_(std::move(mode)) {
   if (mode_.split_reasoning) reasoning_.emplace();
   if (mode_.choice == ToolChoice::kAuto || mode_.choice == ToolChoice::kRequired) {
-    parser_.emplace(mode_.format);
+    parser_.emplace(mode_.format, /*calls_only=*/mode_.choice == ToolChoice::kRequired);
   }
 }
 
 void ChoiceOutput::add_calls(std::vector<ToolCall> calls, MessageDelta& out) {
   for (ToolCall& call : calls) {
-    out.tool_calls.push_back(ResponseToolCall{num_calls_++, new_call_id(), std::move(call.name),
+    out.tool_calls.push_back(ResponseToolCall{num_calls_++, new_call_id(mode_.format), std::move(call.name),
                                               std::move(call.arguments)});
   }
 }

@@ -6,13 +6,15 @@
 // Tool calls, by the request's tool_choice:
 //   none:     all text is content;
 //   auto:     the text is read for the chat template's call syntax (tool_calls.h: Hermes
-//             <tool_call> blocks for ChatML models, Llama 3's JSON calls);
-//   required: the text was constrained to calls in that syntax
-//             (tool_request.h required_calls_constraint) and is read as under auto: a call cut
-//             off by max_tokens stays content;
+//             <tool_call> blocks for ChatML models, Llama 3's JSON calls, Mistral's
+//             [TOOL_CALLS] list);
+//   required: the text was constrained to calls in that syntax (Mistral: the list without its
+//             control token; tool_request.h required_calls_constraint) and is read as under
+//             auto: a call cut off by max_tokens stays content;
 //   named:    the text was constrained to the named function's arguments: one call, whose
 //             arguments stream as they come.
-// Each call gets an id "call_" + 24 random letters and digits when it is first emitted.
+// Each call gets an id "call_" + 24 random letters and digits when it is first emitted (Mistral:
+// 9 letters and digits, the length its templates take back).
 // finish_reason: "tool_calls" when calls came out of an auto or required choice that stopped;
 // a named choice keeps "stop" (as OpenAI answers a forced function).
 // Thread-safety: one ChoiceOutput per choice, used by one thread.
@@ -34,6 +36,11 @@ namespace packserve::server {
 struct OutputMode {
   ToolChoice choice = ToolChoice::kNone;
   ToolCallFormat format = ToolCallFormat::kHermes;  // auto, required: the template's syntax
+  // The engine keeps special tokens in the text: Mistral's [TOOL_CALLS] is one.
+  bool keep_special_tokens() const {
+    return format == ToolCallFormat::kMistral &&
+           (choice == ToolChoice::kAuto || choice == ToolChoice::kRequired);
+  }
   std::string named;                                // named: the function's name
   bool split_reasoning = false;                     // the server's --reasoning-parser qwen3
 };

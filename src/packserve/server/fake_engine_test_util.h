@@ -4,7 +4,7 @@
 //   render_chat: "tool: <definition>\n" per tool, "<role>: <content>\n" per message (and
 //   "call: <name><arguments>\n" per tool call, "reasoning: <text>\n" for reasoning_content), then
 //   (with the generation prompt) "assistant: " ("assistant (no thinking): " with enable_thinking
-//   false); its family is ChatML (Hermes tool calls). generation: output token i is 'a' + i % 26
+//   false); its family is ChatML (Hermes tool calls) unless set_chat_template_family. generation: output token i is 'a' + i % 26
 //   (after set_output_text(t): byte i of t, and the request ends "stop" after the last, as at an
 //   EOS), one token per `token_interval` for every live request, on one generator thread; stop
 //   strings end the request ("stop", the stop string excluded from the text), max_tokens ends it
@@ -135,7 +135,13 @@ class FakeEngine final : public EngineApi {
     return text + (options.enable_thinking ? "assistant: " : "assistant (no thinking): ");
   }
   std::optional<tokenizer::ChatTemplateFamily> chat_template_family() const override {
-    return tokenizer::ChatTemplateFamily::kChatml;
+    std::lock_guard<std::mutex> lock(mutex_);
+    return family_;
+  }
+  // The family the server reads the output by (render_chat stays the fake's own).
+  void set_chat_template_family(tokenizer::ChatTemplateFamily family) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    family_ = family;
   }
   std::string token_text(int32_t token_id) const override {
     return std::string(1, static_cast<char>(token_id));
@@ -303,6 +309,7 @@ class FakeEngine final : public EngineApi {
   std::vector<engine::GenerateRequest> history_;
   std::set<std::vector<int32_t>> seen_prompts_;
   std::optional<std::string> output_text_;
+  tokenizer::ChatTemplateFamily family_ = tokenizer::ChatTemplateFamily::kChatml;
   std::optional<int32_t> fail_token_;
   engine::RequestId next_id_ = 1;
   int64_t num_submitted_ = 0;

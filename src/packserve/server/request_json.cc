@@ -113,6 +113,7 @@ ApiResult<std::vector<tokenizer::ChatToolCall>> message_tool_calls(const json& v
       return wrong(cf + ".function.name", "a non-empty string", fn.value("name", json()));
     }
     tokenizer::ChatToolCall out{fn.at("name").get<std::string>(), "{}"};
+    if (present(call, "id")) out.id = call.at("id").get<std::string>();
     if (present(fn, "arguments")) {
       const json& args = fn.at("arguments");
       if (args.is_string()) {
@@ -171,8 +172,11 @@ ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const json& body) 
     if (present(msg, "name") && !msg.at("name").is_string()) {
       return wrong(f + ".name", "a string", msg.at("name"));
     }
-    if (present(msg, "tool_call_id") && !msg.at("tool_call_id").is_string()) {
-      return wrong(f + ".tool_call_id", "a string", msg.at("tool_call_id"));
+    if (present(msg, "tool_call_id")) {
+      if (!msg.at("tool_call_id").is_string()) {
+        return wrong(f + ".tool_call_id", "a string", msg.at("tool_call_id"));
+      }
+      message.tool_call_id = msg.at("tool_call_id").get<std::string>();
     }
     if (present(msg, "reasoning_content")) {
       if (!msg.at("reasoning_content").is_string()) {

@@ -16,6 +16,7 @@ using nlohmann::ordered_json;
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
+constexpr std::string_view kMistralTag = "[TOOL_CALLS]";
 constexpr std::size_t kNpos = std::string_view::npos;
 
 bool is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -126,6 +127,20 @@ std::string_view llama3_body(std::string_view text) {
   return text;
 }
 
+// Mistral output after [TOOL_CALLS]: a JSON list of call objects, or one call object.
+std::optional<std::vector<ToolCall>> parse_mistral_calls(std::string_view text) {
+  ordered_json value = parse_json(text);
+  if (value.is_object()) value = ordered_json::array({std::move(value)});
+  if (!value.is_array() || value.empty()) return std::nullopt;
+  std::vector<ToolCall> calls;
+  for (const ordered_json& item : value) {
+    std::optional<ToolCall> call = to_call(item, kHermesKeys);
+    if (!call) return std::nullopt;
+    calls.push_back(std::move(*call));
+  }
+  return calls;
+}
+
 // A block's body: the call it holds, else its raw text as content. `closed` is false at
 // finish(), where a trailing partial close tag is not part of the JSON.
 void end_block(std::string_view body, bool closed, ToolCallDelta& out) {
@@ -141,9 +156,14 @@ void end_block(std::string_view body, bool closed, ToolCallDelta& out) {
 
 }  // namespace
 
-ToolCallParser::ToolCallParser(ToolCallFormat format)
-    : format_(format),
-      state_(format == ToolCallFormat::kHermes ? State::kBeforeBlocks : State::kUndecided) {}
+ToolCallParser::ToolCallParser(ToolCallFormat format, bool calls_only)
+    : format_(format), calls_only_(calls_only && format == ToolCallFormat::kMistral) {
+  if (format == ToolCallFormat::kLlama3Json) {
+    state_ = State::kUndecided;
+  } else {
+    state_ = calls_only_ ? State::kJson : State::kBeforeBlocks;
+  }
+}
 
 ToolCallDelta ToolCallParser::feed(std::string_view text) {
   PS_CHECK(!finished_) << "ToolCallParser::feed after finish";
@@ -151,6 +171,9 @@ ToolCallDelta ToolCallParser::feed(std::string_view text) {
   if (format_ == ToolCallFormat::kHermes) {
     held_.append(text);
     feed_hermes(out);
+  } else if (format_ == ToolCallFormat::kMistral) {
+    held_.append(text);
+    feed_mistral(out);
   } else {
     feed_llama3(text, out);
   }
@@ -164,6 +187,8 @@ ToolCallDelta ToolCallParser::finish() {
   ToolCallDelta out;
   if (format_ == ToolCallFormat::kHermes) {
     finish_hermes(out);
+  } else if (format_ == ToolCallFormat::kMistral) {
+    finish_mistral(out);
   } else {
     finish_llama3(out);
   }
@@ -247,8 +272,33 @@ void ToolCallParser::finish_llama3(ToolCallDelta& out) {
   out.content.append(held_);
 }
 
-ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text) {
-  ToolCallParser parser(format);
+void ToolCallParser::feed_mistral(ToolCallDelta& out) {
+  if (state_ == State::kJson) return;  // held until finish
+  const std::size_t at = find_in_held(kMistralTag);
+  if (at != kNpos) {
+    out.content.append(held_, 0, at);
+    erase_held(at + kMistralTag.size());
+    state_ = State::kJson;
+    return;
+  }
+  const std::size_t num_certain = held_.size() - partial_tag_length(held_, kMistralTag);
+  out.content.append(held_, 0, num_certain);
+  erase_held(num_certain);
+}
+
+void ToolCallParser::finish_mistral(ToolCallDelta& out) {
+  if (state_ == State::kJson) {
+    if (std::optional<std::vector<ToolCall>> calls = parse_mistral_calls(held_)) {
+      out.calls = std::move(*calls);
+      return;
+    }
+    if (!calls_only_) out.content.append(kMistralTag);
+  }
+  out.content.append(held_);
+}
+
+ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text, bool calls_only) {
+  ToolCallParser parser(format, calls_only);
   ToolCallDelta all = parser.feed(text);
   ToolCallDelta last = parser.finish();
   all.content.append(last.content);

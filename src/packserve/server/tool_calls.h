@@ -1,11 +1,16 @@
 // tool_calls.h: reads the tool calls out of a chat completion's generated text, for the
-// OpenAI-compatible server's "tools" (message.tool_calls, streamed delta.tool_calls). Two
+// OpenAI-compatible server's "tools" (message.tool_calls, streamed delta.tool_calls). Three
 // output conventions, named by ToolCallFormat after the models that write them:
 //   kHermes      Qwen2.5/Qwen3 and Hermes models: optional content, then any number of blocks
 //                `<tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>`.
 //   kLlama3Json  Llama 3.1/3.2/3.3 JSON tool calling: the whole output is
 //                `{"name": "f", "parameters": {...}}`, several joined by `;`, optionally after
 //                `<|python_tag|>` (and whitespace around both).
+//   kMistral     Mistral v0.3 / Nemo: optional content, then the control token `[TOOL_CALLS]`
+//                (the request decodes special tokens for it to be seen) and a JSON list of
+//                `{"name": "f", "arguments": {...}}` (or one such object). With `calls_only`
+//                (tool_choice "required", whose constraint cannot hold a control token) the
+//                whole output is that list.
 // tool_choice "required" output is constrained to these syntaxes (tool_request.h) and read the
 // same way.
 //
@@ -17,7 +22,7 @@
 // content), so parsing and dumping stay within bounded recursion.
 // Streaming: ToolCallParser holds back only what the next piece may still change (a partial
 // tag; hermes text after the first block until the next block or the end; llama3 output that
-// starts with `{`, until the end). Invariant, for any split of `text` into pieces: the
+// starts with `{`, and mistral output after its tag, until the end). Invariant, for any split of `text` into pieces: the
 // concatenated content and the calls of feed(piece)... + finish() equal
 // parse_tool_calls(format, text). Cuts fall only at (ASCII) tag boundaries, so when each fed
 // piece is whole UTF-8 characters (as engine text deltas are), so is each content piece.
@@ -35,7 +40,7 @@ namespace packserve::server {
 // Deepest array/object nesting of a call's JSON (the call object counts as 1).
 inline constexpr int kMaxToolCallJsonDepth = 64;
 
-enum class ToolCallFormat { kHermes, kLlama3Json };
+enum class ToolCallFormat { kHermes, kLlama3Json, kMistral };
 
 struct ToolCall {
   std::string name;       // non-empty
@@ -53,7 +58,7 @@ struct ToolCallDelta {
 // at a time, split anywhere, including inside a tag or a UTF-8 character).
 class ToolCallParser {
  public:
-  explicit ToolCallParser(ToolCallFormat format);
+  explicit ToolCallParser(ToolCallFormat format, bool calls_only = false);
 
   // Appends `text`; returns the content that became certain and the calls that completed.
   // Precondition: finish() was not called yet.
@@ -67,12 +72,15 @@ class ToolCallParser {
  private:
   // kHermes:     kBeforeBlocks -> kInBlock <-> kBetweenBlocks.
   // kLlama3Json: kUndecided -> kJson (held until finish) | kContent (streamed).
+  // kMistral:    kBeforeBlocks -> kJson (after the tag, held until finish); calls_only: kJson.
   enum class State { kBeforeBlocks, kInBlock, kBetweenBlocks, kUndecided, kJson, kContent };
 
   void feed_hermes(ToolCallDelta& out);
   void finish_hermes(ToolCallDelta& out);
   void feed_llama3(std::string_view text, ToolCallDelta& out);
   void finish_llama3(ToolCallDelta& out);
+  void feed_mistral(ToolCallDelta& out);
+  void finish_mistral(ToolCallDelta& out);
   // Hermes text outside blocks: content before the first block; between or after blocks,
   // content unless it is whitespace only.
   void emit_text(std::string_view text, ToolCallDelta& out) const;
@@ -82,6 +90,7 @@ class ToolCallParser {
   void erase_held(std::size_t num_bytes);
 
   ToolCallFormat format_;
+  bool calls_only_ = false;  // kMistral only
   State state_;
   std::string held_;             // fed bytes not yet returned
   std::size_t search_from_ = 0;  // offset in held_ before which no tag starts
@@ -95,6 +104,7 @@ std::size_t partial_tag_length(std::string_view text, std::string_view tag);
 
 // The whole text at once: the concatenation of every delta's content and calls of
 // feed(text) + finish().
-ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text);
+ToolCallDelta parse_tool_calls(ToolCallFormat format, std::string_view text,
+                               bool calls_only = false);
 
 }  // namespace packserve::server

@@ -23,8 +23,9 @@ std::string render(const Calls& calls) {
 }
 
 // Feeds `pieces` in order, then finishes; joins what every call returned.
-ToolCallDelta feed_all(ToolCallFormat format, const std::vector<std::string_view>& pieces) {
-  ToolCallParser parser(format);
+ToolCallDelta feed_all(ToolCallFormat format, const std::vector<std::string_view>& pieces,
+                       bool calls_only = false) {
+  ToolCallParser parser(format, calls_only);
   ToolCallDelta all;
   auto take = [&all](ToolCallDelta delta) {
     all.content += delta.content;
@@ -43,22 +44,23 @@ void expect_delta(const ToolCallDelta& got, const std::string& content, const Ca
 
 // `text` parses to `content` and `calls`: whole, byte by byte, and split in two anywhere.
 void expect_parse(ToolCallFormat format, std::string_view text, const std::string& content,
-                  const Calls& calls) {
+                  const Calls& calls, bool calls_only = false) {
   SCOPED_TRACE(std::string("text: ") + std::string(text));
   {
     SCOPED_TRACE("whole");
-    expect_delta(parse_tool_calls(format, text), content, calls);
+    expect_delta(parse_tool_calls(format, text, calls_only), content, calls);
   }
   {
     SCOPED_TRACE("byte by byte");
     std::vector<std::string_view> bytes;
     for (std::size_t i = 0; i < text.size(); ++i) bytes.push_back(text.substr(i, 1));
-    expect_delta(feed_all(format, bytes), content, calls);
+    expect_delta(feed_all(format, bytes, calls_only), content, calls);
   }
   const bool failed_before = ::testing::Test::HasFailure();
   for (std::size_t split = 0; split <= text.size(); ++split) {
     SCOPED_TRACE("split at " + std::to_string(split));
-    expect_delta(feed_all(format, {text.substr(0, split), text.substr(split)}), content, calls);
+    expect_delta(feed_all(format, {text.substr(0, split), text.substr(split)}, calls_only),
+                 content, calls);
     if (!failed_before && ::testing::Test::HasFailure()) return;  // one failing split says enough
   }
 }
@@ -69,6 +71,11 @@ void expect_hermes(std::string_view text, const std::string& content, const Call
 
 void expect_llama3(std::string_view text, const std::string& content, const Calls& calls) {
   expect_parse(ToolCallFormat::kLlama3Json, text, content, calls);
+}
+
+void expect_mistral(std::string_view text, const std::string& content, const Calls& calls,
+                    bool calls_only = false) {
+  expect_parse(ToolCallFormat::kMistral, text, content, calls, calls_only);
 }
 
 const ToolCall kParis = {"get_weather", R"({"city":"Paris"})"};
@@ -219,6 +226,51 @@ TEST(ToolCallParserLlama3, PythonTagPrefixThatIsNotTheTag) {
   expect_llama3("<|python_tag|>", "<|python_tag|>", {});
   expect_llama3("<|python_tag|>brave_search.call(query=\"x\")",
                 "<|python_tag|>brave_search.call(query=\"x\")", {});
+}
+
+TEST(ToolCallParserMistral, ContentThenAListOfCalls) {
+  expect_mistral("Sunny.", "Sunny.", {});
+  // v0.3 writes a space after the control token, Nemo none; an "id" the model adds is ignored.
+  expect_mistral(R"([TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}])", "",
+                 {kParis});
+  expect_mistral(R"(Let me look.[TOOL_CALLS][{"name": "get_weather", "arguments": )"
+                 R"({"city": "Paris"}, "id": "abc123XYZ"}, {"name": "get_time", "arguments": )"
+                 R"({"tz": "UTC"}}])",
+                 "Let me look.", {kParis, kTime});
+  // One object instead of a list; string arguments; no arguments.
+  expect_mistral(R"([TOOL_CALLS] {"name": "get_time", "arguments": "{\"tz\": \"UTC\"}"})", "",
+                 {kTime});
+  expect_mistral(R"([TOOL_CALLS][{"name": "f"}])", "", {{"f", "{}"}});
+}
+
+TEST(ToolCallParserMistral, WhatIsNotAListOfCallsIsContentAsWritten) {
+  for (const char* text : {R"(a[TOOL_CALLS] [{"name": "f"}] and more)", "[TOOL_CALLS] []",
+                           R"([TOOL_CALLS] [{"name": "f"}, {"arguments": {}}])",
+                           R"([TOOL_CALLS] [{"name": "f", "arguments": [1]}])", "[TOOL_CALLS]",
+                           "[TOOL_CALL", "x [TOOL_CALLS] [{\"name\": \"f\""}) {
+    expect_mistral(text, text, {});
+  }
+}
+
+TEST(ToolCallParserMistral, CallsOnlyReadsTheWholeOutputAsTheList) {
+  // tool_choice "required": the constraint leaves the control token out.
+  expect_mistral(R"( [{"name": "get_weather", "arguments": {"city": "Paris"}}])", "", {kParis},
+                 /*calls_only=*/true);
+  expect_mistral(R"([{"name": "get_weather", "arguments": {"city": "Par)",
+                 R"([{"name": "get_weather", "arguments": {"city": "Par)", {},
+                 /*calls_only=*/true);
+}
+
+TEST(ToolCallParserStreaming, MistralContentStreamsUntilTheTagAndTheListIsHeld) {
+  ToolCallParser parser(ToolCallFormat::kMistral);
+  expect_delta(parser.feed("Let me [TOOL_"), "Let me ", {});
+  expect_delta(parser.feed("CALLS] [{\"name\": \"get_weather\", "), "", {});
+  expect_delta(parser.feed("\"arguments\": {\"city\": \"Paris\"}}]"), "", {});
+  expect_delta(parser.finish(), "", {kParis});
+  ToolCallParser text(ToolCallFormat::kMistral);
+  expect_delta(text.feed("[TOOL_"), "", {});
+  expect_delta(text.feed("x"), "[TOOL_x", {});
+  expect_delta(text.finish(), "", {});
 }
 
 TEST(ToolCallParserStreaming, HermesContentBeforeBlockIsEmittedEarly) {

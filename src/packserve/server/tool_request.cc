@@ -138,7 +138,7 @@ std::string arguments_schema(const Tool& tool) {
 ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<Tool>& tools,
                                                               bool parallel,
                                                               ToolCallFormat format) {
-  const std::string key = format == ToolCallFormat::kHermes ? "arguments" : "parameters";
+  const std::string key = format == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
   std::string any_of;
   for (const Tool& tool : tools) {
     if (!any_of.empty()) any_of += ",";
@@ -153,6 +153,10 @@ ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<
   out.field = "tools";
   if (format == ToolCallFormat::kLlama3Json) {
     out.spec = *call;
+  } else if (format == ToolCallFormat::kMistral) {
+    // The [TOOL_CALLS] control token is no text a constraint can allow: the list alone.
+    const std::string one = "(?:" + *call + ")";
+    out.spec = " ?\\[" + one + (parallel ? "(?:, " + one + ")*" : "") + "\\]";
   } else if (parallel) {
     out.spec = "(?:<tool_call>\\n" + *call + "\\n</tool_call>\\n?)+";
   } else {

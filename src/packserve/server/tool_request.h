@@ -48,7 +48,12 @@ std::optional<ApiError> parse_tool_fields(const nlohmann::json& body, std::strin
 //                `<tool_call>\n{"name": <a tool>, "arguments": <its arguments>}\n</tool_call>`,
 //                each followed by an optional newline;
 //   kLlama3Json: one `{"name": <a tool>, "parameters": <its arguments>}` (Llama 3's template
-//                takes one call per turn).
+//                takes one call per turn);
+//   kMistral:    the list after Mistral's [TOOL_CALLS] control token (which no constraint can
+//                allow: the grammar never allows special tokens), an optional space then
+//                `[{"name": <a tool>, "arguments": <its arguments>}, ...]` (with `parallel`
+//                false one call). Its calls repeat in the regex: the automaton is about twice
+//                a Hermes one's.
 // Each call is the JSON schema of its tool's arguments (arguments_schema) beside a "name"
 // const, a tool appearing once in the regex: a JSON list would repeat every tool's schema
 // (its first item and the others), doubling the automaton. A regex that does not compile is

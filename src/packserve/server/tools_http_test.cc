@@ -254,6 +254,53 @@ TEST(ToolRequest, RequiredCallsInLlama3Syntax) {
   EXPECT_EQ(bad.error().message.rfind("tools: json_schema: ", 0), 0u) << bad.error().message;
 }
 
+// A Mistral model: the request keeps special tokens in the text so that [TOOL_CALLS] reaches
+// the parser, calls get the 9-character ids Mistral's template takes back, and required's
+// constraint is the list without the control token.
+TEST_F(ToolsTest, MistralCallsKeepTheControlTokenAndGetNineCharacterIds) {
+  engine_->set_chat_template_family(tokenizer::ChatTemplateFamily::kMistral);
+  engine_->set_output_text(
+      R"(Checking.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, )"
+      R"({"name": "now", "arguments": {}}])");
+  Answer a = post("/v1/chat/completions", body(""));
+  ASSERT_EQ(a.status, 200) << a.body;
+  const json choice = a.parsed()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "Checking.");
+  const json calls = choice["message"]["tool_calls"];
+  ASSERT_EQ(calls.size(), 2u) << a.body;
+  for (const json& call : calls) {
+    EXPECT_TRUE(std::regex_match(call["id"].get<std::string>(), std::regex("[A-Za-z0-9]{9}")))
+        << call;
+  }
+  EXPECT_EQ(calls[0]["function"],
+            json({{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}}));
+  EXPECT_EQ(calls[1]["function"], json({{"name", "now"}, {"arguments", "{}"}}));
+  EXPECT_FALSE(engine_->submitted_requests().at(0).sampling.skip_special_tokens);
+  // tool_choice none reads no calls: special tokens stay out of the text.
+  ASSERT_EQ(post("/v1/chat/completions", body(R"(,"tool_choice":"none")")).status, 200);
+  EXPECT_TRUE(engine_->submitted_requests().at(1).sampling.skip_special_tokens);
+
+  engine_->set_output_text(R"( [{"name": "now", "arguments": {}}])");
+  Answer r = post("/v1/chat/completions", body(R"(,"tool_choice":"required")"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.parsed()["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "now");
+  const engine::SamplingParams required = engine_->submitted_requests().at(2).sampling;
+  EXPECT_FALSE(required.skip_special_tokens);
+  const std::string weather = R"({"name": "get_weather", "arguments": {"city": "Rome"}})";
+  const std::string now = R"({"name": "now", "arguments": {}})";
+  EXPECT_TRUE(full_match(required.structured.spec, " [" + weather + "]"));
+  EXPECT_TRUE(full_match(required.structured.spec, "[" + weather + ", " + now + "]"));
+  EXPECT_FALSE(full_match(required.structured.spec, "[]"));
+  EXPECT_FALSE(full_match(required.structured.spec, "[TOOL_CALLS] [" + now + "]"));
+  EXPECT_FALSE(full_match(required.structured.spec, "[" + weather + ", ]"));
+  const ApiResult<engine::StructuredOutput> one = required_calls_constraint(
+      {Tool{"now", "", ""}}, /*parallel=*/false, ToolCallFormat::kMistral);
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(full_match(one.value().spec, "[" + now + "]"));
+  EXPECT_FALSE(full_match(one.value().spec, "[" + now + ", " + now + "]"));
+}
+
 TEST_F(ToolsTest, ConversationWithCallsAndResultsRenders) {
   engine_->set_output_text("It is 21 C.");
   Answer a = post("/v1/chat/completions", R"({"model":"tiny","messages":[

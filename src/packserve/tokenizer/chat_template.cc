@@ -427,46 +427,99 @@ Result<std::string> render_llama3(const std::vector<ChatMessage>& messages,
   return out;
 }
 
-// Mistral-7B-Instruct-v0.3's template without tools, or with `tekken` Mistral-Nemo's
-// (chat_template.h).
+// A tool call id as Mistral's templates take it: 9 characters. Longer ids (OpenAI's
+// "call_...") are cut to their last 9, as vLLM does for Mistral models; shorter ones are an
+// error naming `field`.
+Result<std::string> mistral_call_id(const std::string& id, const std::string& field) {
+  if (id.size() < kMistralCallIdLength) {
+    return invalid_argument(field + ": Mistral's template needs a tool call id of " +
+                            std::to_string(kMistralCallIdLength) + " characters, got \"" + id +
+                            "\"");
+  }
+  return id.substr(id.size() - kMistralCallIdLength);
+}
+
+// One tool in [AVAILABLE_TOOLS] as Mistral's templates write it: its function's fields other
+// than "return", a string value between quotes as is (not escaped), any other as `tojson`.
+Result<std::string> mistral_tool(const OrderedJson& tool, std::size_t index) {
+  const auto fn = tool.find("function");
+  if (fn == tool.end() || !fn->is_object()) {
+    return invalid_argument("tools[" + std::to_string(index) +
+                            "].function: expected an object");
+  }
+  std::string out = "{\"type\": \"function\", \"function\": {";
+  bool first = true;
+  for (auto it = fn->begin(); it != fn->end(); ++it) {
+    if (it.key() == "return") continue;
+    if (!first) out += ", ";
+    first = false;
+    out += "\"" + it.key() + "\": ";
+    out += it->is_string() ? "\"" + it->get<std::string>() + "\"" : python_json(*it);
+  }
+  return out + "}}";
+}
+
+// Mistral-7B-Instruct-v0.3's template, or with `tekken` Mistral-Nemo's (chat_template.h).
 Result<std::string> render_mistral(const std::vector<ChatMessage>& messages,
                                    const std::vector<OrderedJson>& tools,
                                    const std::string& bos_token, const std::string& eos_token,
                                    bool tekken) {
-  if (!tools.empty()) {
-    return invalid_argument("tools[0]: not supported with Mistral's chat template");
-  }
   std::size_t first = 0;
   if (messages[0].role == "system") first = 1;
+  // The alternation check skips tool results and assistant turns that call tools.
+  std::size_t turn = 0;
   std::size_t last_user = messages.size();
   for (std::size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    const std::string f = "messages[" + std::to_string(i) + "]";
-    if (m.role == "tool" || !m.tool_calls.empty()) {
-      return invalid_argument(f +
-                              ": tool calls and results are not supported with Mistral's "
-                              "chat template");
-    }
-    const bool user_turn = (i - first) % 2 == 0;
+    if (m.role == "tool" || (m.role == "assistant" && !m.tool_calls.empty())) continue;
+    const bool user_turn = turn++ % 2 == 0;
     if ((m.role == "user") != user_turn || (m.role != "user" && m.role != "assistant")) {
-      return invalid_argument(f + ".role: expected \"" + (user_turn ? "user" : "assistant") +
+      return invalid_argument("messages[" + std::to_string(i) + "].role: expected \"" +
+                              (user_turn ? "user" : "assistant") +
                               "\": Mistral's template needs user and assistant turns to "
-                              "alternate after an optional first system message, got \"" +
+                              "alternate after an optional first system message (tool calls "
+                              "and results aside), got \"" +
                               m.role + "\"");
     }
     if (m.role == "user") last_user = i;
   }
+  const std::string space = tekken ? "" : " ";
   std::string out = bos_token;
   for (std::size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
+    const std::string f = "messages[" + std::to_string(i) + "]";
     if (m.role == "user") {
-      out += tekken ? "[INST]" : "[INST] ";
-      // v0.3: `message == user_messages[-1]`, every user turn equal to the last one; Nemo:
-      // `loop.last`, the last message only.
-      const bool system_here =
-          tekken ? i + 1 == messages.size() : m.content == messages[last_user].content;
-      if (first == 1 && system_here) out += messages[0].content + "\n\n";
+      // `message == user_messages[-1]`: every user turn equal to the last one.
+      if (!tools.empty() && m.content == messages[last_user].content) {
+        out += "[AVAILABLE_TOOLS]" + space + "[";
+        for (std::size_t t = 0; t < tools.size(); ++t) {
+          PS_ASSIGN_OR_RETURN(std::string tool, mistral_tool(tools[t], t));
+          out += (t > 0 ? ", " : "") + tool;
+        }
+        out += "][/AVAILABLE_TOOLS]";
+      }
+      out += "[INST]" + space;
+      // `loop.last`: the system message only before a user turn that ends the messages.
+      if (first == 1 && i + 1 == messages.size()) out += messages[0].content + "\n\n";
       out += m.content + "[/INST]";
+    } else if (m.role == "tool") {
+      PS_ASSIGN_OR_RETURN(std::string id, mistral_call_id(m.tool_call_id, f + ".tool_call_id"));
+      out += "[TOOL_RESULTS]" + space + "{\"content\": " + m.content + ", \"call_id\": \"" + id +
+             "\"}[/TOOL_RESULTS]";
+    } else if (!m.tool_calls.empty()) {
+      out += "[TOOL_CALLS]" + space + "[";
+      for (std::size_t c = 0; c < m.tool_calls.size(); ++c) {
+        const ChatToolCall& call = m.tool_calls[c];
+        PS_ASSIGN_OR_RETURN(OrderedJson args, json_object(call.arguments, call_field(i, c)));
+        PS_ASSIGN_OR_RETURN(std::string id,
+                            mistral_call_id(call.id, f + ".tool_calls[" + std::to_string(c) +
+                                                         "].id"));
+        OrderedJson fn = {{"name", call.name}, {"arguments", std::move(args)}};
+        std::string text = python_json(fn);
+        text.pop_back();  // the template's out[:-1]
+        out += (c > 0 ? ", " : "") + text + ", \"id\": \"" + id + "\"}";
+      }
+      out += "]" + eos_token;
     } else if (tekken) {
       out += m.content + eos_token;
     } else {

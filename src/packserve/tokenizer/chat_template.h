@@ -7,17 +7,15 @@
 //   kChatml: <|im_start|>role\ncontent<|im_end|>\n (Qwen2, Qwen3 and others);
 //            generation prompt "<|im_start|>assistant\n".
 //   kMistral: Mistral-7B-Instruct-v0.3's: bos_token, "[INST] content[/INST]" per user turn
-//            (the system message, which must come first, goes before the LAST user turn's
-//            content, then "\n\n"), " content|trim" + eos_token per assistant turn; user and
-//            assistant must alternate; no generation prompt (the model goes on after
+//            (the system message, which must come first, goes before the content of the last
+//            message when that is a user turn, then "\n\n"; the template's `loop.last`),
+//            " content|trim" + eos_token per assistant turn; user and assistant must alternate
+//            (tool calls and results aside); no generation prompt (the model goes on after
 //            "[/INST]"). Detected by "[INST] " + content + "[/INST]" in the Jinja text; the
-//            v0.1/v0.2 form (a space before [/INST]) is refused. Tools, tool calls and tool
-//            results are refused for it (its [AVAILABLE_TOOLS] / [TOOL_CALLS] syntax is not
-//            implemented).
+//            v0.1/v0.2 form (a space before [/INST]) is refused.
 //   kMistralTekken: Mistral-Nemo's (tekken tokenizer) form of the same: "[INST]content[/INST]"
-//            (no space after [INST]), the system message before the user turn only when it is
-//            the last message, "content" + eos_token per assistant turn (no space, no trim).
-//            Detected by "[INST]" + content + "[/INST]".
+//            (no space after [INST]), "content" + eos_token per assistant turn (no space, no
+//            trim). Detected by "[INST]" + content + "[/INST]".
 // Tools (render's `tools`, and the messages that call them and answer them) follow each
 // family's tool-calling template:
 //   kChatml: Qwen2.5 / Qwen3 (Hermes): the tools as JSON lines inside <tools></tools> in a
@@ -30,6 +28,16 @@
 //            turn, a call as {"name": ..., "parameters": ...}, a result as an "ipython" turn
 //            with its content as a JSON string (the template's `tojson`), one call per
 //            assistant turn.
+//   kMistral, kMistralTekken: "[AVAILABLE_TOOLS] [TOOL, ...][/AVAILABLE_TOOLS]" before every
+//            user turn equal to the last one (`message == user_messages[-1]`), each TOOL the
+//            function's fields but "return" (strings quoted as is, others as `tojson`);
+//            calls as "[TOOL_CALLS] [" + {"name": ..., "arguments": ..., "id": ID}, ... + "]"
+//            + eos_token (an assistant turn that calls drops its content); results as
+//            "[TOOL_RESULTS] {"content": CONTENT, "call_id": ID}[/TOOL_RESULTS]" with the
+//            content as is. Tekken writes no space after [AVAILABLE_TOOLS], [TOOL_CALLS] and
+//            [TOOL_RESULTS]. IDs are 9 characters (kMistralCallIdLength; the templates raise
+//            otherwise): longer ones are cut to their last 9, as vLLM does; shorter ones are an
+//            error.
 // JSON is written as the templates' `tojson` (Python's json.dumps: ", " and ": ", keys in
 // the order given, non-ASCII as is).
 // A ChatML template that reads `enable_thinking` (Qwen3's; thinking_switch()) also gets Qwen3's
@@ -53,6 +61,9 @@ namespace packserve::tokenizer {
 
 enum class ChatTemplateFamily { kLlama3, kChatml, kMistral, kMistralTekken };
 
+// The length of a tool call id in Mistral's templates.
+inline constexpr std::size_t kMistralCallIdLength = 9;
+
 // "llama3" / "chatml" / "mistral" / "mistral-tekken" <-> family; parse errors name the
 // accepted values.
 Result<ChatTemplateFamily> parse_chat_template_family(std::string_view name);
@@ -63,6 +74,7 @@ std::string_view chat_template_family_name(ChatTemplateFamily family);
 struct ChatToolCall {
   std::string name;
   std::string arguments;
+  std::string id = "";  // the call's id (Mistral's templates write it)
 };
 
 // What a request adds to its messages' rendering.
@@ -82,6 +94,7 @@ struct ChatMessage {
   std::vector<ChatToolCall> tool_calls = {};  // assistant only
   // Assistant only: its reasoning_content, when given (Qwen3's template reads it).
   std::optional<std::string> reasoning = std::nullopt;
+  std::string tool_call_id = "";  // tool only: the call it answers (Mistral's templates write it)
 };
 
 class ChatTemplate {

