@@ -19,6 +19,8 @@ TEXTS = [
     "1234567890 3.14159 -42", "URL: https://example.com/a?b=c&d=e", "a" * 300,
     "  leading", "\u00a0non-breaking\u00a0space", "mixed 中文 and English 한국어 текст",
     "\u2581already a meta space", "<0x41> literal byte token text", "", " ",
+    "</s>right after a special token", "<s>[INST] Hi[/INST] Hello</s>[INST]again[/INST]",
+    "a</s>b c", "  </s>  ", "x\n</s>\ny",
 ]
 
 

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "packserve/tokenizer/normalizer.h"
+
 namespace packserve::tokenizer {
 
 struct Regex::Code {
@@ -152,7 +154,7 @@ Status Regex::find_all(std::string_view subject,
 
 void PreTokenizer::add_split(Regex regex, SplitBehavior behavior, bool invert) {
   Step step;
-  step.is_split = true;
+  step.kind = Kind::kSplit;
   step.regex = std::move(regex);
   step.behavior = behavior;
   step.invert = invert;
@@ -162,7 +164,7 @@ void PreTokenizer::add_split(Regex regex, SplitBehavior behavior, bool invert) {
 Status PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
   if (add_prefix_space) {
     Step step;
-    step.is_split = false;
+    step.kind = Kind::kPrefixSpace;
     steps_.push_back(std::move(step));
   }
   if (use_regex) {
@@ -172,8 +174,22 @@ Status PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
   return ok_status();
 }
 
+Status PreTokenizer::add_metaspace(std::string replacement, Prepend prepend, bool split) {
+  if (replacement.empty()) return invalid_argument("Metaspace replacement: expected a character");
+  Step step;
+  step.kind = Kind::kMetaspace;
+  step.replacement = replacement;
+  step.prepend = prepend;
+  steps_.push_back(std::move(step));
+  if (split) {
+    PS_ASSIGN_OR_RETURN(Regex regex, Regex::compile(replacement, /*literal=*/true));
+    add_split(std::move(regex), SplitBehavior::kMergedWithNext, /*invert=*/false);
+  }
+  return ok_status();
+}
+
 Status PreTokenizer::run(std::string_view text, std::vector<std::string_view>& pieces,
-                         std::deque<std::string>& storage) const {
+                         std::deque<std::string>& storage, bool at_input_start) const {
   pieces.clear();
   if (!text.empty()) pieces.push_back(text);
   std::vector<std::string_view> next;
@@ -182,14 +198,26 @@ Status PreTokenizer::run(std::string_view text, std::vector<std::string_view>& p
   std::vector<Segment> merged;
   for (const Step& step : steps_) {
     next.clear();
-    for (const std::string_view piece : pieces) {
-      if (!step.is_split) {
+    for (std::size_t p = 0; p < pieces.size(); ++p) {
+      const std::string_view piece = pieces[p];
+      if (step.kind == Kind::kPrefixSpace) {
         if (piece.front() == ' ') {
           next.push_back(piece);
         } else {
           storage.push_back(" " + std::string(piece));
           next.push_back(storage.back());
         }
+        continue;
+      }
+      if (step.kind == Kind::kMetaspace) {
+        std::string replaced = replace_all(piece, " ", step.replacement);
+        const bool prepend = step.prepend == Prepend::kAlways ||
+                             (step.prepend == Prepend::kFirst && at_input_start && p == 0);
+        if (prepend && !replaced.starts_with(step.replacement)) {
+          replaced.insert(0, step.replacement);
+        }
+        storage.push_back(std::move(replaced));
+        next.push_back(storage.back());
         continue;
       }
       matches.clear();

@@ -55,19 +55,30 @@ class PreTokenizer {
   // HF ByteLevel pre-tokenizer: prepend ' ' to each piece that does not start with one
   // (add_prefix_space), then split with the GPT-2 pattern (use_regex).
   Status add_byte_level(bool add_prefix_space, bool use_regex);
+  // HF Metaspace pre-tokenizer (SentencePiece BPE converted without the legacy normalizer):
+  // every ' ' becomes `replacement`; a piece not starting with it gets it prepended (kAlways),
+  // only the piece at the very start of the input (kFirst: not text after an added token), or
+  // none (kNever); with `split`, pieces are then cut before each `replacement`
+  // (MergedWithNext).
+  enum class Prepend { kAlways, kFirst, kNever };
+  Status add_metaspace(std::string replacement, Prepend prepend, bool split);
   bool empty() const { return steps_.empty(); }
 
   // Splits `text` (valid UTF-8) into pieces. Pieces view into `text` or into strings that are
   // appended to `storage`, which must outlive the pieces. `pieces` is cleared first.
+  // `at_input_start`: `text` begins the whole input (Metaspace's kFirst).
   Status run(std::string_view text, std::vector<std::string_view>& pieces,
-             std::deque<std::string>& storage) const;
+             std::deque<std::string>& storage, bool at_input_start = false) const;
 
  private:
+  enum class Kind { kSplit, kPrefixSpace, kMetaspace };
   struct Step {
-    bool is_split = true;  // false: a ByteLevel prefix-space step
-    Regex regex;           // is_split only
+    Kind kind = Kind::kSplit;
+    Regex regex;  // kSplit only
     SplitBehavior behavior = SplitBehavior::kIsolated;
     bool invert = false;
+    std::string replacement;           // kMetaspace only
+    Prepend prepend = Prepend::kNever;  // kMetaspace only
   };
   std::vector<Step> steps_;
 };

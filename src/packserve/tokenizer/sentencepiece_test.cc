@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "packserve/tokenizer/tokenizer.h"
+#include "packserve/tokenizer/tokenizer_test_util.h"
 
 namespace packserve::tokenizer {
 namespace {
@@ -62,6 +63,17 @@ json sentencepiece_json(bool byte_fallback, bool fuse_unk) {
                   {{"type", "ByteFallback"}},
                   {{"type", "Fuse"}},
                   {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}};
+}
+
+// The same vocabulary converted with legacy = false: no normalizer, a Metaspace pre-tokenizer.
+json metaspace_json(const std::string& prepend_scheme, bool split) {
+  json j = sentencepiece_json(/*byte_fallback=*/true, /*fuse_unk=*/true);
+  j["normalizer"] = nullptr;
+  j["pre_tokenizer"] = {{"type", "Metaspace"},
+                        {"replacement", "\u2581"},
+                        {"prepend_scheme", prepend_scheme},
+                        {"split", split}};
+  return j;
 }
 
 Tokenizer load(const json& j) {
@@ -137,10 +149,49 @@ TEST(SentencePieceTokenizer, UnsupportedFormsAreErrorsNamingTheField) {
   strip["decoder"]["decoders"][3]["stop"] = 1;
   EXPECT_NE(message(strip).find("sp.json: decoder.decoders[3]: expected Strip"), std::string::npos)
       << message(strip);
-  json metaspace = sentencepiece_json(true, true);
-  metaspace["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
-  EXPECT_NE(message(metaspace).find("sp.json: pre_tokenizer.type"), std::string::npos)
-      << message(metaspace);
+  json scheme = metaspace_json("sometimes", false);
+  EXPECT_NE(message(scheme).find("sp.json: pre_tokenizer.prepend_scheme: expected \"always\""),
+            std::string::npos)
+      << message(scheme);
+  json dash = metaspace_json("first", false);
+  dash["pre_tokenizer"]["replacement"] = "-";
+  EXPECT_NE(message(dash).find("sp.json: pre_tokenizer.replacement: expected"), std::string::npos)
+      << message(dash);
+  json byte_level_meta = testing::make_test_tokenizer_json();
+  byte_level_meta["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
+  EXPECT_NE(message(byte_level_meta).find("sp.json: pre_tokenizer.type: Metaspace needs the "
+                                          "SentencePiece decoder"),
+            std::string::npos)
+      << message(byte_level_meta);
+}
+
+// The conversion without the legacy normalizer (legacy = false, as Mistral v0.3's
+// tokenizer.json): no normalizer, the Metaspace pre-tokenizer. Its prepend_scheme decides which
+// text gets a leading meta space; "first" is only the text that begins the input, where the
+// legacy normalizer prepends one to the text after every added token.
+TEST(SentencePieceTokenizer, MetaspacePrependsByItsScheme) {
+  const Tokenizer first = load(metaspace_json("first", /*split=*/false));
+  EXPECT_EQ(encode(first, "ab ab"), (Ids{264, 264}));
+  EXPECT_EQ(encode(first, "a</s>a"), (Ids{262, 2, 260}));
+  EXPECT_EQ(encode(first, "a</s> a"), (Ids{262, 2, 262}));
+  EXPECT_EQ(encode(first, "</s>a"), (Ids{2, 260}));
+  // The post-processor's <s> is no text: the input's own text still begins it.
+  EXPECT_EQ(encode(first, "a", /*special=*/true), (Ids{1, 262}));
+  const Tokenizer always = load(metaspace_json("always", /*split=*/false));
+  EXPECT_EQ(encode(always, "a</s>a"), (Ids{262, 2, 262}));
+  EXPECT_EQ(encode(always, "</s>a"), (Ids{2, 262}));
+  const Tokenizer never = load(metaspace_json("never", /*split=*/false));
+  EXPECT_EQ(encode(never, "ab ab"), (Ids{263, 264}));
+  // split: pieces cut before each meta space, each encoded alone: "▁b▁ab" -> ▁b | ▁ab.
+  const Tokenizer split = load(metaspace_json("first", /*split=*/true));
+  EXPECT_EQ(encode(split, "b ab"), (Ids{259, 261, 264}));
+  // Older files: add_prefix_space instead of prepend_scheme.
+  json legacy_field = metaspace_json("first", false);
+  legacy_field["pre_tokenizer"].erase("prepend_scheme");
+  legacy_field["pre_tokenizer"]["add_prefix_space"] = false;
+  EXPECT_EQ(encode(load(legacy_field), "ab ab"), (Ids{263, 264}));
+  // Decoding is the same SentencePiece decoder: one leading space stripped.
+  EXPECT_EQ(*first.decode(Ids{262, 2, 262}), "a</s> a");
 }
 
 }  // namespace

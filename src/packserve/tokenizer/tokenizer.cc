@@ -61,13 +61,16 @@ Result<std::vector<TokenId>> Tokenizer::encode(std::string_view text,
     } else {
       impl.normalized_splitter.split(model_text, segments);
     }
+    // Metaspace's prepend_scheme "first": only the text that begins the input.
+    const bool raw_at_start = raw.text.data() == text.data();
     for (const TextSegment& segment : segments) {
       if (segment.added_id) {
         ids.push_back(*segment.added_id);
         continue;
       }
       storage.clear();
-      PS_RETURN_IF_ERROR(impl.pre_tokenizer.run(segment.text, words, storage));
+      PS_RETURN_IF_ERROR(impl.pre_tokenizer.run(segment.text, words, storage,
+                                                raw_at_start && &segment == &segments.front()));
       for (const std::string_view word : words) impl.model.encode_word(word, ids);
     }
   }

@@ -5,8 +5,9 @@
 // post_processor null | ByteLevel | TemplateProcessing (single) | Sequence; decoder ByteLevel;
 // added_tokens. SentencePiece-converted BPE (Llama-2, Mistral up to v0.3), recognised by its
 // decoder (Sequence of Replace U+2581 -> " ", ByteFallback, Fuse, Strip " " start n): vocabulary
-// strings as text, byte_fallback and fuse_unk, normalizer Prepend / Replace (literal), no
-// pre_tokenizer (the Metaspace pre-tokenizer is unsupported). Anything else is a kInvalidArgument
+// strings as text, byte_fallback and fuse_unk, and either the legacy conversion's normalizer
+// Prepend / Replace (literal) or (legacy = false, Mistral v0.3's) the Metaspace pre-tokenizer
+// (replacement U+2581, any prepend_scheme, split or not). Anything else is a kInvalidArgument
 // naming the file, the field and what is expected, never a silent default. nlohmann-json is used
 // without exceptions escaping.
 #include <cctype>
@@ -67,6 +68,7 @@ class Loader {
   Status load_added_tokens(const Json& root);
   Status load_normalizer(const Json& node, const std::string& field);
   Status load_pre_tokenizer(const Json& node, const std::string& field);
+  Status load_metaspace(const Json& node, const std::string& field);
   Status load_post_processor(const Json& node, const std::string& field);
   Status load_decoder(const Json& node, const std::string& field);
   Status build_decode_table();
@@ -290,6 +292,41 @@ Status Loader::load_normalizer(const Json& node, const std::string& field) {
   return ok_status();
 }
 
+// HF Metaspace (SentencePiece BPE converted with legacy = false): replacement U+2581 (the
+// vocabulary's), prepend_scheme "always" | "first" | "never" (older files: add_prefix_space
+// true = always, false = never; neither: always), split (default true).
+Status Loader::load_metaspace(const Json& node, const std::string& field) {
+  if (!sentencepiece_) {
+    return error(field + ".type",
+                 "Metaspace needs the SentencePiece decoder (Replace \"\u2581\" -> \" \", "
+                 "ByteFallback, Fuse, Strip)");
+  }
+  const Json* replacement = optional_member(node, "replacement");
+  if (replacement != nullptr && *replacement != Json("\u2581")) {
+    return error(field + ".replacement", "expected \"\u2581\" (the vocabulary's meta space), got " +
+                                             describe(*replacement));
+  }
+  PreTokenizer::Prepend prepend = PreTokenizer::Prepend::kAlways;
+  if (const Json* scheme = optional_member(node, "prepend_scheme")) {
+    if (*scheme == Json("always")) {
+      prepend = PreTokenizer::Prepend::kAlways;
+    } else if (*scheme == Json("first")) {
+      prepend = PreTokenizer::Prepend::kFirst;
+    } else if (*scheme == Json("never")) {
+      prepend = PreTokenizer::Prepend::kNever;
+    } else {
+      return error(field + ".prepend_scheme",
+                   "expected \"always\", \"first\" or \"never\", got " + describe(*scheme));
+    }
+  } else {
+    PS_ASSIGN_OR_RETURN(const bool add_prefix_space,
+                        optional_bool(node, "add_prefix_space", field + ".add_prefix_space", true));
+    if (!add_prefix_space) prepend = PreTokenizer::Prepend::kNever;
+  }
+  PS_ASSIGN_OR_RETURN(const bool split, optional_bool(node, "split", field + ".split", true));
+  return impl_->pre_tokenizer.add_metaspace("\u2581", prepend, split);
+}
+
 Status Loader::load_pre_tokenizer(const Json& node, const std::string& field) {
   if (!node.is_object()) return error(field, "expected an object");
   PS_ASSIGN_OR_RETURN(const std::string type, required_string(node, "type", field + ".type"));
@@ -312,9 +349,10 @@ Status Loader::load_pre_tokenizer(const Json& node, const std::string& field) {
     has_byte_level_ = true;
     return impl_->pre_tokenizer.add_byte_level(add_prefix_space, use_regex);
   }
+  if (type == "Metaspace") return load_metaspace(node, field);
   if (type != "Split") {
-    return error(field + ".type", "expected Split, ByteLevel or Sequence, got \"" + type +
-                                      "\": unsupported pre-tokenizer");
+    return error(field + ".type", "expected Split, ByteLevel, Metaspace or Sequence, got \"" +
+                                      type + "\": unsupported pre-tokenizer");
   }
   PS_ASSIGN_OR_RETURN(const Json* pattern, required_object(node, "pattern", field + ".pattern"));
   bool literal = false;
