@@ -216,7 +216,8 @@ void register_serve_command(CLI::App& app, int& exit_code) {
          "or with yarn scaling original_max_position_embeddings x factor)")
       ->capture_default_str();
   cmd->add_option("--chat-template", args->chat_template,
-                  "auto (from tokenizer_config.json) | llama3 | chatml | mistral | mistral-tekken")
+                  "auto (from tokenizer_config.json) | llama3 | chatml | mistral | mistral-tekken | "
+                  "mistral-v1")
       ->capture_default_str();
   cmd->add_option("--drain-grace-s", args->drain_grace_s,
                   "on SIGINT/SIGTERM, time live requests get to finish before cancellation")

@@ -164,7 +164,7 @@ void register_tokenize_command(CLI::App& app, int& exit_code) {
                 "encode: apply the post_processor template (e.g. Llama-3's BOS)");
   cmd->add_option("--chat-template", args->chat_template,
                   "template family for {\"messages\"} lines: auto (from tokenizer_config.json), "
-                  "llama3, chatml, mistral or mistral-tekken")
+                  "llama3, chatml, mistral, mistral-tekken or mistral-v1")
       ->capture_default_str();
   cmd->callback([args, &exit_code] { exit_code = run_tokenize(*args); });
 }

@@ -61,14 +61,17 @@ Result<std::string> token_field(const Json& config, const char* key,
 
 }  // namespace
 
+// The families' names, as errors list them.
+constexpr std::string_view kFamilyNames = "llama3, chatml, mistral, mistral-tekken or mistral-v1";
+
 Result<ChatTemplateFamily> parse_chat_template_family(std::string_view name) {
   if (name == "llama3") return ChatTemplateFamily::kLlama3;
   if (name == "chatml") return ChatTemplateFamily::kChatml;
   if (name == "mistral") return ChatTemplateFamily::kMistral;
   if (name == "mistral-tekken") return ChatTemplateFamily::kMistralTekken;
+  if (name == "mistral-v1") return ChatTemplateFamily::kMistralV1;
   return invalid_argument(
-      "chat template family: expected \"llama3\", \"chatml\", \"mistral\" or "
-      "\"mistral-tekken\", got \"" +
+      "chat template family: expected " + std::string(kFamilyNames) + ", got \"" +
       std::string(name) + "\"");
 }
 
@@ -82,6 +85,8 @@ std::string_view chat_template_family_name(ChatTemplateFamily family) {
       return "mistral";
     case ChatTemplateFamily::kMistralTekken:
       return "mistral-tekken";
+    case ChatTemplateFamily::kMistralV1:
+      return "mistral-v1";
   }
   return "chatml";
 }
@@ -102,11 +107,15 @@ Result<ChatTemplateFamily> ChatTemplate::detect_family(std::string_view jinja_te
         std::string_view::npos) {
       return ChatTemplateFamily::kMistralTekken;
     }
+    for (std::string_view v1 : {"' [INST] ' + message['content'] + ' [/INST]'",
+                                "\" [INST] \" + message[\"content\"] + \" [/INST]\""}) {
+      if (jinja_template.find(v1) != std::string_view::npos) return ChatTemplateFamily::kMistralV1;
+    }
     return invalid_argument(
         "chat_template: a Mistral [INST] template other than Mistral-7B-Instruct-v0.3's (\"[INST] "
-        "\" + content + \"[/INST]\") and Mistral-Nemo's (\"[INST]\" + content + \"[/INST]\"), "
-        "e.g. v0.1/v0.2's with a space before [/INST]; give the family explicitly (mistral "
-        "renders v0.3's form)");
+        "\" + content + \"[/INST]\"), Mistral-Nemo's (\"[INST]\" + content + \"[/INST]\") and "
+        "v0.1/v0.2's (' [INST] ' + content + ' [/INST]'); give the family explicitly (mistral, "
+        "mistral-tekken or mistral-v1)");
   }
   if (llama3 && !chatml) return ChatTemplateFamily::kLlama3;
   if (chatml && !llama3) return ChatTemplateFamily::kChatml;
@@ -114,8 +123,8 @@ Result<ChatTemplateFamily> ChatTemplate::detect_family(std::string_view jinja_te
       std::string("chat_template: ") +
       (llama3 ? "has both Llama-3 and ChatML markers" : "unknown template family") +
       "; expected a Llama-3 (<|start_header_id|>, <|eot_id|>), ChatML (<|im_start|>, "
-      "<|im_end|>) or Mistral ([INST], [/INST]) template, or give the family explicitly (llama3, "
-      "chatml, mistral or mistral-tekken)");
+      "<|im_end|>) or Mistral ([INST], [/INST]) template, or give the family explicitly (" +
+      std::string(kFamilyNames) + ")");
 }
 
 Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json,
@@ -139,7 +148,8 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
     if (it == config.end() || it->is_null()) {
       return invalid_argument(source_name +
                               ": chat_template: missing; give the template "
-                              "family explicitly (llama3, chatml, mistral or mistral-tekken)");
+                              "family explicitly (" +
+                              std::string(kFamilyNames) + ")");
     }
     std::string text;
     if (it->is_string()) {
@@ -169,8 +179,9 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
     family = *detected;
   }
   if (*family == ChatTemplateFamily::kLlama3 && bos.empty()) bos = kDefaultLlama3Bos;
-  const bool mistral =
-      *family == ChatTemplateFamily::kMistral || *family == ChatTemplateFamily::kMistralTekken;
+  const bool mistral = *family == ChatTemplateFamily::kMistral ||
+                       *family == ChatTemplateFamily::kMistralTekken ||
+                       *family == ChatTemplateFamily::kMistralV1;
   if (mistral && bos.empty()) bos = "<s>";
   if (*family == ChatTemplateFamily::kChatml) bos.clear();
   std::string eos;
@@ -189,7 +200,8 @@ Result<ChatTemplate> ChatTemplate::from_dir(const std::string& dir,
     if (family) return ChatTemplate::from_config_text("{}", path, family);
     return not_found(path +
                      ": cannot open; it names the chat template (or give the family "
-                     "explicitly: llama3, chatml, mistral or mistral-tekken)");
+                     "explicitly: " +
+                     std::string(kFamilyNames) + ")");
   }
   std::ostringstream text;
   text << file.rdbuf();
@@ -459,14 +471,11 @@ Result<std::string> mistral_tool(const OrderedJson& tool, std::size_t index) {
   return out + "}}";
 }
 
-// Mistral-7B-Instruct-v0.3's template, or with `tekken` Mistral-Nemo's (chat_template.h).
-Result<std::string> render_mistral(const std::vector<ChatMessage>& messages,
-                                   const std::vector<OrderedJson>& tools,
-                                   const std::string& bos_token, const std::string& eos_token,
-                                   bool tekken) {
-  std::size_t first = 0;
-  if (messages[0].role == "system") first = 1;
-  // The alternation check skips tool results and assistant turns that call tools.
+// Mistral's templates: user and assistant turns alternate after an optional first system
+// message, tool results and assistant turns that call tools aside. Returns the index of the
+// last user turn (messages.size() when there is none).
+Result<std::size_t> check_mistral_turns(const std::vector<ChatMessage>& messages,
+                                        std::size_t first) {
   std::size_t turn = 0;
   std::size_t last_user = messages.size();
   for (std::size_t i = first; i < messages.size(); ++i) {
@@ -483,6 +492,47 @@ Result<std::string> render_mistral(const std::vector<ChatMessage>& messages,
     }
     if (m.role == "user") last_user = i;
   }
+  return last_user;
+}
+
+// Mistral-7B-Instruct-v0.1 / v0.2's template (as updated on their model pages: a system message
+// before the first user turn): " [INST] content [/INST]", " content" + eos_token; no tools.
+Result<std::string> render_mistral_v1(const std::vector<ChatMessage>& messages,
+                                      const std::vector<OrderedJson>& tools,
+                                      const std::string& bos_token,
+                                      const std::string& eos_token) {
+  if (!tools.empty()) {
+    return invalid_argument("tools[0]: Mistral v0.1/v0.2's chat template has no tools");
+  }
+  const std::size_t first = messages[0].role == "system" ? 1 : 0;
+  for (std::size_t i = first; i < messages.size(); ++i) {
+    if (messages[i].role == "tool" || !messages[i].tool_calls.empty()) {
+      return invalid_argument("messages[" + std::to_string(i) +
+                              "]: Mistral v0.1/v0.2's chat template has no tool calls or results");
+    }
+  }
+  PS_RETURN_IF_ERROR(check_mistral_turns(messages, first).status());
+  std::string out = bos_token;
+  for (std::size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "user") {
+      out += " [INST] ";
+      if (first == 1 && i == first) out += messages[0].content + "\n\n";  // `loop.first`
+      out += m.content + " [/INST]";
+    } else {
+      out += " " + m.content + eos_token;
+    }
+  }
+  return out;
+}
+
+// Mistral-7B-Instruct-v0.3's template, or with `tekken` Mistral-Nemo's (chat_template.h).
+Result<std::string> render_mistral(const std::vector<ChatMessage>& messages,
+                                   const std::vector<OrderedJson>& tools,
+                                   const std::string& bos_token, const std::string& eos_token,
+                                   bool tekken) {
+  const std::size_t first = messages[0].role == "system" ? 1 : 0;
+  PS_ASSIGN_OR_RETURN(const std::size_t last_user, check_mistral_turns(messages, first));
   const std::string space = tekken ? "" : " ";
   std::string out = bos_token;
   for (std::size_t i = first; i < messages.size(); ++i) {
@@ -558,6 +608,9 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
   PS_ASSIGN_OR_RETURN(std::vector<OrderedJson> parsed_tools, parse_tools(options.tools));
   if (family_ == ChatTemplateFamily::kLlama3) {
     return render_llama3(messages, add_generation_prompt, parsed_tools, bos_token_);
+  }
+  if (family_ == ChatTemplateFamily::kMistralV1) {
+    return render_mistral_v1(messages, parsed_tools, bos_token_, eos_token_);
   }
   if (family_ == ChatTemplateFamily::kMistral || family_ == ChatTemplateFamily::kMistralTekken) {
     return render_mistral(messages, parsed_tools, bos_token_, eos_token_,

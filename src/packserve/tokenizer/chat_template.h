@@ -11,11 +11,16 @@
 //            message when that is a user turn, then "\n\n"; the template's `loop.last`),
 //            " content|trim" + eos_token per assistant turn; user and assistant must alternate
 //            (tool calls and results aside); no generation prompt (the model goes on after
-//            "[/INST]"). Detected by "[INST] " + content + "[/INST]" in the Jinja text; the
-//            v0.1/v0.2 form (a space before [/INST]) is refused.
+//            "[/INST]"). Detected by "[INST] " + content + "[/INST]" in the Jinja text.
 //   kMistralTekken: Mistral-Nemo's (tekken tokenizer) form of the same: "[INST]content[/INST]"
 //            (no space after [INST]), "content" + eos_token per assistant turn (no space, no
 //            trim). Detected by "[INST]" + content + "[/INST]".
+//   kMistralV1: Mistral-7B-Instruct-v0.1/v0.2's template as their model pages now have it:
+//            bos_token, " [INST] content [/INST]" per user turn (the system message before the
+//            first user turn's content, then "\n\n"; `loop.first`), " content" + eos_token per
+//            assistant turn (no trim); user and assistant alternate; no tools. Detected by
+//            ' [INST] ' + content + ' [/INST]'. (The first v0.1 form, "[INST] " without the
+//            leading space and no system message, is refused unless the family is given.)
 // Tools (render's `tools`, and the messages that call them and answer them) follow each
 // family's tool-calling template:
 //   kChatml: Qwen2.5 / Qwen3 (Hermes): the tools as JSON lines inside <tools></tools> in a
@@ -59,13 +64,13 @@
 
 namespace packserve::tokenizer {
 
-enum class ChatTemplateFamily { kLlama3, kChatml, kMistral, kMistralTekken };
+enum class ChatTemplateFamily { kLlama3, kChatml, kMistral, kMistralTekken, kMistralV1 };
 
 // The length of a tool call id in Mistral's templates.
 inline constexpr std::size_t kMistralCallIdLength = 9;
 
-// "llama3" / "chatml" / "mistral" / "mistral-tekken" <-> family; parse errors name the
-// accepted values.
+// "llama3" / "chatml" / "mistral" / "mistral-tekken" / "mistral-v1" <-> family; parse errors
+// name the accepted values.
 Result<ChatTemplateFamily> parse_chat_template_family(std::string_view name);
 std::string_view chat_template_family_name(ChatTemplateFamily family);
 

