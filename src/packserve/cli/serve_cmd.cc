@@ -215,9 +215,10 @@ void register_serve_command(CLI::App& app, int& exit_code) {
          "prompt + max_tokens limit (0: the model's context length: max_position_embeddings, "
          "or with yarn scaling original_max_position_embeddings x factor)")
       ->capture_default_str();
-  cmd->add_option("--chat-template", args->chat_template,
-                  "auto (from tokenizer_config.json) | llama3 | chatml | mistral | mistral-tekken | "
-                  "mistral-v1")
+  cmd->add_option(
+         "--chat-template", args->chat_template,
+         "auto (from tokenizer_config.json) | llama3 | chatml | mistral | mistral-tekken | "
+         "mistral-v1")
       ->capture_default_str();
   cmd->add_option("--drain-grace-s", args->drain_grace_s,
                   "on SIGINT/SIGTERM, time live requests get to finish before cancellation")

@@ -44,8 +44,8 @@ struct LiveRequest {
       : id(id_in),
         params(request.sampling),
         stream(std::move(s)),
-        decoder(tok,
-                tokenizer::DecodeOptions{.skip_special_tokens = request.sampling.skip_special_tokens}),
+        decoder(tok, tokenizer::DecodeOptions{.skip_special_tokens =
+                                                  request.sampling.skip_special_tokens}),
         matcher(request.sampling.stop),
         sampler(request.sampling, seed, request.prompt_token_ids),
         num_prompt_tokens(static_cast<int32_t>(request.prompt_token_ids.size())),

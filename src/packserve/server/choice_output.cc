@@ -49,8 +49,8 @@ ChoiceOutput::ChoiceOutput(OutputMode mode) : mode_(std::move(mode)) {
 
 void ChoiceOutput::add_calls(std::vector<ToolCall> calls, MessageDelta& out) {
   for (ToolCall& call : calls) {
-    out.tool_calls.push_back(ResponseToolCall{num_calls_++, new_call_id(mode_.format), std::move(call.name),
-                                              std::move(call.arguments)});
+    out.tool_calls.push_back(ResponseToolCall{num_calls_++, new_call_id(mode_.format),
+                                              std::move(call.name), std::move(call.arguments)});
   }
 }
 

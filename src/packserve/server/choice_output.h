@@ -41,8 +41,8 @@ struct OutputMode {
     return format == ToolCallFormat::kMistral &&
            (choice == ToolChoice::kAuto || choice == ToolChoice::kRequired);
   }
-  std::string named;                                // named: the function's name
-  bool split_reasoning = false;                     // the server's --reasoning-parser qwen3
+  std::string named;             // named: the function's name
+  bool split_reasoning = false;  // the server's --reasoning-parser qwen3
 };
 
 // The OutputMode of chat request `request` for a model whose chat template is `family`

@@ -22,8 +22,8 @@
 // content), so parsing and dumping stay within bounded recursion.
 // Streaming: ToolCallParser holds back only what the next piece may still change (a partial
 // tag; hermes text after the first block until the next block or the end; llama3 output that
-// starts with `{`, and mistral output after its tag, until the end). Invariant, for any split of `text` into pieces: the
-// concatenated content and the calls of feed(piece)... + finish() equal
+// starts with `{`, and mistral output after its tag, until the end). Invariant, for any split of
+// `text` into pieces: the concatenated content and the calls of feed(piece)... + finish() equal
 // parse_tool_calls(format, text). Cuts fall only at (ASCII) tag boundaries, so when each fed
 // piece is whole UTF-8 characters (as engine text deltas are), so is each content piece.
 // Thread-safety: one ToolCallParser per choice, used by one thread; free functions are pure.

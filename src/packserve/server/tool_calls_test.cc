@@ -59,8 +59,8 @@ void expect_parse(ToolCallFormat format, std::string_view text, const std::strin
   const bool failed_before = ::testing::Test::HasFailure();
   for (std::size_t split = 0; split <= text.size(); ++split) {
     SCOPED_TRACE("split at " + std::to_string(split));
-    expect_delta(feed_all(format, {text.substr(0, split), text.substr(split)}, calls_only),
-                 content, calls);
+    expect_delta(feed_all(format, {text.substr(0, split), text.substr(split)}, calls_only), content,
+                 calls);
     if (!failed_before && ::testing::Test::HasFailure()) return;  // one failing split says enough
   }
 }

@@ -70,9 +70,8 @@ Result<ChatTemplateFamily> parse_chat_template_family(std::string_view name) {
   if (name == "mistral") return ChatTemplateFamily::kMistral;
   if (name == "mistral-tekken") return ChatTemplateFamily::kMistralTekken;
   if (name == "mistral-v1") return ChatTemplateFamily::kMistralV1;
-  return invalid_argument(
-      "chat template family: expected " + std::string(kFamilyNames) + ", got \"" +
-      std::string(name) + "\"");
+  return invalid_argument("chat template family: expected " + std::string(kFamilyNames) +
+                          ", got \"" + std::string(name) + "\"");
 }
 
 std::string_view chat_template_family_name(ChatTemplateFamily family) {
@@ -456,8 +455,7 @@ Result<std::string> mistral_call_id(const std::string& id, const std::string& fi
 Result<std::string> mistral_tool(const OrderedJson& tool, std::size_t index) {
   const auto fn = tool.find("function");
   if (fn == tool.end() || !fn->is_object()) {
-    return invalid_argument("tools[" + std::to_string(index) +
-                            "].function: expected an object");
+    return invalid_argument("tools[" + std::to_string(index) + "].function: expected an object");
   }
   std::string out = "{\"type\": \"function\", \"function\": {";
   bool first = true;
@@ -499,8 +497,7 @@ Result<std::size_t> check_mistral_turns(const std::vector<ChatMessage>& messages
 // before the first user turn): " [INST] content [/INST]", " content" + eos_token; no tools.
 Result<std::string> render_mistral_v1(const std::vector<ChatMessage>& messages,
                                       const std::vector<OrderedJson>& tools,
-                                      const std::string& bos_token,
-                                      const std::string& eos_token) {
+                                      const std::string& bos_token, const std::string& eos_token) {
   if (!tools.empty()) {
     return invalid_argument("tools[0]: Mistral v0.1/v0.2's chat template has no tools");
   }
@@ -561,9 +558,9 @@ Result<std::string> render_mistral(const std::vector<ChatMessage>& messages,
       for (std::size_t c = 0; c < m.tool_calls.size(); ++c) {
         const ChatToolCall& call = m.tool_calls[c];
         PS_ASSIGN_OR_RETURN(OrderedJson args, json_object(call.arguments, call_field(i, c)));
-        PS_ASSIGN_OR_RETURN(std::string id,
-                            mistral_call_id(call.id, f + ".tool_calls[" + std::to_string(c) +
-                                                         "].id"));
+        PS_ASSIGN_OR_RETURN(
+            std::string id,
+            mistral_call_id(call.id, f + ".tool_calls[" + std::to_string(c) + "].id"));
         OrderedJson fn = {{"name", call.name}, {"arguments", std::move(args)}};
         std::string text = python_json(fn);
         text.pop_back();  // the template's out[:-1]

@@ -1,5 +1,5 @@
-// chat_template.h: renders chat messages into prompt text for the two template families
-// packserve supports, selected from tokenizer_config.json's "chat_template" (a Jinja
+// chat_template.h: renders chat messages into prompt text for the template families packserve
+// supports, selected from tokenizer_config.json's "chat_template" (a Jinja
 // template, recognised by its markers; it is not executed):
 //   kLlama3: <|start_header_id|> ... <|end_header_id|>\n\n content <|eot_id|>, after bos_token;
 //            generation prompt "<|start_header_id|>assistant<|end_header_id|>\n\n".
@@ -128,7 +128,9 @@ class ChatTemplate {
   // reply begins. kInvalidArgument naming the field: messages[i].role for a role other than system,
   // user, assistant or tool; tool_calls outside an assistant turn; arguments or tools[i] that are
   // not JSON objects; an empty `messages`; Llama 3: tools without a user message to put them
-  // in (messages[i]), or several calls in one assistant turn.
+  // in (messages[i]), or several calls in one assistant turn; Mistral: a tool call id shorter
+  // than kMistralCallIdLength (messages[i].tool_calls[j].id, messages[i].tool_call_id), tools
+  // or calls with v0.1/v0.2's template.
   Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                              const ChatRenderOptions& options = {}) const;
 

@@ -459,8 +459,8 @@ TEST(ChatTemplateTest, MistralToolCalling) {
   const std::vector<ChatMessage> loop = {
       {"system", "Be brief."},
       {"user", "Weather in Paris and the time?"},
-      calls("ignored", {{"get_weather", R"({"city":"Paris"})", "call_abc123XYZ"},
-                        {"now", "{}", "def456UVW"}}),
+      calls("ignored",
+            {{"get_weather", R"({"city":"Paris"})", "call_abc123XYZ"}, {"now", "{}", "def456UVW"}}),
       tool(R"({"temp": 20})", "call_0000abc123XYZ"),
       tool("noon", "def456UVW")};
   const std::string calls_v3 =
@@ -484,9 +484,9 @@ TEST(ChatTemplateTest, MistralToolCalling) {
             "<s>[AVAILABLE_TOOLS][" + listed + "[INST]Weather in Paris and the time?[/INST]" +
                 calls_nemo);
   // The tools go before the last user turn, with the system message when it ends the messages.
-  EXPECT_EQ(text_of(v3.render({{"system", "Be brief."}, {"user", "Weather in Paris?"}}, true,
-                              {tools})),
-            "<s>[AVAILABLE_TOOLS] [" + listed + "[INST] Be brief.\n\nWeather in Paris?[/INST]");
+  EXPECT_EQ(
+      text_of(v3.render({{"system", "Be brief."}, {"user", "Weather in Paris?"}}, true, {tools})),
+      "<s>[AVAILABLE_TOOLS] [" + listed + "[INST] Be brief.\n\nWeather in Paris?[/INST]");
   // Tool calls and results do not count in the alternation; an earlier equal user turn than the
   // last would get the tools too, this earlier "Hi" is not equal to "Thanks".
   const std::vector<ChatMessage> after = {{"user", "Hi"},
@@ -510,9 +510,8 @@ TEST(ChatTemplateTest, MistralToolCalling) {
   EXPECT_EQ(error_of(v3.render({{"user", "x"}, calls("", {{"now", "{}", "c1"}})}, true)),
             "messages[1].tool_calls[0].id: Mistral's template needs a tool call id of 9 "
             "characters, got \"c1\"");
-  EXPECT_EQ(error_of(nemo.render({{"user", "x"}, calls("", {{"now", "{}", "abc123XYZ"}}),
-                                  tool("noon", "")},
-                                 true)),
+  EXPECT_EQ(error_of(nemo.render(
+                {{"user", "x"}, calls("", {{"now", "{}", "abc123XYZ"}}), tool("noon", "")}, true)),
             "messages[2].tool_call_id: Mistral's template needs a tool call id of 9 characters, "
             "got \"\"");
   EXPECT_EQ(error_of(v3.render({{"user", "x"}}, true, {{R"({"type": "function"})"}})),

@@ -77,7 +77,7 @@ class PreTokenizer {
     Regex regex;  // kSplit only
     SplitBehavior behavior = SplitBehavior::kIsolated;
     bool invert = false;
-    std::string replacement;           // kMetaspace only
+    std::string replacement;            // kMetaspace only
     Prepend prepend = Prepend::kNever;  // kMetaspace only
   };
   std::vector<Step> steps_;

@@ -159,8 +159,9 @@ TEST(SentencePieceTokenizer, UnsupportedFormsAreErrorsNamingTheField) {
       << message(dash);
   json byte_level_meta = testing::make_test_tokenizer_json();
   byte_level_meta["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
-  EXPECT_NE(message(byte_level_meta).find("sp.json: pre_tokenizer.type: Metaspace needs the "
-                                          "SentencePiece decoder"),
+  EXPECT_NE(message(byte_level_meta)
+                .find("sp.json: pre_tokenizer.type: Metaspace needs the "
+                      "SentencePiece decoder"),
             std::string::npos)
       << message(byte_level_meta);
 }
