@@ -99,7 +99,8 @@ if ! skip tests; then
 fi
 if ! skip sanitizer; then
   sanitize() {  # TOOL GTEST_FILTER: run_cuda_test under compute-sanitizer, into sanitizer.log
-    timeout 200 compute-sanitizer --tool "$1" --error-exitcode 9 "$BIN/run_cuda_test" \
+    # (racecheck of its four tests takes about 235 s on an H200)
+    timeout 400 compute-sanitizer --tool "$1" --error-exitcode 9 "$BIN/run_cuda_test" \
       --gtest_filter="$2" >>"$OUT/sanitizer.log" 2>&1
   }
   : >"$OUT/sanitizer.log"
