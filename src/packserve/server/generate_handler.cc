@@ -45,8 +45,7 @@ struct Prepared {
 ApiResult<std::vector<int32_t>> tokenize_prompt(const EngineApi& engine, const OpenAiRequest& r,
                                                 std::size_t index) {
   if (r.endpoint == Endpoint::kChatCompletions) {
-    tokenizer::ChatRenderOptions options;
-    options.enable_thinking = r.enable_thinking;
+    tokenizer::ChatRenderOptions options = r.chat_options;
     // tool_choice none: the tools are not shown to the model.
     if (r.tool_choice != ToolChoice::kNone) {
       for (const Tool& tool : r.tools) options.tools.push_back(tool.definition);

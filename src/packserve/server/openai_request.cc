@@ -264,7 +264,7 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
   PS_API_TRY(parse_structured_output(body, raw_body, out.structured));
   if (endpoint == Endpoint::kChatCompletions) {
     PS_API_TRY(parse_tool_fields(body, raw_body, out));
-    PS_API_TRY(parse_chat_template_kwargs(body, out.enable_thinking));
+    PS_API_TRY(parse_chat_template_kwargs(body, out.chat_options));
   }
   if (present(body, "user") && !body.at("user").is_string()) {
     return wrong("user", "a string", body.at("user"));

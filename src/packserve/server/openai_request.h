@@ -100,8 +100,8 @@ struct OpenAiRequest {
   ToolChoice tool_choice = ToolChoice::kNone;
   std::size_t tool_choice_index = 0;  // kNamed: the tool's index in `tools`
   bool parallel_tool_calls = true;
-  // Chat: chat_template_kwargs.enable_thinking (request_json.h).
-  bool enable_thinking = true;
+  // Chat: chat_template_kwargs (request_json.h); the tools are added when the prompt is built.
+  tokenizer::ChatRenderOptions chat_options;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };

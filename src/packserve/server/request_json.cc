@@ -193,17 +193,22 @@ ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const json& body) 
   return messages;
 }
 
-std::optional<ApiError> parse_chat_template_kwargs(const json& body, bool& enable_thinking) {
+std::optional<ApiError> parse_chat_template_kwargs(const json& body,
+                                                   tokenizer::ChatRenderOptions& options) {
   if (!present(body, "chat_template_kwargs")) return std::nullopt;
   const json& kwargs = body.at("chat_template_kwargs");
   if (!kwargs.is_object()) return wrong("chat_template_kwargs", "an object", kwargs);
   for (const auto& [key, value] : kwargs.items()) {
     const std::string f = "chat_template_kwargs." + key;
-    if (key != "enable_thinking") {
-      return bad_request(f + ": not supported (only enable_thinking)", f);
+    if (key == "enable_thinking") {
+      if (!value.is_boolean()) return wrong(f, "true or false", value);
+      options.enable_thinking = value.get<bool>();
+    } else if (key == "date_string") {
+      if (!value.is_string()) return wrong(f, "a string", value);
+      options.date_string = value.get<std::string>();
+    } else {
+      return bad_request(f + ": not supported (only enable_thinking and date_string)", f);
     }
-    if (!value.is_boolean()) return wrong(f, "true or false", value);
-    enable_thinking = value.get<bool>();
   }
   return std::nullopt;
 }

@@ -68,11 +68,12 @@ ApiResult<std::string> parse_text_prompt(const nlohmann::json& value, const std:
 // tool_call_id. Errors name `messages[i].<field>`.
 ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const nlohmann::json& body);
 
-// body["chat_template_kwargs"] (vLLM's; chat): an object whose only key read is
-// "enable_thinking" (true or false: Qwen3's switch, tokenizer::ChatRenderOptions); any other
-// key is 400 naming it, as packserve does not execute the Jinja template that would read it.
+// body["chat_template_kwargs"] (vLLM's; chat) into `options`: an object whose keys read are
+// "enable_thinking" (true or false: Qwen3's switch) and "date_string" (a string: Llama 3.1+'s
+// "Today Date"), tokenizer::ChatRenderOptions; any other key is 400 naming it, as packserve
+// does not execute the Jinja template that would read it.
 std::optional<ApiError> parse_chat_template_kwargs(const nlohmann::json& body,
-                                                   bool& enable_thinking);
+                                                   tokenizer::ChatRenderOptions& options);
 
 // Parses `body` as one JSON object and hands it to `parse_fields` (a callable json ->
 // ApiResult<T>). Malformed JSON, nesting deeper than kMaxJsonDepth and a non-object are 400;

@@ -73,7 +73,7 @@ ApiResult<TokenizeRequest> parse_tokenize_fields(const json& body, std::string_v
     if (!has_messages) {
       return bad_request("chat_template_kwargs: only with messages", "chat_template_kwargs");
     }
-    PS_API_TRY(parse_chat_template_kwargs(body, out.chat_options.enable_thinking));
+    PS_API_TRY(parse_chat_template_kwargs(body, out.chat_options));
   }
   return out;
 }

@@ -410,6 +410,14 @@ TEST_F(ToolsTest, EnableThinkingReachesTheTemplate) {
       expect_error(post("/v1/chat/completions", chat + R"({"enable_thinking":"no"}})"), 400,
                    "invalid_request_error");
   EXPECT_EQ(typed["param"], "chat_template_kwargs.enable_thinking");
+  // date_string (Llama 3.1+'s "Today Date") reaches the template too, a string or a 400.
+  ASSERT_EQ(post("/v1/chat/completions", chat + R"({"date_string":"02 Dec 2026"}})").status, 200);
+  EXPECT_EQ(prompt_text(engine_->submitted_requests().at(1)),
+            "user: q\ndate: 02 Dec 2026\nassistant: ");
+  const json date =
+      expect_error(post("/v1/chat/completions", chat + R"({"date_string":20261202}})"), 400,
+                   "invalid_request_error");
+  EXPECT_EQ(date["param"], "chat_template_kwargs.date_string");
   const json prompt =
       expect_error(post("/tokenize", R"({"model":"tiny","prompt":"q","chat_template_kwargs":{}})"),
                    400, "invalid_request_error");

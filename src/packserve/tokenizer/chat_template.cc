@@ -3,6 +3,7 @@
 
 #include <unicode/uchar.h>
 
+#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -138,9 +139,14 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
   if (!config.is_object()) return invalid_argument(source_name + ": expected a JSON object");
   PS_ASSIGN_OR_RETURN(std::string bos, token_field(config, "bos_token", source_name));
   bool thinking_switch = false;
+  Llama3System llama3_system = Llama3System::kWithToolsOnly;
   if (const auto it = config.find("chat_template"); it != config.end() && it->is_string()) {
-    thinking_switch =
-        it->get_ref<const std::string&>().find("enable_thinking") != std::string::npos;
+    const std::string& jinja = it->get_ref<const std::string&>();
+    thinking_switch = jinja.find("enable_thinking") != std::string::npos;
+    if (jinja.find("Cutting Knowledge Date") != std::string::npos) {
+      llama3_system = jinja.find("strftime_now") != std::string::npos ? Llama3System::kToday
+                                                                       : Llama3System::kFixedDate;
+    }
   }
   if (!family) {
     const auto it = config.find("chat_template");
@@ -188,7 +194,7 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
     PS_ASSIGN_OR_RETURN(eos, token_field(config, "eos_token", source_name));
     if (eos.empty()) eos = "</s>";
   }
-  return ChatTemplate(*family, std::move(bos), thinking_switch, std::move(eos));
+  return ChatTemplate(*family, std::move(bos), thinking_switch, std::move(eos), llama3_system);
 }
 
 Result<ChatTemplate> ChatTemplate::from_dir(const std::string& dir,
@@ -374,9 +380,18 @@ Result<std::string> render_chatml(const std::vector<ChatMessage>& messages,
   return out;
 }
 
-// Llama 3.1's defaults when the template is given tools (its date_string's default).
-constexpr std::string_view kLlama3ToolsSystem =
-    "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+// Llama 3.1's date_string default.
+constexpr std::string_view kLlama31Date = "26 Jul 2024";
+
+// Jinja's strftime_now("%d %b %Y") as transformers defines it: the local date.
+std::string today_date() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char text[32];
+  const std::size_t n = std::strftime(text, sizeof(text), "%d %b %Y", &local);
+  return std::string(text, n);
+}
 constexpr std::string_view kLlama3ToolsUser =
     "Given the following functions, please respond with a JSON for a function call with its "
     "proper arguments that best answers the given prompt.\n\nRespond in the format "
@@ -385,20 +400,30 @@ constexpr std::string_view kLlama3ToolsUser =
 
 Result<std::string> render_llama3(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt, const std::vector<OrderedJson>& tools,
-                                  const std::string& bos_token) {
+                                  const std::string& bos_token, Llama3System system,
+                                  const std::optional<std::string>& date_string) {
   const auto header = [](std::string_view role) {
     return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n";
   };
   std::string out = bos_token;
   std::size_t first = 0;
-  if (!tools.empty()) {
+  if (!tools.empty() || system != Llama3System::kWithToolsOnly) {
     out += header("system");
-    out += kLlama3ToolsSystem;
+    if (!tools.empty()) out += "Environment: ipython\n";
+    out += "Cutting Knowledge Date: December 2023\nToday Date: ";
+    if (date_string) {
+      out += *date_string;
+    } else {
+      out += system == Llama3System::kToday ? today_date() : std::string(kLlama31Date);
+    }
+    out += "\n\n";
     if (messages[0].role == "system") {
       out += trim(messages[0].content);
       first = 1;
     }
     out += "<|eot_id|>";
+  }
+  if (!tools.empty()) {
     if (first == messages.size() || messages[first].role != "user") {
       const std::string f = "messages[" + std::to_string(first) + "]";
       return invalid_argument(f +
@@ -604,7 +629,8 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
   }
   PS_ASSIGN_OR_RETURN(std::vector<OrderedJson> parsed_tools, parse_tools(options.tools));
   if (family_ == ChatTemplateFamily::kLlama3) {
-    return render_llama3(messages, add_generation_prompt, parsed_tools, bos_token_);
+    return render_llama3(messages, add_generation_prompt, parsed_tools, bos_token_,
+                         llama3_system_, options.date_string);
   }
   if (family_ == ChatTemplateFamily::kMistralV1) {
     return render_mistral_v1(messages, parsed_tools, bos_token_, eos_token_);

