@@ -62,6 +62,10 @@ Result<std::string> token_field(const Json& config, const char* key,
 
 }  // namespace
 
+// Qwen2.5's template writes it when the messages have no system message.
+constexpr std::string_view kQwen25DefaultSystem =
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+
 // The families' names, as errors list them.
 constexpr std::string_view kFamilyNames = "llama3, chatml, mistral, mistral-tekken or mistral-v1";
 
@@ -127,6 +131,17 @@ Result<ChatTemplateFamily> ChatTemplate::detect_family(std::string_view jinja_te
       std::string(kFamilyNames) + ")");
 }
 
+ChatTemplateTraits ChatTemplate::detect_traits(std::string_view jinja) {
+  const auto has = [&](std::string_view s) { return jinja.find(s) != std::string_view::npos; };
+  ChatTemplateTraits traits;
+  traits.thinking_switch = has("enable_thinking");
+  if (has("Cutting Knowledge Date")) {
+    traits.llama3_system = has("strftime_now") ? Llama3System::kToday : Llama3System::kFixedDate;
+  }
+  if (has(kQwen25DefaultSystem)) traits.default_system = kQwen25DefaultSystem;
+  return traits;
+}
+
 Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json,
                                                     const std::string& source_name,
                                                     std::optional<ChatTemplateFamily> family) {
@@ -138,15 +153,9 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
   }
   if (!config.is_object()) return invalid_argument(source_name + ": expected a JSON object");
   PS_ASSIGN_OR_RETURN(std::string bos, token_field(config, "bos_token", source_name));
-  bool thinking_switch = false;
-  Llama3System llama3_system = Llama3System::kWithToolsOnly;
+  ChatTemplateTraits traits;
   if (const auto it = config.find("chat_template"); it != config.end() && it->is_string()) {
-    const std::string& jinja = it->get_ref<const std::string&>();
-    thinking_switch = jinja.find("enable_thinking") != std::string::npos;
-    if (jinja.find("Cutting Knowledge Date") != std::string::npos) {
-      llama3_system = jinja.find("strftime_now") != std::string::npos ? Llama3System::kToday
-                                                                       : Llama3System::kFixedDate;
-    }
+    traits = detect_traits(it->get_ref<const std::string&>());
   }
   if (!family) {
     const auto it = config.find("chat_template");
@@ -194,7 +203,7 @@ Result<ChatTemplate> ChatTemplate::from_config_text(std::string_view config_json
     PS_ASSIGN_OR_RETURN(eos, token_field(config, "eos_token", source_name));
     if (eos.empty()) eos = "</s>";
   }
-  return ChatTemplate(*family, std::move(bos), thinking_switch, std::move(eos), llama3_system);
+  return ChatTemplate(*family, std::move(bos), std::move(eos), std::move(traits));
 }
 
 Result<ChatTemplate> ChatTemplate::from_dir(const std::string& dir,
@@ -329,18 +338,24 @@ std::pair<std::string, std::string> qwen3_assistant_parts(const ChatMessage& m) 
 
 Result<std::string> render_chatml(const std::vector<ChatMessage>& messages,
                                   bool add_generation_prompt, const std::vector<OrderedJson>& tools,
-                                  bool qwen3_thinking, bool empty_thinking) {
+                                  bool qwen3_thinking, bool empty_thinking,
+                                  const std::string& default_system) {
   std::string out;
   std::size_t first = 0;
+  const bool has_system = messages[0].role == "system";
   if (!tools.empty()) {
     out += "<|im_start|>system\n";
-    if (messages[0].role == "system") {
+    if (has_system) {
       out += messages[0].content + "\n\n";
       first = 1;
+    } else if (!default_system.empty()) {
+      out += default_system + "\n\n";
     }
     out += kChatmlToolsHead;
     for (const OrderedJson& tool : tools) out += "\n" + python_json(tool);
     out += kChatmlToolsTail;
+  } else if (!has_system && !default_system.empty()) {
+    out += "<|im_start|>system\n" + default_system + "<|im_end|>\n";
   }
   const std::size_t last_query = last_query_index(messages);
   for (std::size_t i = first; i < messages.size(); ++i) {
@@ -630,7 +645,7 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
   PS_ASSIGN_OR_RETURN(std::vector<OrderedJson> parsed_tools, parse_tools(options.tools));
   if (family_ == ChatTemplateFamily::kLlama3) {
     return render_llama3(messages, add_generation_prompt, parsed_tools, bos_token_,
-                         llama3_system_, options.date_string);
+                         traits_.llama3_system, options.date_string);
   }
   if (family_ == ChatTemplateFamily::kMistralV1) {
     return render_mistral_v1(messages, parsed_tools, bos_token_, eos_token_);
@@ -639,8 +654,8 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
     return render_mistral(messages, parsed_tools, bos_token_, eos_token_,
                           family_ == ChatTemplateFamily::kMistralTekken);
   }
-  return render_chatml(messages, add_generation_prompt, parsed_tools, thinking_switch_,
-                       thinking_switch_ && !options.enable_thinking);
+  return render_chatml(messages, add_generation_prompt, parsed_tools, traits_.thinking_switch,
+                       traits_.thinking_switch && !options.enable_thinking, traits_.default_system);
 }
 
 }  // namespace packserve::tokenizer

