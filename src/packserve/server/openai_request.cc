@@ -24,7 +24,8 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
       "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
-      "stream", "stream_options", "user", "stop_token_ids", "ignore_eos", "min_tokens"};
+      "stream", "stream_options", "user", "stop_token_ids", "ignore_eos", "min_tokens",
+      "skip_special_tokens"};
   // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
@@ -215,6 +216,9 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
     PS_API_ASSIGN(out.stop_token_ids, token_id_list(v, "stop_token_ids"));
   }
   if (present(body, "ignore_eos")) PS_API_ASSIGN(out.ignore_eos, get_bool(body, "ignore_eos"));
+  if (present(body, "skip_special_tokens")) {
+    PS_API_ASSIGN(out.skip_special_tokens, get_bool(body, "skip_special_tokens"));
+  }
   if (present(body, "min_tokens")) {
     int64_t min_tokens = 0;
     PS_API_ASSIGN(min_tokens, get_int(body, "min_tokens", 0, INT32_MAX, "an integer >= 0"));
@@ -386,6 +390,7 @@ engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t 
   p.stop = request.stop;
   p.stop_token_ids = request.stop_token_ids;
   p.ignore_eos = request.ignore_eos;
+  p.skip_special_tokens = request.skip_special_tokens;
   p.min_tokens = request.min_tokens;
   p.logprobs = request.logprobs;
   p.top_logprobs = request.top_logprobs;

@@ -82,6 +82,7 @@ struct OpenAiRequest {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // extension (vLLM)
   bool ignore_eos = false;              // extension (vLLM)
+  bool skip_special_tokens = true;      // extension (vLLM): special tokens out of the text
   int32_t min_tokens = 0;               // extension (vLLM): <= the resolved max_tokens
   int32_t n = 1;                        // choices per prompt; prompts x n <= kMaxChoices
   bool logprobs = false;                // completions: logprobs = k >= 0; chat: logprobs = true

@@ -176,7 +176,7 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
           "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0, "logprobs": 0,
           "stream": true, "stream_options": {"include_usage": true}, "user": "u",
           "ignore_eos": true, "stop_token_ids": [5, 6], "echo": false, "suffix": null,
-          "min_tokens": 3})",
+          "min_tokens": 3, "skip_special_tokens": false})",
       kC);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const OpenAiRequest& q = r.value();
@@ -206,6 +206,15 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_TRUE(p.logprobs);
   EXPECT_EQ(p.seed, std::optional<uint64_t>(UINT64_MAX));  // choice 0 keeps the seed
   EXPECT_FALSE(p.adjusts_logits());
+  EXPECT_FALSE(p.skip_special_tokens);
+  // The default leaves special tokens out; a non-boolean is a 400 naming the field.
+  ApiResult<OpenAiRequest> d = parse_openai_request(R"({"model": "tiny", "prompt": "x"})", kC);
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(to_sampling_params(d.value(), 7).skip_special_tokens);
+  ApiResult<OpenAiRequest> bad =
+      parse_openai_request(R"({"model": "tiny", "prompt": "x", "skip_special_tokens": 1})", kC);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().param, "skip_special_tokens");
 }
 
 TEST(OpenAiRequest, PenaltiesAndLogitBiasMapToTheEngine) {
