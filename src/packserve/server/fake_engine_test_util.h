@@ -2,14 +2,14 @@
 //   encode: one token per byte (id = byte value), vocab 256; token_text(id) = that byte;
 //   decode(ids): those bytes (an id outside [0, 256): kInvalidArgument "ids[i]: ...").
 //   render_chat: "tool: <definition>\n" per tool, "<role>: <content>\n" per message (and
-//   "call: <name><arguments>\n" per tool call, "reasoning: <text>\n" for reasoning_content, "date: <date_string>\n" when given), then
-//   (with the generation prompt) "assistant: " ("assistant (no thinking): " with enable_thinking
-//   false); its family is ChatML (Hermes tool calls) unless set_chat_template_family. generation:
-//   output token i is 'a' + i % 26 (after set_output_text(t): byte i of t, and the request ends
-//   "stop" after the last, as at an EOS), one token per `token_interval` for every live request, on
-//   one generator thread; stop strings end the request ("stop", the stop string excluded from the
-//   text), max_tokens ends it
-//   ("length"); cancel() ends it
+//   "call: <name><arguments>\n" per tool call, "reasoning: <text>\n" for reasoning_content),
+//   "date: <date_string>\n" when given, then (with the generation prompt) "assistant: "
+//   ("assistant (no thinking): " with enable_thinking false); its family is ChatML (Hermes tool
+//   calls) unless set_chat_template_family.
+//   generation: output token i is 'a' + i % 26 (after set_output_text(t): byte i of t, and the
+//   request ends "stop" after the last, as at an EOS), one token per `token_interval` for every
+//   live request, on one generator thread; stop strings end the request ("stop", the stop
+//   string excluded from the text), max_tokens ends it ("length"); cancel() ends it
 //   ("cancelled").
 //   submit() refuses with kResourceExhausted beyond `max_live` live requests and with
 //   kFailedPrecondition after set_draining().

@@ -208,6 +208,12 @@ void ToolCallParser::erase_held(std::size_t num_bytes) {
   search_from_ = 0;
 }
 
+void ToolCallParser::emit_all_but_partial(std::string_view tag, ToolCallDelta& out) {
+  const std::size_t num_certain = held_.size() - partial_tag_length(held_, tag);
+  out.content.append(held_, 0, num_certain);
+  erase_held(num_certain);
+}
+
 void ToolCallParser::emit_text(std::string_view text, ToolCallDelta& out) const {
   if (state_ == State::kBeforeBlocks || !is_blank(text)) out.content.append(text);
 }
@@ -227,12 +233,7 @@ void ToolCallParser::feed_hermes(ToolCallDelta& out) {
     erase_held(at + tag.size());
     state_ = in_block ? State::kBetweenBlocks : State::kInBlock;
   }
-  if (state_ == State::kBeforeBlocks) {
-    // Certain content: all but a suffix that may begin the first open tag.
-    const std::size_t num_certain = held_.size() - partial_tag_length(held_, kHermesOpen);
-    out.content.append(held_, 0, num_certain);
-    erase_held(num_certain);
-  }
+  if (state_ == State::kBeforeBlocks) emit_all_but_partial(kHermesOpen, out);
 }
 
 void ToolCallParser::finish_hermes(ToolCallDelta& out) {
@@ -281,9 +282,7 @@ void ToolCallParser::feed_mistral(ToolCallDelta& out) {
     state_ = State::kJson;
     return;
   }
-  const std::size_t num_certain = held_.size() - partial_tag_length(held_, kMistralTag);
-  out.content.append(held_, 0, num_certain);
-  erase_held(num_certain);
+  emit_all_but_partial(kMistralTag, out);
 }
 
 void ToolCallParser::finish_mistral(ToolCallDelta& out) {

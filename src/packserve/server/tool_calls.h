@@ -84,6 +84,8 @@ class ToolCallParser {
   // Hermes text outside blocks: content before the first block; between or after blocks,
   // content unless it is whitespace only.
   void emit_text(std::string_view text, ToolCallDelta& out) const;
+  // Before any tag: held_ is content except a suffix that may still begin `tag`.
+  void emit_all_but_partial(std::string_view tag, ToolCallDelta& out);
   // Offset of `tag` in held_, or npos; remembers how far held_ was searched, so that a long
   // held text fed byte by byte is scanned once, not once per byte.
   std::size_t find_in_held(std::string_view tag);

@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "packserve/tokenizer/byte_level.h"
+#include "packserve/tokenizer/utf8.h"
 
 namespace packserve::tokenizer {
 
@@ -107,8 +108,8 @@ void BpeModel::encode_word_uncached(std::string_view word, std::vector<TokenId>&
   };
   if (options_.char_symbols) {
     for (std::size_t at = 0; at < word.size();) {
-      const auto lead = static_cast<unsigned char>(word[at]);
-      const std::size_t n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+      // Words are valid UTF-8 (encode validates its input); 1 keeps a stray byte apart.
+      const std::size_t n = std::max<std::size_t>(valid_sequence_length(word.substr(at)), 1);
       const std::string_view ch = word.substr(at, n);
       at += n;
       if (const auto id = find(ch)) {

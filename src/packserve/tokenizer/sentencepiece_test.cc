@@ -76,46 +76,41 @@ json metaspace_json(const std::string& prepend_scheme, bool split) {
   return j;
 }
 
-Tokenizer load(const json& j) {
-  auto t = Tokenizer::from_json_text(j.dump(), "sp.json");
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  return std::move(t).value();
-}
-
-Ids encode(const Tokenizer& t, std::string_view text, bool special = false) {
-  auto ids = t.encode(text, {.add_special_tokens = special});
-  EXPECT_TRUE(ids.ok()) << ids.status().to_string();
-  return ids.ok() ? *ids : Ids{};
-}
+using testing::encode_ok;
+using testing::load_tokenizer_json;
 
 TEST(SentencePieceTokenizer, CodePointsMergeByRankAfterPrependAndReplace) {
-  const Tokenizer t = load(sentencepiece_json(/*byte_fallback=*/true, /*fuse_unk=*/true));
+  const Tokenizer t =
+      load_tokenizer_json(sentencepiece_json(/*byte_fallback=*/true, /*fuse_unk=*/true));
   // "ab ab" -> "▁ab▁ab": (▁,a) r0 twice (leftmost first), then (▁a,b) r2 twice.
-  EXPECT_EQ(encode(t, "ab ab"), (Ids{264, 264}));
+  EXPECT_EQ(encode_ok(t, "ab ab"), (Ids{264, 264}));
   // "bab" -> "▁bab": (a,b) r1 -> ▁ b ab; (▁,b) has no merge.
-  EXPECT_EQ(encode(t, "bab"), (Ids{259, 261, 263}));
+  EXPECT_EQ(encode_ok(t, "bab"), (Ids{259, 261, 263}));
   // A two-byte code point in the vocabulary is one symbol.
-  EXPECT_EQ(encode(t, "\u00e9"), (Ids{259, 265}));
+  EXPECT_EQ(encode_ok(t, "\u00e9"), (Ids{259, 265}));
   // With the template: <s> first.
-  EXPECT_EQ(encode(t, "a", /*special=*/true), (Ids{1, 262}));
+  EXPECT_EQ(encode_ok(t, "a", /*special=*/true), (Ids{1, 262}));
   // Text after a special token is normalized on its own: it gets its own ▁.
-  EXPECT_EQ(encode(t, "a</s>a"), (Ids{262, 2, 262}));
+  EXPECT_EQ(encode_ok(t, "a</s>a"), (Ids{262, 2, 262}));
   EXPECT_EQ(t.token_to_id("\u2581ab"), 264);
 }
 
 TEST(SentencePieceTokenizer, ByteFallbackAndFusedUnknowns) {
-  const Tokenizer t = load(sentencepiece_json(/*byte_fallback=*/true, /*fuse_unk=*/true));
+  const Tokenizer t =
+      load_tokenizer_json(sentencepiece_json(/*byte_fallback=*/true, /*fuse_unk=*/true));
   // 日 (E6 97 A5) is not in the vocabulary: its three byte tokens.
-  EXPECT_EQ(encode(t, "\u65e5"), (Ids{259, kByte0 + 0xE6, kByte0 + 0x97, kByte0 + 0xA5}));
-  const Tokenizer fused = load(sentencepiece_json(/*byte_fallback=*/false, /*fuse_unk=*/true));
+  EXPECT_EQ(encode_ok(t, "\u65e5"), (Ids{259, kByte0 + 0xE6, kByte0 + 0x97, kByte0 + 0xA5}));
+  const Tokenizer fused =
+      load_tokenizer_json(sentencepiece_json(/*byte_fallback=*/false, /*fuse_unk=*/true));
   // Without byte fallback: unknown code points are <unk>, consecutive ones fused.
-  EXPECT_EQ(encode(fused, "\u65e5\u672ca\u65e5"), (Ids{259, 0, 260, 0}));
-  const Tokenizer apart = load(sentencepiece_json(/*byte_fallback=*/false, /*fuse_unk=*/false));
-  EXPECT_EQ(encode(apart, "\u65e5\u672c"), (Ids{259, 0, 0}));
+  EXPECT_EQ(encode_ok(fused, "\u65e5\u672ca\u65e5"), (Ids{259, 0, 260, 0}));
+  const Tokenizer apart =
+      load_tokenizer_json(sentencepiece_json(/*byte_fallback=*/false, /*fuse_unk=*/false));
+  EXPECT_EQ(encode_ok(apart, "\u65e5\u672c"), (Ids{259, 0, 0}));
 }
 
 TEST(SentencePieceTokenizer, DecodeReplacesMetaSpacesJoinsBytesAndStripsOneLeadingSpace) {
-  const Tokenizer t = load(sentencepiece_json(true, true));
+  const Tokenizer t = load_tokenizer_json(sentencepiece_json(true, true));
   auto text = t.decode(Ids{264, 264});
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, "ab ab");
@@ -171,26 +166,26 @@ TEST(SentencePieceTokenizer, UnsupportedFormsAreErrorsNamingTheField) {
 // text gets a leading meta space; "first" is only the text that begins the input, where the
 // legacy normalizer prepends one to the text after every added token.
 TEST(SentencePieceTokenizer, MetaspacePrependsByItsScheme) {
-  const Tokenizer first = load(metaspace_json("first", /*split=*/false));
-  EXPECT_EQ(encode(first, "ab ab"), (Ids{264, 264}));
-  EXPECT_EQ(encode(first, "a</s>a"), (Ids{262, 2, 260}));
-  EXPECT_EQ(encode(first, "a</s> a"), (Ids{262, 2, 262}));
-  EXPECT_EQ(encode(first, "</s>a"), (Ids{2, 260}));
+  const Tokenizer first = load_tokenizer_json(metaspace_json("first", /*split=*/false));
+  EXPECT_EQ(encode_ok(first, "ab ab"), (Ids{264, 264}));
+  EXPECT_EQ(encode_ok(first, "a</s>a"), (Ids{262, 2, 260}));
+  EXPECT_EQ(encode_ok(first, "a</s> a"), (Ids{262, 2, 262}));
+  EXPECT_EQ(encode_ok(first, "</s>a"), (Ids{2, 260}));
   // The post-processor's <s> is no text: the input's own text still begins it.
-  EXPECT_EQ(encode(first, "a", /*special=*/true), (Ids{1, 262}));
-  const Tokenizer always = load(metaspace_json("always", /*split=*/false));
-  EXPECT_EQ(encode(always, "a</s>a"), (Ids{262, 2, 262}));
-  EXPECT_EQ(encode(always, "</s>a"), (Ids{2, 262}));
-  const Tokenizer never = load(metaspace_json("never", /*split=*/false));
-  EXPECT_EQ(encode(never, "ab ab"), (Ids{263, 264}));
+  EXPECT_EQ(encode_ok(first, "a", /*special=*/true), (Ids{1, 262}));
+  const Tokenizer always = load_tokenizer_json(metaspace_json("always", /*split=*/false));
+  EXPECT_EQ(encode_ok(always, "a</s>a"), (Ids{262, 2, 262}));
+  EXPECT_EQ(encode_ok(always, "</s>a"), (Ids{2, 262}));
+  const Tokenizer never = load_tokenizer_json(metaspace_json("never", /*split=*/false));
+  EXPECT_EQ(encode_ok(never, "ab ab"), (Ids{263, 264}));
   // split: pieces cut before each meta space, each encoded alone: "▁b▁ab" -> ▁b | ▁ab.
-  const Tokenizer split = load(metaspace_json("first", /*split=*/true));
-  EXPECT_EQ(encode(split, "b ab"), (Ids{259, 261, 264}));
+  const Tokenizer split = load_tokenizer_json(metaspace_json("first", /*split=*/true));
+  EXPECT_EQ(encode_ok(split, "b ab"), (Ids{259, 261, 264}));
   // Older files: add_prefix_space instead of prepend_scheme.
   json legacy_field = metaspace_json("first", false);
   legacy_field["pre_tokenizer"].erase("prepend_scheme");
   legacy_field["pre_tokenizer"]["add_prefix_space"] = false;
-  EXPECT_EQ(encode(load(legacy_field), "ab ab"), (Ids{263, 264}));
+  EXPECT_EQ(encode_ok(load_tokenizer_json(legacy_field), "ab ab"), (Ids{263, 264}));
   // Decoding is the same SentencePiece decoder: one leading space stripped.
   EXPECT_EQ(*first.decode(Ids{262, 2, 262}), "a</s> a");
 }

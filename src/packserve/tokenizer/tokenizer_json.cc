@@ -24,6 +24,9 @@ namespace {
 
 using Json = nlohmann::json;
 
+// SentencePiece's meta space (U+2581): a space in its vocabulary strings.
+constexpr std::string_view kMetaSpace = "\u2581";
+
 // A SentencePiece vocabulary string's text: "<0xXX>" is that byte, U+2581 a space.
 std::string sentencepiece_token_text(const std::string& text) {
   if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>' &&
@@ -31,7 +34,7 @@ std::string sentencepiece_token_text(const std::string& text) {
       std::isxdigit(static_cast<unsigned char>(text[4]))) {
     return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
   }
-  return replace_all(text, "\u2581", " ");
+  return replace_all(text, kMetaSpace, " ");
 }
 
 class Loader {
@@ -75,7 +78,7 @@ class Loader {
   // A vocabulary string as the BPE model's bytes: through the byte-level alphabet, or as is
   // for a SentencePiece tokenizer.
   std::optional<std::string> model_bytes(const std::string& text) const {
-    if (sentencepiece_) return text;
+    if (impl_->sentencepiece) return text;
     return byte_level_to_bytes(text);
   }
 
@@ -83,9 +86,6 @@ class Loader {
   TokenizerLoadOptions options_;
   std::shared_ptr<TokenizerImpl> impl_ = std::make_shared<TokenizerImpl>();
   bool has_byte_level_ = false;
-  // The decoder is SentencePiece's (load_decoder): vocabulary strings are text with U+2581 for
-  // spaces and <0xXX> byte tokens, not the byte-level alphabet.
-  bool sentencepiece_ = false;
   // Vocabulary tokens as written (byte-level alphabet), for the decode table.
   std::vector<std::pair<std::string, TokenId>> vocab_strings_;
   // The post-processor's special token ids with their fields, checked against the vocabulary
@@ -140,7 +140,7 @@ Status Loader::load_model(const Json& model, const std::string& field) {
   }
   PS_ASSIGN_OR_RETURN(const bool byte_fallback,
                       optional_bool(model, "byte_fallback", field + ".byte_fallback", false));
-  if (byte_fallback && !sentencepiece_) {
+  if (byte_fallback && !impl_->sentencepiece) {
     return error(field + ".byte_fallback",
                  "expected false for a byte-level tokenizer (true needs the SentencePiece "
                  "decoder: Replace \"\u2581\" -> \" \", ByteFallback, Fuse, Strip)");
@@ -152,7 +152,7 @@ Status Loader::load_model(const Json& model, const std::string& field) {
   }
   BpeOptions bpe;
   bpe.cache_capacity_words = options_.cache_capacity_words;
-  bpe.char_symbols = sentencepiece_;
+  bpe.char_symbols = impl_->sentencepiece;
   bpe.byte_fallback = byte_fallback;
   PS_ASSIGN_OR_RETURN(bpe.fuse_unk, optional_bool(model, "fuse_unk", field + ".fuse_unk", false));
   PS_ASSIGN_OR_RETURN(bpe.ignore_merges,
@@ -296,13 +296,13 @@ Status Loader::load_normalizer(const Json& node, const std::string& field) {
 // vocabulary's), prepend_scheme "always" | "first" | "never" (older files: add_prefix_space
 // true = always, false = never; neither: always), split (default true).
 Status Loader::load_metaspace(const Json& node, const std::string& field) {
-  if (!sentencepiece_) {
+  if (!impl_->sentencepiece) {
     return error(field + ".type",
                  "Metaspace needs the SentencePiece decoder (Replace \"\u2581\" -> \" \", "
                  "ByteFallback, Fuse, Strip)");
   }
   const Json* replacement = optional_member(node, "replacement");
-  if (replacement != nullptr && *replacement != Json("\u2581")) {
+  if (replacement != nullptr && *replacement != Json(kMetaSpace)) {
     return error(field + ".replacement", "expected \"\u2581\" (the vocabulary's meta space), got " +
                                              describe(*replacement));
   }
@@ -324,7 +324,7 @@ Status Loader::load_metaspace(const Json& node, const std::string& field) {
     if (!add_prefix_space) prepend = PreTokenizer::Prepend::kNever;
   }
   PS_ASSIGN_OR_RETURN(const bool split, optional_bool(node, "split", field + ".split", true));
-  return impl_->pre_tokenizer.add_metaspace("\u2581", prepend, split);
+  return impl_->pre_tokenizer.add_metaspace(std::string(kMetaSpace), prepend, split);
 }
 
 Status Loader::load_pre_tokenizer(const Json& node, const std::string& field) {
@@ -476,7 +476,7 @@ Status Loader::load_decoder(const Json& node, const std::string& field) {
       const Json* literal =
           pattern && pattern->is_object() ? optional_member(*pattern, "String") : nullptr;
       const Json* content = optional_member(step, "content");
-      if (literal == nullptr || *literal != Json("\u2581") || content == nullptr ||
+      if (literal == nullptr || *literal != Json(kMetaSpace) || content == nullptr ||
           *content != Json(" ")) {
         return error(f,
                      "expected Replace {\"String\": \"\u2581\"} -> \" \", got " + describe(step));
@@ -496,7 +496,6 @@ Status Loader::load_decoder(const Json& node, const std::string& field) {
     }
   }
   if (!replace) return error(field, expected + ": the Replace step is missing");
-  sentencepiece_ = true;
   impl_->sentencepiece = true;
   return ok_status();
 }
@@ -515,7 +514,7 @@ Status Loader::build_decode_table() {
   // decodes through it; any other token decodes to its own UTF-8 text.
   // SentencePiece's decoder: "<0xXX>" is that byte (ByteFallback), U+2581 a space (Replace).
   auto decoded = [this](const std::string& text) {
-    if (sentencepiece_) return sentencepiece_token_text(text);
+    if (impl_->sentencepiece) return sentencepiece_token_text(text);
     auto b = byte_level_to_bytes(text);
     return b ? std::move(*b) : text;
   };
@@ -563,12 +562,12 @@ Result<std::shared_ptr<const TokenizerImpl>> Loader::load(std::string_view text)
   if (const Json* p = optional_member(root, "pre_tokenizer")) {
     PS_RETURN_IF_ERROR(load_pre_tokenizer(*p, "pre_tokenizer"));
   }
-  if (!has_byte_level_ && !sentencepiece_) {
+  if (!has_byte_level_ && !impl_->sentencepiece) {
     return error("pre_tokenizer",
                  "expected a ByteLevel step: a byte-level BPE (or a SentencePiece BPE, by its "
                  "decoder) is supported");
   }
-  if (has_byte_level_ && sentencepiece_) {
+  if (has_byte_level_ && impl_->sentencepiece) {
     return error("pre_tokenizer", "a ByteLevel step with a SentencePiece decoder is unsupported");
   }
   if (const Json* p = optional_member(root, "post_processor")) {

@@ -13,17 +13,8 @@ namespace {
 
 using Ids = std::vector<TokenId>;
 
-Tokenizer load(const nlohmann::json& j) {
-  auto t = Tokenizer::from_json_text(j.dump(), "test.json");
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  return std::move(t).value();
-}
-
-Ids encode(const Tokenizer& t, std::string_view text, bool add_special_tokens = false) {
-  auto ids = t.encode(text, {.add_special_tokens = add_special_tokens});
-  EXPECT_TRUE(ids.ok()) << ids.status().to_string();
-  return ids.ok() ? *ids : Ids{};
-}
+using testing::encode_ok;
+using testing::load_tokenizer_json;
 
 std::string decode(const Tokenizer& t, const Ids& ids, bool skip_special = false) {
   auto text = t.decode(ids, {.skip_special_tokens = skip_special});
@@ -34,26 +25,27 @@ std::string decode(const Tokenizer& t, const Ids& ids, bool skip_special = false
 class HandMadeTokenizerTest : public ::testing::TestWithParam<bool> {};
 
 TEST_P(HandMadeTokenizerTest, MergesFollowRank) {
-  const Tokenizer t = load(testing::make_test_tokenizer_json(/*array_merges=*/GetParam()));
+  const Tokenizer t =
+      load_tokenizer_json(testing::make_test_tokenizer_json(/*array_merges=*/GetParam()));
   // "lower": pairs (l,o) r1, (o,w) r5, (e,r) r0 -> e+r, then l+o, lo+w, low+er = "lower".
-  EXPECT_EQ(encode(t, "lower"), (Ids{260}));
+  EXPECT_EQ(encode_ok(t, "lower"), (Ids{260}));
   // " lower" (one word): e+r, l+o, lo+w; then (Ġ,low) r3 beats (low,er) r4 -> Ġlow er.
-  EXPECT_EQ(encode(t, "lower lower"), (Ids{260, 259, 256}));
+  EXPECT_EQ(encode_ok(t, "lower lower"), (Ids{260, 259, 256}));
   // "loow": l+o (r1) before o+w (r5) -> lo o w -> lo ow.
-  EXPECT_EQ(encode(t, "loow"), (Ids{257, 261}));
+  EXPECT_EQ(encode_ok(t, "loow"), (Ids{257, 261}));
   // "owl": o+w -> ow l ('l' = 108). "wl" is in the vocab but no merge makes it.
-  EXPECT_EQ(encode(t, "owl"), (Ids{261, 108}));
-  EXPECT_EQ(encode(t, "wl"), (Ids{'w', 'l'}));
+  EXPECT_EQ(encode_ok(t, "owl"), (Ids{261, 108}));
+  EXPECT_EQ(encode_ok(t, "wl"), (Ids{'w', 'l'}));
   // Non-ASCII bytes are single-byte tokens here: "ü" = C3 BC.
-  EXPECT_EQ(encode(t, "h\xC3\xBC"), (Ids{'h', 0xC3, 0xBC}));
-  EXPECT_EQ(encode(t, ""), Ids{});
+  EXPECT_EQ(encode_ok(t, "h\xC3\xBC"), (Ids{'h', 0xC3, 0xBC}));
+  EXPECT_EQ(encode_ok(t, ""), Ids{});
 }
 
 TEST_P(HandMadeTokenizerTest, DecodeRoundTripsAndReplacesBrokenCharacters) {
-  const Tokenizer t = load(testing::make_test_tokenizer_json(GetParam()));
+  const Tokenizer t = load_tokenizer_json(testing::make_test_tokenizer_json(GetParam()));
   for (const char* text :
        {"lower lower", "h\xC3\xBC\xC3\xA9 \xF0\x9F\x98\x80\n\t", "a<|im_start|>b"}) {
-    EXPECT_EQ(decode(t, encode(t, text)), text);
+    EXPECT_EQ(decode(t, encode_ok(t, text)), text);
   }
   EXPECT_EQ(decode(t, {0xC3}), "\xEF\xBF\xBD");
   EXPECT_EQ(decode(t, {259, 256}), " lower");
@@ -67,28 +59,28 @@ INSTANTIATE_TEST_SUITE_P(MergeFormats, HandMadeTokenizerTest, ::testing::Bool(),
 TEST(TokenizerTest, IgnoreMergesTakesWholeVocabWords) {
   nlohmann::json j = testing::make_test_tokenizer_json();
   j["model"]["ignore_merges"] = true;
-  const Tokenizer t = load(j);
-  EXPECT_EQ(encode(t, "wl"), (Ids{262}));
-  EXPECT_EQ(encode(t, "loow"), (Ids{257, 261}));  // not in the vocab: merges as before
+  const Tokenizer t = load_tokenizer_json(j);
+  EXPECT_EQ(encode_ok(t, "wl"), (Ids{262}));
+  EXPECT_EQ(encode_ok(t, "loow"), (Ids{257, 261}));  // not in the vocab: merges as before
 }
 
 TEST(TokenizerTest, AddedAndSpecialTokens) {
-  const Tokenizer t = load(testing::make_test_tokenizer_json());
-  EXPECT_EQ(encode(t, "a<|im_start|>b"), (Ids{'a', 300, 'b'}));
-  EXPECT_EQ(encode(t, "<think>lower"), (Ids{301, 260}));
+  const Tokenizer t = load_tokenizer_json(testing::make_test_tokenizer_json());
+  EXPECT_EQ(encode_ok(t, "a<|im_start|>b"), (Ids{'a', 300, 'b'}));
+  EXPECT_EQ(encode_ok(t, "<think>lower"), (Ids{301, 260}));
   // Leftmost-longest: "ab!cd" wins over its prefix "ab!".
-  EXPECT_EQ(encode(t, "ab!cd ab!c"), (Ids{306, 32, 305, 'c'}));
+  EXPECT_EQ(encode_ok(t, "ab!cd ab!c"), (Ids{306, 32, 305, 'c'}));
   // lstrip/rstrip swallow the spaces around <mask>.
-  EXPECT_EQ(encode(t, "a  <mask>  b"), (Ids{'a', 303, 'b'}));
+  EXPECT_EQ(encode_ok(t, "a  <mask>  b"), (Ids{'a', 303, 'b'}));
   // single_word: <w> counts only between non-word characters.
-  EXPECT_EQ(encode(t, "a<w>"), (Ids{'a', '<', 'w', '>'}));
-  EXPECT_EQ(encode(t, "a <w>"), (Ids{'a', 32, 304}));
+  EXPECT_EQ(encode_ok(t, "a<w>"), (Ids{'a', '<', 'w', '>'}));
+  EXPECT_EQ(encode_ok(t, "a <w>"), (Ids{'a', 32, 304}));
   // normalized token "é": found after NFC composes e + U+0301.
-  EXPECT_EQ(encode(t, "e\xCC\x81"), (Ids{307}));
+  EXPECT_EQ(encode_ok(t, "e\xCC\x81"), (Ids{307}));
   // An added token decodes to its content as written (not through the byte alphabet).
   EXPECT_EQ(decode(t, {307}), "\xC3\xA9");
   // Post-processor template: <s> before the sequence.
-  EXPECT_EQ(encode(t, "lower", /*add_special_tokens=*/true), (Ids{302, 260}));
+  EXPECT_EQ(encode_ok(t, "lower", /*add_special_tokens=*/true), (Ids{302, 260}));
   // Decode: special tokens are kept or skipped; non-special added tokens always kept.
   EXPECT_EQ(decode(t, {300, 'h', 301}), "<|im_start|>h<think>");
   EXPECT_EQ(decode(t, {300, 'h', 301}, /*skip_special=*/true), "h<think>");
@@ -100,7 +92,7 @@ TEST(TokenizerTest, AddedAndSpecialTokens) {
 }
 
 TEST(TokenizerTest, BadInputIsAnError) {
-  const Tokenizer t = load(testing::make_test_tokenizer_json());
+  const Tokenizer t = load_tokenizer_json(testing::make_test_tokenizer_json());
   const auto bad_utf8 = t.encode("ab\xFF");
   ASSERT_FALSE(bad_utf8.ok());
   EXPECT_EQ(bad_utf8.status().code(), StatusCode::kInvalidArgument);

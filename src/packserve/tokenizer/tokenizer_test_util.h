@@ -9,10 +9,15 @@
 //   added tokens: see kAddedTokensJson.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "packserve/tokenizer/byte_level.h"
+#include "packserve/tokenizer/tokenizer.h"
 #include "packserve/tokenizer/utf8.h"
 
 namespace packserve::tokenizer::testing {
@@ -77,6 +82,21 @@ inline nlohmann::json make_test_tokenizer_json(bool array_merges = false) {
   j["model"] = {{"type", "BPE"},          {"dropout", nullptr}, {"unk_token", nullptr},
                 {"ignore_merges", false}, {"vocab", vocab},     {"merges", merge_list}};
   return j;
+}
+
+// A tokenizer.json the test expects to load (a failure is a test failure naming the error).
+inline Tokenizer load_tokenizer_json(const nlohmann::json& j) {
+  auto t = Tokenizer::from_json_text(j.dump(), "test.json");
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return std::move(t).value();
+}
+
+// The ids of `text`, which the test expects to encode.
+inline std::vector<TokenId> encode_ok(const Tokenizer& t, std::string_view text,
+                                      bool add_special_tokens = false) {
+  auto ids = t.encode(text, {.add_special_tokens = add_special_tokens});
+  EXPECT_TRUE(ids.ok()) << ids.status().to_string();
+  return ids.ok() ? *ids : std::vector<TokenId>{};
 }
 
 }  // namespace packserve::tokenizer::testing
