@@ -1,6 +1,6 @@
 // json_schema.cc: see json_schema.h. One recursive pass over the schema (class Compiler)
 // builds each node's regex from its children's; every fragment it returns can be
-// concatenated as is (a top-level alternation is wrapped in (?:...)). Integer ranges as
+// concatenated as is (a top-level alternation is wrapped in (?:...)). Integer and number ranges as
 // digit-range regexes are integer_range.h's, the rewrite of `pattern` into JSON-safe form is
 // json_schema_pattern.h's, free-form JSON (objects of any keys, arrays of any values) is
 // json_schema_free_form.h's, and the helpers they share with this file json_schema_internal.h's.
@@ -28,11 +28,14 @@ namespace {
 
 using detail::alternation;
 using detail::bad;
+using detail::compare;
+using detail::DecimalBound;
 using detail::free_form_value;
 using detail::integer_range;
 using detail::json_string_regex;
 using detail::kJsonNumberRegex;
 using detail::kMaxIntegerBound;
+using detail::number_range;
 using detail::object_of;
 using detail::parse_hex;
 using detail::repeat;
@@ -41,6 +44,8 @@ using detail::unsupported;
 
 using Json = nlohmann::ordered_json;
 
+// The most fraction digits a number bound may have.
+constexpr int64_t kMaxBoundFractionDigits = 32;
 constexpr std::string_view kFraction = R"((?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)";
 constexpr std::string_view kPositiveNumber =
     R"((?:[1-9][0-9]*(?:\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)(?:[eE][+-]?[0-9]+)?)";
@@ -612,25 +617,84 @@ Result<int64_t> integer_bound(const Bound& b, bool lower, const std::string& poi
   return static_cast<int64_t>(b.exclusive ? std::ceil(d) - 1 : std::floor(d));
 }
 
+// The bound's value as a decimal: its shortest spelling (nlohmann writes a double's shortest
+// round-trip digits), so 0.1 is 0.1, not the double's binary value.
+Result<DecimalBound> decimal_bound(const Bound& b, const std::string& pointer) {
+  const std::string at = child(pointer, b.keyword);
+  const std::string text = b.value->dump();
+  std::size_t i = 0;
+  const bool negative = i < text.size() && text[i] == '-';
+  if (negative) ++i;
+  std::string digits;  // mantissa digits without the point
+  int64_t point = -1;  // digits before the point
+  for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+    if (text[i] == '.') {
+      point = static_cast<int64_t>(digits.size());
+    } else {
+      digits += text[i];
+    }
+  }
+  if (point < 0) point = static_cast<int64_t>(digits.size());
+  if (i < text.size()) point += std::stoll(text.substr(i + 1));  // "e+20", "e-07"
+  const auto too_precise = [&] {
+    return unsupported(at, describe(*b.value) + " has more than " +
+                               std::to_string(kMaxBoundFractionDigits) + " fraction digits");
+  };
+  const auto too_large = [&] {
+    return unsupported(at, describe(*b.value) + " is outside the supported range +-10^18");
+  };
+  if (point < -kMaxBoundFractionDigits) return too_precise();
+  if (point < 0) {
+    digits.insert(0, static_cast<std::size_t>(-point), '0');
+    point = 0;
+  }
+  if (point > static_cast<int64_t>(digits.size())) {
+    if (point > 19) return too_large();
+    digits.append(static_cast<std::size_t>(point) - digits.size(), '0');
+  }
+  std::string integer = digits.substr(0, static_cast<std::size_t>(point));
+  std::string fraction = digits.substr(static_cast<std::size_t>(point));
+  while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
+  if (static_cast<int64_t>(fraction.size()) > kMaxBoundFractionDigits) return too_precise();
+  integer.erase(0, std::min(integer.find_first_not_of('0'), integer.size()));
+  if (integer.size() > 19) return too_large();
+  DecimalBound out;
+  out.value.integer = integer.empty() ? 0 : std::stoull(integer);
+  if (out.value.integer > uint64_t{kMaxIntegerBound}) return too_large();
+  out.value.fraction = std::move(fraction);
+  out.value.negative = negative && (out.value.integer != 0 || !out.value.fraction.empty());
+  out.inclusive = !b.exclusive;
+  return out;
+}
+
+// The tighter of a side's bounds (an exclusive one wins a tie).
+Result<std::optional<DecimalBound>> tightest(const std::vector<Bound>& bounds, bool lower,
+                                             const std::string& pointer) {
+  std::optional<DecimalBound> best;
+  for (const Bound& b : bounds) {
+    PS_ASSIGN_OR_RETURN(DecimalBound d, decimal_bound(b, pointer));
+    const int c = best ? compare(d.value, best->value) : 0;
+    if (!best || (lower ? c > 0 : c < 0) || (c == 0 && !d.inclusive)) best = std::move(d);
+  }
+  return best;
+}
+
 Result<std::string> Compiler::compile_number(bool integer, const Json& schema,
                                              const std::string& pointer) {
   PS_ASSIGN_OR_RETURN(std::vector<Bound> lower, read_bounds(schema, pointer, true));
   PS_ASSIGN_OR_RETURN(std::vector<Bound> upper, read_bounds(schema, pointer, false));
   if (!integer) {
-    const std::string number(kJsonNumberRegex);
-    if (!upper.empty()) {
-      return unsupported(child(pointer, upper[0].keyword),
-                         "bounds on \"number\" are not supported except minimum 0 or "
-                         "exclusiveMinimum 0 (use \"type\": \"integer\" for integer ranges)");
+    if (lower.empty() && upper.empty()) return std::string(kJsonNumberRegex);
+    // Only a lower bound 0: any exponent keeps the sign, so exponents stay allowed.
+    if (upper.empty() && lower.size() == 1 && *lower[0].value == 0) {
+      if (lower[0].exclusive) return std::string(kPositiveNumber);
+      return "(?:0|[1-9][0-9]*)" + std::string(kFraction);
     }
-    if (lower.empty()) return number;
-    if (lower.size() > 1 || *lower[0].value != 0) {
-      return unsupported(child(pointer, lower.back().keyword),
-                         "bounds on \"number\" are not supported except minimum 0 or "
-                         "exclusiveMinimum 0 (use \"type\": \"integer\" for integer ranges)");
-    }
-    if (lower[0].exclusive) return std::string(kPositiveNumber);
-    return "(?:0|[1-9][0-9]*)" + std::string(kFraction);
+    PS_ASSIGN_OR_RETURN(std::optional<DecimalBound> lo, tightest(lower, true, pointer));
+    PS_ASSIGN_OR_RETURN(std::optional<DecimalBound> hi, tightest(upper, false, pointer));
+    std::optional<std::string> range = number_range(lo, hi);
+    if (!range) return bad(pointer, "no number satisfies the bounds");
+    return *range;
   }
   std::optional<int64_t> lo;
   std::optional<int64_t> hi;

@@ -20,7 +20,10 @@
 //     escape), pattern (see below), format date | time | date-time | uuid (RFC 3339 / 4122);
 //   integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4
 //     booleans), any range within +-10^18, as a decimal digit-range regex;
-//   number: minimum 0 (non-negative) or exclusiveMinimum 0 (positive) only;
+//   number: the same four bounds within +-10^18 and at most 32 fraction digits, read as the
+//     decimal they are written as (0.1 is 0.1): a bounded number is written without exponent
+//     (any fraction digits), except under a lone lower bound 0 (minimum or exclusiveMinimum),
+//     where exponents keep the sign and stay allowed;
 //   object: properties, required, additionalProperties. With properties: no other keys
 //     (additionalProperties false or absent). Without properties: any keys (JSON strings) with
 //     free-form values when additionalProperties is absent or true; values of its schema when

@@ -229,6 +229,77 @@ TEST(JsonSchemaIntegerRange, LargeBounds) {
   EXPECT_FALSE(std::regex_match("99999999999", above));
 }
 
+// ---- numbers against arithmetic ---------------------------------------------------------
+
+// A decimal spelled with up to 4 fraction digits, and its value x 10^4.
+struct Spelled {
+  std::string text;
+  int64_t value;
+};
+
+std::vector<Spelled> number_spellings() {
+  std::vector<Spelled> out;
+  for (int64_t v = -130000; v <= 130000; v += 25) {
+    const int64_t mag = v < 0 ? -v : v;
+    std::string text = (v < 0 ? "-" : "") + std::to_string(mag / 10000);
+    std::string fraction = std::to_string(10000 + mag % 10000).substr(1);
+    while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
+    if (!fraction.empty()) text += "." + fraction;
+    if (v == 0 && text == "-0") continue;
+    out.push_back({text, v});
+    // The same value with trailing zeros, every 23rd value (a sample keeps the test fast).
+    if (v % 575 == 0) out.push_back({text + (fraction.empty() ? ".00" : "0"), v});
+  }
+  for (const int64_t v : {1, 9999, 10001, 249999, 250001, 749999}) {  // next to the bounds
+    out.push_back({std::to_string(v / 10000) + "." + std::to_string(10000 + v % 10000).substr(1),
+                   v});
+  }
+  return out;
+}
+
+TEST(JsonSchemaNumberRange, MatchesExactlyTheRange) {
+  struct Case {
+    std::string bounds;
+    std::optional<int64_t> lo, hi;  // x 10^4
+    bool lo_in = true, hi_in = true;
+  };
+  const Case cases[] = {
+      {R"("minimum": 0, "maximum": 1)", 0, 10000},
+      {R"("minimum": 0.25, "exclusiveMaximum": 3)", 2500, 30000, true, false},
+      {R"("exclusiveMinimum": -1.5, "maximum": 2.75)", -15000, 27500, false, true},
+      {R"("minimum": -90, "maximum": 90)", -900000, 900000},
+      {R"("minimum": -12.125, "maximum": -0.5)", -121250, -5000},
+      {R"("exclusiveMinimum": -1, "exclusiveMaximum": 0)", -10000, 0, false, false},
+      {R"("minimum": 0.1, "maximum": 0.1)", 1000, 1000},
+      {R"("minimum": 1.05, "maximum": 1.75)", 10500, 17500},
+      {R"("minimum": 5, "maximum": 5.0001)", 50000, 50001},
+      {R"("maximum": 2.5)", std::nullopt, 25000},
+      {R"("exclusiveMaximum": -0.25)", std::nullopt, -2500, true, false},
+      {R"("minimum": 0.75)", 7500, std::nullopt},
+      {R"("exclusiveMinimum": -7)", -70000, std::nullopt, false, true},
+      {R"("minimum": 1, "exclusiveMinimum": true, "maximum": 10, "exclusiveMaximum": false)",
+       10000, 100000, false, true},
+      {R"("minimum": 0, "exclusiveMinimum": 0, "maximum": 0.5)", 0, 5000, false, true},
+      {R"("minimum": 2, "exclusiveMinimum": 1, "maximum": 3, "exclusiveMaximum": 3)", 20000,
+       30000, true, false},
+      {R"("minimum": 1e-3, "maximum": 1.2e1)", 10, 120000},
+  };
+  const std::vector<Spelled> numbers = number_spellings();
+  for (const Case& c : cases) {
+    const std::string schema = R"({"type": "number", )" + c.bounds + "}";
+    SCOPED_TRACE(schema);
+    const std::regex re(compile_ok(schema));
+    for (const Spelled& n : numbers) {
+      const bool above = !c.lo || (c.lo_in ? n.value >= *c.lo : n.value > *c.lo);
+      const bool below = !c.hi || (c.hi_in ? n.value <= *c.hi : n.value < *c.hi);
+      ASSERT_EQ(std::regex_match(n.text, re), above && below) << n.text;
+    }
+    for (const char* other : {"-0", "-0.0", "01", "+1", "1.", ".5", "", "-", "1e0", "0.5e1"}) {
+      EXPECT_FALSE(std::regex_match(other, re)) << other;
+    }
+  }
+}
+
 // ---- documents ---------------------------------------------------------------------------
 
 TEST(JsonSchemaDocuments, Person) {
@@ -405,6 +476,9 @@ TEST(JsonSchemaDialect, RegexCompilerAcceptsTheOutput) {
        "[true, null]", "[true,null,null,null]"},
       {R"({"type": "array", "items": {"type": "integer"}, "maxItems": 400})", "[1,2]", "[1,]"},
       {R"({"type": "string", "maxLength": 1000})", R"("x")", R"("x)"},
+      {R"({"type": "number", "minimum": -90, "maximum": 90})", "-89.99999", "90.01"},
+      {R"({"type": "number", "exclusiveMinimum": 1e-1, "exclusiveMaximum": 0.125})", "0.1249",
+       "0.1"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.schema);
@@ -619,9 +693,6 @@ struct ErrorCase {
 TEST(JsonSchemaErrors, EveryErrorPathHasItsCodeAndMessage) {
   constexpr StatusCode kBad = StatusCode::kInvalidArgument;
   constexpr StatusCode kNo = StatusCode::kUnimplemented;
-  const std::string bounds_msg =
-      "bounds on \"number\" are not supported except minimum 0 or exclusiveMinimum 0 (use "
-      "\"type\": \"integer\" for integer ranges)";
   const std::string pattern = R"({"type": "string", "pattern": )";
   const std::string beside_properties =
       "additional properties (true or a schema) beside \"properties\" are not supported; list "
@@ -759,9 +830,16 @@ TEST(JsonSchemaErrors, EveryErrorPathHasItsCodeAndMessage) {
       {R"({"type": "integer", "exclusiveMinimum": 4, "exclusiveMaximum": 5})", kBad,
        "json_schema: (root): no integer satisfies the bounds (lowest allowed 5 > highest allowed "
        "4)"},
-      {R"({"type": "number", "maximum": 10})", kNo, "json_schema: /maximum: " + bounds_msg},
-      {R"({"type": "number", "minimum": 1})", kNo, "json_schema: /minimum: " + bounds_msg},
-      {R"({"minimum": 0, "exclusiveMinimum": 0})", kNo, "json_schema: /minimum: " + bounds_msg},
+      {R"({"type": "number", "maximum": 1e19})", kNo,
+       "json_schema: /maximum: 1e+19 is outside the supported range +-10^18"},
+      {R"({"type": "number", "minimum": -12345678901234567890, "maximum": 0})", kNo,
+       "json_schema: /minimum: -1.2345678901234567e+19 is outside the supported range +-10^18"},
+      {R"({"type": "number", "exclusiveMinimum": 1e-40})", kNo,
+       "json_schema: /exclusiveMinimum: 1e-40 has more than 32 fraction digits"},
+      {R"({"type": "number", "minimum": 2.5, "maximum": 1})", kBad,
+       "json_schema: (root): no number satisfies the bounds"},
+      {R"({"type": "number", "minimum": 0.5, "exclusiveMaximum": 0.5})", kBad,
+       "json_schema: (root): no number satisfies the bounds"},
       // Objects.
       {R"({"type": "object", "properties": {}, "additionalProperties": true})", kNo,
        "json_schema: /additionalProperties: " + beside_properties},
