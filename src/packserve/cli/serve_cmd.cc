@@ -204,6 +204,10 @@ void register_serve_command(CLI::App& app, int& exit_code) {
                   "message.reasoning_content (streamed: delta.reasoning_content), not content "
                   "(default: none, the reply is all content)")
       ->check(CLI::IsMember({"qwen3"}));
+  cmd->add_flag("--exclude-tools-when-tool-choice-none",
+                args->server.exclude_tools_when_tool_choice_none,
+                "with tool_choice \"none\" leave the tools out of the chat prompt (default: the "
+                "model sees them and answers in text, as vLLM does)");
   cmd->add_option("--http-threads", args->server.num_http_threads,
                   "HTTP worker threads (a streaming request holds one)")
       ->capture_default_str();

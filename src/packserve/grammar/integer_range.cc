@@ -102,7 +102,7 @@ class FractionRange {
   // Whether the fraction may end at digit i (the rest all zeros).
   bool may_end(std::size_t i, bool tight_lo, bool tight_hi) const {
     const bool lo_ok = !tight_lo || (i >= lo_.size() && lo_in_);  // lo's rest is nonzero
-    const bool hi_ok = !tight_hi || i < hi_.size() || hi_in_;      // zeros are below hi's rest
+    const bool hi_ok = !tight_hi || i < hi_.size() || hi_in_;     // zeros are below hi's rest
     return lo_ok && hi_ok;
   }
 
@@ -183,10 +183,12 @@ std::optional<std::string> magnitude_decimals(const DecimalBound& lo,
   std::optional<uint64_t> mid_hi;
   if (hi) mid_hi = hi->value.integer - 1;
   if (!mid_hi || *mid_hi >= lo_int + 1) {
-    out.push_back(alternation(magnitude_range(lo_int + 1, mid_hi)) + *fractions.suffix(false, false));
+    out.push_back(alternation(magnitude_range(lo_int + 1, mid_hi)) +
+                  *fractions.suffix(false, false));
   }
   if (hi) {
-    if (auto f = fractions.suffix(false, true)) out.push_back(std::to_string(hi->value.integer) + *f);
+    if (auto f = fractions.suffix(false, true))
+      out.push_back(std::to_string(hi->value.integer) + *f);
   }
   if (out.empty()) return std::nullopt;
   return alternation(std::move(out));

@@ -251,8 +251,8 @@ std::vector<Spelled> number_spellings() {
     if (v % 575 == 0) out.push_back({text + (fraction.empty() ? ".00" : "0"), v});
   }
   for (const int64_t v : {1, 9999, 10001, 249999, 250001, 749999}) {  // next to the bounds
-    out.push_back({std::to_string(v / 10000) + "." + std::to_string(10000 + v % 10000).substr(1),
-                   v});
+    out.push_back(
+        {std::to_string(v / 10000) + "." + std::to_string(10000 + v % 10000).substr(1), v});
   }
   return out;
 }
@@ -277,11 +277,11 @@ TEST(JsonSchemaNumberRange, MatchesExactlyTheRange) {
       {R"("exclusiveMaximum": -0.25)", std::nullopt, -2500, true, false},
       {R"("minimum": 0.75)", 7500, std::nullopt},
       {R"("exclusiveMinimum": -7)", -70000, std::nullopt, false, true},
-      {R"("minimum": 1, "exclusiveMinimum": true, "maximum": 10, "exclusiveMaximum": false)",
-       10000, 100000, false, true},
+      {R"("minimum": 1, "exclusiveMinimum": true, "maximum": 10, "exclusiveMaximum": false)", 10000,
+       100000, false, true},
       {R"("minimum": 0, "exclusiveMinimum": 0, "maximum": 0.5)", 0, 5000, false, true},
-      {R"("minimum": 2, "exclusiveMinimum": 1, "maximum": 3, "exclusiveMaximum": 3)", 20000,
-       30000, true, false},
+      {R"("minimum": 2, "exclusiveMinimum": 1, "maximum": 3, "exclusiveMaximum": 3)", 20000, 30000,
+       true, false},
       {R"("minimum": 1e-3, "maximum": 1.2e1)", 10, 120000},
   };
   const std::vector<Spelled> numbers = number_spellings();

@@ -42,12 +42,14 @@ struct Prepared {
 };
 
 // Prompt `index` of `r` as token ids (prompt_tokens.h: the rule /tokenize shares).
-ApiResult<std::vector<int32_t>> tokenize_prompt(const EngineApi& engine, const OpenAiRequest& r,
-                                                std::size_t index) {
+ApiResult<std::vector<int32_t>> tokenize_prompt(const EngineApi& engine,
+                                                const GenerateOptions& generate,
+                                                const OpenAiRequest& r, std::size_t index) {
   if (r.endpoint == Endpoint::kChatCompletions) {
     tokenizer::ChatRenderOptions options = r.chat_options;
-    // tool_choice none: the tools are not shown to the model.
-    if (r.tool_choice != ToolChoice::kNone) {
+    // tool_choice none: the tools are shown (the model answers in text) unless the server
+    // excludes them.
+    if (r.tool_choice != ToolChoice::kNone || !generate.exclude_tools_when_tool_choice_none) {
       for (const Tool& tool : r.tools) options.tools.push_back(tool.definition);
     }
     return encode_chat_prompt(engine, r.messages, /*add_generation_prompt=*/true, options);
@@ -80,7 +82,7 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   }
   const std::size_t num_prompts = endpoint == Endpoint::kCompletions ? r.prompts.size() : 1;
   for (std::size_t i = 0; i < num_prompts; ++i) {
-    ApiResult<std::vector<int32_t>> ids = tokenize_prompt(engine, r, i);
+    ApiResult<std::vector<int32_t>> ids = tokenize_prompt(engine, options, r, i);
     if (!ids.ok()) return ids.error();
     ApiResult<int32_t> max_tokens =
         resolve_max_tokens(r, static_cast<int64_t>(ids.value().size()), engine.max_model_len(), i);

@@ -54,6 +54,8 @@ struct GenerateOptions {
   OpenStreams* open_streams = nullptr;          // optional: told of each streaming response
   // Chat: split a Qwen3 <think> block off into reasoning_content (ServerConfig).
   bool split_reasoning = false;
+  // tool_choice none leaves the tools out of the prompt (ServerConfig).
+  bool exclude_tools_when_tool_choice_none = false;
 };
 
 // Writes `error` as the response.

@@ -7,7 +7,8 @@ namespace packserve::server {
 namespace {
 
 TEST(EngineError, MapsStatusCodes) {
-  ApiError e = engine_error(invalid_argument("temperature: expected a finite number >= 0, got nan"));
+  ApiError e =
+      engine_error(invalid_argument("temperature: expected a finite number >= 0, got nan"));
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.type, "invalid_request_error");
   EXPECT_EQ(e.param, std::optional<std::string>("temperature"));

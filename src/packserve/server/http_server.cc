@@ -122,8 +122,12 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req,
     set_error(res, unavailable(s));
     return;
   }
-  GenerateOptions options{config.served_model_name, config.heartbeat_ms, &stopping, &open_streams,
-                          config.reasoning_parser == "qwen3"};
+  GenerateOptions options{config.served_model_name,
+                          config.heartbeat_ms,
+                          &stopping,
+                          &open_streams,
+                          config.reasoning_parser == "qwen3",
+                          config.exclude_tools_when_tool_choice_none};
   handle_generate(e, options, endpoint, req, res);
 }
 

@@ -46,6 +46,10 @@ struct ServerConfig {
   // vLLM's --reasoning-parser: "" (none: the model's text is all content) or "qwen3" (a
   // <think>...</think> opening a chat output is message.reasoning_content, reasoning.h).
   std::string reasoning_parser;
+  // vLLM's --exclude-tools-when-tool-choice-none: with tool_choice "none" the prompt leaves
+  // the tools out (default false: the model sees them, as vLLM and OpenAI show them, and
+  // answers in text).
+  bool exclude_tools_when_tool_choice_none = false;
   // Names the first bad field.
   Status validate() const;
 };

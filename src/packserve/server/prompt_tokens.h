@@ -4,8 +4,8 @@
 //   text prompt: EngineApi::encode(text, add_special_tokens); completions pass true (the
 //                tokenizer's template, e.g. BOS where the model has one);
 //   chat:        EngineApi::render_chat(messages, add_generation_prompt, options) (completions:
-//                true; the tools unless tool_choice is none; chat_template_kwargs'
-//                enable_thinking),
+//                true; the tools, with tool_choice none too unless the server excludes
+//                them; chat_template_kwargs' enable_thinking),
 //                then encode without special tokens (the template writes its own BOS);
 //   token ids:   each must lie in [0, EngineApi::vocab_size()).
 // Errors are HTTP 400 (invalid_request_error) naming the field: `prompt`, `prompt[i]`,

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-
 namespace packserve::server {
 namespace {
 
@@ -19,7 +18,8 @@ TEST(Sse, FramesByHand) {
 
 TEST(Sse, ParserHandlesCommentsFieldsAndCrlf) {
   SseParser p;
-  auto events = p.push(": ping\n\nevent: x\ndata: one\n\ndata:two\r\n\r\nid: 3\n\ndata: a\ndata: b\n\n");
+  auto events =
+      p.push(": ping\n\nevent: x\ndata: one\n\ndata:two\r\n\r\nid: 3\n\ndata: a\ndata: b\n\n");
   EXPECT_EQ(events, (std::vector<std::string>{"one", "two", "a\nb"}));
   EXPECT_EQ(p.num_pending_bytes(), 0u);
   EXPECT_TRUE(p.push("data: unfinished\n").empty());
@@ -27,8 +27,8 @@ TEST(Sse, ParserHandlesCommentsFieldsAndCrlf) {
 }
 
 TEST(Sse, RoundTripWholeAndBytewise) {
-  const std::vector<std::string> payloads = {R"({"choices":[{"text":"hi"}]})", "multi\nline",
-                                             "", "[DONE]", "unicode \xc3\xa9 \xf0\x9f\x98\x80"};
+  const std::vector<std::string> payloads = {R"({"choices":[{"text":"hi"}]})", "multi\nline", "",
+                                             "[DONE]", "unicode \xc3\xa9 \xf0\x9f\x98\x80"};
   std::string stream;
   for (const auto& p : payloads) stream += sse_data(p);
   stream += sse_comment("keep-alive");

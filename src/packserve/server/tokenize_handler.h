@@ -8,8 +8,8 @@
 // The tokens are those generation runs on (prompt_tokens.h): a text prompt as a
 // /v1/completions text prompt (add_special_tokens defaults to true, as there), messages as
 // /v1/chat/completions renders them (the chat template, with the assistant generation prompt
-// unless add_generation_prompt is false, and with the tools, as a chat request whose
-// tool_choice is not "none" shows them). The count is not checked against M (vLLM does not
+// unless add_generation_prompt is false, and with the tools, as a chat request shows them).
+// The count is not checked against M (vLLM does not
 // either): the caller learns whether a prompt fits. Detokenize writes special tokens out (as
 // Hugging Face's decode does by default), so detokenize(tokenize(text)) is text with the
 // special tokens' texts around it, and exactly text with add_special_tokens false.

@@ -1,10 +1,10 @@
 // tools_http_test.cc: tool calling through /v1/chat/completions end to end on loopback over a
 // FakeEngine that writes a scripted output (set_output_text): the prompt shows the tools
-// (or not, with tool_choice none), Hermes calls come back as message.tool_calls and as
-// streamed delta.tool_calls, required and named choices reach the engine as the exact
-// constraint (required: the model's own call syntax), and every bad tool field is a 400 naming it;
-// with --reasoning-parser qwen3 a <think> block is reasoning_content, also before tool calls;
-// chat_template_kwargs.enable_thinking reaches the template.
+// (with tool_choice none too, unless the server excludes them), Hermes calls come back as
+// message.tool_calls and as streamed delta.tool_calls, required and named choices reach the engine
+// as the exact constraint (required: the model's own call syntax), and every bad tool field is a
+// 400 naming it; with --reasoning-parser qwen3 a <think> block is reasoning_content, also before
+// tool calls; chat_template_kwargs.enable_thinking reaches the template.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -115,7 +115,7 @@ TEST_F(ToolsTest, AutoStreamsContentThenEachCall) {
   EXPECT_EQ(finish, "tool_calls");
 }
 
-TEST_F(ToolsTest, NoneHidesTheToolsAndKeepsTheText) {
+TEST_F(ToolsTest, NoneShowsTheToolsAndKeepsTheText) {
   engine_->set_output_text(kHermesOutput);
   Answer a = post("/v1/chat/completions", body(R"(,"tool_choice":"none")"));
   ASSERT_EQ(a.status, 200) << a.body;
@@ -123,7 +123,33 @@ TEST_F(ToolsTest, NoneHidesTheToolsAndKeepsTheText) {
   EXPECT_EQ(choice["finish_reason"], "stop");
   EXPECT_EQ(choice["message"]["content"], kHermesOutput);
   EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  const engine::GenerateRequest r = engine_->submitted_requests().at(0);
+  EXPECT_EQ(prompt_text(r), std::string("tool: ") + kWeatherTool + "\ntool: " + kNowTool +
+                                "\nuser: weather?\nassistant: ");
+  EXPECT_FALSE(r.sampling.structured.active());
+}
+
+class ToolsExcludedTest : public ToolsTest {
+ protected:
+  void SetUp() override {
+    engine_ = std::make_shared<FakeEngine>(std::chrono::milliseconds(1), 4096, 1000);
+    ServerConfig config;
+    config.exclude_tools_when_tool_choice_none = true;
+    start_with(engine_, config);
+  }
+};
+
+TEST_F(ToolsExcludedTest, NoneLeavesTheToolsOut) {
+  engine_->set_output_text(kHermesOutput);
+  Answer a = post("/v1/chat/completions", body(R"(,"tool_choice":"none")"));
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.parsed()["choices"][0]["message"]["content"], kHermesOutput);
   EXPECT_EQ(prompt_text(engine_->submitted_requests().at(0)), "user: weather?\nassistant: ");
+  // auto still shows them.
+  ASSERT_EQ(post("/v1/chat/completions", body("")).status, 200);
+  EXPECT_EQ(prompt_text(engine_->submitted_requests().at(1)), std::string("tool: ") + kWeatherTool +
+                                                                  "\ntool: " + kNowTool +
+                                                                  "\nuser: weather?\nassistant: ");
 }
 
 TEST_F(ToolsTest, NamedChoiceConstrainsToItsArguments) {
