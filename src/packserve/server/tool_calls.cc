@@ -161,7 +161,7 @@ ToolCallParser::ToolCallParser(ToolCallFormat format, bool calls_only)
   if (format == ToolCallFormat::kLlama3Json) {
     state_ = State::kUndecided;
   } else {
-    state_ = calls_only_ ? State::kJson : State::kBeforeBlocks;
+    state_ = calls_only_ ? State::kList : State::kBeforeBlocks;
   }
 }
 
@@ -274,25 +274,95 @@ void ToolCallParser::finish_llama3(ToolCallDelta& out) {
 }
 
 void ToolCallParser::feed_mistral(ToolCallDelta& out) {
-  if (state_ == State::kJson) return;  // held until finish
-  const std::size_t at = find_in_held(kMistralTag);
-  if (at != kNpos) {
+  if (state_ == State::kBeforeBlocks) {
+    const std::size_t at = find_in_held(kMistralTag);
+    if (at == kNpos) {
+      emit_all_but_partial(kMistralTag, out);
+      return;
+    }
     out.content.append(held_, 0, at);
     erase_held(at + kMistralTag.size());
-    state_ = State::kJson;
-    return;
+    state_ = State::kList;
   }
-  emit_all_but_partial(kMistralTag, out);
+  if (state_ == State::kList) scan_mistral_list(out);
+}
+
+void ToolCallParser::scan_mistral_list(ToolCallDelta& out) {
+  ListScan& s = list_;
+  // Until the first call, held_ keeps everything after the tag (content as written if that
+  // call never comes); from then on it starts after the last call or comma consumed.
+  const auto consume = [&](std::size_t end) {
+    erase_held(end);
+    s.pos = 0;
+  };
+  while (s.pos < held_.size() && s.phase != ListPhase::kClosed) {
+    const char c = held_[s.pos];
+    if (s.phase == ListPhase::kInElement) {
+      ++s.pos;
+      if (s.in_string) {
+        if (s.escaped) {
+          s.escaped = false;
+        } else if (c == '\\') {
+          s.escaped = true;
+        } else if (c == '"') {
+          s.in_string = false;
+        }
+        continue;
+      }
+      if (c == '"') {
+        s.in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++s.depth;
+      } else if ((c == '}' || c == ']') && --s.depth == 0) {
+        const std::string_view element(held_.data() + s.element_begin, s.pos - s.element_begin);
+        std::optional<ToolCall> call = to_call(parse_json(element), kHermesKeys);
+        if (!call) {
+          state_ = State::kJson;  // not a call: content from here (finish_mistral)
+          return;
+        }
+        out.calls.push_back(std::move(*call));
+        ++s.calls;
+        consume(s.pos);
+        s.phase = ListPhase::kAfterElement;
+      }
+      continue;
+    }
+    if (is_json_space(c)) {
+      ++s.pos;
+      continue;
+    }
+    if (s.phase == ListPhase::kOpen && c == '[') {
+      s.phase = ListPhase::kElement;
+      ++s.pos;
+    } else if (s.phase == ListPhase::kElement && c == '{') {
+      s.phase = ListPhase::kInElement;
+      s.element_begin = s.pos++;
+      s.depth = 1;
+    } else if (s.phase == ListPhase::kAfterElement && (c == ',' || c == ']')) {
+      consume(s.pos + 1);
+      s.phase = c == ',' ? ListPhase::kElement : ListPhase::kClosed;
+    } else {
+      state_ = State::kJson;  // one object (kOpen), or not a list of calls: read at finish
+      return;
+    }
+  }
 }
 
 void ToolCallParser::finish_mistral(ToolCallDelta& out) {
-  if (state_ == State::kJson) {
+  if (state_ == State::kBeforeBlocks) {
+    out.content.append(held_);
+    return;
+  }
+  if (list_.calls == 0) {  // one object, or no element was a call: all of it or none
     if (std::optional<std::vector<ToolCall>> calls = parse_mistral_calls(held_)) {
       out.calls = std::move(*calls);
       return;
     }
     if (!calls_only_) out.content.append(kMistralTag);
+    out.content.append(held_);
+    return;
   }
+  if (state_ == State::kList && list_.phase == ListPhase::kClosed && is_blank(held_)) return;
   out.content.append(held_);
 }
 

@@ -10,19 +10,23 @@
 //                (the request decodes special tokens for it to be seen) and a JSON list of
 //                `{"name": "f", "arguments": {...}}` (or one such object). With `calls_only`
 //                (tool_choice "required", whose constraint cannot hold a control token) the
-//                whole output is that list.
+//                whole output is that list. Each element that is a call is one as soon as it
+//                closes; from the first element that is not (or a cut one), or after the
+//                list's `]`, the text is content as written, except whitespace after the `]`.
+//                When the first element is not a call, the whole text from the tag is.
 // tool_choice "required" output is constrained to these syntaxes (tool_request.h) and read the
 // same way.
 //
 // Contract: nothing the model wrote is lost. Every byte ends up in a returned call or in the
-// returned content, except whitespace between and after hermes blocks; text shaped like a call
-// that is not a valid one (not JSON, no "name", arguments not an object) is content, as
-// written. A call's `arguments` is the compact JSON text of an object, keys in the order the
-// model wrote them. JSON nested deeper than kMaxToolCallJsonDepth is never a call (it would be
-// content), so parsing and dumping stay within bounded recursion.
-// Streaming: ToolCallParser holds back only what the next piece may still change (a partial
-// tag; hermes text after the first block until the next block or the end; llama3 output that
-// starts with `{`, and mistral output after its tag, until the end). Invariant, for any split of
+// returned content, except whitespace between and after hermes blocks and the brackets and
+// commas around mistral calls; text shaped like a call that is not a valid one (not JSON, no
+// "name", arguments not an object) is content, as written. A call's `arguments` is the compact JSON
+// text of an object, keys in the order the model wrote them. JSON nested deeper than
+// kMaxToolCallJsonDepth is never a call (it would be content), so parsing and dumping stay within
+// bounded recursion. Streaming: ToolCallParser holds back only what the next piece may still change
+// (a partial tag; hermes text after the first block until the next block or the end; llama3 output
+// that starts with `{` until the end; mistral output after its tag until the current list element
+// closes, or the end when it is one object, not a list). Invariant, for any split of
 // `text` into pieces: the concatenated content and the calls of feed(piece)... + finish() equal
 // parse_tool_calls(format, text). Cuts fall only at (ASCII) tag boundaries, so when each fed
 // piece is whole UTF-8 characters (as engine text deltas are), so is each content piece.
@@ -72,14 +76,19 @@ class ToolCallParser {
  private:
   // kHermes:     kBeforeBlocks -> kInBlock <-> kBetweenBlocks.
   // kLlama3Json: kUndecided -> kJson (held until finish) | kContent (streamed).
-  // kMistral:    kBeforeBlocks -> kJson (after the tag, held until finish); calls_only: kJson.
-  enum class State { kBeforeBlocks, kInBlock, kBetweenBlocks, kUndecided, kJson, kContent };
+  // kMistral:    kBeforeBlocks -> kList (after the tag; calls_only: from the start) -> kJson
+  //              (one object, or an element that is not a call: held until finish).
+  enum class State { kBeforeBlocks, kInBlock, kBetweenBlocks, kUndecided, kJson, kContent, kList };
+  // Where a kList scan is: before the `[`, before an element, inside one, after one, after `]`.
+  enum class ListPhase { kOpen, kElement, kInElement, kAfterElement, kClosed };
 
   void feed_hermes(ToolCallDelta& out);
   void finish_hermes(ToolCallDelta& out);
   void feed_llama3(std::string_view text, ToolCallDelta& out);
   void finish_llama3(ToolCallDelta& out);
   void feed_mistral(ToolCallDelta& out);
+  // kList: scans held_ from list_.pos, emitting each element that closes as a call.
+  void scan_mistral_list(ToolCallDelta& out);
   void finish_mistral(ToolCallDelta& out);
   // Hermes text outside blocks: content before the first block; between or after blocks,
   // content unless it is whitespace only.
@@ -98,6 +107,15 @@ class ToolCallParser {
   std::size_t search_from_ = 0;  // offset in held_ before which no tag starts
   int num_calls_ = 0;
   bool finished_ = false;
+  struct ListScan {  // kMistral's kList
+    ListPhase phase = ListPhase::kOpen;
+    std::size_t pos = 0;            // offset in held_ scanned up to
+    std::size_t element_begin = 0;  // offset in held_ of the open element's `{`
+    int depth = 0;                  // brackets open in the element
+    bool in_string = false;
+    bool escaped = false;
+    int calls = 0;  // elements emitted as calls
+  } list_;
 };
 
 // Length of the longest suffix of `text` that is a proper prefix of `tag`: the bytes a stream

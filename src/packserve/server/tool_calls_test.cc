@@ -244,12 +244,29 @@ TEST(ToolCallParserMistral, ContentThenAListOfCalls) {
 }
 
 TEST(ToolCallParserMistral, WhatIsNotAListOfCallsIsContentAsWritten) {
-  for (const char* text : {R"(a[TOOL_CALLS] [{"name": "f"}] and more)", "[TOOL_CALLS] []",
-                           R"([TOOL_CALLS] [{"name": "f"}, {"arguments": {}}])",
-                           R"([TOOL_CALLS] [{"name": "f", "arguments": [1]}])", "[TOOL_CALLS]",
-                           "[TOOL_CALL", "x [TOOL_CALLS] [{\"name\": \"f\""}) {
+  for (const char* text :
+       {"[TOOL_CALLS] []", R"([TOOL_CALLS] [{"name": "f", "arguments": [1]}, {"name": "g"}])",
+        R"([TOOL_CALLS] [5, {"name": "g"}])", R"([TOOL_CALLS] {"name": "f"} and more)",
+        "[TOOL_CALLS]", "[TOOL_CALL", "x [TOOL_CALLS] [{\"name\": \"f\"",
+        R"([TOOL_CALLS] [{"name": "f"]])", R"([TOOL_CALLS] ({"name": "f"}))"}) {
     expect_mistral(text, text, {});
   }
+}
+
+TEST(ToolCallParserMistral, TheCallsBeforeAnElementThatIsNotOneStay) {
+  const ToolCall f = {"f", "{}"};
+  // What follows the last call is content as written, from after its comma.
+  expect_mistral(R"([TOOL_CALLS] [{"name": "f"}, {"arguments": {}}])", R"( {"arguments": {}}])",
+                 {f});
+  expect_mistral(R"([TOOL_CALLS] [{"name": "f"},{"name": "get_weather", "arguments": {"ci)",
+                 R"({"name": "get_weather", "arguments": {"ci)", {f});
+  expect_mistral(R"([TOOL_CALLS] [{"name": "f"} {"name": "g"}])", R"( {"name": "g"}])", {f});
+  // A list cut after a whole call (max_tokens) keeps that call.
+  expect_mistral(R"([TOOL_CALLS] [{"name": "f"}, )", " ", {f});
+  // After the list: text is content, whitespace is dropped; brackets in strings do not count.
+  expect_mistral(R"(a[TOOL_CALLS] [{"name": "f", "arguments": {"s": "}]\"{"}}] and more)",
+                 "a and more", {{"f", R"({"s":"}]\"{"})"}});
+  expect_mistral("[TOOL_CALLS] [{\"name\": \"f\"}]\n \t", "", {f});
 }
 
 TEST(ToolCallParserMistral, CallsOnlyReadsTheWholeOutputAsTheList) {
@@ -261,12 +278,24 @@ TEST(ToolCallParserMistral, CallsOnlyReadsTheWholeOutputAsTheList) {
                  /*calls_only=*/true);
 }
 
-TEST(ToolCallParserStreaming, MistralContentStreamsUntilTheTagAndTheListIsHeld) {
+TEST(ToolCallParserStreaming, MistralContentStreamsUntilTheTagAndEachCallWhenItCloses) {
   ToolCallParser parser(ToolCallFormat::kMistral);
   expect_delta(parser.feed("Let me [TOOL_"), "Let me ", {});
   expect_delta(parser.feed("CALLS] [{\"name\": \"get_weather\", "), "", {});
-  expect_delta(parser.feed("\"arguments\": {\"city\": \"Paris\"}}]"), "", {});
-  expect_delta(parser.finish(), "", {kParis});
+  expect_delta(parser.feed("\"arguments\": {\"city\": \"Paris\"}"), "", {});
+  expect_delta(parser.feed("}, {\"name\": \"get_time\", \"arguments\": {\"tz\": \"UTC\"}"), "",
+               {kParis});
+  EXPECT_EQ(parser.num_calls(), 1);
+  expect_delta(parser.feed("}"), "", {kTime});
+  expect_delta(parser.feed("]"), "", {});
+  expect_delta(parser.finish(), "", {});
+  EXPECT_EQ(parser.num_calls(), 2);
+  // One object, not a list: held until the end.
+  ToolCallParser object(ToolCallFormat::kMistral);
+  expect_delta(object.feed("[TOOL_CALLS] {\"name\": \"get_time\", \"arguments\": {\"tz\": "
+                           "\"UTC\"}}"),
+               "", {});
+  expect_delta(object.finish(), "", {kTime});
   ToolCallParser text(ToolCallFormat::kMistral);
   expect_delta(text.feed("[TOOL_"), "", {});
   expect_delta(text.feed("x"), "[TOOL_x", {});

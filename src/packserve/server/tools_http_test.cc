@@ -327,6 +327,48 @@ TEST_F(ToolsTest, MistralCallsKeepTheControlTokenAndGetNineCharacterIds) {
   EXPECT_FALSE(full_match(one.value().spec, "[" + now + ", " + now + "]"));
 }
 
+// Streamed, each Mistral call comes in its own delta.tool_calls entry as its list element
+// closes, before the rest of the list is written.
+TEST_F(ToolsTest, MistralStreamsEachCallAsItsElementCloses) {
+  engine_->set_chat_template_family(tokenizer::ChatTemplateFamily::kMistral);
+  engine_->set_output_text(
+      R"(Checking.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, )"
+      R"({"name": "now", "arguments": {}}])");
+  auto c = client();
+  int status = 0;
+  const auto events = read_stream(c, "/v1/chat/completions", body(R"(,"stream":true)"), &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string content;
+  std::vector<json> calls;
+  std::vector<std::size_t> call_events;
+  std::string finish;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    const json choice = json::parse(events[i])["choices"][0];
+    content += choice["delta"].value("content", "");
+    if (choice["delta"].contains("tool_calls")) {
+      for (const json& call : choice["delta"]["tool_calls"]) {
+        calls.push_back(call);
+        call_events.push_back(i);
+      }
+    }
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"].get<std::string>();
+  }
+  EXPECT_EQ(content, "Checking.");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_LT(call_events[0], call_events[1]);  // the first call did not wait for the second
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(calls[k]["index"], k);
+    EXPECT_TRUE(std::regex_match(calls[k]["id"].get<std::string>(), std::regex("[A-Za-z0-9]{9}")))
+        << calls[k];
+  }
+  EXPECT_EQ(calls[0]["function"],
+            json({{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}}));
+  EXPECT_EQ(calls[1]["function"], json({{"name", "now"}, {"arguments", "{}"}}));
+  EXPECT_EQ(finish, "tool_calls");
+}
+
 TEST_F(ToolsTest, ConversationWithCallsAndResultsRenders) {
   engine_->set_output_text("It is 21 C.");
   Answer a = post("/v1/chat/completions", R"({"model":"tiny","messages":[
