@@ -1,9 +1,10 @@
 // json_schema.cc: see json_schema.h. One recursive pass over the schema (class Compiler)
 // builds each node's regex from its children's; every fragment it returns can be
-// concatenated as is (a top-level alternation is wrapped in (?:...)). Integer and number ranges as
-// digit-range regexes are integer_range.h's, the rewrite of `pattern` into JSON-safe form is
-// json_schema_pattern.h's, free-form JSON (objects of any keys, arrays of any values) is
-// json_schema_free_form.h's, and the helpers they share with this file json_schema_internal.h's.
+// concatenated as is (a top-level alternation is wrapped in (?:...)). Integer and number
+// ranges as digit-range regexes are integer_range.h's, the rewrite of `pattern` into JSON-safe
+// form is json_schema_pattern.h's, free-form JSON (objects of any keys, arrays of any values)
+// is json_schema_free_form.h's, string formats json_schema_format.h's, and the helpers they
+// share with this file json_schema_internal.h's.
 #include "packserve/grammar/json_schema.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "packserve/common/json_depth.h"
 #include "packserve/grammar/integer_range.h"
+#include "packserve/grammar/json_schema_format.h"
 #include "packserve/grammar/json_schema_free_form.h"
 #include "packserve/grammar/json_schema_internal.h"
 #include "packserve/grammar/json_schema_pattern.h"
@@ -39,6 +41,8 @@ using detail::number_range;
 using detail::object_of;
 using detail::parse_hex;
 using detail::repeat;
+using detail::string_format_regex;
+using detail::supported_string_formats;
 using detail::translate_pattern;
 using detail::unsupported;
 
@@ -49,12 +53,6 @@ constexpr int64_t kMaxBoundFractionDigits = 32;
 constexpr std::string_view kFraction = R"((?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)";
 constexpr std::string_view kPositiveNumber =
     R"((?:[1-9][0-9]*(?:\.[0-9]+)?|0\.[0-9]*[1-9][0-9]*)(?:[eE][+-]?[0-9]+)?)";
-constexpr std::string_view kDate = "(?:[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01]))";
-constexpr std::string_view kTime =
-    R"((?:(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\.[0-9]+)?)"
-    R"((?:[Zz]|[+\-](?:[01][0-9]|2[0-3]):[0-5][0-9])))";
-constexpr std::string_view kUuid =
-    "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
 
 constexpr std::string_view kAnnotations[] = {
     "title",    "description", "default",  "examples",  "$schema", "$id",
@@ -531,14 +529,12 @@ Result<std::string> Compiler::compile_string(const Json& schema, const std::stri
                          "\"format\" together with \"pattern\", \"minLength\" or "
                          "\"maxLength\" is not supported");
     }
-    const std::string& format = it->get_ref<const std::string&>();
-    if (format == "date") return "\"" + std::string(kDate) + "\"";
-    if (format == "time") return "\"" + std::string(kTime) + "\"";
-    if (format == "date-time")
-      return "\"" + std::string(kDate) + "[Tt]" + std::string(kTime) + "\"";
-    if (format == "uuid") return "\"" + std::string(kUuid) + "\"";
-    return unsupported(at, "format " + describe(*it) +
-                               " is not supported (supported: date, time, date-time, uuid)");
+    if (std::optional<std::string> content =
+            string_format_regex(it->get_ref<const std::string&>())) {
+      return "\"" + *content + "\"";
+    }
+    return unsupported(at, "format " + describe(*it) + " is not supported (supported: " +
+                               std::string(supported_string_formats()) + ")");
   }
   if (auto it = schema.find("pattern"); it != schema.end()) {
     const std::string at = child(pointer, "pattern");

@@ -17,7 +17,8 @@
 //   $ref to "#/..." (a JSON pointer: #/$defs/X, #/definitions/X, nested; ~0 ~1 and %XX
 //   escapes), not recursive; $defs / definitions (containers);
 //   string: minLength, maxLength (JSON string characters: one unescaped code point or one
-//     escape), pattern (see below), format date | time | date-time | uuid (RFC 3339 / 4122);
+//     escape), pattern (see below), format (json_schema_format.h: date, time, date-time,
+//     duration, uuid, ipv4, ipv6, hostname, email, uri, uri-reference);
 //   integer: minimum, maximum, exclusiveMinimum, exclusiveMaximum (numbers, or draft-4
 //     booleans), any range within +-10^18, as a decimal digit-range regex;
 //   number: the same four bounds within +-10^18 and at most 32 fraction digits, read as the

@@ -410,6 +410,45 @@ TEST(JsonSchemaDocuments, StringFormats) {
       {R"("123e4567e89b12d3a456426614174000")", R"("123e4567-e89b-12d3-a456-42661417400")"});
 }
 
+TEST(JsonSchemaDocuments, NetworkAndDurationFormats) {
+  expect_documents(
+      R"({"type": "string", "format": "ipv4"})",
+      {R"("0.0.0.0")", R"("192.168.1.255")", R"("10.200.249.9")"},
+      {R"("256.1.1.1")", R"("1.2.3")", R"("01.2.3.4")", R"("1.2.3.4.5")", R"("a.b.c.d")"});
+  expect_documents(
+      R"({"type": "string", "format": "ipv6"})",
+      {R"("::")", R"("::1")", R"("1::")", R"("2001:db8::8a2e:370:7334")",
+       R"("2001:0db8:85a3:0000:0000:8a2e:0370:7334")", R"("1:2:3:4:5:6:7::")",
+       R"("::2:3:4:5:6:7:8")", R"("1::8")", R"("::ffff:192.0.2.128")", R"("1:2:3:4:5:6:1.2.3.4")",
+       R"("1::5:1.2.3.4")", R"("FE80::0202:B3FF:FE1E:8329")"},
+      {R"("1:2:3:4:5:6:7:8:9")", R"("1::2::3")", R"(":::")", R"("1:2:3:4:5:6:7")", R"("12345::")",
+       R"("1:2:3:4:5:6:7::8")", R"("::1.2.3")", R"("1:2:3:4:5:6:7:1.2.3.4")", R"("g::1")",
+       R"("1:2:3:4:5:6:7:8::")"});
+  expect_documents(R"({"type": "string", "format": "hostname"})",
+                   {R"("localhost")", R"("api.example.com")", R"("a-b.c1")",
+                    R"("xn--bcher-kva.de")", "\"" + std::string(63, 'a') + ".b\""},
+                   {R"("-a.com")", R"("a-.com")", R"("a..b")", R"("a.b.")", R"("a_b.com")", R"("")",
+                    "\"" + std::string(64, 'a') + "\""});
+  expect_documents(
+      R"({"type": "string", "format": "email"})",
+      {R"("jane.doe@example.com")", R"("a+tag@sub.example.co")", R"("x!#$%&'*=?^_`{|}~-@a.b")"},
+      {R"("jane@localhost")", R"("jane.@example.com")", R"(".jane@example.com")",
+       R"("a b@example.com")", R"("a@b@example.com")", R"("@example.com")"});
+  expect_documents(R"({"type": "string", "format": "uri"})",
+                   {R"("https://example.com/a/b?q=1&r=%20#frag")", R"("urn:isbn:0451450523")",
+                    R"("mailto:a@b.c")", R"("http://[::1]:8080/")"},
+                   {R"("/relative/path")", R"("https://a.b/ c")", R"("http://a/%zz")",
+                    R"("1http:x")", R"("https://example.com/\"")"});
+  expect_documents(R"({"type": "string", "format": "uri-reference"})",
+                   {R"("/relative/path?x=1")", R"("../a")", R"("")", R"("https://a.b/")"},
+                   {R"("a b")", R"("a\\b")", R"("%2")"});
+  expect_documents(R"({"type": "string", "format": "duration"})",
+                   {R"("P1Y2M3DT4H5M6S")", R"("P3W")", R"("PT0S")", R"("P1D")", R"("PT36H")",
+                    R"("P1M")", R"("PT1H30M")", R"("P2Y")", R"("P1DT1M")"},
+                   {R"("P")", R"("PT")", R"("P1H")", R"("1Y")", R"("P1S")", R"("P1W1D")",
+                    R"("PT1S1M")", R"("P1D2M")"});
+}
+
 TEST(JsonSchemaDocuments, PatternsStayValidJson) {
   // ".*" would allow a raw quote or control; the rewrite allows only their escapes.
   expect_documents(R"({"type": "string", "pattern": "^.*$"})",
@@ -477,6 +516,9 @@ TEST(JsonSchemaDialect, RegexCompilerAcceptsTheOutput) {
       {R"({"type": "array", "items": {"type": "integer"}, "maxItems": 400})", "[1,2]", "[1,]"},
       {R"({"type": "string", "maxLength": 1000})", R"("x")", R"("x)"},
       {R"({"type": "number", "minimum": -90, "maximum": 90})", "-89.99999", "90.01"},
+      {R"({"type": "string", "format": "ipv6"})", R"("2001:db8::1")", R"("1::2::3")"},
+      {R"({"type": "string", "format": "email"})", R"("a.b@c.de")", R"("a@b")"},
+      {R"({"type": "string", "format": "uri"})", R"("https://x.y/z?%41")", R"("x y:")"},
       {R"({"type": "number", "exclusiveMinimum": 1e-1, "exclusiveMaximum": 0.125})", "0.1249",
        "0.1"},
   };
@@ -764,9 +806,9 @@ TEST(JsonSchemaErrors, EveryErrorPathHasItsCodeAndMessage) {
       {R"({"$defs": {"A": {"$ref": "#/$defs/A/x"}}, "$ref": "#/$defs/A"})", kBad,
        R"(json_schema: /$defs/A/$ref: "#/$defs/A/x" does not resolve)"},
       // Strings.
-      {R"({"type": "string", "format": "email"})", kNo,
-       "json_schema: /format: format \"email\" is not supported (supported: date, time, "
-       "date-time, uuid)"},
+      {R"({"type": "string", "format": "idn-email"})", kNo,
+       "json_schema: /format: format \"idn-email\" is not supported (supported: date, time, "
+       "date-time, duration, uuid, ipv4, ipv6, hostname, email, uri, uri-reference)"},
       {R"({"type": "string", "format": 1})", kBad,
        "json_schema: /format: expected a string, got 1"},
       {R"({"type": "string", "format": "date", "pattern": "x"})", kNo,
