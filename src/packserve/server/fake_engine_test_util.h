@@ -3,7 +3,8 @@
 //   decode(ids): those bytes (an id outside [0, 256): kInvalidArgument "ids[i]: ...").
 //   render_chat: "tool: <definition>\n" per tool, "<role>: <content>\n" per message (and
 //   "call: <name><arguments>\n" per tool call, "reasoning: <text>\n" for reasoning_content),
-//   "date: <date_string>\n" when given, then (with the generation prompt) "assistant: "
+//   "date: <date_string>\n" when given (continue_final_message: without the last "\n"), then
+//   (with the generation prompt) "assistant: "
 //   ("assistant (no thinking): " with enable_thinking false); its family is ChatML (Hermes tool
 //   calls) unless set_chat_template_family.
 //   generation: output token i is 'a' + i % 26 (after set_output_text(t): byte i of t, and the
@@ -133,6 +134,7 @@ class FakeEngine final : public EngineApi {
       for (const auto& call : m.tool_calls) text += "call: " + call.name + call.arguments + "\n";
     }
     if (options.date_string) text += "date: " + *options.date_string + "\n";
+    if (options.continue_final_message) text.pop_back();  // ends inside the last message
     if (!add_generation_prompt) return text;
     return text + (options.enable_thinking ? "assistant: " : "assistant (no thinking): ");
   }

@@ -52,7 +52,7 @@ ApiResult<std::vector<int32_t>> tokenize_prompt(const EngineApi& engine,
     if (r.tool_choice != ToolChoice::kNone || !generate.exclude_tools_when_tool_choice_none) {
       for (const Tool& tool : r.tools) options.tools.push_back(tool.definition);
     }
-    return encode_chat_prompt(engine, r.messages, /*add_generation_prompt=*/true, options);
+    return encode_chat_prompt(engine, r.messages, r.add_generation_prompt, options);
   }
   const std::string field = prompt_field(r, index);
   const Prompt& prompt = r.prompts[index];

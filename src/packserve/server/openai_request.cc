@@ -37,7 +37,8 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
     auto s = kCommon;
     s.insert(std::begin(kStructuredFields), std::end(kStructuredFields));
     s.insert(std::begin(kToolFields), std::end(kToolFields));
-    s.insert({"messages", "max_completion_tokens", "top_logprobs", "chat_template_kwargs"});
+    s.insert({"messages", "max_completion_tokens", "top_logprobs", "chat_template_kwargs",
+              "add_generation_prompt", "continue_final_message"});
     return s;
   }();
   return endpoint == Endpoint::kCompletions ? kCompletions : kChat;
@@ -269,6 +270,7 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
   if (endpoint == Endpoint::kChatCompletions) {
     PS_API_TRY(parse_tool_fields(body, raw_body, out));
     PS_API_TRY(parse_chat_template_kwargs(body, out.chat_options));
+    PS_API_TRY(parse_generation_prompt(body, out.add_generation_prompt, out.chat_options));
   }
   if (present(body, "user") && !body.at("user").is_string()) {
     return wrong("user", "a string", body.at("user"));

@@ -101,8 +101,11 @@ struct OpenAiRequest {
   ToolChoice tool_choice = ToolChoice::kNone;
   std::size_t tool_choice_index = 0;  // kNamed: the tool's index in `tools`
   bool parallel_tool_calls = true;
-  // Chat: chat_template_kwargs (request_json.h); the tools are added when the prompt is built.
+  // Chat: chat_template_kwargs and continue_final_message (request_json.h); the tools are added
+  // when the prompt is built.
   tokenizer::ChatRenderOptions chat_options;
+  // Chat: vLLM's add_generation_prompt (false with continue_final_message).
+  bool add_generation_prompt = true;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };

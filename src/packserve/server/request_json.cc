@@ -213,4 +213,22 @@ std::optional<ApiError> parse_chat_template_kwargs(const json& body,
   return std::nullopt;
 }
 
+std::optional<ApiError> parse_generation_prompt(const json& body, bool& add_generation_prompt,
+                                                tokenizer::ChatRenderOptions& options) {
+  if (present(body, "add_generation_prompt")) {
+    PS_API_ASSIGN(add_generation_prompt, get_bool(body, "add_generation_prompt"));
+  }
+  if (!present(body, "continue_final_message")) return std::nullopt;
+  PS_API_ASSIGN(options.continue_final_message, get_bool(body, "continue_final_message"));
+  if (!options.continue_final_message) return std::nullopt;
+  if (present(body, "add_generation_prompt") && add_generation_prompt) {
+    return bad_request(
+        "continue_final_message: cannot be true with add_generation_prompt true (the final "
+        "message is continued, no new turn is opened)",
+        "continue_final_message");
+  }
+  add_generation_prompt = false;
+  return std::nullopt;
+}
+
 }  // namespace packserve::server

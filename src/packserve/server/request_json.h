@@ -75,6 +75,14 @@ ApiResult<std::vector<tokenizer::ChatMessage>> parse_messages(const nlohmann::js
 std::optional<ApiError> parse_chat_template_kwargs(const nlohmann::json& body,
                                                    tokenizer::ChatRenderOptions& options);
 
+// vLLM's body["add_generation_prompt"] (a boolean, default true: the prompt opens the
+// assistant's turn) and body["continue_final_message"] (a boolean, default false: the prompt
+// ends inside the final assistant message, options.continue_final_message). Continuing implies
+// no generation prompt; both given true is 400 naming continue_final_message.
+std::optional<ApiError> parse_generation_prompt(const nlohmann::json& body,
+                                                bool& add_generation_prompt,
+                                                tokenizer::ChatRenderOptions& options);
+
 // Parses `body` as one JSON object and hands it to `parse_fields` (a callable json ->
 // ApiResult<T>). Malformed JSON, nesting deeper than kMaxJsonDepth and a non-object are 400;
 // a json exception escaping `parse_fields` (a type check it missed) is 400 too, never a crash.

@@ -24,6 +24,7 @@ ApiResult<TokenizeRequest> parse_tokenize_fields(const json& body, std::string_v
                                                "messages",
                                                "add_special_tokens",
                                                "add_generation_prompt",
+                                               "continue_final_message",
                                                "tools",
                                                "chat_template_kwargs"};
   PS_API_TRY(check_known_fields(body, kKnown));
@@ -57,12 +58,12 @@ ApiResult<TokenizeRequest> parse_tokenize_fields(const json& body, std::string_v
     }
     PS_API_ASSIGN(out.add_special_tokens, get_bool(body, "add_special_tokens"));
   }
-  if (present(body, "add_generation_prompt")) {
-    if (!has_messages) {
-      return bad_request("add_generation_prompt: only with messages", "add_generation_prompt");
+  for (const char* field : {"add_generation_prompt", "continue_final_message"}) {
+    if (present(body, field) && !has_messages) {
+      return bad_request(std::string(field) + ": only with messages", field);
     }
-    PS_API_ASSIGN(out.add_generation_prompt, get_bool(body, "add_generation_prompt"));
   }
+  PS_API_TRY(parse_generation_prompt(body, out.add_generation_prompt, out.chat_options));
   if (present(body, "tools")) {
     if (!has_messages) return bad_request("tools: only with messages", "tools");
     std::vector<Tool> tools;

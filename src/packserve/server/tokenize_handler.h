@@ -1,8 +1,8 @@
 // tokenize_handler.h: POST /tokenize and POST /detokenize, vLLM's tokenizer endpoints
 // (docs/server.md "Tokenizer endpoints"), over an EngineApi's tokenizer:
 //   /tokenize   {"model", "prompt": "<text>"[, "add_special_tokens": true]}
-//            or {"model", "messages": [...][, "add_generation_prompt": true][, "tools"]
-//                [, "chat_template_kwargs"]}
+//            or {"model", "messages": [...][, "add_generation_prompt": true]
+//                [, "continue_final_message": false][, "tools"][, "chat_template_kwargs"]}
 //            -> 200 {"count": N, "max_model_len": M, "tokens": [ids]}
 //   /detokenize {"model", "tokens": [ids]} -> 200 {"prompt": "<text>"}
 // The tokens are those generation runs on (prompt_tokens.h): a text prompt as a

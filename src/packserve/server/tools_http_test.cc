@@ -461,6 +461,44 @@ TEST_F(ToolsTest, WithoutTheReasoningParserThinkingIsContent) {
   EXPECT_FALSE(a.parsed()["choices"][0]["message"].contains("reasoning_content"));
 }
 
+// continue_final_message and add_generation_prompt (vLLM's) reach the template, on chat and
+// /tokenize alike; the real templates' cut is chat_template_test.cc's.
+TEST_F(ToolsTest, ContinueFinalMessageReachesTheTemplate) {
+  const std::string messages =
+      R"("messages":[{"role":"user","content":"q"},{"role":"assistant","content":"Sure"}])";
+  const std::string chat = R"({"model":"tiny","max_tokens":1,)" + messages;
+  const std::string tokenize = R"({"model":"tiny",)" + messages;
+  ASSERT_EQ(post("/v1/chat/completions", chat + R"(,"continue_final_message":true})").status, 200);
+  EXPECT_EQ(prompt_text(engine_->submitted_requests().at(0)), "user: q\nassistant: Sure");
+  Answer tokens = post("/tokenize", tokenize + R"(,"continue_final_message":true})");
+  ASSERT_EQ(tokens.status, 200) << tokens.body;
+  EXPECT_EQ(tokens.parsed()["tokens"].get<std::vector<int32_t>>(),
+            engine_->submitted_requests().at(0).prompt_token_ids);
+  ASSERT_EQ(post("/v1/chat/completions", chat + R"(,"add_generation_prompt":false})").status, 200);
+  EXPECT_EQ(prompt_text(engine_->submitted_requests().at(1)), "user: q\nassistant: Sure\n");
+  ASSERT_EQ(post("/v1/chat/completions",
+                 chat + R"(,"add_generation_prompt":false,"continue_final_message":false})")
+                .status,
+            200);
+  EXPECT_EQ(prompt_text(engine_->submitted_requests().at(2)), "user: q\nassistant: Sure\n");
+  for (const auto& [route, body] :
+       {std::pair{"/v1/chat/completions", chat}, std::pair{"/tokenize", tokenize}}) {
+    SCOPED_TRACE(route);
+    const json both = expect_error(
+        post(route, body + R"(,"add_generation_prompt":true,"continue_final_message":true})"), 400,
+        "invalid_request_error");
+    EXPECT_EQ(both["param"], "continue_final_message");
+    const json typed = expect_error(post(route, body + R"(,"continue_final_message":1})"), 400,
+                                    "invalid_request_error");
+    EXPECT_EQ(typed["param"], "continue_final_message");
+  }
+  const json prompt = expect_error(
+      post("/tokenize", R"({"model":"tiny","prompt":"q","continue_final_message":true})"), 400,
+      "invalid_request_error");
+  EXPECT_EQ(prompt["param"], "continue_final_message");
+  EXPECT_EQ(engine_->submitted_requests().size(), 3u);
+}
+
 TEST_F(ToolsTest, EnableThinkingReachesTheTemplate) {
   const std::string chat = R"({"model":"tiny","max_tokens":1,"messages":[{"role":"user",)"
                            R"("content":"q"}],"chat_template_kwargs":)";

@@ -624,6 +624,9 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
                                          bool add_generation_prompt,
                                          const ChatRenderOptions& options) const {
   if (messages.empty()) return invalid_argument("messages: expected at least one message");
+  if (options.continue_final_message) {
+    return render_continuing(messages, add_generation_prompt, options);
+  }
   for (std::size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const std::string f = "messages[" + std::to_string(i) + "]";
@@ -656,6 +659,47 @@ Result<std::string> ChatTemplate::render(const std::vector<ChatMessage>& message
   }
   return render_chatml(messages, add_generation_prompt, parsed_tools, traits_.thinking_switch,
                        traits_.thinking_switch && !options.enable_thinking, traits_.default_system);
+}
+
+// As Hugging Face's apply_chat_template(continue_final_message=True): the whole conversation,
+// cut after the last occurrence of the final message's stripped content.
+Result<std::string> ChatTemplate::render_continuing(const std::vector<ChatMessage>& messages,
+                                                    bool add_generation_prompt,
+                                                    const ChatRenderOptions& options) const {
+  if (add_generation_prompt) {
+    return invalid_argument(
+        "continue_final_message: cannot be true with add_generation_prompt (the final message "
+        "is continued, no new turn is opened)");
+  }
+  const ChatMessage& last = messages.back();
+  const std::string f = "messages[" + std::to_string(messages.size() - 1) + "]";
+  if (last.role != "assistant") {
+    return invalid_argument(f +
+                            ".role: continue_final_message continues an assistant message, got \"" +
+                            last.role + "\"");
+  }
+  if (!last.tool_calls.empty()) {
+    return invalid_argument(f + ".tool_calls: continue_final_message cannot continue tool calls");
+  }
+  const std::string_view text = trim(last.content);
+  if (text.empty()) {
+    return invalid_argument(f + ".content: continue_final_message needs text to continue");
+  }
+  ChatRenderOptions whole = options;
+  whole.continue_final_message = false;
+  PS_ASSIGN_OR_RETURN(std::string rendered, render(messages, false, whole));
+  const std::size_t at = rendered.rfind(text);
+  if (at == std::string::npos) {
+    return invalid_argument(f +
+                            ".content: not in the rendered prompt (the template changes it), so "
+                            "it cannot be continued");
+  }
+  // Hugging Face's test, quirk included: the whitespace after the content is kept only when
+  // the content has none before it and the prompt has the content exactly as given.
+  const bool kept = text.data() == last.content.data() &&
+                    rendered.compare(at, last.content.size(), last.content) == 0;
+  rendered.resize(at + (kept ? last.content.size() : text.size()));
+  return rendered;
 }
 
 }  // namespace packserve::tokenizer

@@ -99,6 +99,9 @@ struct ChatRenderOptions {
   bool enable_thinking = true;
   // Llama 3.1+'s `date_string` (chat_template_kwargs): the system turn's "Today Date".
   std::optional<std::string> date_string = std::nullopt;
+  // vLLM's / Hugging Face's `continue_final_message`: the prompt ends inside the final
+  // (assistant) message, right after its content, so the model continues it.
+  bool continue_final_message = false;
 };
 
 // Which system turn a Llama 3 template writes (chat_template.h's header comment).
@@ -158,7 +161,12 @@ class ChatTemplate {
   // not JSON objects; an empty `messages`; Llama 3: tools without a user message to put them
   // in (messages[i]), or several calls in one assistant turn; Mistral: a tool call id shorter
   // than kMistralCallIdLength (messages[i].tool_calls[j].id, messages[i].tool_call_id), tools
-  // or calls with v0.1/v0.2's template.
+  // or calls with v0.1/v0.2's template. With options.continue_final_message: the whole
+  // conversation cut after the final message's content (its trailing whitespace kept where the
+  // template keeps it and it has none before it, as Hugging Face's); kInvalidArgument with
+  // add_generation_prompt, when the final message is not an assistant message of text
+  // (messages[i].role / .tool_calls / .content), or when the template changed that text so it is
+  // not in the prompt.
   Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                              const ChatRenderOptions& options = {}) const;
 
@@ -170,6 +178,10 @@ class ChatTemplate {
   const ChatTemplateTraits& traits() const { return traits_; }
 
  private:
+  Result<std::string> render_continuing(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt,
+                                        const ChatRenderOptions& options) const;
+
   ChatTemplateFamily family_;
   std::string bos_token_;  // Llama-3, Mistral: prepended once (tokenizer_config's bos_token)
   std::string eos_token_;  // Mistral: after each assistant turn (tokenizer_config's eos_token)

@@ -604,6 +604,54 @@ TEST(ChatTemplateTest, MistralToolCalling) {
             "tools[0].function: expected an object");
 }
 
+// continue_final_message: the prompt ends right after the final assistant message's content.
+// Expected texts: Hugging Face's cut (apply_chat_template) run by jinja2 over each family's
+// own template (npm @lenml/tokenizer-* 3.7.2: qwen2_5, llama3_2, llama2 = Mistral-7B v0.3,
+// mistral_nemo).
+TEST(ChatTemplateTest, ContinueFinalMessageEndsInsideIt) {
+  ChatRenderOptions cont;
+  cont.continue_final_message = true;
+  const std::vector<ChatMessage> prefill = {{"user", "Hi"}, {"assistant", "Sure, here is "}};
+  const ChatTemplate chatml(ChatTemplateFamily::kChatml, "");
+  // ChatML keeps the content as is, so its trailing space too.
+  EXPECT_EQ(text_of(chatml.render(prefill, false, cont)),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nSure, here is ");
+  // Leading whitespace: Hugging Face's test then drops the trailing whitespace.
+  EXPECT_EQ(text_of(chatml.render({{"user", "Hi"}, {"assistant", " {\"a\": "}}, false, cont)),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n {\"a\":");
+  // Llama 3 trims the content.
+  const ChatTemplate llama3(ChatTemplateFamily::kLlama3, "<|begin_of_text|>");
+  EXPECT_EQ(text_of(llama3.render(prefill, false, cont)),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\nSure, here is");
+  // Mistral: the eos after the turn is cut off.
+  const ChatTemplate mistral(ChatTemplateFamily::kMistral, "<s>", "</s>");
+  EXPECT_EQ(text_of(mistral.render(prefill, false, cont)), "<s>[INST] Hi[/INST] Sure, here is");
+  const ChatTemplate nemo(ChatTemplateFamily::kMistralTekken, "<s>", "</s>");
+  EXPECT_EQ(text_of(nemo.render(prefill, false, cont)), "<s>[INST]Hi[/INST]Sure, here is ");
+  // The last occurrence: an earlier turn with the same text is not where it ends.
+  EXPECT_EQ(text_of(chatml.render({{"user", "A"}, {"assistant", "A"}}, false, cont)),
+            "<|im_start|>user\nA<|im_end|>\n<|im_start|>assistant\nA");
+
+  EXPECT_EQ(error_of(chatml.render(prefill, true, cont)),
+            "continue_final_message: cannot be true with add_generation_prompt (the final "
+            "message is continued, no new turn is opened)");
+  EXPECT_EQ(error_of(chatml.render({{"user", "Hi"}}, false, cont)),
+            "messages[0].role: continue_final_message continues an assistant message, got "
+            "\"user\"");
+  EXPECT_EQ(error_of(chatml.render({{"user", "Hi"}, {"assistant", " \n"}}, false, cont)),
+            "messages[1].content: continue_final_message needs text to continue");
+  EXPECT_EQ(
+      error_of(chatml.render({{"user", "Hi"}, {"assistant", "", {{"now", "{}"}}}}, false, cont)),
+      "messages[1].tool_calls: continue_final_message cannot continue tool calls");
+  // Qwen3 rewrites the last turn's reasoning block, so its text is not in the prompt.
+  const ChatTemplate qwen3(ChatTemplateFamily::kChatml, "", "", {.thinking_switch = true});
+  EXPECT_EQ(
+      error_of(qwen3.render({{"user", "q"}, {"assistant", "<think>r</think>A"}}, false, cont)),
+      "messages[1].content: not in the rendered prompt (the template changes it), so it "
+      "cannot be continued");
+}
+
 TEST(ChatTemplateTest, FamilyFromTokenizerConfig) {
   const auto llama = ChatTemplate::from_config_text(
       R"({"bos_token": "<|begin_of_text|>", "chat_template": "{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"})",
