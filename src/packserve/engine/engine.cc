@@ -99,16 +99,18 @@ Status SamplingParams::validate() const {
       return invalid_argument("stop[" + std::to_string(i) + "]: expected valid UTF-8");
     }
   }
-  if (structured.kind > StructuredOutput::Kind::kChoice) {
+  if (structured.kind > StructuredOutput::Kind::kGrammar) {
     return invalid_argument(structured.field + ": unknown kind " +
                             std::to_string(static_cast<int>(structured.kind)));
   }
   if ((structured.kind == StructuredOutput::Kind::kJsonSchema ||
-       structured.kind == StructuredOutput::Kind::kRegex) &&
+       structured.kind == StructuredOutput::Kind::kRegex ||
+       structured.kind == StructuredOutput::Kind::kGrammar) &&
       structured.spec.empty()) {
-    return invalid_argument(
-        structured.field + ": expected a non-empty " +
-        (structured.kind == StructuredOutput::Kind::kRegex ? "pattern" : "schema"));
+    const char* what = structured.kind == StructuredOutput::Kind::kRegex     ? "pattern"
+                       : structured.kind == StructuredOutput::Kind::kGrammar ? "grammar"
+                                                                             : "schema";
+    return invalid_argument(structured.field + ": expected a non-empty " + what);
   }
   if (structured.kind == StructuredOutput::Kind::kChoice && structured.choices.empty()) {
     return invalid_argument(structured.field + ": expected at least one choice");

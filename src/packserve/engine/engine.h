@@ -51,9 +51,11 @@ inline constexpr size_t kMaxLogitBias = 1024;
 // where the output is a complete match, and the request ends with "stop" where nothing may
 // follow. The masks go to the backend with the rows (ForwardBatch::masks, model/forward.h).
 struct StructuredOutput {
-  enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kRegex, kChoice };
+  enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
   Kind kind = Kind::kNone;
-  std::string spec;                  // kJsonSchema: the schema as JSON text; kRegex: the pattern
+  // kJsonSchema: the schema as JSON text; kRegex: the pattern; kGrammar: GBNF / EBNF text
+  // (grammar/ebnf.h).
+  std::string spec;
   std::vector<std::string> choices;  // kChoice: the output is exactly one of them (>= 1)
   // The request field it came from: its errors start with it ("response_format: ...").
   std::string field = "structured_output";

@@ -210,6 +210,26 @@ inline void GenerateCliTest::expect_structured_outputs_hold(const std::string& b
     ++parsed;
   }
   EXPECT_GT(parsed, 0) << r.out;
+  // A GBNF grammar: a list of 1-3 "key=value" items, values numbers or lowercase words.
+  const fs::path grammar = write("list.gbnf",
+                                 "root ::= item (\",\" item){0,2}\n"
+                                 "item ::= key \"=\" (num | word)  # one pair\n"
+                                 "key ::= [a-z]{1,4}\nnum ::= [0-9]{1,3}\nword ::= [a-z]{1,5}\n");
+  r = run(base + " --max-tokens 60 --grammar " + grammar.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::regex list(
+      "[a-z]{1,4}=(?:[0-9]{1,3}|[a-z]{1,5})(?:,[a-z]{1,4}=(?:[0-9]{1,3}|[a-z]{1,5})){0,2}");
+  for (const json& line : lines_of(r.out)) {
+    EXPECT_TRUE(std::regex_match(line["text"].get<std::string>(), list)) << line.dump();
+    EXPECT_EQ(line["finish_reason"], "stop") << line.dump();
+  }
+  const fs::path bad_grammar = write("bad.gbnf", "root ::= \"a\" item\n");
+  r = run(base + " --grammar " + bad_grammar.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--grammar " + bad_grammar.string() +
+                       ": grammar: line 1 column 14: rule \"item\" is not defined"),
+            std::string::npos)
+      << r.err;
   r = run(base + " --regex '(ab'");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--regex: regex: position"), std::string::npos) << r.err;

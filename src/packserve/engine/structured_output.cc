@@ -72,6 +72,8 @@ Result<std::shared_ptr<const grammar::Grammar>> GrammarCache::get(const Structur
         return grammar::Grammar::regex(s.spec, vocab);
       case Kind::kChoice:
         return grammar::Grammar::choice(s.choices, vocab);
+      case Kind::kGrammar:
+        return grammar::Grammar::ebnf(s.spec, vocab);
       case Kind::kNone:
         break;
     }

@@ -1,6 +1,6 @@
 // grammar.cc: see grammar.h. The Vocabulary and its byte trie (vocabulary_impl.h); the
-// grammar kinds live in dfa_grammar.cc (regex, choice), grammar_json_schema.cc and
-// json_object.cc.
+// grammar kinds live in dfa_grammar.cc (regex, choice), grammar_json_schema.cc,
+// grammar_ebnf.cc and json_object.cc.
 #include "packserve/grammar/grammar.h"
 
 #include <algorithm>

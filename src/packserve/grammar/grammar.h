@@ -8,7 +8,9 @@
 //   - json_object: the output is one JSON object (any keys, values nested up to
 //     kMaxJsonDepth), RFC 8259, whitespace between tokens at most kMaxWhitespaceRun bytes in a
 //     row, nothing after the closing brace;
-//   - json_schema: compiled to a regex (grammar/json_schema.h) and matched as one.
+//   - json_schema: compiled to a regex (grammar/json_schema.h) and matched as one;
+//   - ebnf: a GBNF / EBNF grammar, compiled to a regex (grammar/ebnf.h, recursion unrolled
+//     kMaxEbnfNesting deep) and matched as one.
 // A token is allowed when its bytes keep the output a prefix of some match; the model's EOS
 // tokens are allowed exactly when the output so far is a complete match. A token with no bytes
 // (a special token other than EOS, an id the tokenizer lacks) is never allowed.
@@ -73,6 +75,10 @@ class Grammar {
   // written). Errors name the JSON pointer of the offending keyword (json_schema.h).
   static Result<std::shared_ptr<const Grammar>> json_schema(
       std::string_view schema_json, std::shared_ptr<const Vocabulary> vocab);
+  // GBNF / EBNF text whose `root` rule the output matches. Errors name the line and column
+  // (ebnf.h).
+  static Result<std::shared_ptr<const Grammar>> ebnf(std::string_view grammar,
+                                                     std::shared_ptr<const Vocabulary> vocab);
 
   // A matcher at the start of the output.
   virtual std::unique_ptr<Matcher> matcher() const = 0;

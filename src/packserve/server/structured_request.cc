@@ -52,6 +52,16 @@ std::optional<ApiError> regex_field(const json& v, const std::string& field,
   return std::nullopt;
 }
 
+std::optional<ApiError> grammar_field(const json& v, const std::string& field,
+                                      engine::StructuredOutput& out) {
+  if (!v.is_string() || v.get<std::string>().empty()) {
+    return wrong(field, "a non-empty GBNF / EBNF grammar with a root rule", v);
+  }
+  out.kind = Kind::kGrammar;
+  out.spec = v.get<std::string>();
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_response_format(const json& body, std::string_view raw_body,
                                               engine::StructuredOutput& out) {
   const std::string field = "response_format";
@@ -126,12 +136,15 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
       }
       continue;
     }
-    if (key != "json" && key != "regex" && key != "choice" && key != "json_object") {
-      return bad_request(f + ": not supported (json, regex, choice or json_object)", field);
+    if (key != "json" && key != "regex" && key != "choice" && key != "json_object" &&
+        key != "grammar") {
+      return bad_request(f + ": not supported (json, regex, choice, grammar or json_object)",
+                         field);
     }
     if (!given.empty()) {
       return bad_request(
-          f + ": only one of json, regex, choice and json_object, got " + given + " too", field);
+          f + ": only one of json, regex, choice, grammar and json_object, got " + given + " too",
+          field);
     }
     given = key;
     if (key == "json") {
@@ -139,6 +152,8 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
       PS_API_ASSIGN(out.spec, schema_text(value, raw_body, {field, key}, f));
     } else if (key == "regex") {
       PS_API_TRY(regex_field(value, f, out));
+    } else if (key == "grammar") {
+      PS_API_TRY(grammar_field(value, f, out));
     } else if (key == "choice") {
       out.kind = Kind::kChoice;
       PS_API_ASSIGN(out.choices, choice_list(value, f));
@@ -155,20 +170,18 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
 std::optional<ApiError> parse_structured_output(const json& body, std::string_view raw_body,
                                                 engine::StructuredOutput& out) {
   out = engine::StructuredOutput{};
-  for (const char* f : {"guided_grammar", "guided_whitespace_pattern"}) {
-    if (present(body, f)) {
-      return bad_request(std::string(f) +
-                             ": not supported (regex, JSON schema, JSON object or "
-                             "choice constraints only)",
-                         f);
-    }
+  if (present(body, "guided_whitespace_pattern")) {
+    return bad_request(
+        "guided_whitespace_pattern: not supported (whitespace between JSON tokens is fixed: "
+        "docs/server.md)",
+        "guided_whitespace_pattern");
   }
   if (present(body, "guided_decoding_backend") && !body.at("guided_decoding_backend").is_string()) {
     return wrong("guided_decoding_backend", "a string", body.at("guided_decoding_backend"));
   }
   std::string given;
-  for (const char* f :
-       {"response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice"}) {
+  for (const char* f : {"response_format", "structured_outputs", "guided_json", "guided_regex",
+                        "guided_choice", "guided_grammar"}) {
     if (!present(body, f)) continue;
     engine::StructuredOutput s;
     const std::string field = f;
@@ -183,6 +196,9 @@ std::optional<ApiError> parse_structured_output(const json& body, std::string_vi
     } else if (field == "guided_regex") {
       s.field = field;
       PS_API_TRY(regex_field(body.at(f), field, s));
+    } else if (field == "guided_grammar") {
+      s.field = field;
+      PS_API_TRY(grammar_field(body.at(f), field, s));
     } else {
       s.field = field;
       s.kind = Kind::kChoice;

@@ -78,6 +78,13 @@ TEST(StructuredRequest, EveryFormMapsExactly) {
   EXPECT_EQ(s.kind, Kind::kRegex);
   EXPECT_EQ(s.field, "guided_regex");
   EXPECT_EQ(s.spec, "\\d{3}");
+  s = parse_ok(R"("structured_outputs":{"grammar":"root ::= \"a\""})");
+  EXPECT_EQ(s.kind, Kind::kGrammar);
+  EXPECT_EQ(s.spec, R"(root ::= "a")");
+  s = parse_ok(R"("guided_grammar":"root ::= [0-9]+")", Endpoint::kCompletions);
+  EXPECT_EQ(s.kind, Kind::kGrammar);
+  EXPECT_EQ(s.field, "guided_grammar");
+  EXPECT_EQ(s.spec, "root ::= [0-9]+");
   s = parse_ok(R"("guided_choice":["a"])");
   EXPECT_EQ(s.kind, Kind::kChoice);
   EXPECT_EQ(s.field, "guided_choice");
@@ -112,8 +119,10 @@ TEST(StructuredRequest, EveryErrorIs400NamingTheField) {
       {R"("response_format":{"type":"json_schema","json_schema":{"schema":5}})",
        "response_format.json_schema.schema", "a JSON schema"},
       {R"("structured_outputs":[1])", "structured_outputs", "an object"},
-      {R"("structured_outputs":{"grammar":"root ::= x"})", "structured_outputs",
-       "structured_outputs.grammar: not supported"},
+      {R"("structured_outputs":{"grammar":""})", "structured_outputs.grammar",
+       "a non-empty GBNF / EBNF grammar"},
+      {R"("structured_outputs":{"structural_tag":"{}"})", "structured_outputs",
+       "structured_outputs.structural_tag: not supported"},
       {R"("structured_outputs":{"regex":"a","choice":["b"]})", "structured_outputs", "only one of"},
       {R"("structured_outputs":{"regex":""})", "structured_outputs.regex",
        "a non-empty regular expression"},
@@ -127,7 +136,7 @@ TEST(StructuredRequest, EveryErrorIs400NamingTheField) {
       {R"("guided_json":[1])", "guided_json", "a JSON schema"},
       {R"("guided_regex":7)", "guided_regex", "a non-empty regular expression"},
       {R"("guided_choice":"a")", "guided_choice", "non-empty list"},
-      {R"("guided_grammar":"root ::= x")", "guided_grammar", "not supported"},
+      {R"("guided_grammar":["root ::= x"])", "guided_grammar", "a non-empty GBNF / EBNF grammar"},
       {R"("guided_whitespace_pattern":" ")", "guided_whitespace_pattern", "not supported"},
       {R"("guided_decoding_backend":1)", "guided_decoding_backend", "a string"},
       {R"("guided_regex":"a","guided_choice":["b"])", "guided_choice",
