@@ -18,9 +18,9 @@
 //   a b                          sequence; a | b alternation (an empty alternative allowed)
 //   # ...                        a comment to the end of the line
 // Recursion: a regex has no stack, so a rule may be open at most kMaxEbnfNesting times on one
-// path of the expansion; an alternative that would open it once more is left out (json.gbnf's
-// objects and arrays nest kMaxEbnfNesting deep). A grammar whose root then matches nothing is
-// an error.
+// path of the expansion; an alternative that would open it once more is left out (a JSON
+// grammar's objects and arrays nest kMaxEbnfNesting deep). A grammar whose root then matches
+// nothing is an error.
 // Errors (messages "grammar: line L column C: ..." where the text is at fault):
 //   kInvalidArgument: malformed text (unterminated literal or class, a bad escape, a reversed
 //     range or count, `::=` missing), a rule defined twice, a reference to an undefined rule,

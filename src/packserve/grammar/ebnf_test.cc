@@ -1,7 +1,7 @@
 // ebnf_test.cc: ebnf_to_regex and Grammar::ebnf. Oracles: exact regexes of small grammars
 // worked out from ebnf.h's rules; documents run through the compiled grammar on the byte
-// vocabulary (full_match), including llama.cpp's json.gbnf and arithmetic.gbnf with their
-// nesting bound; every error path with its code and exact message.
+// vocabulary (full_match), including a JSON and an arithmetic grammar with their nesting
+// bound; every error path with its code and exact message.
 #include "packserve/grammar/ebnf.h"
 
 #include <gtest/gtest.h>
@@ -73,55 +73,38 @@ TEST(EbnfTest, UnicodeLiteralsAndClasses) {
   expect_documents(R"(root ::= [^x]{2})", {"ab", "\u4e2d\u6587"}, {"xa", "a", "\xff\xfe"});
 }
 
-// llama.cpp's grammars/json.gbnf (its text, retyped): objects and arrays nest
-// kMaxEbnfNesting deep.
+// A JSON grammar of our own in GBNF: objects and arrays nest kMaxEbnfNesting deep.
 TEST(EbnfTest, JsonGrammarNestsToTheBound) {
-  const std::string json_gbnf = R"(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-
-object ::=
-  "{" ws (
-            string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
-
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? "]" ws
-
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
-  )* "\"" ws
-
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
-
-# Optional space: by convention, applied in this grammar after literal chars when allowed
-ws ::= | " " | "\n" [ \t]{0,20}
-)";
+  const std::string json_gbnf = R"g(
+root    ::= obj
+obj     ::= "{" sp (member ("," sp member)*)? "}" sp
+member  ::= str ":" sp val
+arr     ::= "[" sp (val ("," sp val)*)? "]" sp
+val     ::= obj | arr | str | num | ("true" | "false" | "null") sp
+str     ::= "\"" (plain | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\"" sp
+plain   ::= [^"\\\x00-\x1F]   # any character but a quote, a backslash or a control
+num     ::= "-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)? sp
+sp      ::= [ \t\n]{0,8}
+)g";
   static_assert(kMaxEbnfNesting == 3, "the documents below nest to 3");
-  const std::vector<std::string> valid = {"{}", R"({"a": 1, "b": [true, null, "x\n\u00e9"]})",
-                                          R"({"a":{"b":{"c":[]}}})", "{\"k\": -1.5e3 }\n",
-                                          R"({"a": [[1]]})"};
+  const std::vector<std::string> valid = {
+      "{}", R"({"a": 1, "b": [true, null, "x\n\u00e9"]})", R"({"a":{"b":{"c":[]}}})",
+      "{\"k\": -1.5e3 }\n", R"({"a": [[1]]})"};
   for (const std::string& doc : valid) EXPECT_TRUE(nlohmann::json::accept(doc)) << doc;
   expect_documents(json_gbnf, valid,
                    {"[]", R"({"a":{"b":{"c":{}}}})", R"({"a": [[[1]]]})", R"({"a" 1})",
                     R"({"a": 01})", "{\"a\": \"\x01\"}"});
 }
 
-// llama.cpp's grammars/arithmetic.gbnf (retyped): `term` recurses through `expr`.
+// Arithmetic equations: `factor` recurses through `sum`.
 TEST(EbnfTest, ArithmeticGrammar) {
   const std::string arithmetic = R"g(
-root  ::= (expr "=" ws term "\n")+
-expr  ::= term ([-+*/] term)*
-term  ::= ident | num | "(" ws expr ")" ws
-ident ::= [a-z] [a-z0-9_]* ws
-num   ::= [0-9]+ ws
-ws    ::= [ \t\n]*
+root   ::= (sum "=" sp factor "\n")+
+sum    ::= factor ([-+*/] factor)*
+factor ::= var | int | "(" sp sum ")" sp
+var    ::= [a-z] [a-z0-9_]* sp
+int    ::= [0-9]+ sp
+sp     ::= [ \t]*
 )g";
   expect_documents(arithmetic, {"1+2=3\n", "(a*(b-c))=x\n", "x = y\nz=1\n"},
                    {"1+2=3", "((((1))))=1\n", "1+=3\n", "=3\n"});
