@@ -114,6 +114,7 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   p.ctx.logprobs = r.logprobs;
   p.ctx.top_logprobs = r.top_logprobs;
   p.ctx.include_usage = r.include_usage;
+  p.ctx.continuous_usage = r.continuous_usage;
   p.stream = r.stream;
   return p;
 }
@@ -206,6 +207,9 @@ class Choices {
     }
   }
 
+  // Choice i's latest update: its prompt's tokens and its own output tokens.
+  Usage choice_usage(int i) const { return last_[static_cast<std::size_t>(i)]; }
+
   // Usage over the choices' latest updates: each prompt's tokens once (its n choices read the
   // same prompt), every choice's output tokens, and per prompt the fewest cached prompt tokens
   // of its choices (what the cache held before the request; the others then reuse the pages
@@ -290,6 +294,7 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
   const Echo* echo = s.echoes.empty() ? nullptr : &s.echoes[static_cast<std::size_t>(index)];
   const auto lp = logprobs_of(*s.engine, out, s.ctx.logprobs, echo);
   const bool first = !s.started[index];
+  const Usage usage = s.choices->choice_usage(index);
   ChoiceOutput& output = s.outputs[static_cast<std::size_t>(index)];
   // The echoed prompt's text leads the choice's first chunk.
   MessageDelta delta =
@@ -297,7 +302,8 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
   if (out.finished) merge_delta(delta, output.finish());
   if (!delta.content.empty() || !delta.reasoning.empty() || !delta.tool_calls.empty() ||
       !lp.empty() || (first && !out.finished)) {
-    if (!write(sink, s, sse_data(stream_chunk(s.ctx, index, delta, std::nullopt, lp, first)))) {
+    if (!write(sink, s,
+               sse_data(stream_chunk(s.ctx, index, delta, std::nullopt, lp, first, usage)))) {
       return false;
     }
     s.started[index] = true;
@@ -305,7 +311,7 @@ bool pump(StreamState& s, httplib::DataSink& sink) {
   if (!out.finished) return true;
   if (!write(sink, s,
              sse_data(stream_chunk(s.ctx, index, {}, output.finish_reason(out.finish_reason), {},
-                                   !s.started[index])))) {
+                                   !s.started[index], usage)))) {
     return false;
   }
   s.started[index] = true;

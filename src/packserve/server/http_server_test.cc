@@ -202,6 +202,47 @@ TEST_F(ServerTest, StreamingCompletionWithUsage) {
   EXPECT_EQ(usage["usage"]["total_tokens"], 9);
 }
 
+// vLLM's continuous_usage_stats: every chunk carries its choice's usage so far; without
+// include_usage it changes nothing.
+TEST_F(ServerTest, StreamingContinuousUsage) {
+  start();
+  auto c = client();
+  int status = 0;
+  auto events = read_stream(c, "/v1/completions",
+                            R"({"model":"tiny","prompt":"abc","max_tokens":4,"stream":true,
+                                "stream_options":{"include_usage":true,
+                                                  "continuous_usage_stats":true}})",
+                            &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_GE(events.size(), 6u);  // 4 tokens, the finish, the usage chunk, [DONE]
+  EXPECT_EQ(events.back(), "[DONE]");
+  int64_t last = 0;
+  std::string text;
+  for (std::size_t i = 0; i + 2 < events.size(); ++i) {
+    const json chunk = json::parse(events[i]);
+    ASSERT_TRUE(chunk["usage"].is_object()) << events[i];
+    EXPECT_EQ(chunk["usage"]["prompt_tokens"], 3);
+    const int64_t done = chunk["usage"]["completion_tokens"];
+    text += chunk["choices"][0]["text"].get<std::string>();
+    EXPECT_EQ(done, static_cast<int64_t>(text.size())) << events[i];  // one letter a token
+    EXPECT_EQ(chunk["usage"]["total_tokens"], 3 + done);
+    EXPECT_GE(done, last);
+    last = done;
+  }
+  EXPECT_EQ(last, 4);
+  EXPECT_EQ(json::parse(events[events.size() - 2])["usage"]["completion_tokens"], 4);
+  events = read_stream(c, "/v1/completions",
+                       R"({"model":"tiny","prompt":"abc","max_tokens":2,"stream":true,
+                           "stream_options":{"continuous_usage_stats":true}})",
+                       &status);
+  ASSERT_EQ(status, 200);
+  for (const std::string& e : events) {
+    if (e != "[DONE]") {
+      EXPECT_FALSE(json::parse(e).contains("usage")) << e;
+    }
+  }
+}
+
 TEST_F(ServerTest, StreamingChatRoleFirstThenContent) {
   start();
   auto c = client();

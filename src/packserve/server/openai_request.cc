@@ -305,13 +305,14 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
     }
     if (!so.is_object()) return wrong("stream_options", "an object", so);
     for (const auto& [key, value] : so.items()) {
-      if (key != "include_usage") {
-        return bad_request("stream_options." + key + ": not supported (only include_usage)",
-                           "stream_options." + key);
+      const std::string f = "stream_options." + key;
+      if (key != "include_usage" && key != "continuous_usage_stats") {
+        return bad_request(f + ": not supported (include_usage, continuous_usage_stats)", f);
       }
-      if (!value.is_boolean()) return wrong("stream_options.include_usage", "true or false", value);
-      out.include_usage = value.get<bool>();
+      if (!value.is_boolean()) return wrong(f, "true or false", value);
+      (key == "include_usage" ? out.include_usage : out.continuous_usage) = value.get<bool>();
     }
+    out.continuous_usage = out.continuous_usage && out.include_usage;  // as vLLM
   }
   return out;
 }

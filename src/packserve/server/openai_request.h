@@ -108,6 +108,8 @@ struct OpenAiRequest {
   bool add_generation_prompt = true;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // vLLM's stream_options.continuous_usage_stats (with include_usage): every chunk's usage.
+  bool continuous_usage = false;
 };
 
 // Parses `body` for `endpoint`. Errors are HTTP 400 naming the field.

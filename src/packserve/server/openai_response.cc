@@ -122,7 +122,8 @@ std::string completion_body(const ResponseContext& ctx, const std::vector<Choice
 
 std::string stream_chunk(const ResponseContext& ctx, int index, const MessageDelta& message,
                          const std::optional<std::string>& finish_reason,
-                         const std::vector<TokenLogprob>& logprobs, bool first) {
+                         const std::vector<TokenLogprob>& logprobs, bool first,
+                         const Usage& usage) {
   const bool chat = ctx.endpoint == Endpoint::kChatCompletions;
   json body = base(ctx, chat ? "chat.completion.chunk" : "text_completion");
   json choice = {{"index", index},
@@ -143,7 +144,7 @@ std::string stream_chunk(const ResponseContext& ctx, int index, const MessageDel
     choice["text"] = message.content;
   }
   body["choices"] = json::array({choice});
-  if (ctx.include_usage) body["usage"] = nullptr;
+  if (ctx.include_usage) body["usage"] = ctx.continuous_usage ? usage_json(usage) : json(nullptr);
   return dump(body);
 }
 

@@ -7,7 +7,8 @@
 //                 choice (its "index") per event; chat's first chunk of a choice carries
 //                 {"role": "assistant"}; the chunk with the finish_reason ends the choice; with
 //                 stream_options.include_usage every chunk has "usage": null and a last chunk
-//                 has "choices": [] and the usage.
+//                 has "choices": [] and the usage; with vLLM's continuous_usage_stats too,
+//                 every chunk has its choice's usage so far instead of null.
 // Choice i of a request with P prompts and n choices per prompt is choice i % n of prompt
 // i / n (OpenAI's order).
 // Every string goes through JSON's replacement of invalid UTF-8, so output never fails to
@@ -31,8 +32,9 @@ struct ResponseContext {
   int64_t created_s = 0;  // unix time
   std::string model;
   bool logprobs = false;
-  int32_t top_logprobs = 0;    // alternatives per token (completions' logprobs = k)
-  bool include_usage = false;  // streaming: usage: null on chunks, a last usage chunk
+  int32_t top_logprobs = 0;       // alternatives per token (completions' logprobs = k)
+  bool include_usage = false;     // streaming: usage: null on chunks, a last usage chunk
+  bool continuous_usage = false;  // streaming, with include_usage: each chunk's usage so far
 };
 
 struct Usage {
@@ -81,9 +83,11 @@ std::string completion_body(const ResponseContext& ctx, const std::vector<Choice
 // first chunk) adds chat's role delta; `finish_reason` ends the choice. Chat: delta.content,
 // delta.reasoning_content when not empty, and delta.tool_calls: a call's first piece with its
 // id, type and name, a continuation with its index and arguments only.
+// `usage`: the choice's so far, written with ctx.continuous_usage (else null, or absent).
 std::string stream_chunk(const ResponseContext& ctx, int index, const MessageDelta& delta,
                          const std::optional<std::string>& finish_reason,
-                         const std::vector<TokenLogprob>& logprobs, bool first);
+                         const std::vector<TokenLogprob>& logprobs, bool first,
+                         const Usage& usage = {});
 
 // The final usage chunk of a stream with include_usage ("choices": []).
 std::string usage_chunk(const ResponseContext& ctx, const Usage& usage);
