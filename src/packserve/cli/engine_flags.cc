@@ -17,7 +17,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
   cmd.add_option("--max-num-running-requests", f.max_num_running_requests,
                  p + "requests holding KV at once")
       ->capture_default_str();
-  cmd.add_option("--policy", f.policy, p + "admission policy: fcfs | aimd")->capture_default_str();
+  cmd.add_option("--policy", f.policy,
+                 p + "admission policy: fcfs | aimd | priority (requests' \"priority\", lower "
+                     "first)")
+      ->capture_default_str();
   cmd.add_option(
          "--attention-policy", f.attention_policy,
          p + "attention planner: naive | balanced | prefix | auto (per step: prefix when it "

@@ -160,7 +160,9 @@ void register_simulate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--trace", a.trace_path, "trace file (Mooncake JSONL, Azure CSV, BurstGPT CSV)")
       ->required();
   cmd->add_option("--format", a.format, "mooncake|azure|burstgpt (default: detected)");
-  cmd->add_option("--policy", a.policy, "admission policy: fcfs|aimd")->capture_default_str();
+  cmd->add_option("--policy", a.policy,
+                  "admission policy: fcfs|aimd|priority (trace requests all have priority 0)")
+      ->capture_default_str();
   cmd->add_option("--packing", a.packing, "AIMD release packing: none|ffd|dp")
       ->capture_default_str();
   cmd->add_option("--cost-model", a.cost_model_path,

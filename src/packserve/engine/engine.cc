@@ -290,6 +290,12 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(GenerateRequest request) {
                                      std::to_string(impl.vocab_size) + ")"));
     }
   }
+  if (request.priority != 0 && impl.config.scheduler.policy != sched::SchedulingPolicy::kPriority) {
+    return reject(invalid_argument(
+        "priority: " + std::to_string(request.priority) +
+        " needs the priority scheduling policy (--policy priority); this engine schedules " +
+        std::string(sched::scheduling_policy_name(impl.config.scheduler.policy))));
+  }
   const int64_t total = static_cast<int64_t>(prompt.size()) + request.sampling.max_tokens;
   if (total > impl.max_model_len) {
     return reject(invalid_argument(

@@ -121,6 +121,9 @@ struct GenerateRequest {
   // output token is sampled from; raw, before temperature) into
   // RequestOutput::last_prompt_logits of the update that carries the first token.
   bool return_last_prompt_logits = false;
+  // vLLM's priority (lower runs first): only with EngineConfig::scheduler.policy kPriority
+  // (sched::SchedulingPolicy); any other policy refuses a value other than 0.
+  int32_t priority = 0;
 };
 
 struct TokenOutput {

@@ -311,6 +311,7 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
   request.arrival_time_ms = r->arrival_time_ms;
   request.prompt_token_ids = std::move(pending.request.prompt_token_ids);
   request.max_output_tokens = r->params.max_tokens;
+  request.priority = pending.request.priority;
   request.stop_token_ids.assign(r->stop_token_ids.begin(), r->stop_token_ids.end());
   if (r->params.prompt_logprobs >= 0) {
     request.compute_whole_prompt = true;

@@ -951,6 +951,37 @@ TEST(EngineTest, AimdStagingReleasesEveryRequest) {
   }
 }
 
+// The priority policy runs requests of any priority to their reference tokens; fcfs refuses a
+// priority with an error naming the field, submitting nothing.
+TEST(EngineTest, PriorityPolicyTakesPrioritiesAndFcfsRefusesThem) {
+  EngineSetup s;
+  s.policy = sched::SchedulingPolicy::kPriority;
+  auto t = make_engine(testing::hash_next_token, s);
+  std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<RequestStream>>> runs;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<int32_t> prompt = ids_of("prio " + std::to_string(i * 7));
+    GenerateRequest r = greedy_request(prompt, 4);
+    r.priority = (i * 5) % 3 - 1;
+    auto stream = t.engine->submit(std::move(r));
+    ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+    runs.emplace_back(prompt, *stream);
+  }
+  for (auto& [prompt, stream] : runs) {
+    const Collected c = collect(*stream);
+    ASSERT_TRUE(c.finished);
+    EXPECT_EQ(c.token_ids, testing::reference_greedy(testing::hash_next_token, prompt, 4, {}));
+  }
+  auto fcfs = make_engine(testing::hash_next_token);
+  GenerateRequest r = greedy_request({1, 2}, 3);
+  r.priority = 2;
+  auto refused = fcfs.engine->submit(std::move(r));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(),
+            "priority: 2 needs the priority scheduling policy (--policy priority); this engine "
+            "schedules fcfs");
+}
+
 TEST(EngineTest, DrainWaitsThenStopCancels) {
   auto t = make_engine(testing::hash_next_token);
   t.backend->step_sleep_ms = 1;

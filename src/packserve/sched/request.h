@@ -32,6 +32,9 @@ struct Request {
   // and no prefix wait (prompt logprobs need the logits of every prompt row). Its full pages
   // are still published for others.
   bool compute_whole_prompt = false;
+  // vLLM's priority: lower runs first. Only SchedulingPolicy::kPriority reads it; any other
+  // policy refuses a value other than 0.
+  int32_t priority = 0;
 };
 
 enum class FinishReason {

@@ -66,19 +66,25 @@ Status Scheduler::add_request(Request request) {
     return invalid_argument(fmt::format("req={}: arrival_time_ms: expected a finite time, got {}",
                                         request.id, request.arrival_time_ms));
   }
+  if (request.priority != 0 && config_.policy != SchedulingPolicy::kPriority) {
+    return invalid_argument(
+        fmt::format("req={}: priority: {} needs the priority scheduling policy (this one is {})",
+                    request.id, request.priority, scheduling_policy_name(config_.policy)));
+  }
   auto state = std::make_unique<RequestState>();
   state->id = request.id;
   state->serial = next_serial_++;
   state->arrival_time_ms = request.arrival_time_ms;
   state->num_prompt_tokens = static_cast<int32_t>(request.prompt_token_ids.size());
   state->compute_whole_prompt = request.compute_whole_prompt;
+  state->priority = request.priority;
   state->tokens = std::move(request.prompt_token_ids);
   // Room for typical outputs without reallocating; long ones grow the vector geometrically.
   state->tokens.reserve(state->tokens.size() +
                         static_cast<size_t>(std::min(request.max_output_tokens, 1024)));
   state->stop_token_ids = std::move(request.stop_token_ids);
   state->max_output_tokens = request.max_output_tokens;
-  const QueueEntry entry{state->id, state->serial, 0};
+  const QueueEntry entry{state->id, state->serial, 0, state->priority};
   if (aimd_) {
     state->where = Where::kStaged;
     staged_.push_back(entry);
@@ -87,7 +93,7 @@ Status Scheduler::add_request(Request request) {
     aimd_->observe_arrival(last_arrival_ms_);
   } else {
     state->where = Where::kWaiting;
-    waiting_.push_back(entry);
+    enqueue_waiting(entry, /*front=*/false);
     ++num_waiting_;
   }
   requests_.emplace(request.id, std::move(state));
@@ -375,13 +381,41 @@ void Scheduler::preempt(RequestState& victim) {
   victim.where = Where::kWaiting;
   victim.num_computed_tokens = 0;
   ++victim.num_preemptions;
-  waiting_.push_front(QueueEntry{victim.id, victim.serial, aimd_ ? next_group_++ : 0});
+  enqueue_waiting(QueueEntry{victim.id, victim.serial, aimd_ ? next_group_++ : 0, victim.priority},
+                  /*front=*/true);
   ++num_waiting_;
   pending_events_.preempted.push_back(victim.id);
   ++stats_.num_preemptions;
   PS_LOG_DEBUG("sched", "req={} preempted tokens={} output_tokens={} pages_allocatable={}",
                victim.id, victim.num_tokens(), victim.num_output_tokens,
                kv_.num_allocatable_pages());
+}
+
+void Scheduler::enqueue_waiting(const QueueEntry& entry, bool front) {
+  if (config_.policy != SchedulingPolicy::kPriority) {
+    if (front) {
+      waiting_.push_front(entry);
+    } else {
+      waiting_.push_back(entry);
+    }
+    return;
+  }
+  // Before the first entry that comes later; most arrivals share a priority and land at the
+  // back after one comparison. Stale entries keep their keys, so the order holds.
+  const auto later = [&entry](const QueueEntry& e) {
+    return e.priority > entry.priority || (e.priority == entry.priority && e.serial > entry.serial);
+  };
+  auto it = waiting_.end();
+  while (it != waiting_.begin() && later(*std::prev(it))) --it;
+  waiting_.insert(it, entry);
+}
+
+void Scheduler::add_running(RequestState* state) {
+  auto it = running_.end();
+  if (config_.policy == SchedulingPolicy::kPriority) {
+    while (it != running_.begin() && (*std::prev(it))->priority > state->priority) --it;
+  }
+  running_.insert(it, state);
 }
 
 void Scheduler::admit_waiting() {
@@ -438,7 +472,7 @@ void Scheduler::admit_waiting() {
       s->admitted_once = true;
       s->num_cached_prompt_tokens = std::min(admitted->num_cached_tokens, s->num_prompt_tokens);
     }
-    running_.push_back(s);
+    add_running(s);
     ++num_running_live_;
     ++stats_.num_admissions;
     PS_LOG_DEBUG("sched", "req={} admitted tokens={} cached_tokens={} queue_ms={:.3f}", s->id,

@@ -76,8 +76,13 @@ namespace packserve::sched {
 enum class SchedulingPolicy {
   kFcfs,  // new requests go straight to the waiting queue, admitted in arrival order
   kAimd,  // new requests wait in the staging queue until the AIMD controller releases them
+  // vLLM's priority policy: as fcfs, but the waiting queue is ordered by (Request::priority,
+  // arrival), running requests get their rows in (priority, admission) order, and the one
+  // preempted when pages run out is the lowest-priority running request (the most recently
+  // admitted of those). A waiting request never preempts a running one.
+  kPriority,
 };
-std::string_view scheduling_policy_name(SchedulingPolicy policy);  // "fcfs" | "aimd"
+std::string_view scheduling_policy_name(SchedulingPolicy policy);  // "fcfs" | "aimd" | "priority"
 Result<SchedulingPolicy> parse_scheduling_policy(std::string_view name);
 
 // Every field maps one-to-one to a `packserve simulate` flag of the same name (dashes for
@@ -145,7 +150,8 @@ class Scheduler {
   // request arrives (arrival_time_ms <= the next schedule()'s now_ms): a queued request is
   // eligible at once, and aimd counts it as an arrival now. Allowed at any time, also between
   // schedule() and commit(). Errors (kInvalidArgument, nothing changed):
-  // id already live, empty prompt, max_output_tokens < 1, non-finite arrival time.
+  // id already live, empty prompt, max_output_tokens < 1, non-finite arrival time, a priority
+  // other than 0 under a policy other than kPriority.
   Status add_request(Request request);
 
   // Ends request `id` wherever it is (staged, waiting, running, in the pending batch): its
@@ -199,9 +205,16 @@ class Scheduler {
   struct RequestState;
   struct QueueEntry {
     RequestId id = 0;
-    uint64_t serial = 0;  // RequestState::serial; a mismatch marks a stale (ended) entry
-    uint64_t group = 0;   // admission group (aimd bin); 0 under fcfs
+    uint64_t serial = 0;   // RequestState::serial; a mismatch marks a stale (ended) entry
+    uint64_t group = 0;    // admission group (aimd bin); 0 under fcfs
+    int32_t priority = 0;  // kPriority: the waiting queue is sorted by (priority, serial)
   };
+  // kPriority: `entry` into the waiting queue at its place; any other policy: at the back
+  // (front: at the front, as a preempted request goes).
+  void enqueue_waiting(const QueueEntry& entry, bool front);
+  // Appends `state` to running_ (kPriority: after the running requests of its priority or a
+  // higher one, so that running_.back() is always the victim).
+  void add_running(RequestState* state);
 
   void release_staged(double now_ms);
   void schedule_running(bool decode_pass);

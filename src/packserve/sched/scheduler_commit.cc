@@ -151,6 +151,27 @@ Status Scheduler::check_invariants() const {
     return internal_error(
         fmt::format("KV manager holds {} requests, {} running", kv_.num_requests(), running));
   }
+  if (config_.policy == SchedulingPolicy::kPriority) {
+    for (std::size_t i = 1; i < waiting_.size(); ++i) {
+      const QueueEntry& a = waiting_[i - 1];
+      const QueueEntry& b = waiting_[i];
+      if (a.priority > b.priority || (a.priority == b.priority && a.serial > b.serial)) {
+        return internal_error(
+            fmt::format("waiting queue out of (priority, arrival) order: req={} "
+                        "({}) before req={} ({})",
+                        a.id, a.priority, b.id, b.priority));
+      }
+    }
+    for (std::size_t i = 1; i < running_.size(); ++i) {
+      if (running_[i - 1]->priority > running_[i]->priority) {
+        return internal_error(
+            fmt::format("running out of priority order: req={} ({}) before req={} "
+                        "({})",
+                        running_[i - 1]->id, running_[i - 1]->priority, running_[i]->id,
+                        running_[i]->priority));
+      }
+    }
+  }
   return ok_status();
 }
 

@@ -12,6 +12,8 @@ std::string_view scheduling_policy_name(SchedulingPolicy policy) {
       return "fcfs";
     case SchedulingPolicy::kAimd:
       return "aimd";
+    case SchedulingPolicy::kPriority:
+      return "priority";
   }
   return "unknown";
 }
@@ -19,8 +21,9 @@ std::string_view scheduling_policy_name(SchedulingPolicy policy) {
 Result<SchedulingPolicy> parse_scheduling_policy(std::string_view name) {
   if (name == "fcfs") return SchedulingPolicy::kFcfs;
   if (name == "aimd") return SchedulingPolicy::kAimd;
+  if (name == "priority") return SchedulingPolicy::kPriority;
   return invalid_argument(
-      fmt::format("scheduler.policy: expected one of fcfs|aimd, got \"{}\"", name));
+      fmt::format("scheduler.policy: expected one of fcfs|aimd|priority, got \"{}\"", name));
 }
 
 std::string_view finish_reason_name(FinishReason reason) {
@@ -38,9 +41,10 @@ std::string_view finish_reason_name(FinishReason reason) {
 }
 
 Status SchedulerConfig::validate() const {
-  if (policy != SchedulingPolicy::kFcfs && policy != SchedulingPolicy::kAimd) {
-    return invalid_argument(
-        fmt::format("scheduler.policy: expected fcfs or aimd, got {}", static_cast<int>(policy)));
+  if (policy != SchedulingPolicy::kFcfs && policy != SchedulingPolicy::kAimd &&
+      policy != SchedulingPolicy::kPriority) {
+    return invalid_argument(fmt::format("scheduler.policy: expected fcfs, aimd or priority, got {}",
+                                        static_cast<int>(policy)));
   }
   if (packing != PackingAlgorithm::kNone && packing != PackingAlgorithm::kFirstFitDecreasing &&
       packing != PackingAlgorithm::kDp) {

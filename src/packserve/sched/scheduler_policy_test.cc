@@ -269,6 +269,59 @@ SchedulerConfig aimd_config(int32_t n_min, int32_t budget, PackingAlgorithm pack
 
 // Cold start N_0 = N_min = 3: two staged requests are held until the third arrives or the
 // staging timeout expires.
+SchedulerConfig by_priority(int32_t budget, int32_t max_running) {
+  SchedulerConfig c = fcfs(budget, max_running);
+  c.policy = SchedulingPolicy::kPriority;
+  return c;
+}
+
+// One request runs at a time: they start in (priority, arrival) order, whatever order they
+// arrived in; fcfs refuses a priority.
+TEST(SchedulerPolicyTest, PriorityAdmitsByPriorityThenArrival) {
+  Harness h(by_priority(64, 1), kv_config(64));
+  const std::vector<std::pair<RequestId, int32_t>> arrivals = {
+      {1, 2}, {2, 0}, {3, 1}, {4, 0}, {5, -3}};
+  for (const auto& [id, priority] : arrivals) {
+    ASSERT_TRUE(h.add(id, 4, 2, 0.0, static_cast<TokenId>(id * 100), priority).ok());
+  }
+  double now = 0.0;
+  run_to_completion(h, &now);
+  std::vector<std::pair<double, RequestId>> starts;
+  for (const auto& [id, f] : h.finished) starts.emplace_back(*f.first_token_time_ms, id);
+  std::sort(starts.begin(), starts.end());
+  std::vector<RequestId> order;
+  for (const auto& [t, id] : starts) order.push_back(id);
+  EXPECT_EQ(order, (std::vector<RequestId>{5, 2, 4, 3, 1}));
+
+  Harness f(fcfs(64, 1), kv_config(64));
+  const Status refused = f.add(1, 4, 2, 0.0, 1, 1);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message(),
+            "req=1: priority: 1 needs the priority scheduling policy (this one is fcfs)");
+  EXPECT_FALSE(f.scheduler->has_unfinished_requests());
+  EXPECT_EQ(parse_scheduling_policy("priority").value(), SchedulingPolicy::kPriority);
+}
+
+// As PreemptsTheMostRecentlyAdmittedAndKeepsItsTokens, but the older request has the lower
+// priority (5 against 0): it is the one preempted, and both still finish exactly.
+TEST(SchedulerPolicyTest, PriorityPreemptsTheLowestPriority) {
+  Harness h(by_priority(64, 4), kv_config(10, 4));
+  ASSERT_TRUE(h.add(1, 8, 20, 0.0, 1, 5).ok());
+  double now = 0.0;
+  h.step(now);  // 1 is admitted first
+  now += 10.0;
+  ASSERT_TRUE(h.add(2, 8, 20, now, 500, 0).ok());
+  run_to_completion(h, &now);
+  ASSERT_FALSE(h.preempted_order.empty());
+  EXPECT_EQ(h.preempted_order.front(), 1u);
+  EXPECT_EQ(h.finished[2].num_preemptions, 0);
+  EXPECT_GE(h.finished[1].num_preemptions, 1);
+  for (const RequestId id : {RequestId{1}, RequestId{2}}) {
+    EXPECT_EQ(h.finished[id].reason, FinishReason::kLength);
+    EXPECT_EQ(h.outputs[id], expected_output(id, 8, 20)) << "req=" << id;
+  }
+}
+
 TEST(SchedulerPolicyTest, AimdHoldsStagedRequestsUntilTheThreshold) {
   Harness h(aimd_config(3, 64, PackingAlgorithm::kNone), kv_config(64));
   ASSERT_TRUE(h.add(1, 4, 2, 0.0).ok());

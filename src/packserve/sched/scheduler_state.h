@@ -30,6 +30,7 @@ struct Scheduler::RequestState {
   int32_t num_cached_prompt_tokens = 0;
   bool admitted_once = false;
   bool compute_whole_prompt = false;  // Request's
+  int32_t priority = 0;               // Request's
   // Admission may adopt cached pages (not while the whole prompt must be computed).
   bool adopts_cached() const { return !compute_whole_prompt || num_output_tokens > 0; }
   std::optional<double> first_token_time_ms;

@@ -190,15 +190,19 @@ TEST(SchedulerTest, MaxPrefillChunkTokensCapsEachChunk) {
 // and every request finishes with exactly max_output_tokens tokens equal to an undisturbed
 // run's.
 TEST(SchedulerTest, RandomArrivalsRespectBudgetAndFinishExactly) {
-  for (uint64_t seed = 1; seed <= 12; ++seed) {
+  for (uint64_t seed = 1; seed <= 18; ++seed) {
     SCOPED_TRACE(testing::Message() << "seed=" << seed);
     Rng rng(seed);
     const int32_t page_size = static_cast<int32_t>(rng.uniform_int(1, 16));
     SchedulerConfig c = fcfs(static_cast<int32_t>(rng.uniform_int(8, 256)),
                              static_cast<int32_t>(rng.uniform_int(1, 16)));
     c.max_prefill_chunk_tokens = static_cast<int32_t>(rng.uniform_int(0, 64));
-    // Every third seed runs fcfs; the others aimd with each packing.
-    if (seed % 3 != 0) {
+    // Seeds 13-18 run the priority policy with random priorities; of the others every third
+    // runs fcfs, the rest aimd with each packing.
+    const bool by_priority = seed > 12;
+    if (by_priority) {
+      c.policy = SchedulingPolicy::kPriority;
+    } else if (seed % 3 != 0) {
       c.policy = SchedulingPolicy::kAimd;
       c.packing = seed % 3 == 1 ? PackingAlgorithm::kFirstFitDecreasing : PackingAlgorithm::kDp;
       c.aimd.n_min = static_cast<int32_t>(rng.uniform_int(1, 6));
@@ -218,8 +222,10 @@ TEST(SchedulerTest, RandomArrivalsRespectBudgetAndFinishExactly) {
         // Shared prefixes: half the prompts start with the same 32 tokens.
         const int32_t len = static_cast<int32_t>(rng.uniform_int(1, 300));
         const TokenId first = rng.uniform() < 0.5 ? 1 : static_cast<TokenId>(next * 1000);
+        const int32_t priority = by_priority ? static_cast<int32_t>(rng.uniform_int(-1, 3)) : 0;
         ASSERT_TRUE(
-            h.add(next, len, static_cast<int32_t>(rng.uniform_int(1, 20)), now, first).ok());
+            h.add(next, len, static_cast<int32_t>(rng.uniform_int(1, 20)), now, first, priority)
+                .ok());
         ++next;
       }
       h.step(now);

@@ -60,16 +60,17 @@ struct Harness {
 
   // A prompt of prompt_len consecutive token ids from first_token.
   Status add(RequestId id, int32_t prompt_len, int32_t max_output, double arrival_ms,
-             TokenId first_token = 1) {
+             TokenId first_token = 1, int32_t priority = 0) {
     std::vector<TokenId> prompt;
     for (int32_t i = 0; i < prompt_len; ++i) prompt.push_back(first_token + i);
-    return add_prompt(id, std::move(prompt), max_output, arrival_ms);
+    return add_prompt(id, std::move(prompt), max_output, arrival_ms, false, priority);
   }
 
   Status add_prompt(RequestId id, std::vector<TokenId> prompt, int32_t max_output,
-                    double arrival_ms, bool compute_whole_prompt = false) {
+                    double arrival_ms, bool compute_whole_prompt = false, int32_t priority = 0) {
     Request r;
     r.id = id;
+    r.priority = priority;
     r.compute_whole_prompt = compute_whole_prompt;
     r.arrival_time_ms = arrival_ms;
     r.prompt_token_ids = std::move(prompt);

@@ -102,6 +102,7 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
       engine::GenerateRequest g;
       g.prompt_token_ids = ids.value();
       g.sampling = to_sampling_params(r, max_tokens.value(), choice);
+      g.priority = r.priority;
       if (calls_constraint) g.sampling.structured = *calls_constraint;
       if (p.output.keep_special_tokens()) g.sampling.skip_special_tokens = false;
       p.requests.push_back(std::move(g));

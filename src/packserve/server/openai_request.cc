@@ -22,7 +22,7 @@ using nlohmann::json;
 const std::set<std::string>& known_fields(Endpoint endpoint) {
   // clang-format off
   static const std::set<std::string> kCommon = {
-      "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
+      "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "priority",
       "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
       "stream", "stream_options", "user", "stop_token_ids", "ignore_eos", "min_tokens",
       "skip_special_tokens"};
@@ -209,6 +209,12 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
     int64_t seed = 0;
     PS_API_ASSIGN(seed, get_int(body, "seed", INT64_MIN, INT64_MAX, "an integer"));
     out.seed = static_cast<uint64_t>(seed);
+  }
+  if (present(body, "priority")) {
+    int64_t priority = 0;
+    PS_API_ASSIGN(priority, get_int(body, "priority", INT32_MIN, INT32_MAX,
+                                    "an integer (lower is scheduled first)"));
+    out.priority = static_cast<int32_t>(priority);
   }
   PS_API_TRY(parse_stop(body, out));
   if (present(body, "stop_token_ids")) {

@@ -107,6 +107,7 @@ struct OpenAiRequest {
   // Chat: vLLM's add_generation_prompt (false with continue_final_message).
   bool add_generation_prompt = true;
   bool stream = false;
+  int32_t priority = 0;        // vLLM's; needs serve --policy priority unless 0
   bool include_usage = false;  // stream_options.include_usage
   // vLLM's stream_options.continuous_usage_stats (with include_usage): every chunk's usage.
   bool continuous_usage = false;

@@ -149,6 +149,8 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
       {"include_usage type", kC,
        R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":1}})",
        "stream_options.include_usage", "true or false"},
+      {"priority float", kC, R"({"model":"m","prompt":"x","priority":0.5})", "priority",
+       "an integer (lower is scheduled first)"},
       {"continuous_usage_stats type", kC,
        R"({"model":"m","prompt":"x","stream":true,"stream_options":{"continuous_usage_stats":0}})",
        "stream_options.continuous_usage_stats", "true or false"},
@@ -182,7 +184,7 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
           "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0, "logprobs": 0,
           "stream": true, "stream_options": {"include_usage": true}, "user": "u",
           "ignore_eos": true, "stop_token_ids": [5, 6], "echo": false, "suffix": null,
-          "min_tokens": 3, "skip_special_tokens": false})",
+          "min_tokens": 3, "skip_special_tokens": false, "priority": -2})",
       kC);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const OpenAiRequest& q = r.value();
@@ -201,6 +203,7 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_TRUE(q.logprobs);
   EXPECT_TRUE(q.stream);
   EXPECT_TRUE(q.include_usage);
+  EXPECT_EQ(q.priority, -2);
   EXPECT_TRUE(q.ignore_eos);
   EXPECT_EQ(q.stop_token_ids, (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(q.min_tokens, 3);
