@@ -52,7 +52,9 @@
 // Cost: schedule() and commit() are O(running requests + admitted requests + batch tokens of
 // bookkeeping), never O(all requests): the waiting queue is only read up to the first
 // request that does not fit (past the ones the prefix wait holds; each hashes its prompt's
-// pages once, then probes O(shared pages) per step).
+// pages once, then probes O(shared pages) per step). Under kPriority an arrival or a preempted
+// request is inserted at its place in the waiting queue, and an admission in the running list:
+// O(entries of a later priority), one comparison when priorities are equal.
 // Thread-safety: none; one thread owns the scheduler.
 #pragma once
 

@@ -58,6 +58,36 @@ class ToolsTest : public ServerTest {
     engine_ = std::make_shared<FakeEngine>(std::chrono::milliseconds(1), 4096, 1000);
     start_with(engine_);
   }
+
+  // A streamed chat answer: its content and calls as the deltas brought them.
+  struct Streamed {
+    std::string content;
+    std::vector<json> calls;
+    std::vector<std::size_t> call_events;  // per call: the event that brought it
+    std::string finish;
+  };
+  Streamed stream_chat(const std::string& request_body) {
+    auto c = client();
+    int status = 0;
+    const auto events = read_stream(c, "/v1/chat/completions", request_body, &status);
+    Streamed out;
+    EXPECT_EQ(status, 200);
+    EXPECT_GE(events.size(), 3u);
+    if (events.empty()) return out;
+    EXPECT_EQ(events.back(), "[DONE]");
+    for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+      const json choice = json::parse(events[i])["choices"][0];
+      out.content += choice["delta"].value("content", "");
+      if (choice["delta"].contains("tool_calls")) {
+        for (const json& call : choice["delta"]["tool_calls"]) {
+          out.calls.push_back(call);
+          out.call_events.push_back(i);
+        }
+      }
+      if (!choice["finish_reason"].is_null()) out.finish = choice["finish_reason"];
+    }
+    return out;
+  }
 };
 
 TEST_F(ToolsTest, AutoHermesCallsAreToolCalls) {
@@ -86,25 +116,9 @@ TEST_F(ToolsTest, AutoHermesCallsAreToolCalls) {
 
 TEST_F(ToolsTest, AutoStreamsContentThenEachCall) {
   engine_->set_output_text(kHermesOutput);
-  auto c = client();
-  int status = 0;
-  const auto events = read_stream(c, "/v1/chat/completions", body(R"(,"stream":true)"), &status);
-  ASSERT_EQ(status, 200);
-  ASSERT_GE(events.size(), 3u);
-  EXPECT_EQ(events.back(), "[DONE]");
-  std::string content;
-  std::vector<json> calls;
-  std::string finish;
-  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
-    const json delta = json::parse(events[i])["choices"][0]["delta"];
-    content += delta.value("content", "");
-    if (delta.contains("tool_calls")) {
-      for (const json& call : delta["tool_calls"]) calls.push_back(call);
-    }
-    const json reason = json::parse(events[i])["choices"][0]["finish_reason"];
-    if (!reason.is_null()) finish = reason.get<std::string>();
-  }
-  EXPECT_EQ(content, "Sure.\n");
+  const Streamed s = stream_chat(body(R"(,"stream":true)"));
+  const std::vector<json>& calls = s.calls;
+  EXPECT_EQ(s.content, "Sure.\n");
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[0]["index"], 0);
   EXPECT_EQ(calls[1]["index"], 1);
@@ -112,7 +126,7 @@ TEST_F(ToolsTest, AutoStreamsContentThenEachCall) {
   EXPECT_EQ(calls[0]["function"],
             json({{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}}));
   EXPECT_EQ(calls[1]["function"], json({{"name", "now"}, {"arguments", "{}"}}));
-  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(s.finish, "tool_calls");
 }
 
 TEST_F(ToolsTest, NoneShowsTheToolsAndKeepsTheText) {
@@ -334,30 +348,11 @@ TEST_F(ToolsTest, MistralStreamsEachCallAsItsElementCloses) {
   engine_->set_output_text(
       R"(Checking.[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, )"
       R"({"name": "now", "arguments": {}}])");
-  auto c = client();
-  int status = 0;
-  const auto events = read_stream(c, "/v1/chat/completions", body(R"(,"stream":true)"), &status);
-  ASSERT_EQ(status, 200);
-  ASSERT_GE(events.size(), 3u);
-  EXPECT_EQ(events.back(), "[DONE]");
-  std::string content;
-  std::vector<json> calls;
-  std::vector<std::size_t> call_events;
-  std::string finish;
-  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
-    const json choice = json::parse(events[i])["choices"][0];
-    content += choice["delta"].value("content", "");
-    if (choice["delta"].contains("tool_calls")) {
-      for (const json& call : choice["delta"]["tool_calls"]) {
-        calls.push_back(call);
-        call_events.push_back(i);
-      }
-    }
-    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"].get<std::string>();
-  }
-  EXPECT_EQ(content, "Checking.");
+  const Streamed s = stream_chat(body(R"(,"stream":true)"));
+  const std::vector<json>& calls = s.calls;
+  EXPECT_EQ(s.content, "Checking.");
   ASSERT_EQ(calls.size(), 2u);
-  EXPECT_LT(call_events[0], call_events[1]);  // the first call did not wait for the second
+  EXPECT_LT(s.call_events[0], s.call_events[1]);  // the first call did not wait for the second
   for (int k = 0; k < 2; ++k) {
     EXPECT_EQ(calls[k]["index"], k);
     EXPECT_TRUE(std::regex_match(calls[k]["id"].get<std::string>(), std::regex("[A-Za-z0-9]{9}")))
@@ -366,7 +361,7 @@ TEST_F(ToolsTest, MistralStreamsEachCallAsItsElementCloses) {
   EXPECT_EQ(calls[0]["function"],
             json({{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}}));
   EXPECT_EQ(calls[1]["function"], json({{"name", "now"}, {"arguments", "{}"}}));
-  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(s.finish, "tool_calls");
 }
 
 TEST_F(ToolsTest, ConversationWithCallsAndResultsRenders) {
