@@ -51,10 +51,10 @@ struct Tool {
   std::string parameters;
 };
 
-// tool_choice (docs/server.md "Tool calls"): kNone: tools are not shown to the model and its
-// text is content; kAuto: the output is read for the chat template's tool-call syntax;
-// kRequired: the output is constrained to a JSON list of calls of the tools; kNamed: the output
-// is constrained to tool_choice_name's arguments.
+// tool_choice (docs/server.md "Tool calls"): kNone: the text is content (the tools are shown
+// to the model unless the server excludes them); kAuto: the output is read for the chat
+// template's tool-call syntax; kRequired: the output is constrained to calls of the tools in
+// that syntax; kNamed: the output is constrained to tool_choice_name's arguments.
 enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 struct OpenAiRequest {
