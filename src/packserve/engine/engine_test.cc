@@ -931,24 +931,34 @@ TEST(EngineTest, GreedyCapturesLogitsOnceThenTakesTheArgmax) {
   EXPECT_EQ(t.backend->num_argmax_rows.load(), 4);  // the first token sampled from the logits
 }
 
+// Submits every greedy request at once; each must end with hash_next_token's reference tokens.
+void expect_reference_runs(Engine& engine, std::vector<GenerateRequest> requests) {
+  std::vector<std::pair<GenerateRequest, std::shared_ptr<RequestStream>>> runs;
+  for (GenerateRequest& r : requests) {
+    GenerateRequest copy = r;
+    auto stream = engine.submit(std::move(r));
+    ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+    runs.emplace_back(std::move(copy), *stream);
+  }
+  for (auto& [r, stream] : runs) {
+    const Collected c = collect(*stream);
+    ASSERT_TRUE(c.finished);
+    EXPECT_EQ(c.token_ids, testing::reference_greedy(testing::hash_next_token, r.prompt_token_ids,
+                                                     r.sampling.max_tokens, {}));
+  }
+}
+
 TEST(EngineTest, AimdStagingReleasesEveryRequest) {
   // Under aimd requests wait in the staging queue; steps with nothing runnable must sleep until
   // the staging deadline and then go on, never stall.
   EngineSetup s;
   s.policy = sched::SchedulingPolicy::kAimd;
   auto t = make_engine(testing::hash_next_token, s);
-  std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<RequestStream>>> runs;
+  std::vector<GenerateRequest> requests;
   for (int i = 0; i < 10; ++i) {
-    std::vector<int32_t> prompt = ids_of("aimd " + std::to_string(i * 13));
-    auto stream = t.engine->submit(greedy_request(prompt, 4));
-    ASSERT_TRUE(stream.ok());
-    runs.emplace_back(prompt, *stream);
+    requests.push_back(greedy_request(ids_of("aimd " + std::to_string(i * 13)), 4));
   }
-  for (auto& [prompt, stream] : runs) {
-    const Collected c = collect(*stream);
-    ASSERT_TRUE(c.finished);
-    EXPECT_EQ(c.token_ids, testing::reference_greedy(testing::hash_next_token, prompt, 4, {}));
-  }
+  expect_reference_runs(*t.engine, std::move(requests));
 }
 
 // The priority policy runs requests of any priority to their reference tokens; fcfs refuses a
@@ -957,20 +967,12 @@ TEST(EngineTest, PriorityPolicyTakesPrioritiesAndFcfsRefusesThem) {
   EngineSetup s;
   s.policy = sched::SchedulingPolicy::kPriority;
   auto t = make_engine(testing::hash_next_token, s);
-  std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<RequestStream>>> runs;
+  std::vector<GenerateRequest> requests;
   for (int i = 0; i < 8; ++i) {
-    std::vector<int32_t> prompt = ids_of("prio " + std::to_string(i * 7));
-    GenerateRequest r = greedy_request(prompt, 4);
-    r.priority = (i * 5) % 3 - 1;
-    auto stream = t.engine->submit(std::move(r));
-    ASSERT_TRUE(stream.ok()) << stream.status().to_string();
-    runs.emplace_back(prompt, *stream);
+    requests.push_back(greedy_request(ids_of("prio " + std::to_string(i * 7)), 4));
+    requests.back().priority = (i * 5) % 3 - 1;
   }
-  for (auto& [prompt, stream] : runs) {
-    const Collected c = collect(*stream);
-    ASSERT_TRUE(c.finished);
-    EXPECT_EQ(c.token_ids, testing::reference_greedy(testing::hash_next_token, prompt, 4, {}));
-  }
+  expect_reference_runs(*t.engine, std::move(requests));
   auto fcfs = make_engine(testing::hash_next_token);
   GenerateRequest r = greedy_request({1, 2}, 3);
   r.priority = 2;
