@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "packserve/grammar/json_schema_internal.h"
 #include "packserve/grammar/regex.h"
 #include "packserve/tokenizer/utf8.h"
 
@@ -307,20 +308,14 @@ class Parser {
     }
     const int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
     if (digits == 0) return error_at(at, std::string("unknown escape \\") + e);
-    uint32_t v = 0;
-    for (int k = 0; k < digits; ++k) {
-      const char h = peek();
-      const int d = (h >= '0' && h <= '9')   ? h - '0'
-                    : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                    : (h >= 'A' && h <= 'F') ? h - 'A' + 10
-                                             : -1;
-      if (d < 0) {
-        return error_at(at,
-                        std::string("\\") + e + " needs " + std::to_string(digits) + " hex digits");
-      }
-      v = v * 16 + static_cast<uint32_t>(d);
-      ++pos_;
+    const std::optional<uint32_t> hex =
+        detail::parse_hex(text_, pos_, static_cast<std::size_t>(digits));
+    if (!hex) {
+      return error_at(at,
+                      std::string("\\") + e + " needs " + std::to_string(digits) + " hex digits");
     }
+    pos_ += static_cast<std::size_t>(digits);
+    const uint32_t v = *hex;
     if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) {
       return error_at(at,
                       std::string(text_.substr(at, pos_ - at)) + ": not a Unicode scalar value");

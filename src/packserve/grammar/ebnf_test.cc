@@ -87,9 +87,9 @@ num     ::= "-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+-]? [0-9]+)? sp
 sp      ::= [ \t\n]{0,8}
 )g";
   static_assert(kMaxEbnfNesting == 3, "the documents below nest to 3");
-  const std::vector<std::string> valid = {
-      "{}", R"({"a": 1, "b": [true, null, "x\n\u00e9"]})", R"({"a":{"b":{"c":[]}}})",
-      "{\"k\": -1.5e3 }\n", R"({"a": [[1]]})"};
+  const std::vector<std::string> valid = {"{}", R"({"a": 1, "b": [true, null, "x\n\u00e9"]})",
+                                          R"({"a":{"b":{"c":[]}}})", "{\"k\": -1.5e3 }\n",
+                                          R"({"a": [[1]]})"};
   for (const std::string& doc : valid) EXPECT_TRUE(nlohmann::json::accept(doc)) << doc;
   expect_documents(json_gbnf, valid,
                    {"[]", R"({"a":{"b":{"c":{}}}})", R"({"a": [[[1]]]})", R"({"a" 1})",

@@ -594,13 +594,16 @@ Result<std::vector<Bound>> read_bounds(const Json& schema, const std::string& po
   return bounds;
 }
 
+// A bound past +-kMaxIntegerBound, at `at`.
+Status outside_range(const std::string& at, const Json& value) {
+  return unsupported(at, describe(value) + " is outside the supported range +-10^18");
+}
+
 // The tightest integer the bound allows from below (lower) or above.
 Result<int64_t> integer_bound(const Bound& b, bool lower, const std::string& pointer) {
   const Json& v = *b.value;
   const std::string at = child(pointer, b.keyword);
-  const auto too_large = [&] {
-    return unsupported(at, describe(v) + " is outside the supported range +-10^18");
-  };
+  const auto too_large = [&] { return outside_range(at, v); };
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{kMaxIntegerBound}) return too_large();
   if (v.is_number_integer()) {
     const int64_t n = v.get<int64_t>();
@@ -636,9 +639,7 @@ Result<DecimalBound> decimal_bound(const Bound& b, const std::string& pointer) {
     return unsupported(at, describe(*b.value) + " has more than " +
                                std::to_string(kMaxBoundFractionDigits) + " fraction digits");
   };
-  const auto too_large = [&] {
-    return unsupported(at, describe(*b.value) + " is outside the supported range +-10^18");
-  };
+  const auto too_large = [&] { return outside_range(at, *b.value); };
   if (point < -kMaxBoundFractionDigits) return too_precise();
   if (point < 0) {
     digits.insert(0, static_cast<std::size_t>(-point), '0');

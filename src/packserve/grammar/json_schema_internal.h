@@ -1,8 +1,8 @@
 // json_schema_internal.h: the helpers that the JSON Schema compiler (json_schema.cc) shares
 // with its integer-range generator (integer_range.h) and `pattern` translator
 // (json_schema_pattern.h): errors in json_schema.h's format, regex fragments that can be
-// concatenated as is, and hex digits. Internal to the schema compiler: nothing outside
-// json_schema*.cc and integer_range.cc includes it.
+// concatenated as is, and hex digits. Internal to the grammar compilers: nothing outside
+// json_schema*.cc, integer_range.cc and ebnf.cc (parse_hex) includes it.
 // Thread-safety: pure functions.
 #pragma once
 
