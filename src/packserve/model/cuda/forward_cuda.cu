@@ -15,6 +15,7 @@
 #include "packserve/model/cuda/ops.h"
 #include "packserve/model/forward_batch.h"
 #include "packserve/model/ops_cpu.h"
+#include "packserve/model/tensor_parallel.h"
 
 namespace packserve::model {
 
@@ -222,7 +223,7 @@ Status upload_tensor(const HostTensor& t, void* dst, DType to) {
 
 CudaForwardBackend::CudaForwardBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaForwardBackend::~CudaForwardBackend() = default;
-const ModelConfig& CudaForwardBackend::config() const { return impl_->config; }
+const ModelConfig& CudaForwardBackend::config() const { return impl_->whole_config; }
 const KvPoolShape& CudaForwardBackend::pool_shape() const { return impl_->pool; }
 const attention::Plan& CudaForwardBackend::last_plan() const { return impl_->plan; }
 Status CudaForwardBackend::set_step_options(const CudaStepOptions& step) {
@@ -242,24 +243,32 @@ Status CudaForwardBackend::set_plan_options(const attention::PlanOptions& plan) 
 const CudaStepProfile& CudaForwardBackend::last_step_profile() const { return impl_->profile; }
 BackendStats CudaForwardBackend::stats() const { return impl_->stats; }
 int CudaForwardBackend::num_cuda_graphs() const { return static_cast<int>(impl_->graphs.size()); }
-size_t CudaForwardBackend::weight_bytes() const { return impl_->mat.bytes() + impl_->vec.bytes(); }
-size_t CudaForwardBackend::kv_pool_bytes() const { return impl_->kv.bytes(); }
+size_t CudaForwardBackend::weight_bytes() const {
+  size_t bytes = impl_->mat.bytes() + impl_->vec.bytes();
+  for (const auto& p : impl_->peers) bytes += p->mat.bytes() + p->vec.bytes();
+  return bytes;
+}
+size_t CudaForwardBackend::kv_pool_bytes() const {
+  size_t bytes = impl_->kv.bytes();
+  for (const auto& p : impl_->peers) bytes += p->kv.bytes();
+  return bytes;
+}
 size_t CudaForwardBackend::logits_bytes() const { return impl_->logits_dev.bytes(); }
 
-Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(
-    const ModelWeights& weights, const KvPoolShape& pool, const CudaForwardOptions& options) {
-  PS_RETURN_IF_ERROR(validate_weights(weights));
-  auto impl = std::make_unique<Impl>();
-  PS_RETURN_IF_ERROR(impl->setup(weights.config, pool, options));
+namespace {
+
+// The weights of one rank (its shard_weights share), onto its device.
+Status upload_weights(CudaForwardBackend::Impl& m, const ModelWeights& weights) {
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));
   const ModelConfig& c = weights.config;
   const size_t H = c.hidden_size, I = c.intermediate_size, Q = c.q_size(), KV = c.kv_size();
   constexpr DType kB = DType::kBF16, kF = DType::kF32;
-  PS_RETURN_IF_ERROR(upload_tensor(weights.embed_tokens, impl->embed, kB));
-  if (!c.tie_word_embeddings) PS_RETURN_IF_ERROR(upload_tensor(weights.lm_head, impl->lm_head, kB));
-  PS_RETURN_IF_ERROR(upload_tensor(weights.final_norm, impl->final_norm, kF));
+  PS_RETURN_IF_ERROR(upload_tensor(weights.embed_tokens, m.embed, kB));
+  if (!c.tie_word_embeddings) PS_RETURN_IF_ERROR(upload_tensor(weights.lm_head, m.lm_head, kB));
+  PS_RETURN_IF_ERROR(upload_tensor(weights.final_norm, m.final_norm, kF));
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     const LayerWeights& w = weights.layers[l];
-    const cuda::LayerDev& d = impl->layers[l];
+    const cuda::LayerDev& d = m.layers[l];
     PS_RETURN_IF_ERROR(upload_tensor(w.q_proj, d.qkv_w, kB));
     PS_RETURN_IF_ERROR(upload_tensor(w.k_proj, d.qkv_w + Q * H, kB));
     PS_RETURN_IF_ERROR(upload_tensor(w.v_proj, d.qkv_w + (Q + KV) * H, kB));
@@ -279,7 +288,87 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(
       PS_RETURN_IF_ERROR(upload_tensor(w.k_norm, d.k_norm, kF));
     }
   }
-  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl->stream));
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  return ok_status();
+}
+
+// Seeded device-side weights of one rank (create_random).
+Status fill_random_weights(CudaForwardBackend::Impl& m, uint64_t seed) {
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));
+  const ModelConfig& c = m.config;
+  PS_RETURN_IF_ERROR(cuda::fill_random(m.mat.as<void>(), m.mat.bytes() / 2, DType::kBF16, seed,
+                                       0.0f, 0.02f, m.stream));
+  PS_RETURN_IF_ERROR(cuda::fill_random(m.vec.as<void>(), m.vec.bytes() / 4, DType::kF32, seed + 1,
+                                       1.0f, 0.1f, m.stream));
+  if (c.qkv_bias) {  // biases N(0, 0.02), not 1 + N(0, 0.1)
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+      PS_RETURN_IF_ERROR(cuda::fill_random(m.layers[l].qkv_b,
+                                           static_cast<size_t>(c.q_size() + 2 * c.kv_size()),
+                                           DType::kF32, seed + 2 + l, 0.0f, 0.02f, m.stream));
+    }
+  }
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  return ok_status();
+}
+
+// Rank 0 (`root`) and, with tensor parallelism, its peers on the next devices, each set up for
+// its share of `whole`, and the group that joins them.
+Status setup_ranks(CudaForwardBackend::Impl& root, const ModelConfig& whole,
+                   const KvPoolShape& pool, const CudaForwardOptions& options) {
+  const int tp = options.tensor_parallel;
+  PS_ASSIGN_OR_RETURN(const ModelConfig local, shard_config(whole, tp));
+  if (tp > 1) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) {
+      (void)cudaGetLastError();
+      devices = 0;
+    }
+    if (options.device < 0 || options.device + tp > devices) {
+      return invalid_argument("tensor_parallel = " + str(tp) + " from device = " +
+                              str(options.device) + " needs devices " + str(options.device) + ".." +
+                              str(options.device + tp - 1) + "; " + str(devices) + " visible");
+    }
+  }
+  PS_RETURN_IF_ERROR(root.setup(local, pool, options));
+  root.whole_config = whole;
+  if (tp == 1) return ok_status();
+  std::vector<int> devices = {options.device};
+  for (int r = 1; r < tp; ++r) {
+    auto peer = std::make_unique<CudaForwardBackend::Impl>();
+    CudaForwardOptions o = options;
+    o.device = options.device + r;
+    o.logits_copy_threads = 1;  // a peer copies no logits
+    PS_RETURN_IF_ERROR(peer->setup(local, pool, o));
+    peer->whole_config = whole;
+    peer->tp_rank = r;
+    devices.push_back(o.device);
+    root.peers.push_back(std::move(peer));
+  }
+  PS_ASSIGN_OR_RETURN(root.tp_owner, cuda::TpGroup::create(devices));
+  root.tp = root.tp_owner.get();
+  for (auto& p : root.peers) p->tp = root.tp;
+  root.rank_threads.emplace(tp - 1);
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  return ok_status();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create(
+    const ModelWeights& weights, const KvPoolShape& pool, const CudaForwardOptions& options) {
+  PS_RETURN_IF_ERROR(validate_weights(weights));
+  auto impl = std::make_unique<Impl>();
+  PS_RETURN_IF_ERROR(setup_ranks(*impl, weights.config, pool, options));
+  const int tp = options.tensor_parallel;
+  if (tp == 1) {
+    PS_RETURN_IF_ERROR(upload_weights(*impl, weights));
+  } else {
+    for (int r = 0; r < tp; ++r) {
+      PS_ASSIGN_OR_RETURN(const ModelWeights shard, shard_weights(weights, r, tp));
+      PS_RETURN_IF_ERROR(upload_weights(r == 0 ? *impl : *impl->peers[r - 1], shard));
+    }
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  }
   return std::unique_ptr<CudaForwardBackend>(new CudaForwardBackend(std::move(impl)));
 }
 
@@ -294,20 +383,12 @@ Result<std::unique_ptr<CudaForwardBackend>> CudaForwardBackend::create_random(
         "a multiple of num_kv_heads");
   }
   auto impl = std::make_unique<Impl>();
-  PS_RETURN_IF_ERROR(impl->setup(config, pool, options));
-  Impl& m = *impl;
-  PS_RETURN_IF_ERROR(cuda::fill_random(m.mat.as<void>(), m.mat.bytes() / 2, DType::kBF16, seed,
-                                       0.0f, 0.02f, m.stream));
-  PS_RETURN_IF_ERROR(cuda::fill_random(m.vec.as<void>(), m.vec.bytes() / 4, DType::kF32, seed + 1,
-                                       1.0f, 0.1f, m.stream));
-  if (config.qkv_bias) {  // biases N(0, 0.02), not 1 + N(0, 0.1)
-    for (size_t l = 0; l < m.layers.size(); ++l) {
-      PS_RETURN_IF_ERROR(cuda::fill_random(
-          m.layers[l].qkv_b, static_cast<size_t>(config.q_size() + 2 * config.kv_size()),
-          DType::kF32, seed + 2 + l, 0.0f, 0.02f, m.stream));
-    }
+  PS_RETURN_IF_ERROR(setup_ranks(*impl, config, pool, options));
+  PS_RETURN_IF_ERROR(fill_random_weights(*impl, seed));
+  for (size_t r = 0; r < impl->peers.size(); ++r) {  // every rank's share its own draw
+    PS_RETURN_IF_ERROR(fill_random_weights(*impl->peers[r], seed + 7919 * (r + 1)));
   }
-  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   return std::unique_ptr<CudaForwardBackend>(new CudaForwardBackend(std::move(impl)));
 }
 

@@ -56,7 +56,10 @@ struct CudaStepOptions {
 };
 
 struct CudaForwardOptions {
-  int device = 0;              // CUDA device ordinal
+  int device = 0;  // CUDA device ordinal (tensor parallelism: of rank 0)
+  // Ranks the model is cut over (model/tensor_parallel.h), rank r on device device + r; > 1
+  // needs NCCL (cuda/tp_group.h). docs/forward-cuda.md "Tensor parallelism".
+  int tensor_parallel = 1;
   int max_batch_rows = 8192;   // query rows (tokens) per step: scratch and plan capacity
   int max_batch_page_ids = 0;  // page_ids.size() per step; 0: the pool's num_pages
   // Sampling rows a step is expected to have at most (0: max_batch_rows). Not a limit: graphed
@@ -162,14 +165,15 @@ class CudaForwardBackend final : public ForwardBackend {
   const CudaStepProfile& last_step_profile() const;
   // Graphs captured and held now.
   int num_cuda_graphs() const;
-  // Device bytes of the weights (bf16 matrices, f32 norms/biases) and of the KV pool.
+  // Device bytes of the weights (bf16 matrices, f32 norms/biases) and of the KV pool, summed
+  // over the tensor-parallel ranks.
   size_t weight_bytes() const;
   size_t kv_pool_bytes() const;
   // Device bytes of the logits buffer now (it grows with the steps' sampling rows, see
   // CudaForwardOptions::max_sampling_rows).
   size_t logits_bytes() const;
   // Copies layer's k and v pages to the host (tests): [num_pages, page_size, kv_heads,
-  // head_dim] bf16 bits each.
+  // head_dim] bf16 bits each (with tensor parallelism, rank 0's KV heads).
   Status read_kv_pages(int layer, std::vector<uint16_t>& k, std::vector<uint16_t>& v) const;
 
   struct Impl;

@@ -26,7 +26,9 @@
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -38,6 +40,7 @@
 #include "packserve/model/cuda/gemm.h"
 #include "packserve/model/cuda/parallel_copy.h"
 #include "packserve/model/cuda/step_profile.cuh"
+#include "packserve/model/cuda/tp_group.h"
 
 namespace packserve::model {
 
@@ -190,7 +193,7 @@ struct CachedGraph {
 }  // namespace cuda
 
 struct CudaForwardBackend::Impl {
-  ModelConfig config;
+  ModelConfig config;  // this rank's share (tensor_parallel.h shard_config)
   KvPoolShape pool;
   CudaForwardOptions options;
   int num_ctas = 0;
@@ -258,8 +261,29 @@ struct CudaForwardBackend::Impl {
   static constexpr int kLogitsChunks = 4;
   cuda::EventList logits_events;  // [kLogitsChunks]
   cuda::OpTimeline timeline;
+  // Tensor parallelism (docs/forward-cuda.md): this Impl is rank tp_rank of tp's group. Rank 0
+  // drives every step: it validates, plans and writes the metadata, then its peers (ranks 1..,
+  // each on its device, with the same local config and plan) upload and run their layers on
+  // rank_threads while rank 0 runs its own; after each o_proj and down_proj product every
+  // rank's x (rank 0's accumulated into the residual, the others' partial products alone) is
+  // summed in place by an all-reduce, so x is the whole residual stream on every rank. Only
+  // rank 0 computes the LM head and samples. whole_config: the model's, reported by config().
+  ModelConfig whole_config;
+  int tp_rank = 0;
+  cuda::TpGroup* tp = nullptr;  // null without tensor parallelism; owned by rank 0's tp_owner
+  std::unique_ptr<cuda::TpGroup> tp_owner;
+  std::vector<std::unique_ptr<Impl>> peers;
+  std::optional<cuda::RankThreads> rank_threads;
+  std::vector<std::function<Status()>> peer_tasks;  // of the step in flight
 
   ~Impl() {
+    rank_threads.reset();  // joins (no task is in flight between steps)
+    tp_owner.reset();
+    for (std::unique_ptr<Impl>& p : peers) {
+      (void)cudaSetDevice(p->options.device);
+      p.reset();
+    }
+    if (!peers.empty()) (void)cudaSetDevice(options.device);
     graphs.clear();
     workspace.reset();
     gemm.reset();
@@ -298,6 +322,20 @@ struct CudaForwardBackend::Impl {
   Status sample_left_rows(const ForwardBatch& batch, int first_row, ForwardOutput& out);
   // After the step: out.scores of the batch's scored rows (the block pass above).
   Status score_rows(const ForwardBatch& batch, ForwardOutput& out);
+  // The batch's page copies (copy-on-write of shared pages) in every layer's k and v.
+  Status enqueue_page_copies(const ForwardBatch& batch);
+  // A peer's part of a step (rank > 0, on its own thread): the plan, the page copies, rank 0's
+  // metadata `host_meta` (MetaLayout m) and the layers of key's shape (replayed when
+  // use_graph); then waits for its device. key.requests == 0: the page copies alone.
+  Status peer_step(const ForwardBatch& batch, const attention::Plan& rank0_plan,
+                   const int32_t* host_meta, const cuda::GraphKey& key, const cuda::MetaLayout& m,
+                   bool use_graph);
+  // Rank 0: hands the peers their part of this step (peer_step), then after rank 0's own part
+  // (`step`) collects theirs; a failure anywhere aborts the group (a rank left waiting in an
+  // all-reduce would never return) and is returned, naming the rank.
+  void start_peers(const ForwardBatch& batch, const int32_t* host_meta, const cuda::GraphKey& key,
+                   const cuda::MetaLayout& m, bool use_graph);
+  Status join_peers(Status step);
   // Launches embedding -> layers -> final norm -> LM head -> (unless key.masked) the
   // sampling of enqueue_sampling for a step of key's shape whose
   // metadata sits at `m` in meta; `timeline` (may be null) gets an event after every op.

@@ -39,6 +39,16 @@ bool has_device() {
 }
 #define SKIP_WITHOUT_DEVICE() \
   if (!has_device()) GTEST_SKIP() << "no CUDA device"
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+#define SKIP_WITHOUT_TWO_DEVICES() \
+  if (device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices"
 
 namespace tu = testing_util;
 
@@ -104,7 +114,9 @@ std::vector<ForwardBatch> mixed_steps(int64_t vocab) {
   return steps;
 }
 
-void check_against_cpu(const ModelConfig& c, attention::Policy policy) {
+// tensor_parallel: the GPU backend over that many devices (its KV pool check reads rank 0's
+// heads, the first 1 / tensor_parallel of each token's).
+void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tensor_parallel = 1) {
   const ModelWeights w = tu::make_weights(c);
   auto cpu = CpuForwardBackend::create(w, kPool, CpuForwardOptions{});
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
@@ -112,8 +124,10 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy) {
   options.max_batch_rows = 256;
   options.max_batch_page_ids = 64;
   options.plan.policy = policy;
+  options.tensor_parallel = tensor_parallel;
   auto gpu = CudaForwardBackend::create(w, kPool, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  EXPECT_EQ(gpu.value()->config().num_kv_heads, c.num_kv_heads);
   int rows = 0, agree = 0;
   double worst = 0;
   for (const ForwardBatch& step : mixed_steps(c.vocab_size)) {
@@ -150,8 +164,14 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy) {
   // Layer 0's KV pages: written by the epilogue (and the page copy) from one bf16 rounding.
   std::vector<uint16_t> k, v;
   ASSERT_TRUE(gpu.value()->read_kv_pages(0, k, v).ok());
-  const std::span<const float> ck = cpu.value()->k_pages(0), cv = cpu.value()->v_pages(0);
-  ASSERT_EQ(k.size(), ck.size());
+  const std::span<const float> ck_all = cpu.value()->k_pages(0), cv_all = cpu.value()->v_pages(0);
+  const size_t kvs = static_cast<size_t>(c.kv_size()), local = kvs / tensor_parallel;
+  ASSERT_EQ(k.size() / local, ck_all.size() / kvs);  // tokens
+  std::vector<float> ck, cv;                         // rank 0's heads of every token
+  for (size_t t = 0; t < k.size() / local; ++t) {
+    ck.insert(ck.end(), ck_all.begin() + t * kvs, ck_all.begin() + t * kvs + local);
+    cv.insert(cv.end(), cv_all.begin() + t * kvs, cv_all.begin() + t * kvs + local);
+  }
   double kv_num = 0, kv_den = 0;
   for (size_t i = 0; i < k.size(); ++i) {
     kv_num = std::max({kv_num, std::abs(double(bf16_to_float(k[i])) - ck[i]),
@@ -159,13 +179,12 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy) {
     kv_den = std::max({kv_den, std::abs(double(ck[i])), std::abs(double(cv[i]))});
   }
   std::printf("layer 0 kv pool max-norm relative error %.3g\n", kv_num / kv_den);
-  const size_t kvs = static_cast<size_t>(c.kv_size());
   for (size_t i = 0, shown = 0; i < k.size() && shown < 6; ++i) {
     const double dk = std::abs(double(bf16_to_float(k[i])) - ck[i]);
     const double dv = std::abs(double(bf16_to_float(v[i])) - cv[i]);
     if (std::max(dk, dv) > kKvRelTol * kv_den) {
       std::printf("  kv mismatch page %zu slot %zu elem %zu: k gpu %g cpu %g, v gpu %g cpu %g\n",
-                  i / kvs / kPool.page_size, i / kvs % kPool.page_size, i % kvs,
+                  i / local / kPool.page_size, i / local % kPool.page_size, i % local,
                   bf16_to_float(k[i]), ck[i], bf16_to_float(v[i]), cv[i]);
       ++shown;
     }
@@ -312,6 +331,103 @@ TEST(CudaForward, InvalidBatchWritesNothing) {
   EXPECT_TRUE(gpu.value()->forward(empty, out).ok());
   EXPECT_TRUE(out.logits.empty());
   EXPECT_TRUE(out.argmax.empty());
+}
+
+// Tensor parallelism over two devices (model/tensor_parallel.h): the same oracle and
+// tolerances as one device (the ranks' partial products are summed in f32, in another order
+// than one GEMM's, which bf16 roundings then amplify no more than the one-device backend's own).
+TEST(CudaTensorParallel, LlamaMatchesCpuOnMixedSteps) {
+  SKIP_WITHOUT_TWO_DEVICES();
+  check_against_cpu(llama_config(), attention::Policy::kBalanced, 2);
+}
+TEST(CudaTensorParallel, Qwen2MatchesCpuOnMixedStepsPrefixPolicy) {
+  SKIP_WITHOUT_TWO_DEVICES();
+  check_against_cpu(qwen2_config(), attention::Policy::kPrefix, 2);
+}
+TEST(CudaTensorParallel, Qwen3MatchesCpuOnMixedSteps) {
+  SKIP_WITHOUT_TWO_DEVICES();
+  ModelConfig c = qwen3_config();
+  c.num_kv_heads = 2;
+  check_against_cpu(c, attention::Policy::kBalanced, 2);
+}
+
+// Decode steps of one shape replay the ranks' captured graphs (their all-reduces included):
+// each step's device argmax and logits against the one-device backend run eagerly, and a
+// greedy continuation fed back for 6 steps.
+TEST(CudaTensorParallel, ReplayedDecodeStepsMatchOneDevice) {
+  SKIP_WITHOUT_TWO_DEVICES();
+  const ModelConfig c = llama_config();
+  const ModelWeights w = tu::make_weights(c);
+  CudaForwardOptions options;
+  options.max_batch_rows = 256;
+  options.max_batch_page_ids = 64;
+  options.step.max_graph_rows = 0;
+  auto one = CudaForwardBackend::create(w, kPool, options);
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  options.step.max_graph_rows = 512;
+  options.tensor_parallel = 2;
+  auto two = CudaForwardBackend::create(w, kPool, options);
+  ASSERT_TRUE(two.ok()) << two.status().to_string();
+  Rng rng(3);
+  std::vector<Seq> seqs = {Seq{tu::random_tokens(30, c.vocab_size, rng), {0, 1, 2}},
+                           Seq{tu::random_tokens(9, c.vocab_size, rng), {3, 4}},
+                           Seq{tu::random_tokens(17, c.vocab_size, rng), {5, 6}}};
+  const size_t V = static_cast<size_t>(c.vocab_size);
+  for (int step = 0; step < 7; ++step) {
+    ForwardBatch b;
+    std::vector<Seq> before = seqs;
+    for (Seq& s : seqs) add(b, s, step == 0 ? static_cast<int>(s.tokens.size()) : 1, kOutputLogits);
+    ForwardBatch argmax_b = b;
+    std::fill(argmax_b.samples.begin(), argmax_b.samples.end(), kOutputArgmax);
+    ForwardOutput ref, got, got_argmax;
+    ASSERT_TRUE(one.value()->forward(b, ref).ok());
+    const Status s = two.value()->forward(b, got);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_EQ(got.logits.size(), ref.logits.size());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.logits.size(); ++i) {
+      num = std::max(num, std::abs(double(got.logits[i]) - ref.logits[i]));
+      den = std::max(den, std::abs(double(ref.logits[i])));
+    }
+    EXPECT_LT(num / den, kLogitsRelTol) << "step " << step;
+    // The same step again with argmax rows (another graph shape) reads the same pages.
+    seqs = before;
+    ForwardBatch again;
+    for (Seq& sq : seqs)
+      add(again, sq, step == 0 ? static_cast<int>(sq.tokens.size()) : 1, kOutputArgmax);
+    ASSERT_TRUE(two.value()->forward(again, got_argmax).ok());
+    ASSERT_EQ(got_argmax.argmax.size(), seqs.size());
+    for (size_t r = 0; r < seqs.size(); ++r) {
+      const auto row = got.logits.begin() + static_cast<std::ptrdiff_t>(r * V);
+      EXPECT_EQ(got_argmax.argmax[r], std::max_element(row, row + V) - row) << "step " << step;
+      seqs[r].tokens.push_back(got_argmax.argmax[r]);
+    }
+    if (step == 0) continue;
+    // From the second decode step on, both shapes replay graphs.
+    EXPECT_TRUE(two.value()->last_step_profile().graph_replayed || step == 1) << step;
+  }
+  EXPECT_GT(two.value()->stats().graph_replays, 0);
+}
+
+TEST(CudaTensorParallel, CreateNamesWhatDoesNotDivideOrExist) {
+  SKIP_WITHOUT_DEVICE();
+  CudaForwardOptions options;
+  options.tensor_parallel = 3;
+  auto bad = CudaForwardBackend::create_random(base_config(), kPool, options, 1);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.status().message(), "num_qo_heads = 4 is not a multiple of tensor_parallel = 3");
+  options.tensor_parallel = 4;  // divides the 4 heads, 2 KV heads do not
+  EXPECT_EQ(CudaForwardBackend::create_random(base_config(), kPool, options, 1).status().message(),
+            "num_kv_heads = 2 is not a multiple of tensor_parallel = 4");
+  ModelConfig c = base_config();
+  c.num_kv_heads = 4;
+  options.device = device_count() - 1;
+  options.tensor_parallel = 2;
+  EXPECT_EQ(CudaForwardBackend::create_random(c, kPool, options, 1).status().message(),
+            "tensor_parallel = 2 from device = " + std::to_string(device_count() - 1) +
+                " needs devices " + std::to_string(device_count() - 1) + ".." +
+                std::to_string(device_count()) + "; " + std::to_string(device_count()) +
+                " visible");
 }
 
 TEST(CudaForward, CreateRejectsUnsupportedHeadDim) {

@@ -134,7 +134,11 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     db.v_pages = ep.v_pages;
     PS_RETURN_IF_ERROR(acuda::run_cuda(*workspace, db, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kAttention));
-    PS_RETURN_IF_ERROR(gemm->linear(attn, R, Q, w.o_w, H, x, DType::kF32, /*accumulate=*/true));
+    // Tensor parallelism: rank 0 adds its partial product to the residual, the others write
+    // theirs alone, and the all-reduce sums them into every rank's x.
+    PS_RETURN_IF_ERROR(
+        gemm->linear(attn, R, Q, w.o_w, H, x, DType::kF32, /*accumulate=*/tp_rank == 0));
+    if (tp != nullptr) PS_RETURN_IF_ERROR(tp->all_reduce_sum(tp_rank, x, R * H, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kOGemm));
     PS_RETURN_IF_ERROR(
         cuda::rmsnorm(x, nullptr, R, static_cast<int>(H), w.post_norm, eps, h, stream));
@@ -143,9 +147,12 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     PS_RETURN_IF_ERROR(mark(StepOp::kGateUpGemm));
     PS_RETURN_IF_ERROR(cuda::silu_mul(gate_up, R, static_cast<int>(I), act, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kSiluMul));
-    PS_RETURN_IF_ERROR(gemm->linear(act, R, I, w.down_w, H, x, DType::kF32, /*accumulate=*/true));
+    PS_RETURN_IF_ERROR(
+        gemm->linear(act, R, I, w.down_w, H, x, DType::kF32, /*accumulate=*/tp_rank == 0));
+    if (tp != nullptr) PS_RETURN_IF_ERROR(tp->all_reduce_sum(tp_rank, x, R * H, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kDownGemm));
   }
+  if (tp_rank > 0) return ok_status();  // rank 0 alone computes the logits and samples
   if (S > 0) {
     PS_RETURN_IF_ERROR(
         cuda::rmsnorm(x, dm + m.samp, S, static_cast<int>(H), final_norm, eps, h, stream));
@@ -259,7 +266,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   };
   const int SL = count(kOutputLogits), A = count(kOutputArgmax), D = count(kOutputSample);
   const int S = SL + A + D;
-  const size_t V = c.vocab_size, KV = c.kv_size();
+  const size_t V = c.vocab_size;
   const MetaLayout m = cuda::meta_layout(R, n, S, D, P);
   // Allocations (which synchronise) and the plan upload before anything is written.
   const size_t logits_bytes = static_cast<size_t>(S) * V * 4;
@@ -295,20 +302,12 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     timeline.begin();
     PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
   }
-  const size_t token_bytes = KV * 2;
-  const size_t page_bytes = token_bytes * static_cast<size_t>(pool.page_size);
-  for (size_t l = 0; l < layers.size(); ++l) {
-    for (const kv::PageCopy& pc : batch.page_copies) {
-      for (uint16_t* base : {k_pages(l), v_pages(l)}) {
-        auto* b = reinterpret_cast<std::byte*>(base);
-        PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-            b + static_cast<size_t>(pc.dst_page) * page_bytes,
-            b + static_cast<size_t>(pc.src_page) * page_bytes,
-            token_bytes * static_cast<size_t>(pc.num_tokens), cudaMemcpyDeviceToDevice, stream));
-      }
-    }
-  }
+  PS_RETURN_IF_ERROR(enqueue_page_copies(batch));
   if (n == 0) {
+    if (!peers.empty()) {  // their page copies
+      start_peers(batch, nullptr, GraphKey{}, m, false);
+      PS_RETURN_IF_ERROR(join_peers(ok_status()));
+    }
     out.logits.clear();
     out.argmax.clear();
     out.sampled.clear();
@@ -362,76 +361,140 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   profile.metadata_ms = clock.lap();
 
   const GraphKey key{R, n, S, A, D, masked};
-  cuda::OpTimeline* ops = use_graph || !options.step.profile_ops ? nullptr : &timeline;
-  if (use_graph) {
-    PS_RETURN_IF_ERROR(launch_graph(key, m));
-  } else {
-    if (ops != nullptr) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
-    PS_RETURN_IF_ERROR(enqueue_device_step(key, m, ops));
-  }
-  if (masked) {  // the device runs the layers meanwhile
-    PS_RETURN_IF_ERROR(upload_masks(batch));
-    PS_RETURN_IF_ERROR(enqueue_sampling(key, m, ops));
-  }
-  // The argmax and sampled ids (tiny; the alternatives only when a draw row asks for them)
-  // first; then the logits in up to kLogitsChunks pieces of whole rows, an event after each:
-  // the host copies piece i into the caller's vector while piece i + 1 is still on its way.
-  const bool any_top =
-      std::any_of(draws, draws + D, [](const SampleDraw& d) { return d.top_logprobs > 0; });
-  if (A + D > 0) {
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(argmax_pinned.as<void>(), argmax_dev.as<void>(),
-                                                  argmax_bytes(A, D, any_top),
-                                                  cudaMemcpyDeviceToHost, stream));
-  }
-  const int rows_per_chunk = SL > 0 ? (SL + kLogitsChunks - 1) / kLogitsChunks : 1;
-  const int chunks = (SL + rows_per_chunk - 1) / rows_per_chunk;  // <= kLogitsChunks, >= 1 row each
-  const size_t row_bytes = V * 4;
-  for (int i = 0; i < chunks; ++i) {
-    const size_t first = static_cast<size_t>(i) * rows_per_chunk;
-    const size_t rows = std::min<size_t>(rows_per_chunk, SL - first);
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(logits_pinned.as<std::byte>() + first * row_bytes,
-                                                  logits_dev.as<std::byte>() + first * row_bytes,
-                                                  rows * row_bytes, cudaMemcpyDeviceToHost,
-                                                  stream));
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(logits_events.get(i), stream));
-  }
-  if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kLogitsCopy, stream));
-  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_events.stop(), stream));
-  profile.enqueue_ms = clock.lap();
-  // resize() fills only elements beyond the old size (a caller that reuses its vector for
-  // steps of one shape pays no fill), and runs while the device works.
-  out.logits.resize(static_cast<size_t>(SL) * V);
-  for (int i = 0; i < chunks; ++i) {
-    const size_t first = static_cast<size_t>(i) * rows_per_chunk;
-    const size_t rows = std::min<size_t>(rows_per_chunk, SL - first);
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(logits_events.get(i)));
+  if (!peers.empty()) start_peers(batch, hm, key, m, use_graph);  // hm is written
+  const Status step = [&]() -> Status {
+    cuda::OpTimeline* ops = use_graph || !options.step.profile_ops ? nullptr : &timeline;
+    if (use_graph) {
+      PS_RETURN_IF_ERROR(launch_graph(key, m));
+    } else {
+      if (ops != nullptr) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kUpload, stream));
+      PS_RETURN_IF_ERROR(enqueue_device_step(key, m, ops));
+    }
+    if (masked) {  // the device runs the layers meanwhile
+      PS_RETURN_IF_ERROR(upload_masks(batch));
+      PS_RETURN_IF_ERROR(enqueue_sampling(key, m, ops));
+    }
+    // The argmax and sampled ids (tiny; the alternatives only when a draw row asks for them)
+    // first; then the logits in up to kLogitsChunks pieces of whole rows, an event after each:
+    // the host copies piece i into the caller's vector while piece i + 1 is still on its way.
+    const bool any_top =
+        std::any_of(draws, draws + D, [](const SampleDraw& d) { return d.top_logprobs > 0; });
+    if (A + D > 0) {
+      PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(argmax_pinned.as<void>(), argmax_dev.as<void>(),
+                                                    argmax_bytes(A, D, any_top),
+                                                    cudaMemcpyDeviceToHost, stream));
+    }
+    const int rows_per_chunk = SL > 0 ? (SL + kLogitsChunks - 1) / kLogitsChunks : 1;
+    const int chunks =
+        (SL + rows_per_chunk - 1) / rows_per_chunk;  // <= kLogitsChunks, >= 1 row each
+    const size_t row_bytes = V * 4;
+    for (int i = 0; i < chunks; ++i) {
+      const size_t first = static_cast<size_t>(i) * rows_per_chunk;
+      const size_t rows = std::min<size_t>(rows_per_chunk, SL - first);
+      PS_MODEL_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(logits_pinned.as<std::byte>() + first * row_bytes,
+                          logits_dev.as<std::byte>() + first * row_bytes, rows * row_bytes,
+                          cudaMemcpyDeviceToHost, stream));
+      PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(logits_events.get(i), stream));
+    }
+    if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.mark(StepOp::kLogitsCopy, stream));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_events.stop(), stream));
+    profile.enqueue_ms = clock.lap();
+    // resize() fills only elements beyond the old size (a caller that reuses its vector for
+    // steps of one shape pays no fill), and runs while the device works.
+    out.logits.resize(static_cast<size_t>(SL) * V);
+    for (int i = 0; i < chunks; ++i) {
+      const size_t first = static_cast<size_t>(i) * rows_per_chunk;
+      const size_t rows = std::min<size_t>(rows_per_chunk, SL - first);
+      PS_MODEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(logits_events.get(i)));
+      profile.sync_ms += clock.lap();
+      copier->copy(reinterpret_cast<std::byte*>(out.logits.data()) + first * row_bytes,
+                   logits_pinned.as<std::byte>() + first * row_bytes, rows * row_bytes);
+      profile.logits_copy_ms += clock.lap();
+    }
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     profile.sync_ms += clock.lap();
-    copier->copy(reinterpret_cast<std::byte*>(out.logits.data()) + first * row_bytes,
-                 logits_pinned.as<std::byte>() + first * row_bytes, rows * row_bytes);
-    profile.logits_copy_ms += clock.lap();
+    out.argmax.assign(argmax_pinned.as<int32_t>(), argmax_pinned.as<int32_t>() + A);
+    out.sampled.assign(argmax_pinned.as<int32_t>() + A, argmax_pinned.as<int32_t>() + A + D);
+    const auto* logprobs = reinterpret_cast<const float*>(argmax_pinned.as<int32_t>() + A + D);
+    out.sampled_logprobs.assign(logprobs, logprobs + D);
+    out.top_logprobs.resize(static_cast<size_t>(D));
+    const auto* top = reinterpret_cast<const TopLogprob*>(argmax_pinned.as<std::byte>() +
+                                                          argmax_top_offset(A, D));
+    for (int i = 0; i < D; ++i) {  // a row left to the host gets its alternatives there
+      const size_t k = out.sampled[i] < 0 ? 0 : std::min<size_t>(draws[i].top_logprobs, V);
+      const TopLogprob* row_top = top + static_cast<size_t>(i) * kMaxTopLogprobs;
+      out.top_logprobs[i].assign(row_top, row_top + k);
+    }
+    PS_RETURN_IF_ERROR(sample_left_rows(batch, S - D, out));
+    PS_RETURN_IF_ERROR(score_rows(batch, out));
+    float gpu_ms = 0.0f;
+    PS_MODEL_CUDA_RETURN_IF_ERROR(
+        cudaEventElapsedTime(&gpu_ms, step_events.start(), step_events.stop()));
+    profile.gpu_ms = gpu_ms;
+    if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.accumulate(profile.op_gpu_ms));
+    return ok_status();
+  }();
+  const Status joined = peers.empty() ? step : join_peers(step);
+  profile.total_ms = total.lap();
+  return joined;
+}
+
+Status CudaForwardBackend::Impl::enqueue_page_copies(const ForwardBatch& batch) {
+  const size_t token_bytes = static_cast<size_t>(config.kv_size()) * 2;
+  const size_t page_bytes = token_bytes * static_cast<size_t>(pool.page_size);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    for (const kv::PageCopy& pc : batch.page_copies) {
+      for (uint16_t* base : {k_pages(l), v_pages(l)}) {
+        auto* b = reinterpret_cast<std::byte*>(base);
+        PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+            b + static_cast<size_t>(pc.dst_page) * page_bytes,
+            b + static_cast<size_t>(pc.src_page) * page_bytes,
+            token_bytes * static_cast<size_t>(pc.num_tokens), cudaMemcpyDeviceToDevice, stream));
+      }
+    }
+  }
+  return ok_status();
+}
+
+Status CudaForwardBackend::Impl::peer_step(const ForwardBatch& batch,
+                                           const attention::Plan& rank0_plan,
+                                           const int32_t* host_meta, const GraphKey& key,
+                                           const MetaLayout& m, bool use_graph) {
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  if (key.requests > 0) PS_RETURN_IF_ERROR(workspace->upload(rank0_plan, stream));
+  PS_RETURN_IF_ERROR(enqueue_page_copies(batch));
+  if (key.requests > 0) {
+    PS_MODEL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(meta.as<void>(), host_meta, m.end * 4, cudaMemcpyHostToDevice, stream));
+    PS_RETURN_IF_ERROR(use_graph ? launch_graph(key, m) : enqueue_device_step(key, m, nullptr));
   }
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  profile.sync_ms += clock.lap();
-  out.argmax.assign(argmax_pinned.as<int32_t>(), argmax_pinned.as<int32_t>() + A);
-  out.sampled.assign(argmax_pinned.as<int32_t>() + A, argmax_pinned.as<int32_t>() + A + D);
-  const auto* logprobs = reinterpret_cast<const float*>(argmax_pinned.as<int32_t>() + A + D);
-  out.sampled_logprobs.assign(logprobs, logprobs + D);
-  out.top_logprobs.resize(static_cast<size_t>(D));
-  const auto* top =
-      reinterpret_cast<const TopLogprob*>(argmax_pinned.as<std::byte>() + argmax_top_offset(A, D));
-  for (int i = 0; i < D; ++i) {  // a row left to the host gets its alternatives there
-    const size_t k = out.sampled[i] < 0 ? 0 : std::min<size_t>(draws[i].top_logprobs, V);
-    const TopLogprob* row_top = top + static_cast<size_t>(i) * kMaxTopLogprobs;
-    out.top_logprobs[i].assign(row_top, row_top + k);
+  return ok_status();
+}
+
+void CudaForwardBackend::Impl::start_peers(const ForwardBatch& batch, const int32_t* host_meta,
+                                           const GraphKey& key, const MetaLayout& m,
+                                           bool use_graph) {
+  peer_tasks.clear();
+  for (std::unique_ptr<Impl>& p : peers) {
+    Impl* peer = p.get();
+    peer_tasks.emplace_back(
+        [=, this, &batch] { return peer->peer_step(batch, plan, host_meta, key, m, use_graph); });
   }
-  PS_RETURN_IF_ERROR(sample_left_rows(batch, S - D, out));
-  PS_RETURN_IF_ERROR(score_rows(batch, out));
-  float gpu_ms = 0.0f;
-  PS_MODEL_CUDA_RETURN_IF_ERROR(
-      cudaEventElapsedTime(&gpu_ms, step_events.start(), step_events.stop()));
-  profile.gpu_ms = gpu_ms;
-  if (options.step.profile_ops) PS_RETURN_IF_ERROR(timeline.accumulate(profile.op_gpu_ms));
-  profile.total_ms = total.lap();
+  rank_threads->start(peer_tasks);
+}
+
+Status CudaForwardBackend::Impl::join_peers(Status step) {
+  if (!step.ok()) tp->abort();  // the peers may wait in an all-reduce rank 0 never joins
+  std::vector<Status> results = rank_threads->wait();
+  if (!step.ok()) return step;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].ok()) continue;
+    tp->abort();
+    return Status(results[i].code(), "tensor-parallel rank " + str(static_cast<int64_t>(i) + 1) +
+                                         ": " + results[i].message());
+  }
   return ok_status();
 }
 
