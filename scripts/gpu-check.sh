@@ -85,6 +85,10 @@ else
   BIN=$(mktemp -d)
   for b in $TARGETS; do cp "$(find build-gpu -name "$b" -type f -perm -u+x | head -1)" "$BIN/"; done
 fi
+# NCCL (tensor parallelism, loaded at run time): the toolkit's, else PyTorch's wheel's.
+NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) + "/lib")' 2>/dev/null)
+[[ -n "$NCCL_DIR" ]] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64:$NCCL_DIR"
+export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared machines (device KINDS.md)
 export PACKSERVE_BIN="$BIN/packserve"  # generate_cli_gpu_test runs it
 DEVICE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)
 echo "$DEVICE"

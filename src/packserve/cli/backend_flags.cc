@@ -18,7 +18,13 @@ void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& he
                      "cuda: share of the GPU's memory for weights, activations and the KV pool; "
                      "sizes the pool when --num-pages is 0")
       ->capture_default_str();
-  cmd.add_option("--cuda-device", flags.cuda_device, help_prefix + "cuda: device ordinal")
+  cmd.add_option("--cuda-device", flags.cuda_device,
+                 help_prefix + "cuda: device ordinal (with tensor parallelism: the first)")
+      ->capture_default_str();
+  cmd.add_option("--tensor-parallel-size", flags.tensor_parallel_size,
+                 help_prefix +
+                     "cuda: GPUs the model is cut over (attention heads and MLP width split, "
+                     "NCCL all-reduce; needs libnccl.so.2 on the library path when > 1)")
       ->capture_default_str();
   cmd.add_option("--gemm-tuning", flags.gemm_tuning,
                  help_prefix +
@@ -57,6 +63,7 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   options.sample_threads = config.num_sampler_threads;
   options.plan = config.plan;
   options.cuda_device = flags.cuda_device;
+  options.tensor_parallel = flags.tensor_parallel_size;
   options.gpu_memory_utilization = flags.gpu_memory_utilization;
   options.gemm_tuning = *tuning;
   options.max_graph_rows = flags.max_graph_rows;

@@ -6,6 +6,8 @@
 //   --gpu-memory-utilization F     share of the GPU's memory for weights + KV + activations
 //                                  (default 0.9); sizes the KV pool when --num-pages is 0
 //   --cuda-device N                CUDA device ordinal (default 0)
+//   --tensor-parallel-size N       cut the model over N GPUs (devices --cuda-device ..
+//                                  + N - 1; default 1; docs/forward-cuda.md "Tensor parallelism")
 //   --gemm-tuning heuristic|bucket|shape
 //                                  how the GEMM algorithm of each decode-sized row count is
 //                                  chosen (default heuristic; model/cuda/gemm.h)
@@ -29,6 +31,7 @@ struct BackendFlags {
   std::string backend = "cpu";
   double gpu_memory_utilization = 0.9;
   int cuda_device = 0;
+  int tensor_parallel_size = 1;
   std::string gemm_tuning = "heuristic";
   int max_graph_rows = 512;
 };

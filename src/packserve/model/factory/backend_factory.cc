@@ -11,6 +11,7 @@
 #include "packserve/attention/plan_buffer.h"
 #include "packserve/model/forward_batch.h"
 #include "packserve/model/forward_cpu.h"
+#include "packserve/model/tensor_parallel.h"
 
 #ifdef PACKSERVE_HAVE_CUDA
 #include "packserve/model/cuda/device_query.h"
@@ -52,11 +53,19 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
         "--backend cuda: no CUDA device is visible (check nvidia-smi and CUDA_VISIBLE_DEVICES), "
         "or use --backend cpu");
   }
-  const ModelConfig& config = o.weights->config;
+  // Each rank holds its share (shard_config) of every layer and the whole embedding and LM
+  // head; the device with the least free memory sizes the pool.
+  auto local = shard_config(o.weights->config, o.tensor_parallel);
+  if (!local.ok()) return invalid_argument("--tensor-parallel-size: " + local.status().message());
+  const ModelConfig& config = *local;
   KvPoolShape pool{o.num_pages, o.page_size};
   std::string sizing;
   if (pool.num_pages <= 0) {
     auto memory = cuda::cuda_device_memory(o.cuda_device);
+    for (int r = 1; r < o.tensor_parallel && memory.ok(); ++r) {
+      auto other = cuda::cuda_device_memory(o.cuda_device + r);
+      if (!other.ok() || other->free_bytes < memory->free_bytes) memory = other;
+    }
     if (!memory.ok()) {
       return Status(memory.status().code(), "--backend cuda: " + memory.status().message());
     }
@@ -69,6 +78,7 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
   }
   CudaForwardOptions cuda_options;
   cuda_options.device = o.cuda_device;
+  cuda_options.tensor_parallel = o.tensor_parallel;
   cuda_options.max_batch_rows = o.max_batch_rows;
   cuda_options.max_sampling_rows = o.max_sampling_rows;  // the logits gpu_non_kv_bytes counts
   static_assert(kGpuMinLogitsRows == CudaForwardBackend::kMinLogitsRows);
@@ -85,10 +95,14 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
     return Status(created.status().code(), "--backend cuda: " + created.status().message());
   }
   CreatedBackend made;
-  made.summary = "backend cuda (device " + str(o.cuda_device) + "): weights " +
-                 gib((*created)->weight_bytes()) + ", KV pool " + gib((*created)->kv_pool_bytes()) +
-                 " = " + str(pool.num_pages) + " pages x " + str(pool.page_size) + " tokens" +
-                 sizing;
+  const std::string devices = o.tensor_parallel == 1
+                                  ? "device " + str(o.cuda_device)
+                                  : "devices " + str(o.cuda_device) + ".." +
+                                        str(o.cuda_device + o.tensor_parallel - 1) +
+                                        ", tensor parallel " + str(o.tensor_parallel);
+  made.summary = "backend cuda (" + devices + "): weights " + gib((*created)->weight_bytes()) +
+                 ", KV pool " + gib((*created)->kv_pool_bytes()) + " = " + str(pool.num_pages) +
+                 " pages x " + str(pool.page_size) + " tokens" + sizing;
   made.backend = std::move(created).value();
   made.pool = pool;
   return made;
@@ -208,6 +222,10 @@ Result<CreatedBackend> make_forward_backend(const BackendOptions& options) {
   BackendKind kind = options.kind;
   if (kind == BackendKind::kAuto) {
     kind = cuda_device_available() ? BackendKind::kCuda : BackendKind::kCpu;
+  }
+  if (kind == BackendKind::kCpu && options.tensor_parallel != 1) {
+    return invalid_argument("--tensor-parallel-size = " + str(options.tensor_parallel) +
+                            ": needs --backend cuda (the cpu backend runs on one device)");
   }
   if (kind == BackendKind::kCpu) return make_cpu(options);
 #ifdef PACKSERVE_HAVE_CUDA

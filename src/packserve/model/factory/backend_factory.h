@@ -50,7 +50,10 @@ struct BackendOptions {
   int sample_threads = 0;                 // CPU: threads drawing sampled rows (0: auto)
   attention::PlanOptions plan;            // attention policy etc., both backends
   // CUDA only.
-  int cuda_device = 0;                  // device ordinal
+  int cuda_device = 0;                  // device ordinal (of rank 0)
+  // Tensor-parallel ranks on devices cuda_device .. + tensor_parallel - 1 (model/
+  // tensor_parallel.h): each device's memory is sized for its share of the model.
+  int tensor_parallel = 1;
   double gpu_memory_utilization = 0.9;  // in (0, 1]: share of total device memory to use
   GemmTuning gemm_tuning = GemmTuning::kHeuristic;
   int max_graph_rows = 512;  // CudaStepOptions::max_graph_rows (0: no CUDA graphs)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "packserve/model/cuda/device_query.h"
 #include "packserve/model/factory/backend_factory.h"
 #include "packserve/model/forward_test_util.h"
 
@@ -44,6 +45,38 @@ TEST(BackendFactoryGpu, CudaAndAutoMatchCpu) {
     }
     EXPECT_LT(std::sqrt(num / den), 2e-2);
   }
+}
+
+// Tensor parallelism over two devices: each device's pool is sized for its share (half the
+// KV heads), the summary names the devices, and the logits are the CPU's.
+TEST(BackendFactoryGpu, TensorParallelMatchesCpu) {
+  if (cuda::cuda_device_count() < 2) GTEST_SKIP() << "fewer than 2 CUDA devices";
+  ModelConfig c = testing_util::qwen3_config();
+  c.num_kv_heads = 2;
+  const ModelWeights w = testing_util::make_weights(c);
+  BackendOptions o;
+  o.weights = &w;
+  o.cpu_default_num_pages = 8;
+  auto cpu = make_forward_backend(o);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  const std::vector<float> want = run_prefill(*cpu->backend, c.vocab_size);
+  o.kind = BackendKind::kCuda;
+  o.num_pages = 0;
+  o.gpu_memory_utilization = 0.05;
+  o.max_batch_rows = 64;
+  o.tensor_parallel = 2;
+  auto made = make_forward_backend(o);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  EXPECT_NE(made->summary.find("devices 0..1, tensor parallel 2"), std::string::npos)
+      << made->summary;
+  const std::vector<float> got = run_prefill(*made->backend, c.vocab_size);
+  ASSERT_EQ(got.size(), want.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  EXPECT_LT(std::sqrt(num / den), 2e-2);
 }
 
 TEST(BackendFactoryGpu, BadDeviceIsAClearError) {

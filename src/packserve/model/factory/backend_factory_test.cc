@@ -121,6 +121,13 @@ TEST(BackendFactory, BadOptionsNameTheField) {
   ASSERT_FALSE(bad_page.ok());
   EXPECT_EQ(bad_page.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad_page.status().message().find("page_size"), std::string::npos);
+
+  o.page_size = 16;
+  o.tensor_parallel = 2;
+  auto cpu_tp = make_forward_backend(o);
+  EXPECT_EQ(cpu_tp.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(cpu_tp.status().message(),
+            "--tensor-parallel-size = 2: needs --backend cuda (the cpu backend runs on one device)");
 }
 
 // Device weight bytes, counted tensor by tensor: every 2-D tensor is a bf16 matrix, every
