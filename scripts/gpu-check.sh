@@ -143,6 +143,11 @@ if ! skip bench; then
   timeout 150 "$BIN/forward_bench" --cases tuning >>"$OUT/forward_bench.jsonl" \
     2>>"$OUT/forward_bench.err"
   echo "forward_bench tuning rc=$?"
+  if (( $(nvidia-smi -L | wc -l) >= 2 )); then  # tensor parallelism over two of the GPUs
+    timeout 300 "$BIN/forward_bench" --cases decode,prefill --tensor-parallel 2 \
+      >"$OUT/forward_bench_tp2.jsonl" 2>"$OUT/forward_bench_tp2.err"
+    echo "forward_bench --tensor-parallel 2 rc=$?"
+  fi
   # The planner runs on this machine's host CPU when serving: time it here too.
   timeout 120 "$BIN/plan_bench" --benchmark_min_time=0.3 --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true >"$OUT/plan_bench.txt" 2>&1

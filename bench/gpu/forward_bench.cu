@@ -44,8 +44,12 @@
 //     drew them.
 //   --cost-alpha A,B: the decode graph (and ops) runs once per attention PlanOptions::cost.alpha
 //     (the planner's cost per folded query row of a work item; default 1).
+//   --tensor-parallel N: the decode and prefill cases on N devices (CudaForwardOptions::
+//     tensor_parallel; each rank's share drawn on its device); roofline_ms is then rank 0's
+//     bytes (its 1/N of the layers' matrices and of the context's K/V, and the whole LM head)
+//     at one device's copy bandwidth.
 // Usage: forward_bench [--cases decode,prefill,gemms,tuning] [--batches 1,32,128]
-//                      [--cost-alpha 1] [--profile]
+//                      [--cost-alpha 1] [--profile] [--tensor-parallel N]
 //   (default: every case, batches 1,32,128, no per-op profile; needs ~55 GB of GPU memory)
 #include <chrono>
 #include <cstdio>
@@ -157,6 +161,7 @@ struct Args {
   bool decode = true, prefill = true, gemms = true, tuning = false, profile = false;
   std::vector<int> batches{1, 32, 128};
   std::vector<double> cost_alphas{1.0};
+  int tensor_parallel = 1;
 };
 
 Args parse_args(int argc, char** argv) {
@@ -164,7 +169,7 @@ Args parse_args(int argc, char** argv) {
   auto usage = [](const std::string& why) {
     std::fprintf(stderr,
                  "forward_bench: %s\nusage: forward_bench [--cases decode,prefill,gemms,tuning] "
-                 "[--batches 1,32,128] [--cost-alpha 1,64] [--profile]\n",
+                 "[--batches 1,32,128] [--cost-alpha 1,64] [--profile] [--tensor-parallel N]\n",
                  why.c_str());
     std::exit(2);
   };
@@ -172,6 +177,9 @@ Args parse_args(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--profile") {
       a.profile = true;
+    } else if (arg == "--tensor-parallel" && i + 1 < argc) {
+      a.tensor_parallel = std::atoi(argv[++i]);
+      if (a.tensor_parallel < 1) usage("--tensor-parallel: expected an integer >= 1");
     } else if (arg == "--cost-alpha" && i + 1 < argc) {
       std::stringstream list(argv[++i]);
       std::string item;
@@ -348,22 +356,26 @@ int main(int argc, char** argv) {
   model::CudaForwardOptions options;
   options.max_batch_rows = kPrefill;
   options.max_batch_page_ids = pool.num_pages;
+  options.tensor_parallel = args.tensor_parallel;
   auto created = CudaForwardBackend::create_random(c, pool, options, 1234);
   die(created.status(), "create_random");
   CudaForwardBackend& m = *created.value();
   const double H = 4096, I = 14336, V = 128256, Q = 4096, KV = 1024, L = 32;
   const double layer_params = H * (Q + 2 * KV) + Q * H + 2 * I * H + I * H;
-  const double read_weight_bytes = 2.0 * (L * layer_params + V * H);  // matrices + LM head
+  // Rank 0's matrices (its share of the layers' and the whole LM head) per step.
+  const double tp = args.tensor_parallel;
+  const double read_weight_bytes = 2.0 * (L * layer_params / tp + V * H);
   std::printf(
       "{\"model\":\"llama-3.1-8b shapes, random bf16 weights drawn on the device\","
-      "\"weight_bytes\":%zu,\"kv_pool_bytes\":%zu,\"read_weight_bytes_per_step\":%.0f}\n",
-      m.weight_bytes(), m.kv_pool_bytes(), read_weight_bytes);
+      "\"tensor_parallel\":%d,\"weight_bytes\":%zu,\"kv_pool_bytes\":%zu,"
+      "\"read_weight_bytes_per_step\":%.0f}\n",
+      args.tensor_parallel, m.weight_bytes(), m.kv_pool_bytes(), read_weight_bytes);
   std::fflush(stdout);
 
   Rng rng(5);
   for (int batch : args.decode ? args.batches : std::vector<int>{}) {
     ForwardBatch b = make_batch(batch, 1, kDecodeCtx, 0, rng);
-    const double kv_bytes = batch * double(kDecodeCtx) * L * KV * 2 * 2;
+    const double kv_bytes = batch * double(kDecodeCtx) * L * KV * 2 * 2 / tp;
     const double roof_ms = (read_weight_bytes + kv_bytes) / (ceil.copy_gbps * 1e9) * 1e3;
     struct Mode {
       const char* name;

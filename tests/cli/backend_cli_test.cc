@@ -125,4 +125,13 @@ TEST(BackendCli, NegativeMaxGraphRowsIsRejected) {
       << run.err;
 }
 
+TEST(BackendCli, TensorParallelOnTheCpuIsRejected) {
+  const CliRun run =
+      run_packserve(kGenerate + "--prompts " + prompts_file() + " --tensor-parallel-size 2");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("--tensor-parallel-size = 2: needs --backend cuda"), std::string::npos)
+      << run.err;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+}
+
 }  // namespace
