@@ -228,6 +228,10 @@ const KvPoolShape& CudaForwardBackend::pool_shape() const { return impl_->pool; 
 const attention::Plan& CudaForwardBackend::last_plan() const { return impl_->plan; }
 Status CudaForwardBackend::set_step_options(const CudaStepOptions& step) {
   PS_RETURN_IF_ERROR(validate_step_options(step));
+  if (impl_->tp != nullptr && impl_->tp->on_one_device() && step.max_graph_rows != 0) {
+    return invalid_argument("step.max_graph_rows = " + str(step.max_graph_rows) +
+                            ": a one-device tensor-parallel backend runs eagerly (0)");
+  }
   CudaStepOptions& cur = impl_->options.step;
   if (step.max_graph_rows != cur.max_graph_rows || step.max_cuda_graphs != cur.max_cuda_graphs) {
     impl_->graphs.clear();
@@ -317,7 +321,11 @@ Status setup_ranks(CudaForwardBackend::Impl& root, const ModelConfig& whole,
                    const KvPoolShape& pool, const CudaForwardOptions& options) {
   const int tp = options.tensor_parallel;
   PS_ASSIGN_OR_RETURN(const ModelConfig local, shard_config(whole, tp));
-  if (tp > 1) {
+  if (options.tensor_parallel_on_one_device && options.step.max_graph_rows != 0) {
+    return invalid_argument("tensor_parallel_on_one_device needs step.max_graph_rows = 0 (got " +
+                            str(options.step.max_graph_rows) + "): its all-reduce is not captured");
+  }
+  if (tp > 1 && !options.tensor_parallel_on_one_device) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -336,7 +344,7 @@ Status setup_ranks(CudaForwardBackend::Impl& root, const ModelConfig& whole,
   for (int r = 1; r < tp; ++r) {
     auto peer = std::make_unique<CudaForwardBackend::Impl>();
     CudaForwardOptions o = options;
-    o.device = options.device + r;
+    o.device = options.tensor_parallel_on_one_device ? options.device : options.device + r;
     o.logits_copy_threads = 1;  // a peer copies no logits
     PS_RETURN_IF_ERROR(peer->setup(local, pool, o));
     peer->whole_config = whole;
@@ -344,7 +352,11 @@ Status setup_ranks(CudaForwardBackend::Impl& root, const ModelConfig& whole,
     devices.push_back(o.device);
     root.peers.push_back(std::move(peer));
   }
-  PS_ASSIGN_OR_RETURN(root.tp_owner, cuda::TpGroup::create(devices));
+  if (options.tensor_parallel_on_one_device) {
+    PS_ASSIGN_OR_RETURN(root.tp_owner, cuda::TpGroup::create_on_one_device(tp));
+  } else {
+    PS_ASSIGN_OR_RETURN(root.tp_owner, cuda::TpGroup::create(devices));
+  }
   root.tp = root.tp_owner.get();
   for (auto& p : root.peers) p->tp = root.tp;
   root.rank_threads.emplace(tp - 1);

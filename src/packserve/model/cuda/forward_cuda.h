@@ -60,6 +60,9 @@ struct CudaForwardOptions {
   // Ranks the model is cut over (model/tensor_parallel.h), rank r on device device + r; > 1
   // needs NCCL (cuda/tp_group.h). docs/forward-cuda.md "Tensor parallelism".
   int tensor_parallel = 1;
+  // Tests on one GPU: every rank on `device`, summed by TpGroup::create_on_one_device instead of
+  // NCCL; needs step.max_graph_rows = 0 (its all-reduce cannot be captured).
+  bool tensor_parallel_on_one_device = false;
   int max_batch_rows = 8192;   // query rows (tokens) per step: scratch and plan capacity
   int max_batch_page_ids = 0;  // page_ids.size() per step; 0: the pool's num_pages
   // Sampling rows a step is expected to have at most (0: max_batch_rows). Not a limit: graphed

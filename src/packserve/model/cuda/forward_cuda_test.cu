@@ -114,9 +114,11 @@ std::vector<ForwardBatch> mixed_steps(int64_t vocab) {
   return steps;
 }
 
-// tensor_parallel: the GPU backend over that many devices (its KV pool check reads rank 0's
-// heads, the first 1 / tensor_parallel of each token's).
-void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tensor_parallel = 1) {
+// tensor_parallel: the GPU backend cut into that many ranks (its KV pool check reads rank 0's
+// heads, the first 1 / tensor_parallel of each token's), on as many devices, or all on device 0
+// (one_device: CudaForwardOptions::tensor_parallel_on_one_device, eager steps).
+void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tensor_parallel = 1,
+                       bool one_device = false) {
   const ModelWeights w = tu::make_weights(c);
   auto cpu = CpuForwardBackend::create(w, kPool, CpuForwardOptions{});
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
@@ -125,6 +127,8 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tenso
   options.max_batch_page_ids = 64;
   options.plan.policy = policy;
   options.tensor_parallel = tensor_parallel;
+  options.tensor_parallel_on_one_device = one_device;
+  if (one_device) options.step.max_graph_rows = 0;
   auto gpu = CudaForwardBackend::create(w, kPool, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
   EXPECT_EQ(gpu.value()->config().num_kv_heads, c.num_kv_heads);
@@ -349,6 +353,37 @@ TEST(CudaTensorParallel, Qwen3MatchesCpuOnMixedSteps) {
   ModelConfig c = qwen3_config();
   c.num_kv_heads = 2;
   check_against_cpu(c, attention::Policy::kBalanced, 2);
+}
+
+// The same on one device (ranks summed without NCCL, eagerly): the cut, the partial products,
+// the rank threads and rank 0's sampling, wherever two devices are not to be had.
+TEST(CudaTensorParallel, OneDeviceLlamaMatchesCpuOnMixedSteps) {
+  SKIP_WITHOUT_DEVICE();
+  check_against_cpu(llama_config(), attention::Policy::kBalanced, 2, true);
+}
+TEST(CudaTensorParallel, OneDeviceQwen2MatchesCpuOnMixedStepsPrefixPolicy) {
+  SKIP_WITHOUT_DEVICE();
+  check_against_cpu(qwen2_config(), attention::Policy::kPrefix, 4, true);  // 1 KV head a rank
+}
+TEST(CudaTensorParallel, OneDeviceQwen3MatchesCpuOnMixedSteps) {
+  SKIP_WITHOUT_DEVICE();
+  ModelConfig c = qwen3_config();
+  c.num_kv_heads = 2;
+  check_against_cpu(c, attention::Policy::kBalanced, 2, true);
+}
+TEST(CudaTensorParallel, OneDeviceRefusesGraphs) {
+  SKIP_WITHOUT_DEVICE();
+  CudaForwardOptions options;
+  options.tensor_parallel = 2;
+  options.tensor_parallel_on_one_device = true;
+  EXPECT_EQ(CudaForwardBackend::create_random(base_config(), kPool, options, 1).status().message(),
+            "tensor_parallel_on_one_device needs step.max_graph_rows = 0 (got 512): its "
+            "all-reduce is not captured");
+  options.step.max_graph_rows = 0;
+  auto made = CudaForwardBackend::create_random(base_config(), kPool, options, 1);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  CudaStepOptions step;
+  EXPECT_EQ((*made)->set_step_options(step).code(), StatusCode::kInvalidArgument);
 }
 
 // Decode steps of one shape replay the ranks' captured graphs (their all-reduces included):

@@ -191,6 +191,13 @@ __global__ void silu_mul_vec_kernel(const uint16_t* gate_up, size_t rows, int in
   }
 }
 
+__global__ void add_f32_kernel(float* y, const float* x, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    y[i] = __fadd_rn(y[i], x[i]);
+  }
+}
+
 __global__ void silu_mul_kernel(const uint16_t* gate_up, size_t rows, int inner, uint16_t* y) {
   const size_t n = rows * inner;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -1116,6 +1123,12 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
     silu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate_up, rows, inner, y);
   }
   return launched("silu_mul");
+}
+
+Status add_f32(float* y, const float* x, size_t n, StreamHandle stream) {
+  if (n == 0) return ok_status();
+  add_f32_kernel<<<grid_for(n), 256, 0, stream>>>(y, x, n);
+  return launched("add_f32");
 }
 
 Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, StreamHandle stream) {

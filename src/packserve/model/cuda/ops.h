@@ -96,6 +96,9 @@ Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, 
 
 Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, StreamHandle stream);
 
+// y[i] += x[i] for i < n (f32; TpGroup's one-device all-reduce).
+Status add_f32(float* y, const float* x, size_t n, StreamHandle stream);
+
 // logits: [rows, vocab] f32, 16-byte aligned when vocab % 4 == 0 (then read as float4);
 // out: [rows].
 Status argmax_rows(const float* logits, int rows, int vocab, int32_t* out, StreamHandle stream);

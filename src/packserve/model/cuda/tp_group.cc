@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "packserve/model/cuda/ops.h"
+
 #if __has_include(<nccl.h>)
 #include <nccl.h>
 #define PACKSERVE_HAVE_NCCL_HEADER 1
@@ -59,6 +61,106 @@ Status nccl_status(const Nccl& n, ncclResult_t r, const char* what) {
 
 }  // namespace
 
+// A barrier of n host threads that abort() releases for good (a rank that never arrives).
+class AbortableBarrier {
+ public:
+  explicit AbortableBarrier(int n) : n_(n) {}
+  // False once aborted.
+  bool arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation || aborted_; });
+    }
+    return !aborted_;
+  }
+  void abort() {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int n_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+};
+
+struct TpGroup::OneDevice {
+  explicit OneDevice(int n) : arrived(n), summed(n), x(static_cast<size_t>(n)) {}
+  ~OneDevice() {
+    for (cudaEvent_t e : ready) (void)cudaEventDestroy(e);
+    if (done != nullptr) (void)cudaEventDestroy(done);
+  }
+  AbortableBarrier arrived, summed;
+  std::vector<float*> x;           // each rank's buffer of the all-reduce in flight
+  std::vector<cudaEvent_t> ready;  // [n]: rank r's x is complete on its stream
+  cudaEvent_t done = nullptr;      // rank 0's stream has the sum in every x
+};
+
+Result<std::unique_ptr<TpGroup>> TpGroup::create_on_one_device(int n) {
+  if (n < 1) return invalid_argument("create_on_one_device: n = " + std::to_string(n));
+  std::unique_ptr<TpGroup> g(new TpGroup());
+  g->one_device_ = std::make_unique<OneDevice>(n);
+  for (int r = 0; r < n; ++r) {
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return internal_error("create_on_one_device: cudaEventCreateWithFlags failed");
+    }
+    g->one_device_->ready.push_back(e);
+  }
+  if (cudaEventCreateWithFlags(&g->one_device_->done, cudaEventDisableTiming) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return internal_error("create_on_one_device: cudaEventCreateWithFlags failed");
+  }
+  return g;
+}
+
+int TpGroup::size() const {
+  return one_device_ != nullptr ? static_cast<int>(one_device_->x.size())
+                                : static_cast<int>(comms_.size());
+}
+
+Status TpGroup::one_device_all_reduce(int rank, float* x, size_t count, cudaStream_t stream) {
+  OneDevice& o = *one_device_;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  Status status;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone) {
+    (void)cudaGetLastError();
+    status = failed_precondition(
+        "a one-device tensor-parallel group cannot be captured in a CUDA graph: run eagerly");
+  }
+  const auto check = [&](cudaError_t e, const char* what) {
+    if (e != cudaSuccess && status.ok()) status = internal_error(std::string(what) + " failed");
+  };
+  o.x[static_cast<size_t>(rank)] = x;
+  if (status.ok()) check(cudaEventRecord(o.ready[static_cast<size_t>(rank)], stream), "record");
+  if (!o.arrived.arrive_and_wait()) return internal_error("tensor-parallel group: aborted");
+  if (rank == 0 && status.ok()) {
+    for (size_t r = 1; r < o.x.size(); ++r)
+      check(cudaStreamWaitEvent(stream, o.ready[r], 0), "wait");
+    for (size_t r = 1; r < o.x.size() && status.ok(); ++r)
+      status = add_f32(x, o.x[r], count, stream);
+    for (size_t r = 1; r < o.x.size(); ++r) {
+      check(cudaMemcpyAsync(o.x[r], x, count * sizeof(float), cudaMemcpyDeviceToDevice, stream),
+            "copy");
+    }
+    check(cudaEventRecord(o.done, stream), "record");
+  }
+  if (!o.summed.arrive_and_wait()) return internal_error("tensor-parallel group: aborted");
+  if (rank != 0 && status.ok()) check(cudaStreamWaitEvent(stream, o.done, 0), "wait");
+  return status;
+}
+
 Result<std::unique_ptr<TpGroup>> TpGroup::create(const std::vector<int>& devices) {
 #ifdef PACKSERVE_HAVE_NCCL_HEADER
   PS_ASSIGN_OR_RETURN(const Nccl* n, load_nccl());
@@ -89,8 +191,9 @@ TpGroup::~TpGroup() {
 }
 
 Status TpGroup::all_reduce_sum(int rank, float* x, size_t count, cudaStream_t stream) {
-#ifdef PACKSERVE_HAVE_NCCL_HEADER
   if (aborted_) return internal_error("tensor-parallel group: aborted by an earlier failure");
+  if (one_device_ != nullptr) return one_device_all_reduce(rank, x, count, stream);
+#ifdef PACKSERVE_HAVE_NCCL_HEADER
   PS_ASSIGN_OR_RETURN(const Nccl* n, load_nccl());
   return nccl_status(
       *n,
@@ -104,9 +207,13 @@ Status TpGroup::all_reduce_sum(int rank, float* x, size_t count, cudaStream_t st
 }
 
 void TpGroup::abort() {
+  if (aborted_.exchange(true)) return;
+  if (one_device_ != nullptr) {
+    one_device_->arrived.abort();
+    one_device_->summed.abort();
+    return;
+  }
 #ifdef PACKSERVE_HAVE_NCCL_HEADER
-  if (aborted_) return;
-  aborted_ = true;
   Result<const Nccl*> n = load_nccl();
   if (!n.ok()) return;
   for (void* c : comms_) (void)(*n)->comm_abort(static_cast<ncclComm_t>(c));

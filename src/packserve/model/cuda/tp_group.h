@@ -12,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -29,11 +30,17 @@ class TpGroup {
   // One communicator per device (rank i on devices[i], every device distinct).
   // kUnimplemented without NCCL; kInternal naming NCCL's error.
   static Result<std::unique_ptr<TpGroup>> create(const std::vector<int>& devices);
+  // Tests on one GPU: n ranks on the current device, without NCCL. all_reduce_sum meets the
+  // ranks' host threads at a barrier; rank 0's stream waits for the others', adds their x into
+  // its own in rank order and copies the sum back, and the others' streams wait for that. Eager
+  // only: a capturing stream is kFailedPrecondition.
+  static Result<std::unique_ptr<TpGroup>> create_on_one_device(int n);
   TpGroup(const TpGroup&) = delete;
   TpGroup& operator=(const TpGroup&) = delete;
   ~TpGroup();
 
-  int size() const { return static_cast<int>(comms_.size()); }
+  int size() const;
+  bool on_one_device() const { return one_device_ != nullptr; }
   // In place: every rank's x[count] becomes the sum of all ranks' x (f32), enqueued on `stream`
   // (on rank's device; capturable in a CUDA graph). Every rank must call it, in the same order.
   Status all_reduce_sum(int rank, float* x, size_t count, cudaStream_t stream);
@@ -43,9 +50,12 @@ class TpGroup {
   bool aborted() const { return aborted_; }
 
  private:
+  struct OneDevice;  // create_on_one_device's state
   TpGroup() = default;
+  Status one_device_all_reduce(int rank, float* x, size_t count, cudaStream_t stream);
   std::vector<void*> comms_;  // ncclComm_t
-  bool aborted_ = false;
+  std::unique_ptr<OneDevice> one_device_;
+  std::atomic<bool> aborted_{false};
 };
 
 // n host threads, each running one task at a time, all at once (collectives need every rank
