@@ -16,6 +16,16 @@ namespace {
 
 using testing_util::run_prefill;
 
+// ||got - want||_2 / ||want||_2.
+double relative_rms_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / den);
+}
+
 TEST(BackendFactoryGpu, CudaAndAutoMatchCpu) {
   if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
   const ModelWeights w = testing_util::make_weights(testing_util::qwen3_config());
@@ -38,12 +48,7 @@ TEST(BackendFactoryGpu, CudaAndAutoMatchCpu) {
     EXPECT_NE(made->summary.find("--gpu-memory-utilization"), std::string::npos) << made->summary;
     const std::vector<float> got = run_prefill(*made->backend, w.config.vocab_size);
     ASSERT_EQ(got.size(), want.size());
-    double num = 0, den = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-      num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-      den += double(want[i]) * want[i];
-    }
-    EXPECT_LT(std::sqrt(num / den), 2e-2);
+    EXPECT_LT(relative_rms_error(got, want), 2e-2);
   }
 }
 
@@ -71,12 +76,7 @@ TEST(BackendFactoryGpu, TensorParallelMatchesCpu) {
       << made->summary;
   const std::vector<float> got = run_prefill(*made->backend, c.vocab_size);
   ASSERT_EQ(got.size(), want.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  EXPECT_LT(std::sqrt(num / den), 2e-2);
+  EXPECT_LT(relative_rms_error(got, want), 2e-2);
 }
 
 TEST(BackendFactoryGpu, BadDeviceIsAClearError) {
