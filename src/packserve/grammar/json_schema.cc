@@ -724,12 +724,6 @@ Result<std::string> Compiler::compile_object(const Json& schema, const std::stri
   auto props_it = schema.find("properties");
   const std::string props_at = child(pointer, "properties");
   if (props_it != schema.end()) {
-    if (additional && !closed) {
-      return unsupported(additional_at,
-                         "additional properties (true or a schema) beside \"properties\" are "
-                         "not supported; list every property in \"properties\" and set it to "
-                         "false, or drop \"properties\" for an object of any keys");
-    }
     if (!props_it->is_object()) {
       return bad(props_at, "expected an object of property schemas, got " + describe(*props_it));
     }
@@ -753,16 +747,26 @@ Result<std::string> Compiler::compile_object(const Json& schema, const std::stri
       }
     }
   }
-  if (props_it == schema.end()) {  // an object of any keys
-    if (closed) return "\\{" + std::string(kJsonWs) + "\\}";
-    if (!additional || is_free_form(*additional)) {
-      return object_of(free_form_value(kMaxFreeFormDepth - 1));
+  // The value of a key outside "properties": free-form (additionalProperties absent without
+  // properties, true, or a schema without constraints), additionalProperties' schema, or none.
+  std::optional<std::string> extra_value;
+  if (additional == nullptr ? props_it == schema.end() : !closed) {
+    if (additional == nullptr || is_free_form(*additional)) {
+      extra_value = free_form_value(kMaxFreeFormDepth - 1);
+    } else {
+      PS_ASSIGN_OR_RETURN(extra_value, compile(*additional, additional_at, depth + 1));
     }
-    PS_ASSIGN_OR_RETURN(std::string value, compile(*additional, additional_at, depth + 1));
-    return object_of(value);
   }
   const std::string ws(kJsonWs);
+  if (props_it == schema.end() || props_it->empty()) {  // an object of any keys, or none
+    return extra_value ? object_of(*extra_value) : "\\{" + ws + "\\}";
+  }
   const std::string sep = ws + "," + ws;
+  // Additional members follow the listed ones; their keys are any JSON string (a listed name
+  // too: a regex does not exclude them).
+  const std::string extra =
+      extra_value ? json_string_regex() + ws + ":" + ws + *extra_value : std::string();
+  const std::string extras = extra_value ? "(?:" + sep + extra + ")*" : std::string();
   std::vector<std::string> members;
   std::vector<bool> is_required;
   for (const auto& [name, sub] : props_it->items()) {
@@ -770,7 +774,6 @@ Result<std::string> Compiler::compile_object(const Json& schema, const std::stri
     members.push_back(regex_literal(Json(name).dump()) + ws + ":" + ws + value);
     is_required.push_back(required.count(name) > 0);
   }
-  if (members.empty()) return "\\{" + ws + "\\}";
   const auto first_required = std::find(is_required.begin(), is_required.end(), true);
   if (first_required != is_required.end()) {
     // Optional members before the first required one carry their comma after them, the
@@ -786,15 +789,16 @@ Result<std::string> Compiler::compile_object(const Json& schema, const std::stri
         content += is_required[i] ? sep + members[i] : "(?:" + sep + members[i] + ")?";
       }
     }
-    return "\\{" + ws + content + ws + "\\}";
+    return "\\{" + ws + content + extras + ws + "\\}";
   }
   // All optional: choose the first member present, then each later one may follow.
   std::vector<std::string> alternatives;
   for (std::size_t i = 0; i < members.size(); ++i) {
     std::string a = members[i];
     for (std::size_t j = i + 1; j < members.size(); ++j) a += "(?:" + sep + members[j] + ")?";
-    alternatives.push_back(std::move(a));
+    alternatives.push_back(std::move(a) + extras);
   }
+  if (extra_value) alternatives.push_back(extra + extras);  // additional members alone
   return "\\{" + ws + "(?:" + alternation(std::move(alternatives)) + ws + ")?\\}";
 }
 

@@ -25,10 +25,13 @@
 //     decimal they are written as (0.1 is 0.1): a bounded number is written without exponent
 //     (any fraction digits), except under a lone lower bound 0 (minimum or exclusiveMinimum),
 //     where exponents keep the sign and stay allowed;
-//   object: properties, required, additionalProperties. With properties: no other keys
-//     (additionalProperties false or absent). Without properties: any keys (JSON strings) with
-//     free-form values when additionalProperties is absent or true; values of its schema when
-//     it is one (a map); `{}` only when it is false; required must then be empty;
+//   object: properties, required, additionalProperties. With properties: the listed members
+//     in their order, then, when additionalProperties is true or a schema, any number of
+//     other members (any JSON string key, a listed name included: the regex does not exclude
+//     them; free-form values, or values of its schema); no other keys when it is false or
+//     absent. Without properties: any keys with free-form values when additionalProperties is
+//     absent or true; values of its schema when it is one (a map); `{}` only when it is false;
+//     required must then be empty;
 //   array: items (a schema; false; true; or a draft-4 list read as prefixItems), prefixItems,
 //     minItems, maxItems (no items beyond prefixItems when items is false or absent; free-form
 //     items when it is true, and when both are absent).
@@ -66,8 +69,7 @@
 // (not JSON, a keyword of the wrong type, `required` naming an unknown property, minLength >
 // maxLength, an empty enum, a range no value satisfies, nesting over kMaxSchemaDepth, a regex
 // over kMaxRegexBytes); kUnimplemented for valid JSON Schema this compiler does not support
-// (additionalProperties true or a schema beside properties, required without properties,
-// recursive $ref, patternProperties, ...).
+// (required without properties, recursive $ref, patternProperties, ...).
 //
 // Size: the regex becomes a DFA capped at kMaxDfaStates states (regex.h). A bounded
 // repetition (minItems, maxItems, minLength, maxLength) is refused, with a message naming the

@@ -673,6 +673,35 @@ TEST(JsonSchemaFreeForm, Maps) {
                    {R"({"a":1})"});
 }
 
+// additionalProperties beside properties: the listed members in order, then any number of
+// additional members (any key, the value of the schema or free-form).
+TEST(JsonSchemaFreeForm, AdditionalPropertiesBesideProperties) {
+  // A required member first: the additional ones follow it.
+  expect_documents(
+      R"({"type": "object", "properties": {"id": {"type": "integer"}, "tag": {"type": "string"}},
+          "required": ["id"], "additionalProperties": {"type": "integer"}})",
+      {R"({"id":1})", R"({"id":1,"tag":"x"})", R"({"id":1,"x":2,"y":-3})",
+       R"({"id":1,"tag":"x","z":0})", R"({"id":1,"id":2})", "{ \"id\" : 1 , \"w\" : 5 }"},
+      {R"({"id":1,"x":"s"})", R"({"x":2,"id":1})", R"({"id":1,"x":2,"tag":"x"})", R"({"x":2})",
+       R"({"id":1,})", "{}"});
+  // All optional: any listed ones in order, or additional ones alone, or both.
+  expect_documents(
+      R"({"properties": {"a": {"type": "null"}, "b": {"type": "boolean"}},
+          "additionalProperties": true})",
+      {"{}", R"({"a":null})", R"({"b":true,"c":[1]})", R"({"c":{"d":1},"e":"f"})",
+       R"({"a":null,"b":false,"c":null})",
+       // A listed name as an additional key is not excluded (json_schema.h).
+       R"({"a":1})"},
+      {R"({"c":{"d":{"e":{}}}})", R"({,"c":1})", R"({"a":null,})", R"({"c":1 "d":2})", "[]"});
+  // "properties": {} with additional properties is a map; without, only {}.
+  expect_documents(R"({"properties": {}, "additionalProperties": {"type": "string"}})",
+                   {"{}", R"({"k":"v","l":""})"}, {R"({"k":1})"});
+  expect_documents(R"({"type": "object", "properties": {}})", {"{}"}, {R"({"k":1})"});
+  // Absent beside properties: no other keys, as before.
+  expect_documents(R"({"properties": {"a": {"type": "null"}}})", {"{}", R"({"a":null})"},
+                   {R"({"a":null,"b":1})"});
+}
+
 // Each free-form form compiles with the regex compiler the grammar uses, well under its caps,
 // and the DFA agrees with std::regex on a document at the bound and one past it.
 TEST(JsonSchemaFreeForm, DfaStaysWellUnderTheCaps) {
@@ -704,6 +733,10 @@ TEST(JsonSchemaFreeForm, DfaStaysWellUnderTheCaps) {
       {R"({"type": "object", "additionalProperties": {"type": "integer"}})", R"({"a":1,"b":2})",
        R"({"a":"x"})", kMaxDfaStates / 10},
       {eight, eight_doc, eight_deep, kMaxDfaStates / 2},
+      // Free-form additional members after two listed ones (all optional).
+      {R"({"properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+           "additionalProperties": true})",
+       R"({"a":1,"b":"x","c":{"d":1},"e":[2]})", R"({"a":1,"c":{"d":[1]}})", kMaxDfaStates / 5},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.schema);
@@ -736,10 +769,6 @@ TEST(JsonSchemaErrors, EveryErrorPathHasItsCodeAndMessage) {
   constexpr StatusCode kBad = StatusCode::kInvalidArgument;
   constexpr StatusCode kNo = StatusCode::kUnimplemented;
   const std::string pattern = R"({"type": "string", "pattern": )";
-  const std::string beside_properties =
-      "additional properties (true or a schema) beside \"properties\" are not supported; list "
-      "every property in \"properties\" and set it to false, or drop \"properties\" for an "
-      "object of any keys";
   const ErrorCase cases[] = {
       // Input as a whole.
       {R"({"type": )", kBad, "json_schema: (root): not valid JSON"},
@@ -883,12 +912,6 @@ TEST(JsonSchemaErrors, EveryErrorPathHasItsCodeAndMessage) {
       {R"({"type": "number", "minimum": 0.5, "exclusiveMaximum": 0.5})", kBad,
        "json_schema: (root): no number satisfies the bounds"},
       // Objects.
-      {R"({"type": "object", "properties": {}, "additionalProperties": true})", kNo,
-       "json_schema: /additionalProperties: " + beside_properties},
-      {R"({"type": "object", "properties": {}, "additionalProperties": {"type": "string"}})", kNo,
-       "json_schema: /additionalProperties: " + beside_properties},
-      {R"({"type": "object", "properties": {"a": {"type": "null"}}, "additionalProperties": {}})",
-       kNo, "json_schema: /additionalProperties: " + beside_properties},
       {R"({"type": "object", "properties": {}, "additionalProperties": 0})", kBad,
        "json_schema: /additionalProperties: expected a boolean or a schema, got 0"},
       {R"({"type": "object", "additionalProperties": "x"})", kBad,
