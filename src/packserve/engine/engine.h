@@ -57,6 +57,10 @@ struct StructuredOutput {
   // (grammar/ebnf.h).
   std::string spec;
   std::vector<std::string> choices;  // kChoice: the output is exactly one of them (>= 1)
+  // kJsonSchema: the regex of the whitespace between JSON tokens (grammar/json_schema.h
+  // JsonSchemaOptions::whitespace; unset: its default, "": none). kJsonObject: only "" (no
+  // whitespace) or unset.
+  std::optional<std::string> whitespace;
   // The request field it came from: its errors start with it ("response_format: ...").
   std::string field = "structured_output";
   bool active() const { return kind != Kind::kNone; }

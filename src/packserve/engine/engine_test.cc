@@ -1150,6 +1150,47 @@ TEST(EngineStructuredTest, JsonObjectAndSchemaOutputsParse) {
   EXPECT_GT(parsed[1], 0);
 }
 
+// StructuredOutput::whitespace "" (disable_any_whitespace): the JSON has no whitespace
+// outside its strings; the cache keeps it apart from the same constraint with whitespace.
+TEST(EngineStructuredTest, JsonWithoutWhitespace) {
+  EngineSetup setup;
+  setup.num_pages = 256;
+  auto t = make_engine(testing::hash_next_token, setup);
+  const auto outside_strings_has_space = [](const std::string& text) {
+    bool in_string = false, escaped = false;
+    for (char ch : text) {
+      if (in_string) {
+        in_string = escaped || ch != '"';
+        escaped = !escaped && ch == '\\';
+      } else if (ch == '"') {
+        in_string = true;
+      } else if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r') {
+        return true;
+      }
+    }
+    return false;
+  };
+  int stopped = 0;
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    for (auto kind : {StructuredOutput::Kind::kJsonObject, StructuredOutput::Kind::kJsonSchema}) {
+      GenerateRequest r = structured_request(
+          ids_of("j"), 200, kind,
+          kind == StructuredOutput::Kind::kJsonSchema ? R"({"type":"object"})" : "");
+      r.sampling.structured.whitespace = "";
+      r.sampling.temperature = 1.0;
+      r.sampling.seed = seed;
+      auto stream = t.engine->submit(std::move(r));
+      ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+      const Collected c = collect(**stream);
+      EXPECT_FALSE(outside_strings_has_space(c.text)) << c.text;
+      if (c.last.finish_reason != "stop") continue;
+      ++stopped;
+      EXPECT_TRUE(nlohmann::json::parse(c.text, nullptr, false).is_object()) << c.text;
+    }
+  }
+  EXPECT_GT(stopped, 0);
+}
+
 // Constrained rows go to the backend with their masks (ForwardBatch::masks): draws there give
 // the same tokens, logprobs and alternatives as host draws from the masked logits, with logit
 // bias and penalties applied after the mask, requests of several constraints and unconstrained

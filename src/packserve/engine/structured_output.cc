@@ -14,6 +14,8 @@ std::string cache_key(const StructuredOutput& s) {
   };
   add(s.spec);
   for (const std::string& c : s.choices) add(c);
+  key += s.whitespace ? "w" : "-";  // after the lengths-prefixed parts: unambiguous
+  if (s.whitespace) add(*s.whitespace);
   return key;
 }
 
@@ -65,9 +67,12 @@ Result<std::shared_ptr<const grammar::Grammar>> GrammarCache::get(const Structur
     using Kind = StructuredOutput::Kind;
     switch (s.kind) {
       case Kind::kJsonObject:
-        return grammar::Grammar::json_object(vocab);
+        if (s.whitespace && !s.whitespace->empty()) {
+          return invalid_argument("a whitespace pattern applies to a JSON schema only");
+        }
+        return grammar::Grammar::json_object(vocab, /*allow_whitespace=*/!s.whitespace);
       case Kind::kJsonSchema:
-        return grammar::Grammar::json_schema(s.spec, vocab);
+        return grammar::Grammar::json_schema(s.spec, vocab, s.whitespace);
       case Kind::kRegex:
         return grammar::Grammar::regex(s.spec, vocab);
       case Kind::kChoice:

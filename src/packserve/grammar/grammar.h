@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,12 +70,17 @@ class Grammar {
   // choices: at least one; the output is exactly one of them (they may be empty strings).
   static Result<std::shared_ptr<const Grammar>> choice(std::span<const std::string> choices,
                                                        std::shared_ptr<const Vocabulary> vocab);
-  static Result<std::shared_ptr<const Grammar>> json_object(
-      std::shared_ptr<const Vocabulary> vocab);
+  // allow_whitespace false: no whitespace between tokens (vLLM's disable_any_whitespace).
+  static Result<std::shared_ptr<const Grammar>> json_object(std::shared_ptr<const Vocabulary> vocab,
+                                                            bool allow_whitespace = true);
   // The schema as JSON text (object key order matters: properties are generated in the order
   // written). Errors name the JSON pointer of the offending keyword (json_schema.h).
+  // whitespace: JsonSchemaOptions::whitespace (json_schema.h), the regex of the whitespace
+  // between tokens; a pattern the regex compiler rejects is kInvalidArgument naming
+  // "whitespace".
   static Result<std::shared_ptr<const Grammar>> json_schema(
-      std::string_view schema_json, std::shared_ptr<const Vocabulary> vocab);
+      std::string_view schema_json, std::shared_ptr<const Vocabulary> vocab,
+      std::optional<std::string> whitespace = std::nullopt);
   // GBNF / EBNF text whose `root` rule the output matches. Errors name the line and column
   // (ebnf.h).
   static Result<std::shared_ptr<const Grammar>> ebnf(std::string_view grammar,

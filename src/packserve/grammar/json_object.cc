@@ -75,6 +75,8 @@ bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
 class JsonAutomaton {
  public:
   using State = JsonState;
+  // max_whitespace_run: whitespace bytes allowed in a row between tokens (0: none).
+  explicit JsonAutomaton(int max_whitespace_run) : max_whitespace_run_(max_whitespace_run) {}
 
   State start() const { return JsonState{}; }
   bool step(const State& from, uint8_t byte, State* to) const {
@@ -168,12 +170,12 @@ class JsonAutomaton {
   }
 
   // Ends a number at byte b (which is not part of it) and reads b after the value.
-  static bool end_number(State& s, uint8_t b) {
+  bool end_number(State& s, uint8_t b) const {
     end_value(s);
     return advance(s, b);
   }
 
-  static bool advance(State& s, uint8_t b) {
+  bool advance(State& s, uint8_t b) const {
     switch (s.mode) {
       case JsonMode::kString:
         if (b == '"') {
@@ -321,7 +323,7 @@ class JsonAutomaton {
     }
     // The structural modes, where whitespace may come first.
     if (b == ' ' || b == '\t' || b == '\n' || b == '\r') {
-      if (s.whitespace_run >= kMaxWhitespaceRun) return false;
+      if (s.whitespace_run >= max_whitespace_run_) return false;
       ++s.whitespace_run;
       return true;
     }
@@ -365,14 +367,17 @@ class JsonAutomaton {
         return false;
     }
   }
+
+  int max_whitespace_run_;
 };
 
 }  // namespace
 
-Result<std::shared_ptr<const Grammar>> Grammar::json_object(
-    std::shared_ptr<const Vocabulary> vocab) {
+Result<std::shared_ptr<const Grammar>> Grammar::json_object(std::shared_ptr<const Vocabulary> vocab,
+                                                            bool allow_whitespace) {
   PS_RETURN_IF_ERROR(check_vocabulary(vocab));
-  return AutomatonGrammar<JsonAutomaton>::create(JsonAutomaton(), std::move(vocab));
+  return AutomatonGrammar<JsonAutomaton>::create(
+      JsonAutomaton(allow_whitespace ? kMaxWhitespaceRun : 0), std::move(vocab));
 }
 
 }  // namespace packserve::grammar

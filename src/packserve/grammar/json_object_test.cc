@@ -147,6 +147,19 @@ TEST(JsonObjectTest, WhitespaceRunsAreLimited) {
   EXPECT_TRUE(full_match(*g, "{\"a\":\"" + std::string(100, ' ') + "\"}"));
 }
 
+// allow_whitespace false (vLLM's disable_any_whitespace): compact documents only; whitespace
+// inside strings is still content.
+TEST(JsonObjectTest, WithoutWhitespace) {
+  auto g = Grammar::json_object(byte_vocabulary(), /*allow_whitespace=*/false);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_TRUE(full_match(**g, R"({"a":[1,{"b":null}],"c":" x "})"));
+  EXPECT_TRUE(full_match(**g, "{}"));
+  for (const std::string doc : {" {}", "{ }", R"({"a": 1})", R"({"a":1 })", R"({"a":[1, 2]})"}) {
+    auto m = (*g)->matcher();
+    EXPECT_EQ(feed_bytes(*m, doc), doc.find_first_of(" ")) << doc;
+  }
+}
+
 // A random JSON object, without whitespace runs over 3 bytes or depth over 6.
 std::string random_value(std::mt19937& rng, int depth);
 

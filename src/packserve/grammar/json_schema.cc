@@ -266,7 +266,8 @@ bool is_free_form(const Json& schema) {
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(root) {}
+  // ws: the whitespace fragment between JSON tokens (JsonSchemaOptions::whitespace).
+  Compiler(const Json& root, std::string ws) : root_(root), ws_(std::move(ws)) {}
 
   // The regex of `schema`, found at JSON pointer `pointer`, `depth` schemas deep.
   Result<std::string> compile(const Json& schema, const std::string& pointer, int depth);
@@ -284,6 +285,7 @@ class Compiler {
   Result<std::string> compile_array(const Json& schema, const std::string& pointer, int depth);
 
   const Json& root_;
+  const std::string ws_;
   std::vector<std::string> ref_stack_;  // pointers of the $ref targets being expanded
   std::size_t work_bytes_ = 0;          // bytes of every fragment built so far
 };
@@ -329,7 +331,7 @@ Result<std::string> Compiler::compile_node(const Json& schema, const std::string
                                            int depth) {
   if (schema.is_boolean()) {
     if (!schema.get<bool>()) return bad(pointer, "schema false allows no value");
-    return free_form_value(kMaxFreeFormDepth);
+    return free_form_value(kMaxFreeFormDepth, ws_);
   }
   if (!schema.is_object()) {
     return bad(pointer, "expected a schema (an object), got " + describe(schema));
@@ -351,7 +353,7 @@ Result<std::string> Compiler::compile_node(const Json& schema, const std::string
     }
     keywords.push_back(key);
   }
-  if (keywords.empty()) return free_form_value(kMaxFreeFormDepth);
+  if (keywords.empty()) return free_form_value(kMaxFreeFormDepth, ws_);
   // $ref, anyOf, oneOf, allOf each stand alone (annotations aside).
   for (const std::string combinator : {"$ref", "anyOf", "oneOf", "allOf"}) {
     if (!schema.contains(combinator)) continue;
@@ -752,14 +754,14 @@ Result<std::string> Compiler::compile_object(const Json& schema, const std::stri
   std::optional<std::string> extra_value;
   if (additional == nullptr ? props_it == schema.end() : !closed) {
     if (additional == nullptr || is_free_form(*additional)) {
-      extra_value = free_form_value(kMaxFreeFormDepth - 1);
+      extra_value = free_form_value(kMaxFreeFormDepth - 1, ws_);
     } else {
       PS_ASSIGN_OR_RETURN(extra_value, compile(*additional, additional_at, depth + 1));
     }
   }
-  const std::string ws(kJsonWs);
+  const std::string& ws = ws_;
   if (props_it == schema.end() || props_it->empty()) {  // an object of any keys, or none
-    return extra_value ? object_of(*extra_value) : "\\{" + ws + "\\}";
+    return extra_value ? object_of(*extra_value, ws_) : "\\{" + ws + "\\}";
   }
   const std::string sep = ws + "," + ws;
   // Additional members follow the listed ones; their keys are any JSON string (a listed name
@@ -829,15 +831,15 @@ Result<std::string> Compiler::compile_array(const Json& schema, const std::strin
       prefix = &*items_it;
       prefix_at = at;
     } else if (is_free_form(*items_it)) {
-      item = free_form_value(kMaxFreeFormDepth - 1);
+      item = free_form_value(kMaxFreeFormDepth - 1, ws_);
     } else if (*items_it != false) {
       PS_ASSIGN_OR_RETURN(std::string regex, compile(*items_it, at, depth + 1));
       item = std::move(regex);
     }
   } else if (!prefix) {  // an array of any values
-    item = free_form_value(kMaxFreeFormDepth - 1);
+    item = free_form_value(kMaxFreeFormDepth - 1, ws_);
   }
-  const std::string ws(kJsonWs);
+  const std::string& ws = ws_;
   const std::string sep = ws + "," + ws;
   std::string content;
   if (!prefix || prefix->empty()) {
@@ -900,7 +902,8 @@ Result<std::string> Compiler::compile_array(const Json& schema, const std::strin
 
 }  // namespace
 
-Result<std::string> json_schema_to_regex(std::string_view schema_json) {
+Result<std::string> json_schema_to_regex(std::string_view schema_json,
+                                         const JsonSchemaOptions& options) {
   // nlohmann's parser and dump recurse per nesting level: bound it before parsing.
   if (json_nesting_depth(schema_json, 4 * kMaxSchemaDepth) > 4 * kMaxSchemaDepth) {
     return bad("", "JSON nested deeper than " + std::to_string(4 * kMaxSchemaDepth) + " levels");
@@ -908,7 +911,10 @@ Result<std::string> json_schema_to_regex(std::string_view schema_json) {
   try {
     Json root = Json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
     if (root.is_discarded()) return bad("", "not valid JSON");
-    Compiler compiler(root);
+    // A caller's fragment is grouped, so that an alternation in it stays inside.
+    Compiler compiler(root, options.whitespace == kJsonWs || options.whitespace.empty()
+                                ? options.whitespace
+                                : "(?:" + options.whitespace + ")");
     PS_ASSIGN_OR_RETURN(std::string regex, compiler.compile(root, "", 0));
     return regex;
   } catch (const std::exception& e) {

@@ -4,9 +4,9 @@
 // the regex describes one canonical layout of every allowed document:
 //   - object properties in the order `properties` writes them; the optional ones may be
 //     absent, with commas right in every combination; no other keys;
-//   - whitespace (kJsonWs) wherever JSON allows it inside a container (after `{` and `[`,
-//     around `:` and `,`, before `}` and `]`), at most kMaxWhitespaceRun bytes in a row, and
-//     none before or after the top-level value;
+//   - whitespace (kJsonWs, or JsonSchemaOptions::whitespace) wherever JSON allows it inside
+//     a container (after `{` and `[`, around `:` and `,`, before `}` and `]`), at most
+//     kMaxWhitespaceRun bytes in a row, and none before or after the top-level value;
 //   - enum and const values in their compact serialization (`{"a":1}`, `1.5`, `"x"`);
 //   - free-form values (below) as any JSON with that whitespace, keys in any order.
 // Every allowed document is valid against the schema; not every valid document is allowed
@@ -111,6 +111,13 @@ inline constexpr std::size_t kMaxRegexBytes = 256 * 1024;  // the generated rege
 inline constexpr std::size_t kMaxWorkBytes = 16 * 1024 * 1024;  // all fragments built on the way
 
 // The regex (regex.h's dialect) of the JSON documents `schema_json` allows. Errors above.
-Result<std::string> json_schema_to_regex(std::string_view schema_json);
+struct JsonSchemaOptions {
+  // The regex (this dialect) of the whitespace allowed wherever JSON allows it inside a
+  // container; "" allows none (vLLM's disable_any_whitespace); another pattern is vLLM's
+  // guided_whitespace_pattern (its errors are the regex compiler's, reported by the caller).
+  std::string whitespace = std::string(kJsonWs);
+};
+Result<std::string> json_schema_to_regex(std::string_view schema_json,
+                                         const JsonSchemaOptions& options = {});
 
 }  // namespace packserve::grammar

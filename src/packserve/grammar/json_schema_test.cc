@@ -673,6 +673,28 @@ TEST(JsonSchemaFreeForm, Maps) {
                    {R"({"a":1})"});
 }
 
+// JsonSchemaOptions::whitespace: none (disable_any_whitespace) or a pattern of the caller's
+// (guided_whitespace_pattern), grouped so that an alternation stays inside.
+TEST(JsonSchemaWhitespace, NoneOrAPattern) {
+  const std::string schema = R"({"type": "object", "properties": {"a": {"type": "array"}},
+                                  "required": ["a"]})";
+  const auto documents = [&](const std::string& ws, const std::vector<std::string>& valid,
+                             const std::vector<std::string>& invalid) {
+    SCOPED_TRACE("whitespace '" + ws + "'");
+    Result<std::string> r = json_schema_to_regex(schema, JsonSchemaOptions{ws});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const std::regex re(*r);
+    for (const std::string& d : valid) EXPECT_TRUE(std::regex_match(d, re)) << d << "\n" << *r;
+    for (const std::string& d : invalid) EXPECT_FALSE(std::regex_match(d, re)) << d << "\n" << *r;
+  };
+  documents("", {R"({"a":[]})", R"({"a":[1,{"b":2}]})"},
+            {R"({ "a":[]})", R"({"a": []})", R"({"a":[1, 2]})", R"({"a":[{"b" :2}]})"});
+  documents(" ?", {R"({ "a" : [ 1 , 2 ] })", R"({"a":[]})"}, {R"({  "a":[]})", "{\n\"a\":[]}"});
+  // Without grouping, this alternation would swallow its neighbours.
+  documents("\\n?|  ", {"{\n\"a\":[]}", R"({  "a"  :[]  })", R"({"a":[]})"},
+            {R"({ "a":[]})", R"({"a":[]} )", "{\n\n\"a\":[]}"});
+}
+
 // additionalProperties beside properties: the listed members in order, then any number of
 // additional members (any key, the value of the schema or free-form).
 TEST(JsonSchemaFreeForm, AdditionalPropertiesBesideProperties) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "packserve/grammar/regex.h"
 #include "packserve/server/request_json.h"
 
 namespace packserve::server {
@@ -125,15 +126,12 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
     if (value.is_null()) continue;
     if (key == "disable_fallback" || key == "disable_any_whitespace" ||
         key == "disable_additional_properties") {
-      // Flags of vLLM's backends: packserve has no fallback backend, and allows keys outside
-      // "properties" only in an object schema without "properties" (grammar/json_schema.h),
-      // which disable_additional_properties does not change; only disable_any_whitespace:
-      // true asks for what it lacks.
+      // Flags of vLLM's backends: packserve has no fallback backend, and follows a schema's
+      // additionalProperties as written (grammar/json_schema.h), which vLLM's guidance backend
+      // does unless disable_additional_properties. disable_any_whitespace: JSON (schema or
+      // object) without whitespace between tokens; no effect on regex, choice and grammar.
       if (!value.is_boolean()) return wrong(f, "true or false", value);
-      if (key == "disable_any_whitespace" && value.get<bool>()) {
-        return bad_request(f + ": not supported (whitespace is allowed between JSON tokens)",
-                           field);
-      }
+      if (key == "disable_any_whitespace" && value.get<bool>()) out.whitespace = "";
       continue;
     }
     if (key != "json" && key != "regex" && key != "choice" && key != "json_object" &&
@@ -170,11 +168,11 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
 std::optional<ApiError> parse_structured_output(const json& body, std::string_view raw_body,
                                                 engine::StructuredOutput& out) {
   out = engine::StructuredOutput{};
+  std::optional<std::string> whitespace_pattern;  // vLLM's guided_whitespace_pattern
   if (present(body, "guided_whitespace_pattern")) {
-    return bad_request(
-        "guided_whitespace_pattern: not supported (whitespace between JSON tokens is fixed: "
-        "docs/server.md)",
-        "guided_whitespace_pattern");
+    const json& w = body.at("guided_whitespace_pattern");
+    if (!w.is_string()) return wrong("guided_whitespace_pattern", "a string (a regex)", w);
+    whitespace_pattern = w.get<std::string>();
   }
   if (present(body, "guided_decoding_backend") && !body.at("guided_decoding_backend").is_string()) {
     return wrong("guided_decoding_backend", "a string", body.at("guided_decoding_backend"));
@@ -212,6 +210,28 @@ std::optional<ApiError> parse_structured_output(const json& body, std::string_vi
     }
     given = field;
     out = std::move(s);
+  }
+  if (out.kind != Kind::kJsonSchema && out.kind != Kind::kJsonObject) {
+    out.whitespace.reset();  // whitespace options shape JSON only
+  }
+  if (whitespace_pattern) {
+    if (out.kind == Kind::kJsonObject) {
+      return bad_request(
+          "guided_whitespace_pattern: applies to a JSON schema, not to a json_object constraint",
+          "guided_whitespace_pattern");
+    }
+    if (out.kind == Kind::kJsonSchema) {
+      if (out.whitespace) {
+        return bad_request(
+            "guided_whitespace_pattern: not with structured_outputs.disable_any_whitespace",
+            "guided_whitespace_pattern");
+      }
+      if (Result<grammar::Dfa> alone = grammar::compile_regex(*whitespace_pattern); !alone.ok()) {
+        return bad_request("guided_whitespace_pattern: " + alone.status().message(),
+                           "guided_whitespace_pattern");
+      }
+      out.whitespace = std::move(*whitespace_pattern);
+    }
   }
   return std::nullopt;
 }

@@ -93,6 +93,32 @@ TEST(StructuredRequest, EveryFormMapsExactly) {
   EXPECT_EQ(s.kind, Kind::kRegex);
   s = parse_ok("\"temperature\":0");
   EXPECT_FALSE(s.active());
+  EXPECT_FALSE(s.whitespace.has_value());
+}
+
+// vLLM's whitespace controls: disable_any_whitespace (JSON without whitespace) and
+// guided_whitespace_pattern (a JSON schema's whitespace regex); neither shapes non-JSON kinds.
+TEST(StructuredRequest, WhitespaceOptions) {
+  engine::StructuredOutput s =
+      parse_ok(R"("structured_outputs":{"json":{"type":"object"},"disable_any_whitespace":true})");
+  EXPECT_EQ(s.kind, Kind::kJsonSchema);
+  EXPECT_EQ(s.whitespace, std::optional<std::string>(""));
+  s = parse_ok(R"("structured_outputs":{"disable_any_whitespace":true,"json_object":true})");
+  EXPECT_EQ(s.kind, Kind::kJsonObject);
+  EXPECT_EQ(s.whitespace, std::optional<std::string>(""));
+  s = parse_ok(R"("structured_outputs":{"regex":"a b","disable_any_whitespace":true})");
+  EXPECT_EQ(s.kind, Kind::kRegex);
+  EXPECT_FALSE(s.whitespace.has_value());
+  s = parse_ok(R"("structured_outputs":{"json":{},"disable_any_whitespace":false})");
+  EXPECT_FALSE(s.whitespace.has_value());
+  s = parse_ok(R"("guided_json":{"type":"integer"},"guided_whitespace_pattern":"[ ]?")");
+  EXPECT_EQ(s.whitespace, std::optional<std::string>("[ ]?"));
+  s = parse_ok(R"("response_format":{"type":"json_schema","json_schema":{"schema":{}}},
+                  "guided_whitespace_pattern":"\n?")");
+  EXPECT_EQ(s.whitespace, std::optional<std::string>("\n?"));
+  s = parse_ok(R"("guided_regex":"x","guided_whitespace_pattern":" ")");
+  EXPECT_EQ(s.kind, Kind::kRegex);
+  EXPECT_FALSE(s.whitespace.has_value());
 }
 
 TEST(StructuredRequest, EveryErrorIs400NamingTheField) {
@@ -130,14 +156,21 @@ TEST(StructuredRequest, EveryErrorIs400NamingTheField) {
       {R"("structured_outputs":{"choice":["a",2]})", "structured_outputs.choice[1]", "a string"},
       {R"("structured_outputs":{"json_object":"yes"})", "structured_outputs.json_object",
        "true or false"},
-      {R"("structured_outputs":{"regex":"a","disable_any_whitespace":true})", "structured_outputs",
-       "not supported"},
+      {R"("structured_outputs":{"regex":"a","disable_any_whitespace":1})",
+       "structured_outputs.disable_any_whitespace", "true or false"},
       {R"("guided_json":"")", "guided_json", "a JSON schema"},
       {R"("guided_json":[1])", "guided_json", "a JSON schema"},
       {R"("guided_regex":7)", "guided_regex", "a non-empty regular expression"},
       {R"("guided_choice":"a")", "guided_choice", "non-empty list"},
       {R"("guided_grammar":["root ::= x"])", "guided_grammar", "a non-empty GBNF / EBNF grammar"},
-      {R"("guided_whitespace_pattern":" ")", "guided_whitespace_pattern", "not supported"},
+      {R"("guided_whitespace_pattern":1)", "guided_whitespace_pattern", "a string (a regex)"},
+      {R"("guided_json":{},"guided_whitespace_pattern":"(")", "guided_whitespace_pattern",
+       "guided_whitespace_pattern: regex: position"},
+      {R"("response_format":{"type":"json_object"},"guided_whitespace_pattern":" ")",
+       "guided_whitespace_pattern", "applies to a JSON schema, not to a json_object"},
+      {R"("structured_outputs":{"json":{},"disable_any_whitespace":true},
+          "guided_whitespace_pattern":" ")",
+       "guided_whitespace_pattern", "not with structured_outputs.disable_any_whitespace"},
       {R"("guided_decoding_backend":1)", "guided_decoding_backend", "a string"},
       {R"("guided_regex":"a","guided_choice":["b"])", "guided_choice",
        "guided_regex constrains it already"},
