@@ -1,6 +1,7 @@
 // tensor_parallel.cc: shard_config and shard_weights (tensor_parallel.h).
 #include "packserve/model/tensor_parallel.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -53,11 +54,16 @@ Result<ModelConfig> shard_config(const ModelConfig& config, int tp) {
                             " is not a multiple of tensor_parallel = " + str(tp));
   };
   PS_RETURN_IF_ERROR(divides(config.num_qo_heads, "num_qo_heads"));
-  PS_RETURN_IF_ERROR(divides(config.num_kv_heads, "num_kv_heads"));
+  if (config.num_kv_heads % tp != 0 &&
+      (config.num_kv_heads <= 0 || tp % config.num_kv_heads != 0)) {
+    return invalid_argument("num_kv_heads = " + str(config.num_kv_heads) +
+                            " and tensor_parallel = " + str(tp) +
+                            ": one must be a multiple of the other");
+  }
   PS_RETURN_IF_ERROR(divides(config.intermediate_size, "intermediate_size"));
   ModelConfig local = config;
   local.num_qo_heads /= tp;
-  local.num_kv_heads /= tp;
+  local.num_kv_heads = std::max<int64_t>(config.num_kv_heads / tp, 1);  // replicated: 1
   local.intermediate_size /= tp;
   return local;
 }
@@ -74,16 +80,22 @@ Result<ModelWeights> shard_weights(const ModelWeights& weights, int rank, int tp
   out.final_norm = weights.final_norm;
   out.lm_head = weights.lm_head;
   const int64_t q = local.q_size(), kv = local.kv_size(), inner = local.intermediate_size;
+  // The rank's first KV head: its share, or, with fewer KV heads than ranks, the one head its
+  // query heads attend to (tp / num_kv_heads ranks hold each).
+  const int64_t kv_head0 = weights.config.num_kv_heads >= tp
+                               ? rank * local.num_kv_heads
+                               : rank / (tp / weights.config.num_kv_heads);
+  const int64_t kv_row0 = kv_head0 * local.head_dim;
   out.layers.reserve(weights.layers.size());
   for (const LayerWeights& w : weights.layers) {
     LayerWeights s = w;  // the norms whole
     s.q_proj = row_view(w.q_proj, rank * q, q);
-    s.k_proj = row_view(w.k_proj, rank * kv, kv);
-    s.v_proj = row_view(w.v_proj, rank * kv, kv);
+    s.k_proj = row_view(w.k_proj, kv_row0, kv);
+    s.v_proj = row_view(w.v_proj, kv_row0, kv);
     if (local.qkv_bias) {
       s.q_bias = row_view(w.q_bias, rank * q, q);
-      s.k_bias = row_view(w.k_bias, rank * kv, kv);
-      s.v_bias = row_view(w.v_bias, rank * kv, kv);
+      s.k_bias = row_view(w.k_bias, kv_row0, kv);
+      s.v_bias = row_view(w.v_bias, kv_row0, kv);
     }
     s.o_proj = column_copy(w.o_proj, rank * q, q);
     s.gate_proj = row_view(w.gate_proj, rank * inner, inner);

@@ -50,11 +50,25 @@ TEST(ShardConfig, ErrorsNameTheField) {
   };
   EXPECT_EQ(message(c, 0), "tensor_parallel = 0: expected in [1, 8]");
   EXPECT_EQ(message(c, 9), "tensor_parallel = 9: expected in [1, 8]");
-  EXPECT_EQ(message(c, 8), "num_kv_heads = 4 is not a multiple of tensor_parallel = 8");
   EXPECT_EQ(message(c, 3), "num_qo_heads = 8 is not a multiple of tensor_parallel = 3");
+  ModelConfig six = c;  // 6 KV heads over 4 ranks: neither divides the other
+  six.num_qo_heads = 12;
+  six.num_kv_heads = 6;
+  EXPECT_EQ(message(six, 4),
+            "num_kv_heads = 6 and tensor_parallel = 4: one must be a multiple "
+            "of the other");
   ModelConfig odd = c;
   odd.intermediate_size = 386;
   EXPECT_EQ(message(odd, 4), "intermediate_size = 386 is not a multiple of tensor_parallel = 4");
+}
+
+// More ranks than KV heads: each rank holds the one KV head of its query heads.
+TEST(ShardConfig, FewerKvHeadsThanRanksReplicatesThem) {
+  Result<ModelConfig> s = shard_config(config_8_4(), 8);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->num_qo_heads, 1);
+  EXPECT_EQ(s->num_kv_heads, 1);
+  EXPECT_EQ(s->intermediate_size, 48);
 }
 
 TEST(ShardWeights, RankOutOfRangeIsAnError) {
@@ -111,8 +125,8 @@ TEST(ShardWeights, ShardsComposeToTheWholeLayer) {
   qwen3.num_kv_heads = 2;
   for (const ModelConfig& c : {config_8_4(), qwen2, qwen3}) {
     const ModelWeights w = make_weights(c);
-    for (int tp : {1, 2, 4}) {
-      if (c.num_kv_heads % tp != 0) continue;
+    for (int tp : {1, 2, 4, 8}) {
+      if (!shard_config(c, tp).ok()) continue;
       SCOPED_TRACE("arch " + std::to_string(static_cast<int>(c.arch)) + " tp " +
                    std::to_string(tp));
       std::vector<ModelWeights> shards;
@@ -147,12 +161,15 @@ TEST(ShardWeights, ShardsComposeToTheWholeLayer) {
           EXPECT_EQ(s.input_norm.data, whole.input_norm.data);
           // Column-parallel: each rank's outputs are its columns of the whole projection.
           expect_near_all(linear(x, kRows, s.q_proj), columns(q_all, kRows, c.q_size(), r * q, q));
-          expect_near_all(linear(x, kRows, s.k_proj),
-                          columns(k_all, kRows, c.kv_size(), r * kv, kv));
+          // The rank's KV heads: its share, or the one its query heads attend to.
+          const int64_t kv0 = c.num_kv_heads >= tp ? r * kv : r / (tp / c.num_kv_heads) * kv;
+          expect_near_all(linear(x, kRows, s.k_proj), columns(k_all, kRows, c.kv_size(), kv0, kv));
+          const int64_t first_q_head = r * q / c.head_dim, group = c.num_qo_heads / c.num_kv_heads;
+          EXPECT_EQ(first_q_head / group, kv0 / c.head_dim);
           expect_near_all(linear(x, kRows, s.gate_proj),
                           columns(gate_all, kRows, c.intermediate_size, r * inner, inner));
           if (c.qkv_bias) {
-            for (int64_t i = 0; i < kv; ++i) EXPECT_EQ(s.v_bias.at(i), whole.v_bias.at(r * kv + i));
+            for (int64_t i = 0; i < kv; ++i) EXPECT_EQ(s.v_bias.at(i), whole.v_bias.at(kv0 + i));
           }
           if (c.qk_norm) {
             EXPECT_EQ(s.k_norm.data, whole.k_norm.data);

@@ -115,7 +115,7 @@ std::vector<ForwardBatch> mixed_steps(int64_t vocab) {
 }
 
 // tensor_parallel: the GPU backend cut into that many ranks (its KV pool check reads rank 0's
-// heads, the first 1 / tensor_parallel of each token's), on as many devices, or all on device 0
+// heads), on as many devices, or all on device 0
 // (one_device: CudaForwardOptions::tensor_parallel_on_one_device, eager steps).
 void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tensor_parallel = 1,
                        bool one_device = false) {
@@ -169,7 +169,10 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tenso
   std::vector<uint16_t> k, v;
   ASSERT_TRUE(gpu.value()->read_kv_pages(0, k, v).ok());
   const std::span<const float> ck_all = cpu.value()->k_pages(0), cv_all = cpu.value()->v_pages(0);
-  const size_t kvs = static_cast<size_t>(c.kv_size()), local = kvs / tensor_parallel;
+  // Rank 0's KV heads: the first 1 / tensor_parallel of them, or head 0 alone when they are
+  // fewer than the ranks (replicated).
+  const size_t kvs = static_cast<size_t>(c.kv_size()),
+               local = std::max(kvs / tensor_parallel, static_cast<size_t>(c.head_dim));
   ASSERT_EQ(k.size() / local, ck_all.size() / kvs);  // tokens
   std::vector<float> ck, cv;                         // rank 0's heads of every token
   for (size_t t = 0; t < k.size() / local; ++t) {
@@ -371,6 +374,12 @@ TEST(CudaTensorParallel, OneDeviceQwen3MatchesCpuOnMixedSteps) {
   c.num_kv_heads = 2;
   check_against_cpu(c, attention::Policy::kBalanced, 2, true);
 }
+// Four ranks over Llama's 2 KV heads: each KV head replicated on two ranks, one query head a
+// rank.
+TEST(CudaTensorParallel, OneDeviceLlamaReplicatedKvHeads) {
+  SKIP_WITHOUT_DEVICE();
+  check_against_cpu(llama_config(), attention::Policy::kBalanced, 4, true);
+}
 TEST(CudaTensorParallel, OneDeviceRefusesGraphs) {
   SKIP_WITHOUT_DEVICE();
   CudaForwardOptions options;
@@ -451,9 +460,12 @@ TEST(CudaTensorParallel, CreateNamesWhatDoesNotDivideOrExist) {
   auto bad = CudaForwardBackend::create_random(base_config(), kPool, options, 1);
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad.status().message(), "num_qo_heads = 4 is not a multiple of tensor_parallel = 3");
-  options.tensor_parallel = 4;  // divides the 4 heads, 2 KV heads do not
-  EXPECT_EQ(CudaForwardBackend::create_random(base_config(), kPool, options, 1).status().message(),
-            "num_kv_heads = 2 is not a multiple of tensor_parallel = 4");
+  ModelConfig six = base_config();  // 6 KV heads over 4 ranks: neither divides the other
+  six.num_qo_heads = 12;
+  six.num_kv_heads = 6;
+  options.tensor_parallel = 4;
+  EXPECT_EQ(CudaForwardBackend::create_random(six, kPool, options, 1).status().message(),
+            "num_kv_heads = 6 and tensor_parallel = 4: one must be a multiple of the other");
   ModelConfig c = base_config();
   c.num_kv_heads = 4;
   options.device = device_count() - 1;
