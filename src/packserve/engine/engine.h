@@ -77,7 +77,10 @@ struct SamplingParams {
   // (EOS unless ignore_eos, and stop_token_ids) cannot be drawn (their logits are -inf) and
   // stop strings are looked for only in the text of the tokens after them.
   int32_t min_tokens = 0;
-  std::vector<std::string> stop;        // stop strings (non-empty strings), at most 16
+  std::vector<std::string> stop;  // stop strings (non-empty strings), at most 16
+  // vLLM's include_stop_str_in_output: the matched stop string ends the output text instead of
+  // being cut from it.
+  bool include_stop_str_in_output = false;
   std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS ids
   bool ignore_eos = false;
   bool logprobs = false;  // report the sampled token's log-probability

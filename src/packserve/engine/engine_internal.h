@@ -46,7 +46,7 @@ struct LiveRequest {
         stream(std::move(s)),
         decoder(tok, tokenizer::DecodeOptions{.skip_special_tokens =
                                                   request.sampling.skip_special_tokens}),
-        matcher(request.sampling.stop),
+        matcher(request.sampling.stop, request.sampling.include_stop_str_in_output),
         sampler(request.sampling, seed, request.prompt_token_ids),
         num_prompt_tokens(static_cast<int32_t>(request.prompt_token_ids.size())),
         return_last_prompt_logits(request.return_last_prompt_logits) {}

@@ -313,6 +313,19 @@ TEST(EngineTest, StopStringAcrossTokenBoundariesIsExcluded) {
   EXPECT_EQ(t.engine->metrics().requests_finished_stop, 2);
 }
 
+TEST(EngineTest, IncludeStopStrInOutputKeepsTheMatch) {
+  auto t = make_engine(script_model({{'A', ids_of("hi ENX then END world")}}));
+  GenerateRequest r = greedy_request({'A'}, 40);
+  r.sampling.stop = {"END", "zzz"};
+  r.sampling.include_stop_str_in_output = true;
+  auto a = t.engine->submit(r);
+  ASSERT_TRUE(a.ok());
+  const Collected ca = collect(**a);
+  EXPECT_EQ(ca.text, "hi ENX then END");
+  EXPECT_EQ(ca.last.finish_reason, "stop");
+  EXPECT_EQ(ca.token_ids, ids_of("hi ENX then END"));
+}
+
 TEST(EngineTest, Utf8IsNeverSplitAcrossUpdates) {
   const std::string text = "e\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80!";  // e é € 😀 !
   auto t = make_engine(script_model({{'U', ids_of(text)}}));

@@ -30,7 +30,7 @@ std::string StopStringMatcher::push(std::string_view text, bool match) {
   }
   if (earliest != std::string::npos) {
     stopped_ = true;
-    std::string out = held_.substr(0, earliest);
+    std::string out = held_.substr(0, include_match_ ? earliest_end : earliest);
     held_.clear();
     return out;
   }

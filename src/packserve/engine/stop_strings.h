@@ -7,7 +7,8 @@
 // offset, then smallest start: what character-by-character streaming sees first, so the
 // result does not depend on the chunking) is returned, the matched text and everything after
 // it are dropped, and stopped() turns true (OpenAI semantics: the stop
-// string is not part of the output). flush() returns the held tail at the end of a stream.
+// string is not part of the output; include_match keeps it, vLLM's
+// include_stop_str_in_output). flush() returns the held tail at the end of a stream.
 // Invariant: the concatenation of every returned chunk is a prefix of the streamed text, and,
 // without a match, equals it after flush(). Stop strings are valid, non-empty UTF-8 and the
 // streamed text is valid UTF-8, so every cut falls on a character boundary.
@@ -22,8 +23,8 @@ namespace packserve::engine {
 
 class StopStringMatcher {
  public:
-  explicit StopStringMatcher(std::vector<std::string> stop_strings)
-      : stops_(std::move(stop_strings)) {}
+  explicit StopStringMatcher(std::vector<std::string> stop_strings, bool include_match = false)
+      : stops_(std::move(stop_strings)), include_match_(include_match) {}
 
   // Adds `text`; returns what may be emitted now. After a match returns "" for any input.
   // match = false (the first min_tokens tokens' text): `text` is emitted as it is, and no
@@ -36,6 +37,7 @@ class StopStringMatcher {
 
  private:
   std::vector<std::string> stops_;
+  bool include_match_ = false;
   std::string held_;
   bool stopped_ = false;
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "packserve/common/rng.h"
@@ -73,8 +74,11 @@ TEST(StopStringsTest, MultiByteCharactersAreNeverCut) {
 }
 
 // Oracle: feed the text one character at a time; at the first prefix of the text that ends
-// with a stop string, cut before that stop string (the longest one if several end there).
-std::string reference(const std::string& text, const std::vector<std::string>& stops) {
+// with a stop string, cut before that stop string (the longest one if several end there), or
+// after it (include). Also whether a stop string occurs.
+std::pair<std::string, bool> reference(const std::string& text,
+                                       const std::vector<std::string>& stops,
+                                       bool include = false) {
   for (size_t end = 1; end <= text.size(); ++end) {
     size_t best_len = 0;
     for (const auto& s : stops) {
@@ -82,9 +86,18 @@ std::string reference(const std::string& text, const std::vector<std::string>& s
         best_len = std::max(best_len, s.size());
       }
     }
-    if (best_len > 0) return text.substr(0, end - best_len);
+    if (best_len > 0) return {text.substr(0, include ? end : end - best_len), true};
   }
-  return text;
+  return {text, false};
+}
+
+TEST(StopStringsTest, IncludeMatchKeepsTheStopString) {
+  StopStringMatcher m({"END"}, /*include_match=*/true);
+  EXPECT_EQ(m.push("abE"), "ab");
+  EXPECT_EQ(m.push("NDxyz"), "END");
+  EXPECT_TRUE(m.stopped());
+  EXPECT_EQ(m.push("more"), "");
+  EXPECT_EQ(m.flush(), "");
 }
 
 TEST(StopStringsTest, RandomChunkingMatchesTheOracle) {
@@ -101,14 +114,15 @@ TEST(StopStringsTest, RandomChunkingMatchesTheOracle) {
     const auto num_stops = rng.uniform_int(1, 3);
     for (int64_t i = 0; i < num_stops; ++i) stops.push_back(random_string(1, 4));
     const std::string text = random_string(0, 24);
-    StopStringMatcher m(stops);
+    const bool include = trial % 2 == 1;
+    StopStringMatcher m(stops, include);
     std::string out;
     size_t pos = 0;
     while (pos < text.size()) {
       const size_t len = static_cast<size_t>(rng.uniform_int(1, 4));
       out += m.push(std::string_view(text).substr(pos, len));
       pos += len;
-      const std::string expected = reference(text, stops);
+      const std::string expected = reference(text, stops, include).first;
       // Never emits beyond the oracle's text.
       std::string stops_text;
       for (const auto& st : stops) stops_text += "[" + st + "]";
@@ -116,8 +130,8 @@ TEST(StopStringsTest, RandomChunkingMatchesTheOracle) {
       ASSERT_EQ(out, expected.substr(0, out.size()));
     }
     out += m.flush();
-    EXPECT_EQ(out, reference(text, stops));
-    EXPECT_EQ(m.stopped(), reference(text, stops).size() != text.size());
+    EXPECT_EQ(out, reference(text, stops, include).first);
+    EXPECT_EQ(m.stopped(), reference(text, stops).second);
   }
 }
 

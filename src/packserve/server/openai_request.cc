@@ -25,7 +25,7 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "priority",
       "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
       "stream", "stream_options", "user", "stop_token_ids", "ignore_eos", "min_tokens",
-      "skip_special_tokens"};
+      "skip_special_tokens", "include_stop_str_in_output"};
   // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
@@ -223,6 +223,9 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
     PS_API_ASSIGN(out.stop_token_ids, token_id_list(v, "stop_token_ids"));
   }
   if (present(body, "ignore_eos")) PS_API_ASSIGN(out.ignore_eos, get_bool(body, "ignore_eos"));
+  if (present(body, "include_stop_str_in_output")) {
+    PS_API_ASSIGN(out.include_stop_str_in_output, get_bool(body, "include_stop_str_in_output"));
+  }
   if (present(body, "skip_special_tokens")) {
     PS_API_ASSIGN(out.skip_special_tokens, get_bool(body, "skip_special_tokens"));
   }
@@ -399,6 +402,7 @@ engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t 
   p.stop = request.stop;
   p.stop_token_ids = request.stop_token_ids;
   p.ignore_eos = request.ignore_eos;
+  p.include_stop_str_in_output = request.include_stop_str_in_output;
   p.skip_special_tokens = request.skip_special_tokens;
   p.min_tokens = request.min_tokens;
   p.logprobs = request.logprobs;

@@ -106,6 +106,9 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
       {"best_of above n", kC, R"({"model": "m", "prompt": "x", "n": 2, "best_of": 3})", "best_of",
        "expected n (2): best_of greater than n is not supported, got 3"},
       {"echo", kC, R"({"model": "m", "prompt": "x", "echo": 1})", "echo", "expected true or false"},
+      {"include_stop_str_in_output", kC,
+       R"({"model": "m", "prompt": "x", "include_stop_str_in_output": "yes"})",
+       "include_stop_str_in_output", "expected true or false"},
       {"echo in chat", kChat,
        R"({"model":"m","messages":[{"role":"user","content":"x"}],"echo":true})", "echo",
        "Unrecognized request argument"},
@@ -184,7 +187,8 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
           "n": 1, "presence_penalty": 0, "frequency_penalty": 0.0, "logprobs": 0,
           "stream": true, "stream_options": {"include_usage": true}, "user": "u",
           "ignore_eos": true, "stop_token_ids": [5, 6], "echo": false, "suffix": null,
-          "min_tokens": 3, "skip_special_tokens": false, "priority": -2})",
+          "min_tokens": 3, "skip_special_tokens": false, "priority": -2,
+          "include_stop_str_in_output": true})",
       kC);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const OpenAiRequest& q = r.value();
@@ -216,6 +220,7 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_EQ(p.seed, std::optional<uint64_t>(UINT64_MAX));  // choice 0 keeps the seed
   EXPECT_FALSE(p.adjusts_logits());
   EXPECT_FALSE(p.skip_special_tokens);
+  EXPECT_TRUE(p.include_stop_str_in_output);
   // The default leaves special tokens out; a non-boolean is a 400 naming the field.
   ApiResult<OpenAiRequest> d = parse_openai_request(R"({"model": "tiny", "prompt": "x"})", kC);
   ASSERT_TRUE(d.ok());
