@@ -84,13 +84,15 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   for (std::size_t i = 0; i < num_prompts; ++i) {
     ApiResult<std::vector<int32_t>> ids = tokenize_prompt(engine, options, r, i);
     if (!ids.ok()) return ids.error();
+    ApiResult<bool> truncated = truncate_prompt(r, engine.max_model_len(), ids.value());
+    if (!truncated.ok()) return truncated.error();
     ApiResult<int32_t> max_tokens =
         resolve_max_tokens(r, static_cast<int64_t>(ids.value().size()), engine.max_model_len(), i);
     if (!max_tokens.ok()) return max_tokens.error();
     Echo echo;
     if (r.echo) {
       echo.first_token = ids.value().front();
-      if (r.prompts[i].text) {
+      if (r.prompts[i].text && !truncated.value()) {  // a cut prompt echoes what is left
         echo.text = *r.prompts[i].text;
       } else {
         for (const int32_t id : ids.value()) echo.text += engine.token_text(id);

@@ -170,6 +170,23 @@ TEST_F(ServerTest, EchoPutsThePromptBeforeTheCompletion) {
   EXPECT_EQ(json::parse(events[1])["choices"][0]["text"], "b");
 }
 
+// truncate_prompt_tokens: the engine gets the prompt's last k tokens, usage counts them, and
+// echo repeats what is left.
+TEST_F(ServerTest, TruncatePromptTokensCutsThePromptFromTheLeft) {
+  start();
+  Answer a = post("/v1/completions", R"({"model":"tiny","prompt":"xyzw","max_tokens":1,
+                                         "echo":true,"truncate_prompt_tokens":2})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.parsed()["choices"][0]["text"], "zwa");
+  EXPECT_EQ(a.parsed()["usage"]["prompt_tokens"], 2);
+  ASSERT_EQ(engine_->submitted_requests().size(), 1u);
+  EXPECT_EQ(engine_->submitted_requests()[0].prompt_token_ids.size(), 2u);
+  Answer over = post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":1,
+                                            "truncate_prompt_tokens":100000000})");
+  EXPECT_EQ(over.status, 400) << over.body;
+  EXPECT_EQ(over.parsed()["error"]["param"], "truncate_prompt_tokens");
+}
+
 TEST_F(ServerTest, StreamingCompletionWithUsage) {
   start();
   auto c = client();

@@ -25,7 +25,7 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "priority",
       "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
       "stream", "stream_options", "user", "stop_token_ids", "ignore_eos", "min_tokens",
-      "skip_special_tokens", "include_stop_str_in_output"};
+      "skip_special_tokens", "include_stop_str_in_output", "truncate_prompt_tokens"};
   // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
@@ -229,6 +229,16 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
   if (present(body, "skip_special_tokens")) {
     PS_API_ASSIGN(out.skip_special_tokens, get_bool(body, "skip_special_tokens"));
   }
+  if (present(body, "truncate_prompt_tokens")) {
+    int64_t k = 0;
+    PS_API_ASSIGN(k, get_int(body, "truncate_prompt_tokens", -1, INT32_MAX,
+                             "-1 (the model's context) or an integer >= 1"));
+    if (k == 0) {
+      return wrong("truncate_prompt_tokens", "-1 (the model's context) or an integer >= 1",
+                   body.at("truncate_prompt_tokens"));
+    }
+    out.truncate_prompt_tokens = k;
+  }
   if (present(body, "min_tokens")) {
     int64_t min_tokens = 0;
     PS_API_ASSIGN(min_tokens, get_int(body, "min_tokens", 0, INT32_MAX, "an integer >= 0"));
@@ -344,6 +354,22 @@ ApiResult<OpenAiRequest> parse_openai_request(std::string_view body, Endpoint en
 std::string prompt_field(const OpenAiRequest& request, std::size_t index) {
   if (request.endpoint == Endpoint::kChatCompletions) return "messages";
   return request.prompts.size() > 1 ? "prompt[" + std::to_string(index) + "]" : "prompt";
+}
+
+ApiResult<bool> truncate_prompt(const OpenAiRequest& request, int64_t max_model_len,
+                                std::vector<int32_t>& ids) {
+  if (!request.truncate_prompt_tokens) return false;
+  const int64_t k = *request.truncate_prompt_tokens == -1 ? max_model_len
+                                                          : *request.truncate_prompt_tokens;
+  if (k > max_model_len) {
+    return bad_request("truncate_prompt_tokens = " + std::to_string(k) +
+                           " exceeds the model's context of " + std::to_string(max_model_len) +
+                           " tokens",
+                       "truncate_prompt_tokens");
+  }
+  if (static_cast<int64_t>(ids.size()) <= k) return false;
+  ids.erase(ids.begin(), ids.end() - k);
+  return true;
 }
 
 ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_prompt_tokens,

@@ -85,6 +85,9 @@ struct OpenAiRequest {
   bool include_stop_str_in_output = false;  // extension (vLLM): the matched stop string kept
   bool skip_special_tokens = true;          // extension (vLLM): special tokens out of the text
   int32_t min_tokens = 0;                   // extension (vLLM): <= the resolved max_tokens
+  // Extension (vLLM): keep only the last this many prompt tokens (-1: the model's context);
+  // unset: no truncation. Checked against the context by truncate_prompt.
+  std::optional<int64_t> truncate_prompt_tokens;
   int32_t n = 1;                            // choices per prompt; prompts x n <= kMaxChoices
   bool logprobs = false;                    // completions: logprobs = k >= 0; chat: logprobs = true
   int32_t top_logprobs = 0;  // completions: that k; chat: top_logprobs (needs logprobs)
@@ -128,6 +131,11 @@ std::string prompt_field(const OpenAiRequest& request, std::size_t index);
 // (completions).
 ApiResult<int32_t> resolve_max_tokens(const OpenAiRequest& request, int64_t num_prompt_tokens,
                                       int64_t max_model_len, std::size_t prompt_index = 0);
+
+// vLLM's truncate_prompt_tokens: `ids` cut to its last k tokens (k = the field, or
+// max_model_len for -1); true when it cut any. A k over max_model_len is a 400 naming the field.
+ApiResult<bool> truncate_prompt(const OpenAiRequest& request, int64_t max_model_len,
+                                std::vector<int32_t>& ids);
 
 // The seed of choice `choice` (0-based over the whole request) of a request with `seed`:
 // choice 0 keeps it (n = 1 draws as before), the others get distinct seeds mixed from it

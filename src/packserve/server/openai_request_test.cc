@@ -231,6 +231,42 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_EQ(bad.error().param, "skip_special_tokens");
 }
 
+// vLLM's truncate_prompt_tokens: the last k prompt tokens; -1: the model's context; over the
+// context or 0 a 400 naming the field.
+TEST(OpenAiRequest, TruncatePromptTokensKeepsTheLastOnes) {
+  const auto request = [](const std::string& extra) {
+    ApiResult<OpenAiRequest> r =
+        parse_openai_request(R"({"model": "m", "prompt": "x")" + extra + "}", kC);
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return r.value();
+  };
+  std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6};
+  ApiResult<bool> cut = truncate_prompt(request(""), 100, ids);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_FALSE(cut.value());
+  EXPECT_EQ(ids.size(), 6u);
+  cut = truncate_prompt(request(R"(, "truncate_prompt_tokens": 4)"), 100, ids);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_TRUE(cut.value());
+  EXPECT_EQ(ids, (std::vector<int32_t>{3, 4, 5, 6}));
+  cut = truncate_prompt(request(R"(, "truncate_prompt_tokens": 4)"), 100, ids);  // fits now
+  EXPECT_FALSE(cut.value());
+  cut = truncate_prompt(request(R"(, "truncate_prompt_tokens": -1)"), 3, ids);
+  EXPECT_TRUE(cut.value());
+  EXPECT_EQ(ids, (std::vector<int32_t>{4, 5, 6}));
+  cut = truncate_prompt(request(R"(, "truncate_prompt_tokens": 9)"), 8, ids);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.error().param, "truncate_prompt_tokens");
+  EXPECT_EQ(cut.error().message,
+            "truncate_prompt_tokens = 9 exceeds the model's context of 8 tokens");
+  for (const char* bad : {"0", "-2", "1.5", "\"4\""}) {
+    ApiResult<OpenAiRequest> r = parse_openai_request(
+        std::string(R"({"model": "m", "prompt": "x", "truncate_prompt_tokens": )") + bad + "}", kC);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().param, "truncate_prompt_tokens");
+  }
+}
+
 TEST(OpenAiRequest, PenaltiesAndLogitBiasMapToTheEngine) {
   ApiResult<OpenAiRequest> r = parse_openai_request(
       R"({"model":"m","messages":[{"role":"user","content":"x"}],"presence_penalty":-2,
