@@ -313,6 +313,13 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(GenerateRequest request) {
     if (!g.ok()) return reject(g.status());
     constraint = std::move(*g);
   }
+  if (!request.sampling.allowed_token_ids.empty()) {
+    Result<std::shared_ptr<const grammar::Grammar>> g =
+        grammar::Grammar::restrict_tokens(std::move(constraint), impl.grammars->shared_vocabulary(),
+                                          request.sampling.allowed_token_ids);
+    if (!g.ok()) return reject(g.status());
+    constraint = std::move(*g);
+  }
   std::shared_ptr<RequestStream> stream;
   {
     std::lock_guard lock(impl.mutex);

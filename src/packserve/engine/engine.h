@@ -82,6 +82,9 @@ struct SamplingParams {
   // being cut from it.
   bool include_stop_str_in_output = false;
   std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS ids
+  // vLLM's allowed_token_ids: when not empty, only these tokens are drawn, within the
+  // structured output's (grammar::Grammar::restrict_tokens; a masked row every step).
+  std::vector<int32_t> allowed_token_ids;
   bool ignore_eos = false;
   bool logprobs = false;  // report the sampled token's log-probability
   // With logprobs: also the this-many most likely tokens' log-probabilities (0 to

@@ -1204,6 +1204,47 @@ TEST(EngineStructuredTest, JsonWithoutWhitespace) {
   EXPECT_GT(stopped, 0);
 }
 
+// allowed_token_ids: every drawn token is one of them, alone or within a structured output;
+// an id outside the vocabulary is refused at submit naming it.
+TEST(EngineStructuredTest, AllowedTokenIdsBoundEveryDraw) {
+  EngineSetup setup;
+  setup.num_pages = 256;
+  auto t = make_engine(testing::hash_next_token, setup);
+  const std::vector<int32_t> allowed = ids_of("xyz");
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    GenerateRequest r = greedy_request(ids_of("p"), 12);
+    r.sampling.temperature = 1.0;
+    r.sampling.seed = seed;
+    r.sampling.allowed_token_ids = allowed;
+    auto stream = t.engine->submit(r);
+    ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+    const Collected c = collect(**stream);
+    EXPECT_EQ(c.last.finish_reason, "length");  // EOS is not allowed
+    ASSERT_EQ(c.token_ids.size(), 12u);
+    for (int32_t id : c.token_ids) {
+      EXPECT_NE(std::find(allowed.begin(), allowed.end(), id), allowed.end()) << c.text;
+    }
+  }
+  // Within a regex: "x" or "y" repeated, ended by EOS (which the list includes).
+  GenerateRequest r =
+      structured_request(ids_of("p"), 30, StructuredOutput::Kind::kRegex, "[xyq]{1,5}");
+  r.sampling.allowed_token_ids = ids_of("xy");
+  r.sampling.allowed_token_ids.push_back(kEosId);
+  r.sampling.temperature = 1.0;
+  r.sampling.seed = 9;
+  auto stream = t.engine->submit(r);
+  ASSERT_TRUE(stream.ok()) << stream.status().to_string();
+  const Collected c = collect(**stream);
+  EXPECT_EQ(c.last.finish_reason, "stop");
+  EXPECT_EQ(c.text.find_first_not_of("xy"), std::string::npos) << c.text;
+  EXPECT_FALSE(c.text.empty());
+  GenerateRequest bad = greedy_request(ids_of("p"), 4);
+  bad.sampling.allowed_token_ids = {1, -3};
+  const std::string message = t.engine->submit(bad).status().message();
+  EXPECT_EQ(message.rfind("allowed_token_ids[1]: expected a token id in [0, ", 0), 0u) << message;
+  EXPECT_NE(message.find("), got -3"), std::string::npos) << message;
+}
+
 // Constrained rows go to the backend with their masks (ForwardBatch::masks): draws there give
 // the same tokens, logprobs and alternatives as host draws from the masked logits, with logit
 // bias and penalties applied after the mask, requests of several constraints and unconstrained

@@ -48,6 +48,11 @@ std::shared_ptr<const grammar::Vocabulary> GrammarCache::vocabulary() {
   return vocab_;
 }
 
+std::shared_ptr<const grammar::Vocabulary> GrammarCache::shared_vocabulary() {
+  std::lock_guard lock(mutex_);
+  return vocabulary();
+}
+
 Result<std::shared_ptr<const grammar::Grammar>> GrammarCache::get(const StructuredOutput& s) {
   const std::string key = cache_key(s);
   std::shared_ptr<const grammar::Vocabulary> vocab;

@@ -36,6 +36,8 @@ class GrammarCache {
   // constraint that does not compile, e.g. "response_format: json_schema: /properties/age:
   // keyword \"uniqueItems\" is not supported".
   Result<std::shared_ptr<const grammar::Grammar>> get(const StructuredOutput& s);
+  // The model's vocabulary as the grammars see it (built at the first call).
+  std::shared_ptr<const grammar::Vocabulary> shared_vocabulary();
 
  private:
   std::shared_ptr<const grammar::Vocabulary> vocabulary();  // under mutex_

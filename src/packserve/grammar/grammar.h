@@ -85,6 +85,14 @@ class Grammar {
   // (ebnf.h).
   static Result<std::shared_ptr<const Grammar>> ebnf(std::string_view grammar,
                                                      std::shared_ptr<const Vocabulary> vocab);
+  // vLLM's allowed_token_ids: only the `allowed` tokens, within what `inner` allows (null: any
+  // token sequence, every one a complete match; an EOS token then only when listed, and it is
+  // the engine's stop tokens that end the output). Special tokens are allowed when listed.
+  // kInvalidArgument naming `allowed_token_ids[i]` for an id outside the vocabulary, or for an
+  // empty list.
+  static Result<std::shared_ptr<const Grammar>> restrict_tokens(
+      std::shared_ptr<const Grammar> inner, std::shared_ptr<const Vocabulary> vocab,
+      std::span<const int32_t> allowed);
 
   // A matcher at the start of the output.
   virtual std::unique_ptr<Matcher> matcher() const = 0;

@@ -183,6 +183,44 @@ TEST(MaskTest, JsonObjectEscapeAndSplitCharacter) {
   EXPECT_EQ(allowed_ids(*m, *vocab), (Ids{13, 15}));
 }
 
+// allowed_token_ids: the listed tokens alone (EOS and special tokens when listed), or within
+// an inner grammar's mask; a token outside them is refused and changes nothing.
+TEST(RestrictTokensTest, AloneAndWithinAGrammar) {
+  const auto vocab = testing::byte_vocabulary();
+  const std::vector<int32_t> allowed = {'a', 'b', 'x', testing::kByteSpecial};
+  auto alone = Grammar::restrict_tokens(nullptr, vocab, allowed);
+  ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+  auto m = (*alone)->matcher();
+  EXPECT_EQ(testing::allowed_ids(*m, *vocab), (Ids{'a', 'b', 'x', testing::kByteSpecial}));
+  EXPECT_TRUE(m->accepting());
+  EXPECT_FALSE(m->finished());
+  EXPECT_EQ(m->accept('c').message(), "token 99 is not in allowed_token_ids");
+  EXPECT_EQ(m->accept(testing::kByteEos).message(), "token 256 is not in allowed_token_ids");
+  EXPECT_TRUE(m->accept('x').ok());
+  EXPECT_TRUE(m->accept(testing::kByteSpecial).ok());
+  EXPECT_TRUE(m->accepting());
+
+  const auto inner = ok_or_null(Grammar::regex("a+c?", vocab));
+  ASSERT_NE(inner, nullptr);
+  auto within = Grammar::restrict_tokens(inner, vocab,
+                                         std::vector<int32_t>{'a', 'c', 'x', testing::kByteEos});
+  ASSERT_TRUE(within.ok()) << within.status().to_string();
+  auto w = (*within)->matcher();
+  EXPECT_EQ(testing::allowed_ids(*w, *vocab), (Ids{'a'}));  // 'x' is not in the grammar
+  EXPECT_FALSE(w->accepting());
+  EXPECT_TRUE(w->accept('a').ok());
+  EXPECT_EQ(testing::allowed_ids(*w, *vocab), (Ids{'a', 'c', testing::kByteEos}));
+  EXPECT_EQ(w->accept('x').message(), "token 120 (\"x\") is not allowed here");
+  EXPECT_TRUE(w->accept('c').ok());
+  EXPECT_TRUE(w->finished());
+
+  EXPECT_EQ(Grammar::restrict_tokens(nullptr, vocab, std::vector<int32_t>{}).status().message(),
+            "allowed_token_ids: expected at least one id");
+  EXPECT_EQ(
+      Grammar::restrict_tokens(nullptr, vocab, std::vector<int32_t>{1, 258}).status().message(),
+      "allowed_token_ids[1]: expected a token id in [0, 258), got 258");
+}
+
 TEST(ChoiceTest, ExactStringsAndPrefixes) {
   const auto vocab = std::make_shared<const Vocabulary>(
       std::vector<std::string>{"a", "b", "ab", "abc", "c", ""}, std::vector<int32_t>{5});

@@ -70,6 +70,9 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   const OpenAiRequest& r = parsed.value();
   if (auto error = check_model(r.model, options.served_model_name)) return *error;
   if (auto error = check_token_ids(engine, r.stop_token_ids, "stop_token_ids")) return *error;
+  if (auto error = check_token_ids(engine, r.allowed_token_ids, "allowed_token_ids")) {
+    return *error;
+  }
   Prepared p;
   p.output = output_mode(r, engine.chat_template_family(), options.split_reasoning);
   // tool_choice required: the calls in the model's own syntax (tool_request.h).

@@ -25,7 +25,8 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n", "priority",
       "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
       "stream", "stream_options", "user", "stop_token_ids", "ignore_eos", "min_tokens",
-      "skip_special_tokens", "include_stop_str_in_output", "truncate_prompt_tokens"};
+      "skip_special_tokens", "include_stop_str_in_output", "truncate_prompt_tokens",
+      "allowed_token_ids"};
   // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
@@ -222,6 +223,13 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
     if (!v.is_array()) return wrong("stop_token_ids", "a list of token ids", v);
     PS_API_ASSIGN(out.stop_token_ids, token_id_list(v, "stop_token_ids"));
   }
+  if (present(body, "allowed_token_ids")) {
+    const json& v = body.at("allowed_token_ids");
+    if (!v.is_array() || v.empty()) {
+      return wrong("allowed_token_ids", "a non-empty list of token ids", v);
+    }
+    PS_API_ASSIGN(out.allowed_token_ids, token_id_list(v, "allowed_token_ids"));
+  }
   if (present(body, "ignore_eos")) PS_API_ASSIGN(out.ignore_eos, get_bool(body, "ignore_eos"));
   if (present(body, "include_stop_str_in_output")) {
     PS_API_ASSIGN(out.include_stop_str_in_output, get_bool(body, "include_stop_str_in_output"));
@@ -359,8 +367,8 @@ std::string prompt_field(const OpenAiRequest& request, std::size_t index) {
 ApiResult<bool> truncate_prompt(const OpenAiRequest& request, int64_t max_model_len,
                                 std::vector<int32_t>& ids) {
   if (!request.truncate_prompt_tokens) return false;
-  const int64_t k = *request.truncate_prompt_tokens == -1 ? max_model_len
-                                                          : *request.truncate_prompt_tokens;
+  const int64_t k =
+      *request.truncate_prompt_tokens == -1 ? max_model_len : *request.truncate_prompt_tokens;
   if (k > max_model_len) {
     return bad_request("truncate_prompt_tokens = " + std::to_string(k) +
                            " exceeds the model's context of " + std::to_string(max_model_len) +
@@ -427,6 +435,7 @@ engine::SamplingParams to_sampling_params(const OpenAiRequest& request, int32_t 
   p.max_tokens = max_tokens;
   p.stop = request.stop;
   p.stop_token_ids = request.stop_token_ids;
+  p.allowed_token_ids = request.allowed_token_ids;
   p.ignore_eos = request.ignore_eos;
   p.include_stop_str_in_output = request.include_stop_str_in_output;
   p.skip_special_tokens = request.skip_special_tokens;

@@ -81,6 +81,7 @@ struct OpenAiRequest {
   std::optional<uint64_t> seed;  // a JSON int64 reinterpreted as uint64
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;      // extension (vLLM)
+  std::vector<int32_t> allowed_token_ids;   // extension (vLLM): only these are drawn
   bool ignore_eos = false;                  // extension (vLLM)
   bool include_stop_str_in_output = false;  // extension (vLLM): the matched stop string kept
   bool skip_special_tokens = true;          // extension (vLLM): special tokens out of the text
@@ -88,8 +89,8 @@ struct OpenAiRequest {
   // Extension (vLLM): keep only the last this many prompt tokens (-1: the model's context);
   // unset: no truncation. Checked against the context by truncate_prompt.
   std::optional<int64_t> truncate_prompt_tokens;
-  int32_t n = 1;                            // choices per prompt; prompts x n <= kMaxChoices
-  bool logprobs = false;                    // completions: logprobs = k >= 0; chat: logprobs = true
+  int32_t n = 1;             // choices per prompt; prompts x n <= kMaxChoices
+  bool logprobs = false;     // completions: logprobs = k >= 0; chat: logprobs = true
   int32_t top_logprobs = 0;  // completions: that k; chat: top_logprobs (needs logprobs)
   // Completions: each choice's text starts with its prompt's, and with logprobs its logprobs
   // with the prompt tokens' (the first one's null), as OpenAI's legacy echo.

@@ -106,6 +106,8 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
       {"best_of above n", kC, R"({"model": "m", "prompt": "x", "n": 2, "best_of": 3})", "best_of",
        "expected n (2): best_of greater than n is not supported, got 3"},
       {"echo", kC, R"({"model": "m", "prompt": "x", "echo": 1})", "echo", "expected true or false"},
+      {"allowed_token_ids", kC, R"({"model": "m", "prompt": "x", "allowed_token_ids": []})",
+       "allowed_token_ids", "a non-empty list of token ids"},
       {"include_stop_str_in_output", kC,
        R"({"model": "m", "prompt": "x", "include_stop_str_in_output": "yes"})",
        "include_stop_str_in_output", "expected true or false"},
@@ -188,7 +190,7 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
           "stream": true, "stream_options": {"include_usage": true}, "user": "u",
           "ignore_eos": true, "stop_token_ids": [5, 6], "echo": false, "suffix": null,
           "min_tokens": 3, "skip_special_tokens": false, "priority": -2,
-          "include_stop_str_in_output": true})",
+          "include_stop_str_in_output": true, "allowed_token_ids": [3, 4]})",
       kC);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const OpenAiRequest& q = r.value();
@@ -221,6 +223,7 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_FALSE(p.adjusts_logits());
   EXPECT_FALSE(p.skip_special_tokens);
   EXPECT_TRUE(p.include_stop_str_in_output);
+  EXPECT_EQ(p.allowed_token_ids, (std::vector<int32_t>{3, 4}));
   // The default leaves special tokens out; a non-boolean is a 400 naming the field.
   ApiResult<OpenAiRequest> d = parse_openai_request(R"({"model": "tiny", "prompt": "x"})", kC);
   ASSERT_TRUE(d.ok());
