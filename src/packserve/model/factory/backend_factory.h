@@ -50,7 +50,7 @@ struct BackendOptions {
   int sample_threads = 0;                 // CPU: threads drawing sampled rows (0: auto)
   attention::PlanOptions plan;            // attention policy etc., both backends
   // CUDA only.
-  int cuda_device = 0;                  // device ordinal (of rank 0)
+  int cuda_device = 0;  // device ordinal (of rank 0)
   // Tensor-parallel ranks on devices cuda_device .. + tensor_parallel - 1 (model/
   // tensor_parallel.h): each device's memory is sized for its share of the model.
   int tensor_parallel = 1;

@@ -126,8 +126,9 @@ TEST(BackendFactory, BadOptionsNameTheField) {
   o.tensor_parallel = 2;
   auto cpu_tp = make_forward_backend(o);
   EXPECT_EQ(cpu_tp.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(cpu_tp.status().message(),
-            "--tensor-parallel-size = 2: needs --backend cuda (the cpu backend runs on one device)");
+  EXPECT_EQ(
+      cpu_tp.status().message(),
+      "--tensor-parallel-size = 2: needs --backend cuda (the cpu backend runs on one device)");
 }
 
 // Device weight bytes, counted tensor by tensor: every 2-D tensor is a bf16 matrix, every
