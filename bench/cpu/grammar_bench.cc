@@ -1,9 +1,13 @@
 // grammar_bench.cc: structured-output costs on a synthetic 150,000-token vocabulary
 // (grammar/synthetic_vocabulary.h, shaped like a byte-level BPE one), one thread:
 //   - BM_ColdMask: fill_mask in a state whose mask is not cached (the trie walk), for a JSON
-//     object inside a string / before a value, a regex inside a string, and `(.|\n)*`;
+//     object inside a string / before a value, a regex inside a string, `(.|\n)*`, and a
+//     JSON schema inside a free-form value (run by the JSON recognizer, and spelt out as a
+//     regex, which a whitespace pattern of the request's forces);
 //   - BM_CachedMask: the same masks from the grammar's cache (a copy of mask_words() words);
 //   - BM_CompileRegex: a JSON-schema-like regex to a DFA;
+//   - BM_CompileSchema: a tool call's schema with free-form values to a grammar, /0 with the
+//     values run by the recognizer, /1 spelt out kMaxFreeFormDepth levels deep;
 //   - BM_BuildVocabulary: the vocabulary's byte trie.
 //   grammar_bench [--tokenizer=DIR] [benchmark flags]
 // --tokenizer=DIR: the masks over that tokenizer.json's vocabulary (built as the engine does,
@@ -12,6 +16,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,21 +70,36 @@ int32_t byte_token(uint8_t b) {
   return ids[b];
 }
 
+// A tool call's arguments with free-form values (json_schema.h).
+constexpr const char* kToolSchema =
+    R"({"type":"object","properties":{"name":{"type":"string"},"arguments":{"type":"object"},)"
+    R"("meta":{}},"required":["name","arguments"]})";
+// kJsonWs's language, but not its text: the free-form values are spelt out.
+constexpr const char* kSpeltOutWs = "[ \\t\\n\\r]{0,20}|";
+
 struct MaskCase {
   const char* name;
-  const char* pattern;  // nullptr: json_object
+  const char* pattern;  // nullptr: json_object, or the schema below
   const char* prefix;   // fed as single-byte tokens (ids 0..255 are the bytes)
+  const char* schema = nullptr;
+  const char* whitespace = nullptr;  // the schema's whitespace pattern
 };
 const MaskCase kCases[] = {
     {"json_object_in_string", nullptr, "{\"ab"},
     {"json_object_before_value", nullptr, "{\"ab\": "},
     {"regex_in_string", "\\{\"name\": \"[^\"\\\\]{0,40}\", \"age\": \\d{1,3}\\}", "{\"name\": \"x"},
     {"regex_any", "(.|\\n)*", ""},
+    {"schema_free_form_value", nullptr, R"({"name":"f","arguments":{"x":[1, )", kToolSchema},
+    {"schema_free_form_spelt_out", nullptr, R"({"name":"f","arguments":{"x":[1, )", kToolSchema,
+     kSpeltOutWs},
 };
 
 std::shared_ptr<const Grammar> make_grammar(const MaskCase& c) {
-  auto g = c.pattern == nullptr ? Grammar::json_object(vocabulary())
-                                : Grammar::regex(c.pattern, vocabulary());
+  std::optional<std::string> ws;
+  if (c.whitespace != nullptr) ws = c.whitespace;
+  auto g = c.schema != nullptr    ? Grammar::json_schema(c.schema, vocabulary(), ws)
+           : c.pattern == nullptr ? Grammar::json_object(vocabulary())
+                                  : Grammar::regex(c.pattern, vocabulary());
   return g.ok() ? *g : nullptr;
 }
 
@@ -149,6 +169,20 @@ void BM_CompileRegex(benchmark::State& state) {
   }
 }
 
+void BM_CompileSchema(benchmark::State& state) {
+  std::optional<std::string> ws;
+  if (state.range(0) == 1) ws = kSpeltOutWs;
+  state.SetLabel(ws ? "spelt_out" : "free_form_values");
+  for (auto _ : state) {
+    auto g = Grammar::json_schema(kToolSchema, vocabulary(), ws);
+    if (!g.ok()) {
+      state.SkipWithError(g.status().to_string().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(g->get());
+  }
+}
+
 void BM_BuildVocabulary(benchmark::State& state) {
   for (auto _ : state) {
     benchmark::DoNotOptimize(packserve::grammar::testing::synthetic_vocabulary(kVocabSize, 2));
@@ -156,9 +190,10 @@ void BM_BuildVocabulary(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kVocabSize);
 }
 
-BENCHMARK(BM_ColdMask)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_CachedMask)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ColdMask)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CachedMask)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CompileRegex)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CompileSchema)->DenseRange(0, 1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_BuildVocabulary)->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -8,7 +8,8 @@
 //   - json_object: the output is one JSON object (any keys, values nested up to
 //     kMaxJsonDepth), RFC 8259, whitespace between tokens at most kMaxWhitespaceRun bytes in a
 //     row, nothing after the closing brace;
-//   - json_schema: compiled to a regex (grammar/json_schema.h) and matched as one;
+//   - json_schema: compiled to a regex (grammar/json_schema.h) and matched as one, its
+//     free-form values by json_object's recognizer (any depth to kMaxJsonDepth);
 //   - ebnf: a GBNF / EBNF grammar, compiled to a regex (grammar/ebnf.h, recursion unrolled
 //     kMaxEbnfNesting deep) and matched as one.
 // A token is allowed when its bytes keep the output a prefix of some match; the model's EOS
@@ -81,6 +82,15 @@ class Grammar {
   static Result<std::shared_ptr<const Grammar>> json_schema(
       std::string_view schema_json, std::shared_ptr<const Vocabulary> vocab,
       std::optional<std::string> whitespace = std::nullopt);
+  // A regex around JSON schemas' regexes whose free-form values are holes: `pattern` holds
+  // json_schema_to_regex's output compiled with JsonSchemaOptions::free_form_holes (and the
+  // default whitespace, or none: allow_whitespace false) inside any regex (a tool call's
+  // syntax), and each hole is any JSON value, as in Grammar::json_schema; `spelt_out` is the
+  // same regex built from json_schema_to_regex without holes, matched instead when a hole is
+  // ambiguous (json_schema.h). Errors: the regex compiler's.
+  static Result<std::shared_ptr<const Grammar>> regex_with_json_values(
+      std::string_view pattern, std::string_view spelt_out, std::shared_ptr<const Vocabulary> vocab,
+      bool allow_whitespace = true);
   // GBNF / EBNF text whose `root` rule the output matches. Errors name the line and column
   // (ebnf.h).
   static Result<std::shared_ptr<const Grammar>> ebnf(std::string_view grammar,

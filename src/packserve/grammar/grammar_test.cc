@@ -279,14 +279,19 @@ TEST(JsonSchemaGrammarTest, AnAutomatonOverTheCapNamesTheSchema) {
   EXPECT_TRUE(full_match(**ok, "\"abc\""));
 }
 
-// Every free-form form (json_schema.h) compiles to a grammar within the DFA caps; the matcher
-// takes a document at kMaxFreeFormDepth levels and stops at the byte that would open one more.
-TEST(JsonSchemaGrammarTest, FreeFormValuesCompileAndStopAtTheDepthBound) {
+// Every free-form form (json_schema.h) compiles. Its values run the JSON recognizer (any depth
+// to kMaxJsonDepth: json_object_test.cc tests it): a document one container deeper than
+// kMaxFreeFormDepth is taken. Under a whitespace pattern of the request's, and where the
+// free-form value is ambiguous (anyOf a string or anything), the regex spells the value out:
+// the matcher takes a document at kMaxFreeFormDepth levels and stops at the byte that would
+// open one more.
+TEST(JsonSchemaGrammarTest, FreeFormValuesNestUnlessSpeltOut) {
   struct Case {
     const char* schema;
     std::string valid;
-    std::string too_deep;  // valid JSON, one container deeper than allowed
+    std::string too_deep;  // valid JSON, one container deeper than allowed when spelt out
     std::size_t too_deep_accepted_bytes;
+    bool schema_allows_too_deep = true;  // false: the schema's own constraint refuses it
   };
   const Case cases[] = {
       {"true", R"({"a":[1,"x\"y"]})", R"({"a":[[1]]})", 6},
@@ -296,7 +301,7 @@ TEST(JsonSchemaGrammarTest, FreeFormValuesCompileAndStopAtTheDepthBound) {
       {R"({"type":"array"})", R"([true,[false]])", R"([[[]]])", 2},
       {R"({"type":"array","items":true,"maxItems":2})", "[1,{}]", R"([{"a":[]}])", 6},
       {R"({"type":"object","additionalProperties":{"type":"integer"}})", R"({"a":1,"b":2})",
-       R"({"a":{}})", 5},
+       R"({"a":{}})", 5, false},
       {R"({"type":"object","properties":{"name":{"type":"string"},"arguments":{"type":"object"}},)"
        R"("required":["name","arguments"]})",
        R"({"name":"f","arguments":{"x":[1]}})", R"({"name":"f","arguments":{"x":[[1]]}})", 30},
@@ -306,9 +311,21 @@ TEST(JsonSchemaGrammarTest, FreeFormValuesCompileAndStopAtTheDepthBound) {
     const auto g = Grammar::json_schema(c.schema, byte_vocabulary());
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     EXPECT_TRUE(full_match(**g, c.valid)) << c.valid;
-    auto m = (*g)->matcher();
+    EXPECT_EQ(full_match(**g, c.too_deep), c.schema_allows_too_deep) << c.too_deep;
+    const auto spelt = Grammar::json_schema(c.schema, byte_vocabulary(), " ?");
+    ASSERT_TRUE(spelt.ok()) << spelt.status().to_string();
+    EXPECT_TRUE(full_match(**spelt, c.valid)) << c.valid;
+    auto m = (*spelt)->matcher();
     EXPECT_EQ(feed_bytes(*m, c.too_deep), c.too_deep_accepted_bytes) << c.too_deep;
   }
+  const auto ambiguous =
+      Grammar::json_schema(R"({"anyOf":[{"type":"string","maxLength":2},{}]})", byte_vocabulary());
+  ASSERT_TRUE(ambiguous.ok()) << ambiguous.status().to_string();
+  for (const std::string doc : {R"("ab")", R"("abc")", "[[1],{}]", "-1.5"}) {
+    EXPECT_TRUE(full_match(**ambiguous, doc)) << doc;
+  }
+  auto m = (*ambiguous)->matcher();
+  EXPECT_EQ(feed_bytes(*m, "[[[]]]"), 2u);
 }
 
 // Random vocabularies over the bytes the grammars care about (multi-byte characters often
@@ -344,6 +361,11 @@ TEST(MaskTest, RandomWalksMatchBruteForceAndCache) {
     std::vector<std::shared_ptr<const Grammar>> grammars;
     for (const std::string& p : patterns) grammars.push_back(ok_or_null(Grammar::regex(p, vocab)));
     grammars.push_back(ok_or_null(Grammar::json_object(vocab)));
+    // Free-form values: the schema's DFA and the JSON recognizer in one state.
+    grammars.push_back(ok_or_null(Grammar::json_schema("true", vocab)));
+    grammars.push_back(ok_or_null(Grammar::json_schema(
+        R"({"type":"object","properties":{"k":{},"a":{"type":"integer"}},"required":["k"]})",
+        vocab)));
     const std::vector<std::string> choices = {"ab", "abc", "b", "", "\xCF\x89\xCF\x89"};
     grammars.push_back(ok_or_null(Grammar::choice(choices, vocab)));
     for (std::size_t gi = 0; gi < grammars.size(); ++gi) {

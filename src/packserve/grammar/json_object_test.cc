@@ -1,12 +1,15 @@
-// json_object_test.cc: Grammar::json_object, byte by byte. Oracles: documents and the byte
-// each invalid one must be refused at, worked out by hand from RFC 8259 and the rules in
-// grammar.h; and, on seeded random (often mutated) documents, nlohmann::json::accept, a
-// strict RFC 8259 parser, restricted to what json_object adds (an object at top level,
-// nothing after it).
+// json_object_test.cc: the JSON recognizer (json_automaton.h), byte by byte: Grammar::json_object,
+// and Grammar::json_schema's free-form values, which run it (grammar_json_schema.cc). Oracles:
+// documents and the byte each invalid one must be refused at, worked out by hand from RFC 8259
+// and the rules in grammar.h; on seeded random (often mutated) documents, nlohmann::json::accept,
+// a strict RFC 8259 parser, restricted to what json_object adds (an object at top level,
+// nothing after it) or to the free-form value's place in the schema; and json_object's masks
+// for the schema {"type": "object"}, which allows the same documents.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,7 @@
 namespace packserve::grammar {
 namespace {
 
+using testing::allowed_ids;
 using testing::byte_vocabulary;
 using testing::feed_bytes;
 using testing::full_match;
@@ -238,31 +242,37 @@ std::string random_value(std::mt19937& rng, int depth) {
   }
 }
 
-TEST(JsonObjectTest, AgreesWithNlohmannOnRandomMutatedDocuments) {
-  const auto g = json_grammar();
+// Mutates `doc` at up to two random places with bytes JSON cares about (the free-form hole's
+// byte U+0001 among them).
+void mutate(std::mt19937& rng, std::string& doc) {
   static const std::string kMutations =
       "{}[]\":,\\ 01.eE+-tfnu\x01\xC3\xA9\xFF\xED"
       "a\t";
+  for (auto n = static_cast<uint32_t>(rng() % 3); n > 0 && !doc.empty(); --n) {
+    const std::size_t at = rng() % doc.size();
+    const char c = kMutations[rng() % kMutations.size()];
+    switch (rng() % 3) {
+      case 0:
+        doc.erase(at, 1);
+        break;
+      case 1:
+        doc.insert(at, 1, c);
+        break;
+      default:
+        doc[at] = c;
+        break;
+    }
+  }
+}
+
+TEST(JsonObjectTest, AgreesWithNlohmannOnRandomMutatedDocuments) {
+  const auto g = json_grammar();
   int num_valid = 0;
   int num_invalid = 0;
   for (uint32_t seed = 0; seed < 3000; ++seed) {
     std::mt19937 rng(seed);
     std::string doc = random_ws(rng) + random_object(rng, 1);
-    for (auto n = static_cast<uint32_t>(rng() % 3); n > 0 && !doc.empty(); --n) {
-      const std::size_t at = rng() % doc.size();
-      const char c = kMutations[rng() % kMutations.size()];
-      switch (rng() % 3) {
-        case 0:
-          doc.erase(at, 1);
-          break;
-        case 1:
-          doc.insert(at, 1, c);
-          break;
-        default:
-          doc[at] = c;
-          break;
-      }
-    }
+    mutate(rng, doc);
     SCOPED_TRACE("seed " + std::to_string(seed) + " doc " + doc);
     // nlohmann allows any JSON value and whitespace after it; json_object, one object and
     // nothing after it. Mutations keep whitespace runs <= 4 and depth <= 8.
@@ -274,6 +284,117 @@ TEST(JsonObjectTest, AgreesWithNlohmannOnRandomMutatedDocuments) {
   }
   EXPECT_GT(num_valid, 500);
   EXPECT_GT(num_invalid, 500);
+}
+
+bool is_json_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+std::shared_ptr<const Grammar> schema_grammar(const std::string& schema,
+                                              std::shared_ptr<const Vocabulary> vocab) {
+  auto g = Grammar::json_schema(schema, std::move(vocab));
+  EXPECT_TRUE(g.ok()) << schema << ": " << g.status().to_string();
+  return g.ok() ? *g : nullptr;
+}
+
+// A free-form schema is any one JSON value (numbers end with the output), with no whitespace
+// around it; and a free-form property's value is any value, the schema's structure after it
+// (a number ends at the comma).
+TEST(JsonFreeFormTest, AgreesWithNlohmannOnRandomMutatedValues) {
+  const auto any = schema_grammar("true", byte_vocabulary());
+  const auto empty = schema_grammar("{}", byte_vocabulary());
+  const auto member = schema_grammar(
+      R"({"type":"object","properties":{"a":true,"b":{"type":"integer"}},"required":["a","b"]})",
+      byte_vocabulary());
+  ASSERT_TRUE(any && empty && member);
+  int num_valid = 0;
+  int num_invalid = 0;
+  for (uint32_t seed = 0; seed < 3000; ++seed) {
+    std::mt19937 rng(seed);
+    std::string value = random_value(rng, 1);
+    mutate(rng, value);
+    SCOPED_TRACE("seed " + std::to_string(seed) + " value " + value);
+    const bool valid = nlohmann::json::accept(value);  // whitespace around it allowed
+    const bool expected = valid && !is_json_ws(value.front()) && !is_json_ws(value.back());
+    EXPECT_EQ(full_match(*any, value), expected);
+    EXPECT_EQ(full_match(*empty, value), expected);
+    // Inside the object the schema's whitespace surrounds the value.
+    EXPECT_EQ(full_match(*member, R"({"a":)" + value + R"(,"b":12})"), valid);
+    EXPECT_EQ(full_match(*member, R"({ "a" : )" + value + R"( , "b" : -3 })"), valid);
+    (expected ? num_valid : num_invalid) += 1;
+  }
+  EXPECT_GT(num_valid, 500);
+  EXPECT_GT(num_invalid, 500);
+}
+
+// Free-form values nest as deep as json_object's: kMaxJsonDepth containers in the value.
+TEST(JsonFreeFormTest, NestsToTheRecognizersDepth) {
+  const auto any = schema_grammar("true", byte_vocabulary());
+  const auto object = schema_grammar(R"({"type":"object"})", byte_vocabulary());
+  ASSERT_TRUE(any && object);
+  const std::string deepest = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(full_match(*any, deepest));
+  auto m = any->matcher();
+  EXPECT_EQ(feed_bytes(*m, "[" + deepest + "]"), static_cast<std::size_t>(kMaxJsonDepth));
+  // {"type":"object"}'s braces are the schema's; its values are free-form.
+  EXPECT_TRUE(full_match(*object, R"({"a":)" + deepest + "}"));
+  EXPECT_TRUE(full_match(*object, R"({"a":{"b":{"c":{"d":[1,{"e":null}]}}},"f":0})"));
+  auto tail = object->matcher();
+  ASSERT_EQ(feed_bytes(*tail, R"({"a":1})"), 7u);
+  EXPECT_TRUE(tail->accepting());
+  EXPECT_TRUE(tail->finished());
+  auto number = any->matcher();
+  ASSERT_EQ(feed_bytes(*number, "-12.5e3"), 7u);
+  EXPECT_TRUE(number->accepting());
+  EXPECT_FALSE(number->finished());  // more digits may follow
+  auto open = any->matcher();
+  ASSERT_EQ(feed_bytes(*open, "-12.5e"), 6u);
+  EXPECT_FALSE(open->accepting());
+}
+
+// The schema {"type":"object"} allows what json_object does (the recognizer's depth counts
+// from the schema's braces there, one more than json_object's; the walks stay far shallower):
+// their masks agree along random walks over random vocabularies. The pieces leave out \u
+// escapes, where the schema's keys (kJsonStringChar) allow lone surrogates and the recognizer
+// does not.
+TEST(JsonFreeFormTest, ObjectSchemaMasksEqualJsonObjectsAlongRandomWalks) {
+  const std::vector<std::string> pieces = {
+      "a", "k",  "{",  "}", "[", "]",   "\"",   ":",        ",",    "0",    "1", "-",    ".",   "e",
+      " ", "\n", "\\", "n", "t", "rue", "null", "\xCF\x89", "\xCF", "\x89", "f", "alse", "\x01"};
+  int num_steps = 0;
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    std::mt19937 rng(seed);
+    std::vector<std::string> tokens = {"{"};  // json_object allows whitespace before it
+    const auto n = static_cast<uint32_t>(60 + rng() % 80);
+    for (uint32_t i = 1; i < n; ++i) {
+      std::string t;
+      for (auto k = static_cast<uint32_t>(1 + rng() % 3); k > 0; --k)
+        t += pieces[rng() % pieces.size()];
+      tokens.push_back(t);
+    }
+    const auto eos = static_cast<int32_t>(1 + rng() % (n - 1));
+    tokens[static_cast<std::size_t>(eos)] = "";
+    const auto vocab =
+        std::make_shared<const Vocabulary>(std::move(tokens), std::vector<int32_t>{eos});
+    const auto object = schema_grammar(R"({"type":"object"})", vocab);
+    const auto reference = Grammar::json_object(vocab);
+    ASSERT_TRUE(object && reference.ok());
+    auto a = object->matcher();
+    auto b = (*reference)->matcher();
+    ASSERT_TRUE(a->accept(0).ok());
+    ASSERT_TRUE(b->accept(0).ok());
+    for (int step = 0; step < 40 && !b->finished(); ++step) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " step " + std::to_string(step));
+      const std::set<int32_t> mask = allowed_ids(*b, *vocab);
+      ASSERT_EQ(allowed_ids(*a, *vocab), mask);
+      ASSERT_EQ(a->accepting(), b->accepting());
+      ++num_steps;
+      if (mask.empty()) break;
+      auto it = mask.begin();
+      std::advance(it, static_cast<long>(rng() % mask.size()));
+      ASSERT_TRUE(a->accept(*it).ok());
+      ASSERT_TRUE(b->accept(*it).ok());
+    }
+  }
+  EXPECT_GT(num_steps, 400);
 }
 
 }  // namespace

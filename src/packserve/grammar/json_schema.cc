@@ -267,7 +267,8 @@ bool is_free_form(const Json& schema) {
 class Compiler {
  public:
   // ws: the whitespace fragment between JSON tokens (JsonSchemaOptions::whitespace).
-  Compiler(const Json& root, std::string ws) : root_(root), ws_(std::move(ws)) {}
+  Compiler(const Json& root, std::string ws, bool holes)
+      : root_(root), ws_(std::move(ws)), holes_(holes) {}
 
   // The regex of `schema`, found at JSON pointer `pointer`, `depth` schemas deep.
   Result<std::string> compile(const Json& schema, const std::string& pointer, int depth);
@@ -286,6 +287,12 @@ class Compiler {
 
   const Json& root_;
   const std::string ws_;
+  const bool holes_;  // free-form values as kFreeFormHole (JsonSchemaOptions::free_form_holes)
+
+  // A free-form value of at most `levels` containers, or the hole standing for any value.
+  std::string free_form(int levels) const {
+    return holes_ ? std::string(kFreeFormHoleRegex) : free_form_value(levels, ws_);
+  }
   std::vector<std::string> ref_stack_;  // pointers of the $ref targets being expanded
   std::size_t work_bytes_ = 0;          // bytes of every fragment built so far
 };
@@ -331,7 +338,7 @@ Result<std::string> Compiler::compile_node(const Json& schema, const std::string
                                            int depth) {
   if (schema.is_boolean()) {
     if (!schema.get<bool>()) return bad(pointer, "schema false allows no value");
-    return free_form_value(kMaxFreeFormDepth, ws_);
+    return free_form(kMaxFreeFormDepth);
   }
   if (!schema.is_object()) {
     return bad(pointer, "expected a schema (an object), got " + describe(schema));
@@ -353,7 +360,7 @@ Result<std::string> Compiler::compile_node(const Json& schema, const std::string
     }
     keywords.push_back(key);
   }
-  if (keywords.empty()) return free_form_value(kMaxFreeFormDepth, ws_);
+  if (keywords.empty()) return free_form(kMaxFreeFormDepth);
   // $ref, anyOf, oneOf, allOf each stand alone (annotations aside).
   for (const std::string combinator : {"$ref", "anyOf", "oneOf", "allOf"}) {
     if (!schema.contains(combinator)) continue;
@@ -754,7 +761,7 @@ Result<std::string> Compiler::compile_object(const Json& schema, const std::stri
   std::optional<std::string> extra_value;
   if (additional == nullptr ? props_it == schema.end() : !closed) {
     if (additional == nullptr || is_free_form(*additional)) {
-      extra_value = free_form_value(kMaxFreeFormDepth - 1, ws_);
+      extra_value = free_form(kMaxFreeFormDepth - 1);
     } else {
       PS_ASSIGN_OR_RETURN(extra_value, compile(*additional, additional_at, depth + 1));
     }
@@ -831,13 +838,13 @@ Result<std::string> Compiler::compile_array(const Json& schema, const std::strin
       prefix = &*items_it;
       prefix_at = at;
     } else if (is_free_form(*items_it)) {
-      item = free_form_value(kMaxFreeFormDepth - 1, ws_);
+      item = free_form(kMaxFreeFormDepth - 1);
     } else if (*items_it != false) {
       PS_ASSIGN_OR_RETURN(std::string regex, compile(*items_it, at, depth + 1));
       item = std::move(regex);
     }
   } else if (!prefix) {  // an array of any values
-    item = free_form_value(kMaxFreeFormDepth - 1, ws_);
+    item = free_form(kMaxFreeFormDepth - 1);
   }
   const std::string& ws = ws_;
   const std::string sep = ws + "," + ws;
@@ -912,9 +919,11 @@ Result<std::string> json_schema_to_regex(std::string_view schema_json,
     Json root = Json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
     if (root.is_discarded()) return bad("", "not valid JSON");
     // A caller's fragment is grouped, so that an alternation in it stays inside.
-    Compiler compiler(root, options.whitespace == kJsonWs || options.whitespace.empty()
-                                ? options.whitespace
-                                : "(?:" + options.whitespace + ")");
+    Compiler compiler(root,
+                      options.whitespace == kJsonWs || options.whitespace.empty()
+                          ? options.whitespace
+                          : "(?:" + options.whitespace + ")",
+                      options.free_form_holes);
     PS_ASSIGN_OR_RETURN(std::string regex, compiler.compile(root, "", 0));
     return regex;
   } catch (const std::exception& e) {

@@ -43,18 +43,27 @@
 // (properties -> object, items -> array, minLength -> string, minimum -> number) is read as
 // that type, as outlines does.
 //
-// Free-form values: any JSON value whose containers nest at most kMaxFreeFormDepth levels,
-// the value itself counting as level 1 when it is an object or array: with 2, `{"a":[1]}`
-// and `[[],{}]` are allowed, `{"a":[[1]]}` is not. Strings are any JSON string (escapes
-// included: the regex of {"type": "string"}), keys too; numbers any JSON number. An object
-// without properties (additionalProperties absent or true) or an array without items is the
-// first of those levels, its values free-form with one level fewer: {"type": "object"} allows
-// `{"a":{"b":1}}`, not `{"a":{"b":{}}}`. `items` or `additionalProperties` that is `true` or a
-// schema without constraints reads as absent. Only the free-form value's own containers count:
-// one at /properties/meta still has all its levels, however deep the schema puts it, and a
-// map's values have those of their schema. A document deeper than the bound is not generated:
-// where the bound is reached the regex allows no `{` or `[`, so the model writes a scalar
-// there (or closes the container).
+// Free-form values (schema `true` or `{}`, the values of an object without properties, the
+// items of an array without items, other members beside properties): any JSON value, with
+// the whitespace above, keys in any order. Grammar::json_schema compiles each to the one byte
+// kFreeFormHole (JsonSchemaOptions::free_form_holes) and runs the JSON recognizer of
+// json_object there (json_automaton.h: containers nest up to kMaxJsonDepth levels, strings
+// valid UTF-8 without lone surrogates). Two cases keep the regex form below instead: a
+// whitespace pattern of the request's (the recognizer knows runs of JSON whitespace only),
+// and a hole the DFA cannot tell from a neighbour (a state that may start both a free-form
+// value and another branch on the same byte, as anyOf [{"type":"string"}, {}] does).
+// The regex form (json_schema_to_regex without holes) spells the value out at most
+// kMaxFreeFormDepth levels deep, the value itself counting as level 1 when it is an object or
+// array: with 2, `{"a":[1]}` and `[[],{}]` are allowed, `{"a":[[1]]}` is not. Strings are any
+// JSON string (escapes included: the regex of {"type": "string"}), keys too; numbers any JSON
+// number. An object without properties (additionalProperties absent or true) or an array
+// without items is the first of those levels, its values free-form with one level fewer:
+// {"type": "object"} allows `{"a":{"b":1}}`, not `{"a":{"b":{}}}`. `items` or
+// `additionalProperties` that is `true` or a schema without constraints reads as absent. Only
+// the free-form value's own containers count: one at /properties/meta still has all its
+// levels, however deep the schema puts it, and a map's values have those of their schema. A
+// document deeper than the bound is not generated: where the bound is reached the regex
+// allows no `{` or `[`, so the model writes a scalar there (or closes the container).
 //
 // `pattern` is matched against the whole string value (a leading ^ and trailing $ are
 // dropped; JSON Schema's unanchored search is not kept, as in outlines and xgrammar) and is
@@ -79,9 +88,10 @@
 // properties fits about 80 items, of integers about 400, a string about 1000 characters).
 // The DFA builder keeps the last word, over the whole regex. Optional properties of an
 // object with no required one cost O(k^2) regex bytes for k properties. A free-form value
-// costs about 4.3 KB of regex and 2,200 DFA states ({"type": "object"}: 2.2 KB, 1,100), and
-// each level more would cost 4x: about ten free-form values fit in one schema (regex.h's NFA
-// cap), and maxItems on free-form items is refused past 37.
+// costs the regex one byte as a hole; spelt out, about 4.3 KB of regex and 2,200 DFA states
+// ({"type": "object"}: 2.2 KB, 1,100), and each level more would cost 4x: about ten spelt-out
+// free-form values fit in one schema (regex.h's NFA cap), and maxItems on spelt-out
+// free-form items is refused past 37.
 //
 // Thread-safety: a pure function.
 #pragma once
@@ -104,11 +114,17 @@ static_assert(kMaxWhitespaceRun == 20, "kJsonWs spells kMaxWhitespaceRun out: up
 inline constexpr std::string_view kJsonStringChar =
     R"((?:[^"\\\x00-\x1F]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}))";
 
-inline constexpr int kMaxSchemaDepth = 64;                 // nested schemas, $ref included
-inline constexpr int kMaxFreeFormDepth = 2;                // containers in a free-form value
-inline constexpr uint64_t kMaxRepeatAtoms = 20000;         // count * expanded size of repeated part
-inline constexpr std::size_t kMaxRegexBytes = 256 * 1024;  // the generated regex
+inline constexpr int kMaxSchemaDepth = 64;          // nested schemas, $ref included
+inline constexpr int kMaxFreeFormDepth = 2;         // containers in a spelt-out free-form value
+inline constexpr uint64_t kMaxRepeatAtoms = 20000;  // count * expanded size of repeated part
+inline constexpr std::size_t kMaxRegexBytes = 256 * 1024;       // the generated regex
 inline constexpr std::size_t kMaxWorkBytes = 16 * 1024 * 1024;  // all fragments built on the way
+
+// The byte that stands for a whole free-form value in a regex compiled with
+// JsonSchemaOptions::free_form_holes, and that regex fragment. JSON text never holds a raw
+// U+0001, so no other part of a schema's regex matches it.
+inline constexpr uint8_t kFreeFormHole = 0x01;
+inline constexpr std::string_view kFreeFormHoleRegex = "\\x01";
 
 // The regex (regex.h's dialect) of the JSON documents `schema_json` allows. Errors above.
 struct JsonSchemaOptions {
@@ -116,6 +132,10 @@ struct JsonSchemaOptions {
   // container; "" allows none (vLLM's disable_any_whitespace); another pattern is vLLM's
   // guided_whitespace_pattern (its errors are the regex compiler's, reported by the caller).
   std::string whitespace = std::string(kJsonWs);
+  // Every free-form value is the one byte kFreeFormHole instead of its kMaxFreeFormDepth
+  // regex: Grammar::json_schema's matcher then runs a JSON recognizer there (any depth up to
+  // kMaxJsonDepth; grammar_json_schema.cc). The regex alone is not the schema's language.
+  bool free_form_holes = false;
 };
 Result<std::string> json_schema_to_regex(std::string_view schema_json,
                                          const JsonSchemaOptions& options = {});

@@ -617,6 +617,39 @@ TEST(JsonSchemaFreeForm, ExactRegexes) {
             "\\[" + W + "(?:null(?:" + sep + v1 + ")*" + W + ")?\\]");
 }
 
+// JsonSchemaOptions::free_form_holes: each free-form value is the one byte kFreeFormHole,
+// whatever its depth budget; the containers a schema names are still spelt out around it.
+TEST(JsonSchemaFreeForm, HolesStandForWholeValues) {
+  JsonSchemaOptions holes;
+  holes.free_form_holes = true;
+  const auto compile_holes = [&](const std::string& schema) {
+    Result<std::string> r = json_schema_to_regex(schema, holes);
+    EXPECT_TRUE(r.ok()) << schema << "\n" << r.status().to_string();
+    return r.ok() ? *r : std::string("(?!)");
+  };
+  const std::string H(kFreeFormHoleRegex);
+  const std::string sep = W + "," + W;
+  const std::string str = "\"" + C + "*\"";
+  for (const char* schema : {"true", "{}", R"({"description": "anything"})"}) {
+    EXPECT_EQ(compile_holes(schema), H) << schema;
+  }
+  const std::string member = str + W + ":" + W + H;
+  EXPECT_EQ(compile_holes(R"({"type": "object"})"),
+            "\\{" + W + "(?:" + member + "(?:" + sep + member + ")*" + W + ")?\\}");
+  EXPECT_EQ(compile_holes(R"({"type": "array"})"),
+            "\\[" + W + "(?:" + H + "(?:" + sep + H + ")*" + W + ")?\\]");
+  EXPECT_EQ(
+      compile_holes(R"({"type": "object", "properties": {"id": {"type": "integer"},
+                              "meta": {}}, "required": ["id", "meta"]})"),
+      "\\{" + W + "\"id\"" + W + ":" + W + kInt + sep + "\"meta\"" + W + ":" + W + H + W + "\\}");
+  // Schemas without free-form values compile to the same regex either way.
+  const std::string plain = R"({"type": "object", "properties": {"a": {"type": "boolean"}}})";
+  EXPECT_EQ(compile_holes(plain), compile_ok(plain));
+  // No string, number or literal of JSON can match the hole byte.
+  const std::regex hole_free(compile_ok(R"({"type": "array", "items": {"type": "string"}})"));
+  EXPECT_FALSE(std::regex_match("[\"\x01\"]", hole_free));
+}
+
 TEST(JsonSchemaFreeForm, AnyValueUpToTheBound) {
   expect_documents(
       "true",
