@@ -57,6 +57,10 @@ struct StructuredOutput {
   // (grammar/ebnf.h).
   std::string spec;
   std::vector<std::string> choices;  // kChoice: the output is exactly one of them (>= 1)
+  // kRegex: when not empty, `spec` holds JSON schemas' regexes whose free-form values are
+  // holes and this is the same regex with them spelt out
+  // (grammar::Grammar::regex_with_json_values; the server's tool calls).
+  std::string spelt_out;
   // kJsonSchema: the regex of the whitespace between JSON tokens (grammar/json_schema.h
   // JsonSchemaOptions::whitespace; unset: its default, "": none). kJsonObject: only "" (no
   // whitespace) or unset.

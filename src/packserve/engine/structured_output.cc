@@ -14,6 +14,7 @@ std::string cache_key(const StructuredOutput& s) {
   };
   add(s.spec);
   for (const std::string& c : s.choices) add(c);
+  add(s.spelt_out);
   key += s.whitespace ? "w" : "-";  // after the lengths-prefixed parts: unambiguous
   if (s.whitespace) add(*s.whitespace);
   return key;
@@ -79,6 +80,9 @@ Result<std::shared_ptr<const grammar::Grammar>> GrammarCache::get(const Structur
       case Kind::kJsonSchema:
         return grammar::Grammar::json_schema(s.spec, vocab, s.whitespace);
       case Kind::kRegex:
+        if (!s.spelt_out.empty()) {
+          return grammar::Grammar::regex_with_json_values(s.spec, s.spelt_out, vocab);
+        }
         return grammar::Grammar::regex(s.spec, vocab);
       case Kind::kChoice:
         return grammar::Grammar::choice(s.choices, vocab);

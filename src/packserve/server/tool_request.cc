@@ -146,22 +146,29 @@ ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<
               R"(},")" + key + R"(":)" + arguments_schema(tool) + R"(},"required":["name",")" +
               key + R"("]})";
   }
-  Result<std::string> call = grammar::json_schema_to_regex(R"({"anyOf":[)" + any_of + "]}");
+  const std::string schema = R"({"anyOf":[)" + any_of + "]}";
+  grammar::JsonSchemaOptions holes;
+  holes.free_form_holes = true;
+  Result<std::string> call = grammar::json_schema_to_regex(schema, holes);
   if (!call.ok()) return bad_request("tools: " + call.status().message(), "tools");
+  Result<std::string> spelt_out = grammar::json_schema_to_regex(schema);
+  if (!spelt_out.ok()) return bad_request("tools: " + spelt_out.status().message(), "tools");
+  // The calls in the model's syntax around the regex of one call.
+  auto calls = [&](const std::string& one_call) -> std::string {
+    if (format == ToolCallFormat::kLlama3Json) return one_call;
+    if (format == ToolCallFormat::kMistral) {
+      // The [TOOL_CALLS] control token is no text a constraint can allow: the list alone.
+      const std::string one = "(?:" + one_call + ")";
+      return " ?\\[" + one + (parallel ? "(?:, " + one + ")*" : "") + "\\]";
+    }
+    if (parallel) return "(?:<tool_call>\\n" + one_call + "\\n</tool_call>\\n?)+";
+    return "<tool_call>\\n" + one_call + "\\n</tool_call>";
+  };
   engine::StructuredOutput out;
   out.kind = Kind::kRegex;
   out.field = "tools";
-  if (format == ToolCallFormat::kLlama3Json) {
-    out.spec = *call;
-  } else if (format == ToolCallFormat::kMistral) {
-    // The [TOOL_CALLS] control token is no text a constraint can allow: the list alone.
-    const std::string one = "(?:" + *call + ")";
-    out.spec = " ?\\[" + one + (parallel ? "(?:, " + one + ")*" : "") + "\\]";
-  } else if (parallel) {
-    out.spec = "(?:<tool_call>\\n" + *call + "\\n</tool_call>\\n?)+";
-  } else {
-    out.spec = "<tool_call>\\n" + *call + "\\n</tool_call>";
-  }
+  out.spec = calls(*call);
+  out.spelt_out = calls(*spelt_out);
   return out;
 }
 

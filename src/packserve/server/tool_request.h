@@ -56,8 +56,11 @@ std::optional<ApiError> parse_tool_fields(const nlohmann::json& body, std::strin
 //                a Hermes one's.
 // Each call is the JSON schema of its tool's arguments (arguments_schema) beside a "name"
 // const, a tool appearing once in the regex: a JSON list would repeat every tool's schema
-// (its first item and the others), doubling the automaton. A regex that does not compile is
-// a 400 naming `tools`.
+// (its first item and the others), doubling the automaton. The schemas' free-form values
+// (a tool without parameters takes any object) are holes, matched by the JSON recognizer
+// (`spec`), with the same regex spelt out beside it (`spelt_out`;
+// grammar::Grammar::regex_with_json_values). A regex that does not compile is a 400 naming
+// `tools`.
 ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<Tool>& tools,
                                                               bool parallel, ToolCallFormat format);
 

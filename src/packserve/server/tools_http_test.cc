@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "packserve/grammar/grammar.h"
+#include "packserve/grammar/grammar_test_util.h"
 #include "packserve/grammar/json_schema.h"
 #include "packserve/grammar/regex.h"
 #include "packserve/server/fake_engine_test_util.h"
@@ -212,13 +214,30 @@ TEST_F(ToolsTest, NamedChoiceConstrainsToItsArguments) {
 }
 
 // Whether the whole of `text` matches `pattern` (regex.h's dialect).
-bool full_match(const std::string& pattern, std::string_view text) {
+bool dfa_full_match(const std::string& pattern, std::string_view text) {
   Result<grammar::Dfa> dfa = grammar::compile_regex(pattern);
   EXPECT_TRUE(dfa.ok()) << dfa.status().to_string();
   if (!dfa.ok()) return false;
   int32_t state = dfa->start_state;
   for (const char c : text) state = dfa->next(state, static_cast<uint8_t>(c));
   return dfa->accepting[static_cast<std::size_t>(state)] != 0;
+}
+
+// Whether the whole of `text` matches the constraint `s`: a regex, with free-form JSON values
+// where s.spelt_out is set. The spelt-out regex agrees on a document nested at most
+// kMaxFreeFormDepth deep (`shallow`).
+bool full_match(const engine::StructuredOutput& s, std::string_view text, bool shallow = true) {
+  const auto vocab = grammar::testing::byte_vocabulary();
+  const auto g = s.spelt_out.empty()
+                     ? grammar::Grammar::regex(s.spec, vocab)
+                     : grammar::Grammar::regex_with_json_values(s.spec, s.spelt_out, vocab);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  if (!g.ok()) return false;
+  const bool matched = grammar::testing::full_match(**g, text);
+  if (!s.spelt_out.empty() && shallow) {
+    EXPECT_EQ(dfa_full_match(s.spelt_out, text), matched) << text;
+  }
+  return matched;
 }
 
 TEST_F(ToolsTest, RequiredChoiceConstrainsToCallsInTheModelsSyntax) {
@@ -239,32 +258,41 @@ TEST_F(ToolsTest, RequiredChoiceConstrainsToCallsInTheModelsSyntax) {
   const auto structured = engine_->submitted_requests().at(0).sampling.structured;
   EXPECT_EQ(structured.kind, engine::StructuredOutput::Kind::kRegex);
   EXPECT_EQ(structured.field, "tools");
-  const Result<std::string> call = grammar::json_schema_to_regex(
+  const std::string schema =
       R"({"anyOf":[{"type":"object","properties":{"name":{"const":"get_weather"},"arguments":)"
       R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},)"
       R"("required":["name","arguments"]},{"type":"object","properties":{"name":)"
-      R"({"const":"now"},"arguments":{"type":"object"}},"required":["name","arguments"]}]})");
-  ASSERT_TRUE(call.ok());
+      R"({"const":"now"},"arguments":{"type":"object"}},"required":["name","arguments"]}]})";
+  grammar::JsonSchemaOptions holes;
+  holes.free_form_holes = true;
+  const Result<std::string> call = grammar::json_schema_to_regex(schema, holes);
+  const Result<std::string> spelt_out = grammar::json_schema_to_regex(schema);
+  ASSERT_TRUE(call.ok() && spelt_out.ok());
   EXPECT_EQ(structured.spec, "(?:<tool_call>\\n" + *call + "\\n</tool_call>\\n?)+");
+  EXPECT_EQ(structured.spelt_out, "(?:<tool_call>\\n" + *spelt_out + "\\n</tool_call>\\n?)+");
   const std::string weather =
       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>";
-  EXPECT_TRUE(full_match(structured.spec, weather));
-  EXPECT_TRUE(full_match(structured.spec, weather + "\n" + weather + "\n"));
-  EXPECT_FALSE(full_match(structured.spec, ""));
-  EXPECT_FALSE(full_match(structured.spec, "Sure. " + weather));
+  EXPECT_TRUE(full_match(structured, weather));
+  EXPECT_TRUE(full_match(structured, weather + "\n" + weather + "\n"));
+  EXPECT_FALSE(full_match(structured, ""));
+  EXPECT_FALSE(full_match(structured, "Sure. " + weather));
+  EXPECT_FALSE(full_match(
+      structured, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(
-      full_match(structured.spec,
-                 "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
-  EXPECT_FALSE(full_match(structured.spec,
-                          "<tool_call>\n{\"name\": \"then\", \"arguments\": {}}\n</tool_call>"));
+      full_match(structured, "<tool_call>\n{\"name\": \"then\", \"arguments\": {}}\n</tool_call>"));
+  // "now" takes any object: nested deeper than a spelt-out free-form value may be.
+  EXPECT_TRUE(full_match(structured,
+                         "<tool_call>\n{\"name\": \"now\", \"arguments\": {\"a\": {\"b\": "
+                         "[[1, {\"c\": null}]]}}}\n</tool_call>",
+                         /*shallow=*/false));
 
   // parallel_tool_calls false: exactly one block.
   ASSERT_EQ(
       post("/v1/chat/completions", body(R"(,"tool_choice":"required","parallel_tool_calls":false)"))
           .status,
       200);
-  const std::string one = engine_->submitted_requests().at(1).sampling.structured.spec;
-  EXPECT_EQ(one, "<tool_call>\\n" + *call + "\\n</tool_call>");
+  const auto one = engine_->submitted_requests().at(1).sampling.structured;
+  EXPECT_EQ(one.spec, "<tool_call>\\n" + *call + "\\n</tool_call>");
   EXPECT_TRUE(full_match(one, weather));
   EXPECT_FALSE(full_match(one, weather + "\n" + weather));
   // Cut off inside a block: the text is content, the reason stays "length".
@@ -282,9 +310,9 @@ TEST(ToolRequest, RequiredCallsInLlama3Syntax) {
       required_calls_constraint(tools, /*parallel=*/true, ToolCallFormat::kLlama3Json);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c.value().kind, engine::StructuredOutput::Kind::kRegex);
-  EXPECT_TRUE(full_match(c.value().spec, R"({"name": "now", "parameters": {"tz": "UTC"}})"));
-  EXPECT_FALSE(full_match(c.value().spec, R"({"name": "now", "arguments": {}})"));
-  EXPECT_FALSE(full_match(c.value().spec, R"({"name": "now", "parameters": {}}; )"));
+  EXPECT_TRUE(full_match(c.value(), R"({"name": "now", "parameters": {"tz": "UTC"}})"));
+  EXPECT_FALSE(full_match(c.value(), R"({"name": "now", "arguments": {}})"));
+  EXPECT_FALSE(full_match(c.value(), R"({"name": "now", "parameters": {}}; )"));
   // A tool schema the compiler refuses is a 400 naming tools.
   const Tool lookahead{"f", "", R"x({"type":"object","properties":{"a":{"pattern":"(?=x)"}}})x"};
   const ApiResult<engine::StructuredOutput> bad =
@@ -329,16 +357,16 @@ TEST_F(ToolsTest, MistralCallsKeepTheControlTokenAndGetNineCharacterIds) {
   EXPECT_FALSE(required.skip_special_tokens);
   const std::string weather = R"({"name": "get_weather", "arguments": {"city": "Rome"}})";
   const std::string now = R"({"name": "now", "arguments": {}})";
-  EXPECT_TRUE(full_match(required.structured.spec, " [" + weather + "]"));
-  EXPECT_TRUE(full_match(required.structured.spec, "[" + weather + ", " + now + "]"));
-  EXPECT_FALSE(full_match(required.structured.spec, "[]"));
-  EXPECT_FALSE(full_match(required.structured.spec, "[TOOL_CALLS] [" + now + "]"));
-  EXPECT_FALSE(full_match(required.structured.spec, "[" + weather + ", ]"));
+  EXPECT_TRUE(full_match(required.structured, " [" + weather + "]"));
+  EXPECT_TRUE(full_match(required.structured, "[" + weather + ", " + now + "]"));
+  EXPECT_FALSE(full_match(required.structured, "[]"));
+  EXPECT_FALSE(full_match(required.structured, "[TOOL_CALLS] [" + now + "]"));
+  EXPECT_FALSE(full_match(required.structured, "[" + weather + ", ]"));
   const ApiResult<engine::StructuredOutput> one = required_calls_constraint(
       {Tool{"now", "", ""}}, /*parallel=*/false, ToolCallFormat::kMistral);
   ASSERT_TRUE(one.ok());
-  EXPECT_TRUE(full_match(one.value().spec, "[" + now + "]"));
-  EXPECT_FALSE(full_match(one.value().spec, "[" + now + ", " + now + "]"));
+  EXPECT_TRUE(full_match(one.value(), "[" + now + "]"));
+  EXPECT_FALSE(full_match(one.value(), "[" + now + ", " + now + "]"));
 }
 
 // Streamed, each Mistral call comes in its own delta.tool_calls entry as its list element
