@@ -122,6 +122,19 @@ Status SamplingParams::validate() const {
                               std::to_string(stop_token_ids[i]));
     }
   }
+  if (bad_words_token_ids.size() > kMaxBadWordsSequences) {
+    return invalid_argument("bad_words_token_ids: expected at most " +
+                            std::to_string(kMaxBadWordsSequences) + " sequences, got " +
+                            std::to_string(bad_words_token_ids.size()));
+  }
+  for (size_t i = 0; i < bad_words_token_ids.size(); ++i) {
+    const size_t n = bad_words_token_ids[i].size();
+    if (n == 0 || n > kMaxBadWordsTokens) {
+      return invalid_argument("bad_words_token_ids[" + std::to_string(i) + "]: expected 1 to " +
+                              std::to_string(kMaxBadWordsTokens) + " token ids, got " +
+                              std::to_string(n));
+    }
+  }
   return ok_status();
 }
 
@@ -317,6 +330,13 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(GenerateRequest request) {
     Result<std::shared_ptr<const grammar::Grammar>> g =
         grammar::Grammar::restrict_tokens(std::move(constraint), impl.grammars->shared_vocabulary(),
                                           request.sampling.allowed_token_ids);
+    if (!g.ok()) return reject(g.status());
+    constraint = std::move(*g);
+  }
+  if (!request.sampling.bad_words_token_ids.empty()) {
+    Result<std::shared_ptr<const grammar::Grammar>> g =
+        grammar::Grammar::ban_sequences(std::move(constraint), impl.grammars->shared_vocabulary(),
+                                        request.sampling.bad_words_token_ids);
     if (!g.ok()) return reject(g.status());
     constraint = std::move(*g);
   }

@@ -44,6 +44,9 @@ using RequestId = sched::RequestId;
 inline constexpr int32_t kMaxTopLogprobs = packserve::kMaxTopLogprobs;
 // Entries a request's SamplingParams::logit_bias may hold.
 inline constexpr size_t kMaxLogitBias = 1024;
+// Sequences a request's SamplingParams::bad_words_token_ids may hold, and tokens in each.
+inline constexpr size_t kMaxBadWordsSequences = 128;
+inline constexpr size_t kMaxBadWordsTokens = 64;
 
 // Structured outputs (vLLM's structured_outputs, OpenAI's response_format): the output must
 // match a constraint (grammar/grammar.h). Tokens that cannot continue a match get -inf before
@@ -89,6 +92,11 @@ struct SamplingParams {
   // vLLM's allowed_token_ids: when not empty, only these tokens are drawn, within the
   // structured output's (grammar::Grammar::restrict_tokens; a masked row every step).
   std::vector<int32_t> allowed_token_ids;
+  // vLLM's bad_words, as token sequences (the server tokenizes the words): a sequence's last
+  // token is not drawn where the output so far ends with the rest of it (a one-token sequence:
+  // never), within the structured output's (grammar::Grammar::ban_sequences; a masked row
+  // every step). At most kMaxBadWordsSequences, each of 1 to kMaxBadWordsTokens ids.
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
   bool ignore_eos = false;
   bool logprobs = false;  // report the sampled token's log-probability
   // With logprobs: also the this-many most likely tokens' log-probabilities (0 to

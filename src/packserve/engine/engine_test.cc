@@ -1245,6 +1245,72 @@ TEST(EngineStructuredTest, AllowedTokenIdsBoundEveryDraw) {
   EXPECT_NE(message.find("), got -3"), std::string::npos) << message;
 }
 
+// bad_words_token_ids: greedy is the argmax of the fake model's row over the tokens no
+// sequence bans at that point (a sequence's last token, where the output ends with the rest);
+// bad sequences are refused at submit, naming them, and leave no pages behind.
+TEST(EngineStructuredTest, BadWordsTokenIdsBanTheLastTokenAfterItsPrefix) {
+  auto t = make_engine(testing::hash_next_token);
+  const std::vector<int32_t> prompt = ids_of("hi");
+  constexpr int32_t kMaxTokens = 8;
+  const auto run = [&](const std::vector<std::vector<int32_t>>& banned) {
+    GenerateRequest r = greedy_request(prompt, kMaxTokens);
+    r.sampling.bad_words_token_ids = banned;
+    auto stream = t.engine->submit(r);
+    EXPECT_TRUE(stream.ok()) << stream.status().to_string();
+    return stream.ok() ? collect(**stream).token_ids : std::vector<int32_t>{};
+  };
+  // The reference: each step's argmax among the tokens not banned there.
+  const auto reference = [&](const std::vector<std::vector<int32_t>>& banned) {
+    std::vector<int32_t> context = prompt, out;
+    while (static_cast<int32_t>(out.size()) < kMaxTokens) {
+      const std::vector<float> row = model_row(context);
+      int32_t best = -1;
+      for (int32_t tok = 0; tok < kVocab; ++tok) {
+        bool is_banned = false;
+        for (const std::vector<int32_t>& b : banned) {
+          const std::size_t k = b.size() - 1;
+          is_banned |= b.back() == tok && k <= out.size() &&
+                       std::equal(b.begin(), b.end() - 1, out.end() - static_cast<long>(k));
+        }
+        if (!is_banned && (best < 0 || row[tok] > row[best])) best = tok;
+      }
+      out.push_back(best);
+      context.push_back(best);
+      if (best == kEosId) break;
+    }
+    return out;
+  };
+  const std::vector<int32_t> free = run({});
+  ASSERT_EQ(free, reference({}));
+  ASSERT_GE(free.size(), 3u);
+  // The second token after the first: the output starts the same, then turns.
+  const std::vector<std::vector<int32_t>> pair = {{free[0], free[1]}};
+  const std::vector<int32_t> turned = run(pair);
+  EXPECT_EQ(turned, reference(pair));
+  ASSERT_GE(turned.size(), 2u);
+  EXPECT_EQ(turned[0], free[0]);
+  EXPECT_NE(turned[1], free[1]);
+  // One-token sequences ban their token everywhere; a sequence whose prefix never comes out
+  // changes nothing.
+  const std::vector<std::vector<int32_t>> singles = {
+      {free[0]}, {free[2]}, {static_cast<int32_t>(kVocab) - 1, free[1]}};
+  const std::vector<int32_t> other = run(singles);
+  EXPECT_EQ(other, reference(singles));
+  for (const int32_t id : other) EXPECT_TRUE(id != free[0] && id != free[2]) << id;
+  EXPECT_GT(t.backend->num_masked_rows.load(), 0);
+
+  GenerateRequest empty = greedy_request(prompt, 4);
+  empty.sampling.bad_words_token_ids = {{1}, {}};
+  EXPECT_EQ(t.engine->submit(empty).status().message(),
+            "bad_words_token_ids[1]: expected 1 to 64 token ids, got 0");
+  GenerateRequest outside = greedy_request(prompt, 4);
+  outside.sampling.bad_words_token_ids = {{1, static_cast<int32_t>(kVocab)}};
+  EXPECT_EQ(t.engine->submit(outside).status().message(),
+            "bad_words_token_ids[0][1]: expected a token id in [0, " + std::to_string(kVocab) +
+                "), got " + std::to_string(kVocab));
+  EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) { return m.pages_in_use == 0; }));
+}
+
 // Constrained rows go to the backend with their masks (ForwardBatch::masks): draws there give
 // the same tokens, logprobs and alternatives as host draws from the masked logits, with logit
 // bias and penalties applied after the mask, requests of several constraints and unconstrained

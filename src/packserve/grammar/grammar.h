@@ -103,6 +103,15 @@ class Grammar {
   static Result<std::shared_ptr<const Grammar>> restrict_tokens(
       std::shared_ptr<const Grammar> inner, std::shared_ptr<const Vocabulary> vocab,
       std::span<const int32_t> allowed);
+  // vLLM's bad_words (as token sequences): token t is not allowed where the output so far,
+  // then t, ends with one of `sequences` (a one-token sequence bans its token everywhere);
+  // otherwise what `inner` allows (null: any token, every output a complete match). The
+  // sequences look at the output only, not the prompt. kInvalidArgument naming
+  // `bad_words_token_ids[i]` (or `[i][j]`) for an empty list or sequence, or an id outside the
+  // vocabulary.
+  static Result<std::shared_ptr<const Grammar>> ban_sequences(
+      std::shared_ptr<const Grammar> inner, std::shared_ptr<const Vocabulary> vocab,
+      std::span<const std::vector<int32_t>> sequences);
 
   // A matcher at the start of the output.
   virtual std::unique_ptr<Matcher> matcher() const = 0;

@@ -221,6 +221,62 @@ TEST(RestrictTokensTest, AloneAndWithinAGrammar) {
       "allowed_token_ids[1]: expected a token id in [0, 258), got 258");
 }
 
+// bad_words: the last token of a sequence is banned exactly where the output ends with the
+// rest of it; one-token sequences everywhere; within an inner grammar's mask too.
+TEST(BanSequencesTest, LastTokenBannedAfterItsPrefix) {
+  const auto vocab = testing::byte_vocabulary();
+  const std::vector<std::vector<int32_t>> banned = {{'a', 'b', 'c'}, {'z'}, {'b', 'b'}};
+  auto g = Grammar::ban_sequences(nullptr, vocab, banned);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto m = (*g)->matcher();
+  // Every token of the vocabulary but 'z' (EOS and the special token included, as without a
+  // constraint), and no bit past its end.
+  Ids all_but_z;
+  for (int32_t t = 0; t < vocab->size(); ++t) {
+    if (t != 'z') all_but_z.insert(t);
+  }
+  EXPECT_EQ(testing::allowed_ids(*m, *vocab), all_but_z);
+  EXPECT_TRUE(m->accepting());
+  EXPECT_FALSE(m->finished());
+  EXPECT_EQ(m->accept('z').message(), "token 122 would complete a sequence of bad_words_token_ids");
+  ASSERT_TRUE(m->accept('a').ok());
+  EXPECT_EQ(testing::allowed_ids(*m, *vocab), all_but_z);  // "a" alone completes nothing
+  ASSERT_TRUE(m->accept('b').ok());
+  Ids after_ab = all_but_z;
+  after_ab.erase('c');  // "ab" + "c"
+  after_ab.erase('b');  // "b" + "b"
+  EXPECT_EQ(testing::allowed_ids(*m, *vocab), after_ab);
+  EXPECT_FALSE(m->accept('c').ok());
+  EXPECT_FALSE(m->accept('b').ok());
+  ASSERT_TRUE(m->accept('a').ok());  // refusals changed nothing: "aba"
+  ASSERT_TRUE(m->accept('b').ok());
+  EXPECT_FALSE(m->accept('c').ok());
+  ASSERT_TRUE(m->accept('x').ok());
+  EXPECT_TRUE(m->accept('c').ok());  // "...bxc": the prefix is no longer at the end
+
+  // Within a grammar: its mask less the banned tokens; its refusals keep the history as it was.
+  const auto inner = ok_or_null(Grammar::regex("[abc]+", vocab));
+  ASSERT_NE(inner, nullptr);
+  auto within = Grammar::ban_sequences(inner, vocab, banned);
+  ASSERT_TRUE(within.ok()) << within.status().to_string();
+  auto w = (*within)->matcher();
+  EXPECT_EQ(testing::allowed_ids(*w, *vocab), (Ids{'a', 'b', 'c'}));
+  ASSERT_TRUE(w->accept('a').ok());
+  EXPECT_EQ(w->accept('x').message(), "token 120 (\"x\") is not allowed here");
+  ASSERT_TRUE(w->accept('b').ok());
+  EXPECT_EQ(testing::allowed_ids(*w, *vocab), (Ids{'a', testing::kByteEos}));
+  EXPECT_TRUE(w->accepting());
+
+  EXPECT_EQ(Grammar::ban_sequences(nullptr, vocab, {}).status().message(),
+            "bad_words_token_ids: expected at least one sequence");
+  const std::vector<std::vector<int32_t>> empty_one = {{'a'}, {}};
+  EXPECT_EQ(Grammar::ban_sequences(nullptr, vocab, empty_one).status().message(),
+            "bad_words_token_ids[1]: expected at least one token id");
+  const std::vector<std::vector<int32_t>> outside = {{'a', 258}};
+  EXPECT_EQ(Grammar::ban_sequences(nullptr, vocab, outside).status().message(),
+            "bad_words_token_ids[0][1]: expected a token id in [0, 258), got 258");
+}
+
 TEST(ChoiceTest, ExactStringsAndPrefixes) {
   const auto vocab = std::make_shared<const Vocabulary>(
       std::vector<std::string>{"a", "b", "ab", "abc", "c", ""}, std::vector<int32_t>{5});

@@ -63,6 +63,35 @@ ApiResult<std::vector<int32_t>> tokenize_prompt(const EngineApi& engine,
   return encode_text_prompt(engine, *prompt.text, /*add_special_tokens=*/true, field);
 }
 
+// bad_words as token sequences, as vLLM tokenizes them: each word without its leading
+// whitespace, and after one space (how a tokenizer that folds the space into the word's first
+// token writes it inside text), without special tokens; the second only when it differs.
+ApiResult<std::vector<std::vector<int32_t>>> bad_words_token_ids(const EngineApi& engine,
+                                                                 const OpenAiRequest& r) {
+  std::vector<std::vector<int32_t>> sequences;
+  for (std::size_t i = 0; i < r.bad_words.size(); ++i) {
+    const std::string field = "bad_words[" + std::to_string(i) + "]";
+    const std::string& word = r.bad_words[i];
+    const std::string bare = word.substr(word.find_first_not_of(" \t\n\r\f\v"));
+    for (const std::string& text : {bare, " " + bare}) {
+      ApiResult<std::vector<int32_t>> ids =
+          encode_text_prompt(engine, text, /*add_special_tokens=*/false, field);
+      if (!ids.ok()) return ids.error();
+      if (ids.value().size() > engine::kMaxBadWordsTokens) {
+        return bad_request(
+            field + ": longer than " + std::to_string(engine::kMaxBadWordsTokens) + " tokens",
+            field);
+      }
+      if (ids.value().empty() ||
+          std::find(sequences.begin(), sequences.end(), ids.value()) != sequences.end()) {
+        continue;
+      }
+      sequences.push_back(std::move(ids.value()));
+    }
+  }
+  return sequences;
+}
+
 ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, Endpoint endpoint,
                             std::string_view body) {
   ApiResult<OpenAiRequest> parsed = parse_openai_request(body, endpoint);
@@ -73,6 +102,8 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
   if (auto error = check_token_ids(engine, r.allowed_token_ids, "allowed_token_ids")) {
     return *error;
   }
+  ApiResult<std::vector<std::vector<int32_t>>> bad_words = bad_words_token_ids(engine, r);
+  if (!bad_words.ok()) return bad_words.error();
   Prepared p;
   p.output = output_mode(r, engine.chat_template_family(), options.split_reasoning);
   // tool_choice required: the calls in the model's own syntax (tool_request.h).
@@ -108,6 +139,7 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
       g.prompt_token_ids = ids.value();
       g.sampling = to_sampling_params(r, max_tokens.value(), choice);
       g.priority = r.priority;
+      g.sampling.bad_words_token_ids = bad_words.value();
       if (calls_constraint) g.sampling.structured = *calls_constraint;
       if (p.output.keep_special_tokens()) g.sampling.skip_special_tokens = false;
       p.requests.push_back(std::move(g));

@@ -187,6 +187,36 @@ TEST_F(ServerTest, TruncatePromptTokensCutsThePromptFromTheLeft) {
   EXPECT_EQ(over.parsed()["error"]["param"], "truncate_prompt_tokens");
 }
 
+// bad_words: each word is tokenized bare (its leading whitespace cut) and after a space, each
+// sequence once, for every choice; a word of too many tokens is 400 naming it.
+TEST_F(ServerTest, BadWordsBecomeTokenSequences) {
+  start();
+  Answer a = post("/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":1,"n":2,
+                                         "bad_words":["  no","no","a b"]})");
+  ASSERT_EQ(a.status, 200) << a.body;
+  const auto bytes = [](std::string_view text) {
+    return std::vector<int32_t>(text.begin(), text.end());  // the fake tokenizer: id = byte
+  };
+  const std::vector<std::vector<int32_t>> want = {bytes("no"), bytes(" no"), bytes("a b"),
+                                                  bytes(" a b")};
+  ASSERT_EQ(engine_->submitted_requests().size(), 2u);
+  for (const auto& r : engine_->submitted_requests()) {
+    EXPECT_EQ(r.sampling.bad_words_token_ids, want);
+  }
+  Answer chat = post("/v1/chat/completions", R"({"model":"tiny","max_tokens":1,
+      "messages":[{"role":"user","content":"hi"}],"bad_words":["z"]})");
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(engine_->submitted_requests().back().sampling.bad_words_token_ids,
+            (std::vector<std::vector<int32_t>>{bytes("z"), bytes(" z")}));
+  const std::size_t before = engine_->submitted_requests().size();
+  Answer longer = post("/v1/completions", R"({"model":"tiny","prompt":"x","bad_words":["ok",")" +
+                                              std::string(64, 'w') + R"("]})");
+  EXPECT_EQ(longer.status, 400) << longer.body;
+  EXPECT_EQ(longer.parsed()["error"]["param"], "bad_words[1]");
+  EXPECT_EQ(longer.parsed()["error"]["message"], "bad_words[1]: longer than 64 tokens");
+  EXPECT_EQ(engine_->submitted_requests().size(), before);  // nothing reached the engine
+}
+
 TEST_F(ServerTest, StreamingCompletionWithUsage) {
   start();
   auto c = client();

@@ -26,7 +26,7 @@ const std::set<std::string>& known_fields(Endpoint endpoint) {
       "logprobs", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
       "stream", "stream_options", "user", "stop_token_ids", "ignore_eos", "min_tokens",
       "skip_special_tokens", "include_stop_str_in_output", "truncate_prompt_tokens",
-      "allowed_token_ids"};
+      "allowed_token_ids", "bad_words"};
   // clang-format on
   static const std::set<std::string> kCompletions = [] {
     auto s = kCommon;
@@ -229,6 +229,20 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
       return wrong("allowed_token_ids", "a non-empty list of token ids", v);
     }
     PS_API_ASSIGN(out.allowed_token_ids, token_id_list(v, "allowed_token_ids"));
+  }
+  if (present(body, "bad_words")) {
+    const json& v = body.at("bad_words");
+    const std::string expected =
+        "a list of at most " + std::to_string(kMaxBadWords) + " words (strings)";
+    if (!v.is_array() || v.size() > kMaxBadWords) return wrong("bad_words", expected, v);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string f = "bad_words[" + std::to_string(i) + "]";
+      if (!v[i].is_string() || v[i].get_ref<const std::string&>().find_first_not_of(
+                                   " \t\n\r\f\v") == std::string::npos) {
+        return wrong(f, "a word (a string with text other than whitespace)", v[i]);
+      }
+      out.bad_words.push_back(v[i].get<std::string>());
+    }
   }
   if (present(body, "ignore_eos")) PS_API_ASSIGN(out.ignore_eos, get_bool(body, "ignore_eos"));
   if (present(body, "include_stop_str_in_output")) {

@@ -32,6 +32,8 @@ enum class Endpoint { kCompletions, kChatCompletions };
 // Stop strings per request (SamplingParams' limit) and the longest one, bytes.
 inline constexpr int kMaxStopStrings = 16;
 inline constexpr std::size_t kMaxStopStringBytes = 256;
+// bad_words per request: each becomes up to two token sequences (bare and after a space).
+inline constexpr std::size_t kMaxBadWords = engine::kMaxBadWordsSequences / 2;
 // Choices per request: prompts x n, each generated as its own engine request.
 inline constexpr int kMaxChoices = 128;
 
@@ -80,8 +82,11 @@ struct OpenAiRequest {
   std::vector<std::pair<int32_t, double>> logit_bias;
   std::optional<uint64_t> seed;  // a JSON int64 reinterpreted as uint64
   std::vector<std::string> stop;
-  std::vector<int32_t> stop_token_ids;      // extension (vLLM)
-  std::vector<int32_t> allowed_token_ids;   // extension (vLLM): only these are drawn
+  std::vector<int32_t> stop_token_ids;     // extension (vLLM)
+  std::vector<int32_t> allowed_token_ids;  // extension (vLLM): only these are drawn
+  // Extension (vLLM): words that may not be generated, at most kMaxBadWords, each with text
+  // other than whitespace; tokenized by the handler (bad_words_token_ids).
+  std::vector<std::string> bad_words;
   bool ignore_eos = false;                  // extension (vLLM)
   bool include_stop_str_in_output = false;  // extension (vLLM): the matched stop string kept
   bool skip_special_tokens = true;          // extension (vLLM): special tokens out of the text

@@ -108,6 +108,13 @@ TEST(OpenAiRequest, EveryErrorCaseIs400WithParam) {
       {"echo", kC, R"({"model": "m", "prompt": "x", "echo": 1})", "echo", "expected true or false"},
       {"allowed_token_ids", kC, R"({"model": "m", "prompt": "x", "allowed_token_ids": []})",
        "allowed_token_ids", "a non-empty list of token ids"},
+      {"bad_words not a list", kC, R"({"model": "m", "prompt": "x", "bad_words": "no"})",
+       "bad_words", "expected a list of at most 64 words (strings), got \"no\""},
+      {"bad_words blank", kC, R"({"model": "m", "prompt": "x", "bad_words": ["ok", " \n"]})",
+       "bad_words[1]", "a word (a string with text other than whitespace)"},
+      {"bad_words number", kChat,
+       R"({"model":"m","messages":[{"role":"user","content":"x"}],"bad_words":[3]})",
+       "bad_words[0]", "got 3"},
       {"include_stop_str_in_output", kC,
        R"({"model": "m", "prompt": "x", "include_stop_str_in_output": "yes"})",
        "include_stop_str_in_output", "expected true or false"},
@@ -190,7 +197,8 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
           "stream": true, "stream_options": {"include_usage": true}, "user": "u",
           "ignore_eos": true, "stop_token_ids": [5, 6], "echo": false, "suffix": null,
           "min_tokens": 3, "skip_special_tokens": false, "priority": -2,
-          "include_stop_str_in_output": true, "allowed_token_ids": [3, 4]})",
+          "include_stop_str_in_output": true, "allowed_token_ids": [3, 4],
+          "bad_words": ["  never", "x y"]})",
       kC);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const OpenAiRequest& q = r.value();
@@ -213,6 +221,7 @@ TEST(OpenAiRequest, CompletionFieldsMapExactly) {
   EXPECT_TRUE(q.ignore_eos);
   EXPECT_EQ(q.stop_token_ids, (std::vector<int32_t>{5, 6}));
   EXPECT_EQ(q.min_tokens, 3);
+  EXPECT_EQ(q.bad_words, (std::vector<std::string>{"  never", "x y"}));  // tokenized later
   const engine::SamplingParams p = to_sampling_params(q, 7);
   EXPECT_EQ(p.max_tokens, 7);
   EXPECT_EQ(p.min_tokens, 3);
