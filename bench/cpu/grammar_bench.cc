@@ -3,7 +3,8 @@
 //   - BM_ColdMask: fill_mask in a state whose mask is not cached (the trie walk), for a JSON
 //     object inside a string / before a value, a regex inside a string, `(.|\n)*`, and a
 //     JSON schema inside a free-form value (run by the JSON recognizer, and spelt out as a
-//     regex, which a whitespace pattern of the request's forces);
+//     regex, which a whitespace pattern of the request's forces), and a structural tag in
+//     free text and inside a structure's arguments;
 //   - BM_CachedMask: the same masks from the grammar's cache (a copy of mask_words() words);
 //   - BM_CompileRegex: a JSON-schema-like regex to a DFA;
 //   - BM_CompileSchema: a tool call's schema with free-form values to a grammar, /0 with the
@@ -77,12 +78,19 @@ constexpr const char* kToolSchema =
 // kJsonWs's language, but not its text: the free-form values are spelt out.
 constexpr const char* kSpeltOutWs = "[ \\t\\n\\r]{0,20}|";
 
+// Tool calls as a structural tag: free text, and the call's JSON after "<tool_call>".
+constexpr const char* kToolTag =
+    R"({"structures":[{"begin":"<tool_call>","schema":{"type":"object","properties":)"
+    R"({"name":{"type":"string"},"arguments":{"type":"object"},"meta":{}},)"
+    R"("required":["name","arguments"]},"end":"</tool_call>"}],"triggers":["<tool_call>"]})";
+
 struct MaskCase {
   const char* name;
   const char* pattern;  // nullptr: json_object, or the schema below
   const char* prefix;   // fed as single-byte tokens (ids 0..255 are the bytes)
   const char* schema = nullptr;
   const char* whitespace = nullptr;  // the schema's whitespace pattern
+  const char* tag = nullptr;         // a structural tag
 };
 const MaskCase kCases[] = {
     {"json_object_in_string", nullptr, "{\"ab"},
@@ -92,12 +100,16 @@ const MaskCase kCases[] = {
     {"schema_free_form_value", nullptr, R"({"name":"f","arguments":{"x":[1, )", kToolSchema},
     {"schema_free_form_spelt_out", nullptr, R"({"name":"f","arguments":{"x":[1, )", kToolSchema,
      kSpeltOutWs},
+    {"tag_free_text", nullptr, "Let me check. <tool", nullptr, nullptr, kToolTag},
+    {"tag_in_structure", nullptr, R"(Sure. <tool_call>{"name":"f","arguments":{"x":[1, )", nullptr,
+     nullptr, kToolTag},
 };
 
 std::shared_ptr<const Grammar> make_grammar(const MaskCase& c) {
   std::optional<std::string> ws;
   if (c.whitespace != nullptr) ws = c.whitespace;
-  auto g = c.schema != nullptr    ? Grammar::json_schema(c.schema, vocabulary(), ws)
+  auto g = c.tag != nullptr       ? Grammar::structural_tag(c.tag, vocabulary())
+           : c.schema != nullptr  ? Grammar::json_schema(c.schema, vocabulary(), ws)
            : c.pattern == nullptr ? Grammar::json_object(vocabulary())
                                   : Grammar::regex(c.pattern, vocabulary());
   return g.ok() ? *g : nullptr;
@@ -190,8 +202,8 @@ void BM_BuildVocabulary(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kVocabSize);
 }
 
-BENCHMARK(BM_ColdMask)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_CachedMask)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ColdMask)->DenseRange(0, 7)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CachedMask)->DenseRange(0, 7)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CompileRegex)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_CompileSchema)->DenseRange(0, 1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_BuildVocabulary)->Unit(benchmark::kMillisecond);

@@ -99,17 +99,19 @@ Status SamplingParams::validate() const {
       return invalid_argument("stop[" + std::to_string(i) + "]: expected valid UTF-8");
     }
   }
-  if (structured.kind > StructuredOutput::Kind::kGrammar) {
+  if (structured.kind > StructuredOutput::Kind::kStructuralTag) {
     return invalid_argument(structured.field + ": unknown kind " +
                             std::to_string(static_cast<int>(structured.kind)));
   }
   if ((structured.kind == StructuredOutput::Kind::kJsonSchema ||
        structured.kind == StructuredOutput::Kind::kRegex ||
-       structured.kind == StructuredOutput::Kind::kGrammar) &&
+       structured.kind == StructuredOutput::Kind::kGrammar ||
+       structured.kind == StructuredOutput::Kind::kStructuralTag) &&
       structured.spec.empty()) {
-    const char* what = structured.kind == StructuredOutput::Kind::kRegex     ? "pattern"
-                       : structured.kind == StructuredOutput::Kind::kGrammar ? "grammar"
-                                                                             : "schema";
+    const char* what = structured.kind == StructuredOutput::Kind::kRegex           ? "pattern"
+                       : structured.kind == StructuredOutput::Kind::kGrammar       ? "grammar"
+                       : structured.kind == StructuredOutput::Kind::kStructuralTag ? "tag"
+                                                                                   : "schema";
     return invalid_argument(structured.field + ": expected a non-empty " + what);
   }
   if (structured.kind == StructuredOutput::Kind::kChoice && structured.choices.empty()) {

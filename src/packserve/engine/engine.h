@@ -54,10 +54,19 @@ inline constexpr size_t kMaxBadWordsTokens = 64;
 // where the output is a complete match, and the request ends with "stop" where nothing may
 // follow. The masks go to the backend with the rows (ForwardBatch::masks, model/forward.h).
 struct StructuredOutput {
-  enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
+  enum class Kind : uint8_t {
+    kNone,
+    kJsonObject,
+    kJsonSchema,
+    kRegex,
+    kChoice,
+    kGrammar,
+    kStructuralTag
+  };
   Kind kind = Kind::kNone;
   // kJsonSchema: the schema as JSON text; kRegex: the pattern; kGrammar: GBNF / EBNF text
-  // (grammar/ebnf.h).
+  // (grammar/ebnf.h); kStructuralTag: the tag as JSON text (grammar::Grammar::structural_tag:
+  // free text whose triggers start structures of a begin, JSON of a schema and an end).
   std::string spec;
   std::vector<std::string> choices;  // kChoice: the output is exactly one of them (>= 1)
   // kRegex: when not empty, `spec` holds JSON schemas' regexes whose free-form values are

@@ -1245,6 +1245,36 @@ TEST(EngineStructuredTest, AllowedTokenIdsBoundEveryDraw) {
   EXPECT_NE(message.find("), got -3"), std::string::npos) << message;
 }
 
+// A structural tag: free text passes as the model writes it, EOS included; after a trigger
+// only the structures' begins may follow (the model wanting "<f=c" gets "<f=a" or "<f=b").
+TEST(EngineStructuredTest, StructuralTagConstrainsOnlyAfterATrigger) {
+  const std::string script = "ok <f=a>{\"x\":7}</f> end";
+  auto t = make_engine(script_model({{'A', ids_of(script)}, {'B', ids_of("<f=c>{}")}}));
+  const std::string tag =
+      R"({"structures":[{"begin":"<f=a>","schema":{"type":"object","properties":)"
+      R"({"x":{"type":"integer"}},"required":["x"]},"end":"</f>"},)"
+      R"({"begin":"<f=b>","schema":{},"end":"</f>"}],"triggers":["<f="]})";
+  auto a =
+      t.engine->submit(structured_request({'A'}, 40, StructuredOutput::Kind::kStructuralTag, tag));
+  auto b =
+      t.engine->submit(structured_request({'B'}, 6, StructuredOutput::Kind::kStructuralTag, tag));
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+  const Collected ca = collect(**a), cb = collect(**b);
+  EXPECT_EQ(ca.text, script);
+  EXPECT_EQ(ca.last.finish_reason, "stop");  // the model's EOS, allowed in free text
+  ASSERT_GE(cb.text.size(), 4u) << cb.text;
+  EXPECT_EQ(cb.text.substr(0, 3), "<f=");
+  EXPECT_TRUE(cb.text[3] == 'a' || cb.text[3] == 'b') << cb.text;
+  EXPECT_GT(t.backend->num_masked_rows.load(), 0);
+  // A malformed tag is refused at submit, naming the request's field and the tag's.
+  GenerateRequest bad = structured_request({'A'}, 4, StructuredOutput::Kind::kStructuralTag,
+                                           R"({"structures":[],"triggers":["<"]})");
+  bad.sampling.structured.field = "structured_outputs";
+  EXPECT_EQ(t.engine->submit(bad).status().message(),
+            "structured_outputs: structural_tag: structures: expected a list of 1 to 64 "
+            "{begin, schema, end} objects");
+}
+
 // bad_words_token_ids: greedy is the argmax of the fake model's row over the tokens no
 // sequence bans at that point (a sequence's last token, where the output ends with the rest);
 // bad sequences are refused at submit, naming them, and leave no pages behind.

@@ -88,6 +88,8 @@ Result<std::shared_ptr<const grammar::Grammar>> GrammarCache::get(const Structur
         return grammar::Grammar::choice(s.choices, vocab);
       case Kind::kGrammar:
         return grammar::Grammar::ebnf(s.spec, vocab);
+      case Kind::kStructuralTag:
+        return grammar::Grammar::structural_tag(s.spec, vocab);
       case Kind::kNone:
         break;
     }

@@ -10,6 +10,8 @@
 //     row, nothing after the closing brace;
 //   - json_schema: compiled to a regex (grammar/json_schema.h) and matched as one, its
 //     free-form values by json_object's recognizer (any depth to kMaxJsonDepth);
+//   - structural_tag: free text in which each trigger starts a structure: a begin string,
+//     JSON of a schema, an end string;
 //   - ebnf: a GBNF / EBNF grammar, compiled to a regex (grammar/ebnf.h, recursion unrolled
 //     kMaxEbnfNesting deep) and matched as one.
 // A token is allowed when its bytes keep the output a prefix of some match; the model's EOS
@@ -20,6 +22,7 @@
 // is locked, so requests on several threads share one. A Matcher is used by one thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -34,6 +37,10 @@ namespace packserve::grammar {
 
 inline constexpr int kMaxJsonDepth = 32;
 inline constexpr int kMaxWhitespaceRun = 20;
+// Grammar::structural_tag's limits: structures, triggers, and bytes of a begin, end or trigger.
+inline constexpr std::size_t kMaxStructuralTagStructures = 64;
+inline constexpr std::size_t kMaxStructuralTagTriggers = 16;
+inline constexpr std::size_t kMaxStructuralTagBytes = 256;
 
 // The tokens of a model's vocabulary as raw bytes (what each decodes to on its own).
 class Vocabulary {
@@ -91,6 +98,19 @@ class Grammar {
   static Result<std::shared_ptr<const Grammar>> regex_with_json_values(
       std::string_view pattern, std::string_view spelt_out, std::shared_ptr<const Vocabulary> vocab,
       bool allow_whitespace = true);
+  // vLLM's / xgrammar's structural tag, as JSON text: {"type": "structural_tag" (optional),
+  // "structures": [{"begin", "schema", "end"}, ...], "triggers": [...]}. The output is free
+  // text (any bytes, EOS anywhere) until one of the triggers appears in it; from there it
+  // must go on as one of the structures whose begin starts with that trigger (the longest
+  // trigger ending there), its begin string, then JSON its schema allows (as json_schema:
+  // free-form values by the recognizer), then its end string, after which free text goes on
+  // (a structure ends where its text is first complete). Every begin must start with a trigger
+  // and every trigger start some begin; begin, end and triggers are non-empty strings of at
+  // most kMaxStructuralTagBytes. kInvalidArgument naming the field
+  // ("structural_tag: structures[1].end: required"); a schema's errors are json_schema's,
+  // after "structural_tag: structures[i].schema: ".
+  static Result<std::shared_ptr<const Grammar>> structural_tag(
+      std::string_view tag_json, std::shared_ptr<const Vocabulary> vocab);
   // GBNF / EBNF text whose `root` rule the output matches. Errors name the line and column
   // (ebnf.h).
   static Result<std::shared_ptr<const Grammar>> ebnf(std::string_view grammar,

@@ -277,6 +277,67 @@ TEST(BanSequencesTest, LastTokenBannedAfterItsPrefix) {
             "bad_words_token_ids[0][1]: expected a token id in [0, 258), got 258");
 }
 
+// structural_tag: free text until a trigger, then one of the structures that begin with it
+// (its begin, JSON of its schema, its end), then free text again.
+TEST(StructuralTagTest, FreeTextAndTriggeredStructures) {
+  const auto vocab = testing::byte_vocabulary();
+  const std::string tag =
+      R"({"type":"structural_tag","structures":[)"
+      R"({"begin":"<f=a>","schema":{"type":"object","properties":{"x":{"type":"integer"}},)"
+      R"("required":["x"]},"end":"</f>"},{"begin":"<f=b>","schema":{},"end":"</f>"}],)"
+      R"("triggers":["<f="]})";
+  const auto g = ok_or_null(Grammar::structural_tag(tag, vocab));
+  ASSERT_NE(g, nullptr);
+  for (const std::string text :
+       {"", "hello", "<f", "a <f", "hi <f=a>{\"x\": 1}</f> bye", "<f=b>[[[[1]]]]</f>",
+        "a<<f=b>null</f><f=a>{\"x\":-2}</f>", "<f=b>\"</f>\"</f>", "</f> {\"x\": 1}"}) {
+    EXPECT_TRUE(testing::full_match(*g, text)) << text;
+  }
+  for (const std::string text : {"<f=c>", "hi <f=a>{\"x\": \"s\"}</f>", "<f=a>{\"x\":1}",
+                                 "<f=a>{\"x\":1}</g>", "<f=b>[1,]</f>", "<f=b>1 2</f>"}) {
+    EXPECT_FALSE(testing::full_match(*g, text)) << text;
+  }
+  // Masks: free text allows every token with bytes and EOS; after the trigger only the
+  // begins' next bytes; inside a structure, no EOS.
+  auto m = g->matcher();
+  Ids free_text;
+  for (int32_t t = 0; t <= testing::kByteEos; ++t) free_text.insert(t);
+  EXPECT_EQ(testing::allowed_ids(*m, *vocab), free_text);
+  ASSERT_EQ(testing::feed_bytes(*m, "ok <f="), 6u);
+  EXPECT_EQ(testing::allowed_ids(*m, *vocab), (Ids{'a', 'b'}));
+  EXPECT_FALSE(m->accepting());
+  ASSERT_EQ(testing::feed_bytes(*m, "a>{\"x\":"), 7u);
+  EXPECT_EQ(testing::allowed_ids(*m, *vocab),
+            (Ids{' ', '\t', '\n', '\r', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}));
+  ASSERT_EQ(testing::feed_bytes(*m, "7}</f>"), 6u);
+  EXPECT_TRUE(m->accepting());
+  EXPECT_FALSE(m->finished());
+  EXPECT_EQ(testing::allowed_ids(*m, *vocab), free_text);
+
+  const auto error = [&](const std::string& text) {
+    return Grammar::structural_tag(text, vocab).status().message();
+  };
+  EXPECT_EQ(error("[]"), "structural_tag: expected a JSON object with structures and triggers");
+  EXPECT_EQ(error(R"({"structures":[],"triggers":["<"]})"),
+            "structural_tag: structures: expected a list of 1 to 64 {begin, schema, end} objects");
+  EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{}}],"triggers":["<"]})"),
+            "structural_tag: structures[0].end: required");
+  EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{},"end":""}],"triggers":["<"]})"),
+            "structural_tag: structures[0].end: expected a non-empty string of at most 256 bytes");
+  EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{},"end":">"}],"triggers":["{"]})"),
+            "structural_tag: structures[0].begin: expected to start with one of the triggers");
+  EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{},"end":">"}],"triggers":["<","!"]})"),
+            "structural_tag: triggers[1]: starts no structure's begin");
+  EXPECT_EQ(
+      error(R"({"structures":[{"begin":"<a>","schema":{},"end":">"}],"triggers":["<"],"x":1})"),
+      "structural_tag: x: not expected (type, structures, triggers)");
+  EXPECT_EQ(
+      error(
+          R"({"structures":[{"begin":"<a>","schema":{"type":"nope"},"end":">"}],"triggers":["<"]})")
+          .rfind("structural_tag: structures[0].schema: json_schema: /type: expected", 0),
+      0u);
+}
+
 TEST(ChoiceTest, ExactStringsAndPrefixes) {
   const auto vocab = std::make_shared<const Vocabulary>(
       std::vector<std::string>{"a", "b", "ab", "abc", "c", ""}, std::vector<int32_t>{5});
@@ -424,6 +485,11 @@ TEST(MaskTest, RandomWalksMatchBruteForceAndCache) {
         vocab)));
     const std::vector<std::string> choices = {"ab", "abc", "b", "", "\xCF\x89\xCF\x89"};
     grammars.push_back(ok_or_null(Grammar::choice(choices, vocab)));
+    // Free text, the trigger scanner and the structures' automaton in one state.
+    grammars.push_back(ok_or_null(Grammar::structural_tag(
+        R"({"structures":[{"begin":"x{","schema":{"type":"integer"},"end":"}"},)"
+        R"({"begin":"x[","schema":true,"end":"]"}],"triggers":["x"]})",
+        vocab)));
     for (std::size_t gi = 0; gi < grammars.size(); ++gi) {
       SCOPED_TRACE("seed " + std::to_string(seed) + " grammar " + std::to_string(gi));
       const Grammar& g = *grammars[gi];

@@ -105,16 +105,6 @@ Status no_keyword(const std::string& pointer, std::string_view keyword) {
   return unsupported(pointer, "keyword \"" + std::string(keyword) + "\" is not supported");
 }
 
-// Escapes the metacharacters of the dialect, so `text` matches itself.
-std::string regex_literal(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (std::string_view("\\.[](){}|*+?^$").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 // A count keyword (minLength, maxItems, ...): a non-negative integer (5.0 counts as 5).
 Result<std::optional<int64_t>> get_count(const Json& schema, const char* keyword,
                                          const std::string& pointer) {

@@ -87,6 +87,16 @@ struct Dfa {
   }
 };
 
+// `text` with the dialect's metacharacters escaped, so that it matches itself.
+inline std::string regex_literal(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (std::string_view("\\.[](){}|*+?^$").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 // Compiles `pattern` (the dialect above). Errors as above.
 Result<Dfa> compile_regex(std::string_view pattern);
 // The DFA of "exactly one of `choices`" (bytes taken literally; empty strings allowed).

@@ -69,12 +69,14 @@ std::optional<ApiError> parse_response_format(const json& body, std::string_view
   const json& rf = body.at("response_format");
   if (!rf.is_object()) return wrong(field, "an object with a \"type\"", rf);
   if (!present(rf, "type") || !rf.at("type").is_string()) {
-    return wrong(field + ".type", "\"text\", \"json_object\" or \"json_schema\"",
+    return wrong(field + ".type",
+                 "\"text\", \"json_object\", \"json_schema\" or \"structural_tag\"",
                  rf.contains("type") ? rf.at("type") : json(nullptr));
   }
   const std::string type = rf.at("type").get<std::string>();
   std::set<std::string> known = {"type"};
   if (type == "json_schema") known.insert("json_schema");
+  if (type == "structural_tag") known.insert({"structures", "triggers"});
   for (const auto& [key, value] : rf.items()) {
     if (known.count(key) == 0) {
       return bad_request(field + "." + key + ": not expected with type \"" + type + "\"", field);
@@ -86,8 +88,15 @@ std::optional<ApiError> parse_response_format(const json& body, std::string_view
     out.kind = Kind::kJsonObject;
     return std::nullopt;
   }
+  if (type == "structural_tag") {
+    // vLLM's: the object itself is the tag (grammar.h Grammar::structural_tag checks it).
+    out.kind = Kind::kStructuralTag;
+    PS_API_ASSIGN(out.spec, schema_text(rf, raw_body, {"response_format"}, field));
+    return std::nullopt;
+  }
   if (type != "json_schema") {
-    return wrong(field + ".type", "\"text\", \"json_object\" or \"json_schema\"", rf.at("type"));
+    return wrong(field + ".type",
+                 "\"text\", \"json_object\", \"json_schema\" or \"structural_tag\"", rf.at("type"));
   }
   if (!present(rf, "json_schema") || !rf.at("json_schema").is_object()) {
     return wrong(field + ".json_schema", "an object with a \"schema\"",
@@ -135,14 +144,17 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
       continue;
     }
     if (key != "json" && key != "regex" && key != "choice" && key != "json_object" &&
-        key != "grammar") {
-      return bad_request(f + ": not supported (json, regex, choice, grammar or json_object)",
-                         field);
+        key != "grammar" && key != "structural_tag") {
+      return bad_request(
+          f + ": not supported (json, regex, choice, grammar, structural_tag or json_object)",
+          field);
     }
     if (!given.empty()) {
-      return bad_request(
-          f + ": only one of json, regex, choice, grammar and json_object, got " + given + " too",
-          field);
+      return bad_request(f +
+                             ": only one of json, regex, choice, grammar, structural_tag and "
+                             "json_object, got " +
+                             given + " too",
+                         field);
     }
     given = key;
     if (key == "json") {
@@ -152,6 +164,13 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
       PS_API_TRY(regex_field(value, f, out));
     } else if (key == "grammar") {
       PS_API_TRY(grammar_field(value, f, out));
+    } else if (key == "structural_tag") {
+      // The tag's JSON text (vLLM sends a string), or the tag as an object.
+      if (!value.is_string() && !value.is_object()) {
+        return wrong(f, "a structural tag (its JSON text, or an object)", value);
+      }
+      out.kind = Kind::kStructuralTag;
+      PS_API_ASSIGN(out.spec, schema_text(value, raw_body, {field, key}, f));
     } else if (key == "choice") {
       out.kind = Kind::kChoice;
       PS_API_ASSIGN(out.choices, choice_list(value, f));

@@ -88,6 +88,21 @@ TEST(StructuredRequest, EveryFormMapsExactly) {
   s = parse_ok(R"("guided_choice":["a"])");
   EXPECT_EQ(s.kind, Kind::kChoice);
   EXPECT_EQ(s.field, "guided_choice");
+  // A structural tag: response_format's object itself (keys as written), or
+  // structured_outputs' text or object.
+  s = parse_ok(R"("response_format":{"type":"structural_tag","structures":[{"begin":"<f>",
+      "schema":{"properties":{"z":{},"a":{}}},"end":"</f>"}],"triggers":["<f"]})");
+  EXPECT_EQ(s.kind, Kind::kStructuralTag);
+  EXPECT_EQ(s.field, "response_format");
+  EXPECT_EQ(s.spec,
+            R"({"type":"structural_tag","structures":[{"begin":"<f>","schema":{"properties":)"
+            R"({"z":{},"a":{}}},"end":"</f>"}],"triggers":["<f"]})");
+  s = parse_ok(R"("structured_outputs":{"structural_tag":"{\"triggers\": []}"})");
+  EXPECT_EQ(s.kind, Kind::kStructuralTag);
+  EXPECT_EQ(s.field, "structured_outputs");
+  EXPECT_EQ(s.spec, R"({"triggers": []})");  // checked by the engine's compile
+  s = parse_ok(R"("structured_outputs":{"structural_tag":{"triggers":["b","a"]}})");
+  EXPECT_EQ(s.spec, R"({"triggers":["b","a"]})");
   // A text response_format beside a guided field constrains nothing by itself.
   s = parse_ok(R"("response_format":{"type":"text"},"guided_regex":"x")");
   EXPECT_EQ(s.kind, Kind::kRegex);
@@ -131,7 +146,8 @@ TEST(StructuredRequest, EveryErrorIs400NamingTheField) {
       {R"("response_format":"json")", "response_format", "an object with a \"type\""},
       {R"("response_format":{})", "response_format.type", "\"json_schema\""},
       {R"("response_format":{"type":"xml"})", "response_format.type", "got \"xml\""},
-      {R"("response_format":{"type":"structural_tag"})", "response_format.type", "got"},
+      {R"("response_format":{"type":"structural_tag","format":{}})", "response_format",
+       "response_format.format: not expected with type \"structural_tag\""},
       {R"("response_format":{"type":"json_object","schema":{}})", "response_format",
        "response_format.schema: not expected"},
       {R"("response_format":{"type":"json_schema"})", "response_format.json_schema",
@@ -147,8 +163,10 @@ TEST(StructuredRequest, EveryErrorIs400NamingTheField) {
       {R"("structured_outputs":[1])", "structured_outputs", "an object"},
       {R"("structured_outputs":{"grammar":""})", "structured_outputs.grammar",
        "a non-empty GBNF / EBNF grammar"},
-      {R"("structured_outputs":{"structural_tag":"{}"})", "structured_outputs",
-       "structured_outputs.structural_tag: not supported"},
+      {R"("structured_outputs":{"structural_tag":3})", "structured_outputs.structural_tag",
+       "a structural tag (its JSON text, or an object)"},
+      {R"("structured_outputs":{"structural_tag":""})", "structured_outputs.structural_tag",
+       "a JSON schema"},
       {R"("structured_outputs":{"regex":"a","choice":["b"]})", "structured_outputs", "only one of"},
       {R"("structured_outputs":{"regex":""})", "structured_outputs.regex",
        "a non-empty regular expression"},

@@ -1,0 +1,297 @@
+// grammar_structural_tag.cc: Grammar::structural_tag (grammar.h). Outside a structure the
+// output is free text, scanned for the triggers by an Aho-Corasick automaton; when a trigger
+// completes, the structures' automaton (schema_automaton.h, over the regex
+// (?:BEGIN SCHEMA END|...) with the schemas' free-form values as holes) continues from the
+// state after that trigger's bytes, and when a structure completes the scan starts again.
+#include <array>
+#include <deque>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "packserve/grammar/automaton_matcher.h"
+#include "packserve/grammar/dfa_grammar.h"
+#include "packserve/grammar/json_schema.h"
+#include "packserve/grammar/regex.h"
+#include "packserve/grammar/schema_automaton.h"
+
+namespace packserve::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using detail::JsonMode;
+using detail::SchemaAutomaton;
+using detail::SchemaState;
+
+struct Structure {
+  std::string begin, schema, end;  // schema: JSON text, keys in the order written
+};
+
+Status tag_error(const std::string& at, const std::string& what) {
+  return invalid_argument("structural_tag: " + at + ": " + what);
+}
+
+Result<std::string> nonempty_string(const Json& object, const std::string& key,
+                                    const std::string& at) {
+  const auto it = object.find(key);
+  if (it == object.end()) return tag_error(at + "." + key, "required");
+  if (!it->is_string() || it->get_ref<const std::string&>().empty() ||
+      it->get_ref<const std::string&>().size() > kMaxStructuralTagBytes) {
+    return tag_error(at + "." + key, "expected a non-empty string of at most " +
+                                         std::to_string(kMaxStructuralTagBytes) + " bytes");
+  }
+  return it->get<std::string>();
+}
+
+struct Tag {
+  std::vector<Structure> structures;
+  std::vector<std::string> triggers;
+};
+
+Result<Tag> parse_tag(std::string_view text) {
+  const Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    return invalid_argument("structural_tag: expected a JSON object with structures and triggers");
+  }
+  for (const auto& [key, value] : root.items()) {
+    if (key == "type") {
+      if (value != "structural_tag") return tag_error("type", "expected \"structural_tag\"");
+    } else if (key != "structures" && key != "triggers") {
+      return tag_error(key, "not expected (type, structures, triggers)");
+    }
+  }
+  Tag tag;
+  const auto structures = root.find("structures");
+  if (structures == root.end() || !structures->is_array() || structures->empty() ||
+      structures->size() > kMaxStructuralTagStructures) {
+    return tag_error("structures", "expected a list of 1 to " +
+                                       std::to_string(kMaxStructuralTagStructures) +
+                                       " {begin, schema, end} objects");
+  }
+  for (std::size_t i = 0; i < structures->size(); ++i) {
+    const std::string at = "structures[" + std::to_string(i) + "]";
+    const Json& s = (*structures)[i];
+    if (!s.is_object()) return tag_error(at, "expected an object {begin, schema, end}");
+    for (const auto& [key, value] : s.items()) {
+      if (key != "begin" && key != "schema" && key != "end") {
+        return tag_error(at + "." + key, "not expected (begin, schema, end)");
+      }
+    }
+    Structure structure;
+    PS_ASSIGN_OR_RETURN(structure.begin, nonempty_string(s, "begin", at));
+    PS_ASSIGN_OR_RETURN(structure.end, nonempty_string(s, "end", at));
+    const auto schema = s.find("schema");
+    if (schema == s.end()) return tag_error(at + ".schema", "required");
+    structure.schema = schema->dump();
+    tag.structures.push_back(std::move(structure));
+  }
+  const auto triggers = root.find("triggers");
+  if (triggers == root.end() || !triggers->is_array() || triggers->empty() ||
+      triggers->size() > kMaxStructuralTagTriggers) {
+    return tag_error("triggers", "expected a list of 1 to " +
+                                     std::to_string(kMaxStructuralTagTriggers) + " strings");
+  }
+  for (std::size_t j = 0; j < triggers->size(); ++j) {
+    const std::string at = "triggers[" + std::to_string(j) + "]";
+    const Json& t = (*triggers)[j];
+    if (!t.is_string() || t.get_ref<const std::string&>().empty() ||
+        t.get_ref<const std::string&>().size() > kMaxStructuralTagBytes) {
+      return tag_error(at, "expected a non-empty string of at most " +
+                               std::to_string(kMaxStructuralTagBytes) + " bytes");
+    }
+    tag.triggers.push_back(t.get<std::string>());
+  }
+  for (std::size_t i = 0; i < tag.structures.size(); ++i) {
+    bool triggered = false;
+    for (const std::string& t : tag.triggers) triggered |= tag.structures[i].begin.starts_with(t);
+    if (!triggered) {
+      return tag_error("structures[" + std::to_string(i) + "].begin",
+                       "expected to start with one of the triggers");
+    }
+  }
+  for (std::size_t j = 0; j < tag.triggers.size(); ++j) {
+    bool used = false;
+    for (const Structure& s : tag.structures) used |= s.begin.starts_with(tag.triggers[j]);
+    if (!used) {
+      return tag_error("triggers[" + std::to_string(j) + "]", "starts no structure's begin");
+    }
+  }
+  return tag;
+}
+
+// The Aho-Corasick automaton of the triggers over bytes: node 0 is the root (no trigger
+// started), next[node * 256 + byte] the longest trigger prefix the text then ends with, and
+// completed[node] the longest trigger that ends there (-1: none).
+struct TriggerScanner {
+  std::vector<int32_t> next;
+  std::vector<int32_t> completed;
+
+  explicit TriggerScanner(const std::vector<std::string>& triggers) {
+    std::vector<std::array<int32_t, 256>> children(1);
+    children[0].fill(-1);
+    std::vector<int32_t> depth(1, 0);
+    completed.assign(1, -1);
+    for (std::size_t j = 0; j < triggers.size(); ++j) {
+      int32_t node = 0;
+      for (const char c : triggers[j]) {
+        const auto b = static_cast<uint8_t>(c);
+        if (children[static_cast<std::size_t>(node)][b] < 0) {
+          children[static_cast<std::size_t>(node)][b] = static_cast<int32_t>(children.size());
+          children.emplace_back().fill(-1);
+          depth.push_back(depth[static_cast<std::size_t>(node)] + 1);
+          completed.push_back(-1);
+        }
+        node = children[static_cast<std::size_t>(node)][b];
+      }
+      completed[static_cast<std::size_t>(node)] = static_cast<int32_t>(j);
+    }
+    // Breadth first: a node's failure (its longest proper suffix in the trie) comes first.
+    const std::size_t n = children.size();
+    next.assign(n * 256, 0);
+    std::vector<int32_t> failure(n, 0);
+    std::deque<int32_t> queue;
+    for (int b = 0; b < 256; ++b) {
+      const int32_t child = children[0][static_cast<std::size_t>(b)];
+      if (child >= 0) {
+        next[static_cast<std::size_t>(b)] = child;
+        queue.push_back(child);
+      }
+    }
+    while (!queue.empty()) {
+      const auto node = static_cast<std::size_t>(queue.front());
+      queue.pop_front();
+      const auto fail = static_cast<std::size_t>(failure[node]);
+      if (completed[node] < 0) completed[node] = completed[fail];
+      for (std::size_t b = 0; b < 256; ++b) {
+        const int32_t child = children[node][b];
+        if (child < 0) {
+          next[node * 256 + b] = next[fail * 256 + b];
+        } else {
+          failure[static_cast<std::size_t>(child)] = next[fail * 256 + b];
+          next[node * 256 + b] = child;
+          queue.push_back(child);
+        }
+      }
+    }
+  }
+};
+
+// scan >= 0: free text, the scanner in node `scan` (inner is zero). scan < 0: inside a
+// structure, the structures' automaton in `inner`.
+struct TagState {
+  SchemaState inner;
+  int32_t scan = 0;
+  int32_t unused = 0;  // zero: the state has no indeterminate bytes
+};
+
+class TagAutomaton {
+ public:
+  using State = TagState;
+
+  TagAutomaton(TriggerScanner scanner, SchemaAutomaton structures,
+               const std::vector<std::string>& triggers)
+      : scanner_(std::move(scanner)), structures_(std::move(structures)) {
+    for (const std::string& t : triggers) {
+      SchemaState s = structures_.start();
+      for (const char c : t) {
+        SchemaState to;
+        // parse_tag: some begin starts with the trigger, so its bytes are a live prefix.
+        (void)structures_.step(s, static_cast<uint8_t>(c), &to);
+        s = to;
+      }
+      after_trigger_.push_back(s);
+    }
+  }
+
+  State start() const { return State{}; }
+
+  bool step(const State& from, uint8_t byte, State* to) const {
+    *to = State{};
+    if (from.scan >= 0) {
+      const int32_t node = scanner_.next[static_cast<std::size_t>(from.scan) * 256 + byte];
+      const int32_t trigger = scanner_.completed[static_cast<std::size_t>(node)];
+      if (trigger < 0) {
+        to->scan = node;
+      } else {
+        to->scan = -1;
+        to->inner = after_trigger_[static_cast<std::size_t>(trigger)];
+      }
+      return true;
+    }
+    to->scan = -1;
+    if (!structures_.step(from.inner, byte, &to->inner)) return false;
+    // A structure ends where its text first is complete (its end string is never empty).
+    if (to->inner.value.mode == JsonMode::kStart && structures_.accepting(to->inner)) {
+      *to = State{};
+    }
+    return true;
+  }
+
+  bool accepting(const State& s) const { return s.scan >= 0; }
+  bool finished(const State&) const { return false; }  // free text may always follow
+  // Free text: the top bit of hi and the scanner's node; inside: the structures' key (its hi
+  // holds a DFA state < 2^31 in its upper half, so its top bit is clear).
+  MaskKey key(const State& s) const {
+    if (s.scan >= 0) return MaskKey{uint64_t{1} << 63, static_cast<uint64_t>(s.scan)};
+    return structures_.key(s.inner);
+  }
+
+ private:
+  TriggerScanner scanner_;
+  SchemaAutomaton structures_;
+  std::vector<SchemaState> after_trigger_;  // [trigger]: the structures' state after its bytes
+};
+
+// The regex (?:BEGIN SCHEMA END|...) of the structures, their schemas compiled with `options`.
+Result<std::string> structures_regex(const std::vector<Structure>& structures,
+                                     const JsonSchemaOptions& options) {
+  std::string regex = "(?:";
+  for (std::size_t i = 0; i < structures.size(); ++i) {
+    Result<std::string> schema = json_schema_to_regex(structures[i].schema, options);
+    if (!schema.ok()) {
+      return Status(schema.status().code(), "structural_tag: structures[" + std::to_string(i) +
+                                                "].schema: " + schema.status().message());
+    }
+    if (i > 0) regex += '|';
+    regex += regex_literal(structures[i].begin) + *schema + regex_literal(structures[i].end);
+  }
+  return regex + ")";
+}
+
+Result<Dfa> compile_structures(const std::vector<Structure>& structures,
+                               const JsonSchemaOptions& options) {
+  PS_ASSIGN_OR_RETURN(const std::string regex, structures_regex(structures, options));
+  Result<Dfa> dfa = compile_regex(regex);
+  if (!dfa.ok()) {
+    return Status(
+        dfa.status().code(),
+        "structural_tag: the structures' matcher does not compile: " + dfa.status().message());
+  }
+  return dfa;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Grammar>> Grammar::structural_tag(
+    std::string_view tag_json, std::shared_ptr<const Vocabulary> vocab) {
+  PS_RETURN_IF_ERROR(check_vocabulary(vocab));
+  PS_ASSIGN_OR_RETURN(Tag tag, parse_tag(tag_json));
+  JsonSchemaOptions holes;
+  holes.free_form_holes = true;
+  PS_ASSIGN_OR_RETURN(Dfa dfa, compile_structures(tag.structures, holes));
+  std::optional<SchemaAutomaton> structures =
+      SchemaAutomaton::create(std::move(dfa), kMaxWhitespaceRun);
+  if (!structures) {
+    // An ambiguous hole (schema_automaton.h): the free-form values spelt out instead.
+    PS_ASSIGN_OR_RETURN(Dfa spelt_out, compile_structures(tag.structures, JsonSchemaOptions{}));
+    structures = SchemaAutomaton::create(std::move(spelt_out), kMaxWhitespaceRun);
+  }
+  return AutomatonGrammar<TagAutomaton>::create(
+      TagAutomaton(TriggerScanner(tag.triggers), std::move(*structures), tag.triggers),
+      std::move(vocab));
+}
+
+}  // namespace packserve::grammar
