@@ -51,6 +51,9 @@ struct Tool {
   // Its function.parameters schema as JSON text, keys in the order written; empty when absent
   // (no parameters: the arguments are an object).
   std::string parameters;
+  // function.strict true: under tool_choice auto, its calls follow its parameters schema
+  // (tool_request.h auto_calls_constraint).
+  bool strict = false;
 };
 
 // tool_choice (docs/server.md "Tool calls"): kNone: the text is content (the tools are shown

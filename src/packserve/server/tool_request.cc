@@ -122,6 +122,8 @@ std::optional<ApiError> parse_tools(const json& body, std::string_view raw_body,
       return bad_request(f + ".function.name: \"" + t.name + "\" names an earlier tool too",
                          f + ".function.name");
     }
+    const json& strict = tool.at("function").value("strict", json());
+    t.strict = strict.is_boolean() && strict.get<bool>();
     t.definition = ordered[i].dump();
     if (present(tool.at("function"), "parameters")) {
       t.parameters = ordered[i].at("function").at("parameters").dump();
@@ -169,6 +171,28 @@ ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<
   out.field = "tools";
   out.spec = calls(*call);
   out.spelt_out = calls(*spelt_out);
+  return out;
+}
+
+std::optional<engine::StructuredOutput> auto_calls_constraint(const std::vector<Tool>& tools,
+                                                              ToolCallFormat format) {
+  const bool any_strict =
+      std::any_of(tools.begin(), tools.end(), [](const Tool& t) { return t.strict; });
+  if (!any_strict || format != ToolCallFormat::kHermes) return std::nullopt;
+  nlohmann::ordered_json structures = nlohmann::ordered_json::array();
+  for (const Tool& tool : tools) {
+    const std::string schema = tool.strict ? arguments_schema(tool) : R"({"type":"object"})";
+    structures.push_back(
+        {{"begin", "<tool_call>\n{\"name\": " + json(tool.name).dump() + ", \"arguments\": "},
+         {"schema", nlohmann::ordered_json::parse(schema)},
+         {"end", "}\n</tool_call>"}});
+  }
+  engine::StructuredOutput out;
+  out.kind = Kind::kStructuralTag;
+  out.field = "tools";
+  out.spec = nlohmann::ordered_json{{"structures", structures},
+                                    {"triggers", nlohmann::ordered_json::array({"<tool_call>"})}}
+                 .dump();
   return out;
 }
 

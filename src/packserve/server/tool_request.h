@@ -9,7 +9,8 @@
 //          parse time, "required"'s once the model's call syntax is known
 //          (required_calls_constraint);
 //   parallel_tool_calls: true (default) or false (required's constraint allows one call; under
-//          auto every call the model writes is returned).
+//          auto every call the model writes is returned);
+//   strict tools under "auto" constrain the calls the model opens (auto_calls_constraint).
 // Errors are HTTP 400 naming the field (`tools[1].function.name: ...`).
 // Internal to the server library (nlohmann::json). Thread-safety: pure functions.
 #pragma once
@@ -63,6 +64,18 @@ std::optional<ApiError> parse_tool_fields(const nlohmann::json& body, std::strin
 // `tools`.
 ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<Tool>& tools,
                                                               bool parallel, ToolCallFormat format);
+
+// tool_choice "auto" with strict tools (function.strict true), as OpenAI's strict function
+// calling: a structural tag (grammar::Grammar::structural_tag) that leaves the text free until
+// the model opens a `<tool_call>` block, and then holds the block to
+// `<tool_call>\n{"name": <a tool>, "arguments": <its arguments>}\n</tool_call>`, a strict
+// tool's arguments following its schema and any other tool's any object. nullopt when no tool
+// is strict, or for a syntax without a text that opens a call (Llama 3's JSON output is the
+// call itself; Mistral's [TOOL_CALLS] is a control token no constraint can see): the calls
+// are then read unconstrained. A schema that does not compile is a 400 naming `tools` (when
+// the engine compiles the tag).
+std::optional<engine::StructuredOutput> auto_calls_constraint(const std::vector<Tool>& tools,
+                                                              ToolCallFormat format);
 
 // The JSON schema of a call's arguments: its parameters, or any object when it has none.
 std::string arguments_schema(const Tool& tool);

@@ -116,6 +116,55 @@ TEST_F(ToolsTest, AutoHermesCallsAreToolCalls) {
   EXPECT_FALSE(history[0].sampling.structured.active());
 }
 
+// Strict tools under auto (OpenAI's function.strict): free text, and every block the model
+// opens is a call of a tool, a strict one's arguments following its schema.
+TEST_F(ToolsTest, AutoWithStrictToolsConstrainsTheCallsTheModelOpens) {
+  engine_->set_output_text(kHermesOutput);
+  const std::string strict_weather =
+      R"({"type":"function","function":{"name":"get_weather","strict":true,"parameters":)"
+      R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}})";
+  const std::string request =
+      std::string(R"({"model":"tiny","messages":[{"role":"user","content":"weather?"}],)") +
+      R"("tools":[)" + strict_weather + "," + kNowTool + "]}";
+  Answer a = post("/v1/chat/completions", request);
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.parsed()["choices"][0]["message"]["tool_calls"].size(), 2u) << a.body;
+  const auto structured = engine_->submitted_requests().at(0).sampling.structured;
+  EXPECT_EQ(structured.kind, engine::StructuredOutput::Kind::kStructuralTag);
+  EXPECT_EQ(structured.field, "tools");
+  EXPECT_EQ(structured.spec,
+            R"({"structures":[{"begin":"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ",)"
+            R"("schema":{"type":"object","properties":{"city":{"type":"string"}},)"
+            R"("required":["city"]},"end":"}\n</tool_call>"},)"
+            R"({"begin":"<tool_call>\n{\"name\": \"now\", \"arguments\": ","schema":)"
+            R"({"type":"object"},"end":"}\n</tool_call>"}],"triggers":["<tool_call>"]})");
+  const auto g =
+      grammar::Grammar::structural_tag(structured.spec, grammar::testing::byte_vocabulary());
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const auto matches = [&](const std::string& text) {
+    return grammar::testing::full_match(**g, text);
+  };
+  EXPECT_TRUE(matches(kHermesOutput));
+  EXPECT_TRUE(matches("No call needed."));
+  EXPECT_TRUE(
+      matches("<tool_call>\n{\"name\": \"now\", \"arguments\": {\"a\": [[{}]]}}\n"
+              "</tool_call>"));  // a tool that is not strict: any object
+  EXPECT_FALSE(
+      matches("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n"
+              "</tool_call>"));  // strict: "city" is required
+  EXPECT_FALSE(matches("<tool_call>\n{\"name\": \"then\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(matches("Sure. <tool_call>\n{\"name\": \"now\""));  // a call left open
+
+  // Without strict tools, or beside the request's own structured output, auto constrains nothing.
+  ASSERT_EQ(post("/v1/chat/completions", body("")).status, 200);
+  EXPECT_FALSE(engine_->submitted_requests().at(1).sampling.structured.active());
+  const std::string with_format =
+      request.substr(0, request.size() - 1) + R"(,"response_format":{"type":"json_object"}})";
+  ASSERT_EQ(post("/v1/chat/completions", with_format).status, 200);
+  EXPECT_EQ(engine_->submitted_requests().at(2).sampling.structured.kind,
+            engine::StructuredOutput::Kind::kJsonObject);
+}
+
 TEST_F(ToolsTest, AutoStreamsContentThenEachCall) {
   engine_->set_output_text(kHermesOutput);
   const Streamed s = stream_chat(body(R"(,"stream":true)"));
