@@ -4,7 +4,9 @@ server, by tool_choice: the constraint's compile on the first request of a kind 
 median of the later ones (the compiled constraint cached).
 
   scripts/tool-calls-bench.py --url http://127.0.0.1:8000 --model NAME [--rounds 5]
-      [--max-tokens 32] [--concurrency 1] [--choices auto,named,required,none]
+      [--max-tokens 32] [--concurrency 1] [--choices auto,named,required,none,auto_strict]
+
+auto_strict is tool_choice auto with every tool marked "strict": true.
 
 With --concurrency N each round sends N requests at once (distinct prompts) and the line also
 has the rounds' median output tokens/s.
@@ -68,13 +70,17 @@ def main():
     args = ap.parse_args()
     all_choices = {"auto": "auto", "none": "none",
                    "named": {"type": "function", "function": {"name": "create_event"}},
-                   "required": "required"}
+                   "required": "required", "auto_strict": "auto"}
+    # auto_strict: tool_choice auto with every tool marked strict (the calls the model opens
+    # are held to the tools' schemas).
+    strict_tools = [{**t, "function": {**t["function"], "strict": True}} for t in TOOLS]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.concurrency)
     for label in args.choices.split(","):
         times, rates = [], []
         answers = []
         for r in range(args.rounds + 1):
-            bodies = [{"model": args.model, "tools": TOOLS, "tool_choice": all_choices[label],
+            tools = strict_tools if label == "auto_strict" else TOOLS
+            bodies = [{"model": args.model, "tools": tools, "tool_choice": all_choices[label],
                        "temperature": 0, "max_tokens": args.max_tokens,
                        "messages": [{"role": "user",
                                      "content": f"Plan a meeting with Ana tomorrow ({r}, {k})"}]}
