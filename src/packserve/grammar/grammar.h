@@ -106,7 +106,7 @@ class Grammar {
   // free-form values by the recognizer), then its end string, after which free text goes on
   // (a structure ends where its text is first complete). Every begin must start with a trigger
   // and every trigger start some begin; begin, end and triggers are non-empty strings of at
-  // most kMaxStructuralTagBytes. kInvalidArgument naming the field
+  // most kMaxStructuralTagBytes, without U+0001. kInvalidArgument naming the field
   // ("structural_tag: structures[1].end: required"); a schema's errors are json_schema's,
   // after "structural_tag: structures[i].schema: ".
   static Result<std::shared_ptr<const Grammar>> structural_tag(

@@ -34,16 +34,24 @@ Status tag_error(const std::string& at, const std::string& what) {
   return invalid_argument("structural_tag: " + at + ": " + what);
 }
 
-Result<std::string> nonempty_string(const Json& object, const std::string& key,
-                                    const std::string& at) {
+// A begin, end or trigger: a non-empty string of at most kMaxStructuralTagBytes, without the
+// byte that stands for a free-form value in the structures' regex (kFreeFormHole, U+0001).
+Result<std::string> tag_string(const Json& value, const std::string& at) {
+  if (!value.is_string() || value.get_ref<const std::string&>().empty() ||
+      value.get_ref<const std::string&>().size() > kMaxStructuralTagBytes ||
+      value.get_ref<const std::string&>().find(static_cast<char>(kFreeFormHole)) !=
+          std::string::npos) {
+    return tag_error(at, "expected a non-empty string of at most " +
+                             std::to_string(kMaxStructuralTagBytes) + " bytes without U+0001");
+  }
+  return value.get<std::string>();
+}
+
+Result<std::string> member_string(const Json& object, const std::string& key,
+                                  const std::string& at) {
   const auto it = object.find(key);
   if (it == object.end()) return tag_error(at + "." + key, "required");
-  if (!it->is_string() || it->get_ref<const std::string&>().empty() ||
-      it->get_ref<const std::string&>().size() > kMaxStructuralTagBytes) {
-    return tag_error(at + "." + key, "expected a non-empty string of at most " +
-                                         std::to_string(kMaxStructuralTagBytes) + " bytes");
-  }
-  return it->get<std::string>();
+  return tag_string(*it, at + "." + key);
 }
 
 struct Tag {
@@ -81,8 +89,8 @@ Result<Tag> parse_tag(std::string_view text) {
       }
     }
     Structure structure;
-    PS_ASSIGN_OR_RETURN(structure.begin, nonempty_string(s, "begin", at));
-    PS_ASSIGN_OR_RETURN(structure.end, nonempty_string(s, "end", at));
+    PS_ASSIGN_OR_RETURN(structure.begin, member_string(s, "begin", at));
+    PS_ASSIGN_OR_RETURN(structure.end, member_string(s, "end", at));
     const auto schema = s.find("schema");
     if (schema == s.end()) return tag_error(at + ".schema", "required");
     structure.schema = schema->dump();
@@ -95,14 +103,9 @@ Result<Tag> parse_tag(std::string_view text) {
                                      std::to_string(kMaxStructuralTagTriggers) + " strings");
   }
   for (std::size_t j = 0; j < triggers->size(); ++j) {
-    const std::string at = "triggers[" + std::to_string(j) + "]";
-    const Json& t = (*triggers)[j];
-    if (!t.is_string() || t.get_ref<const std::string&>().empty() ||
-        t.get_ref<const std::string&>().size() > kMaxStructuralTagBytes) {
-      return tag_error(at, "expected a non-empty string of at most " +
-                               std::to_string(kMaxStructuralTagBytes) + " bytes");
-    }
-    tag.triggers.push_back(t.get<std::string>());
+    PS_ASSIGN_OR_RETURN(std::string trigger,
+                        tag_string((*triggers)[j], "triggers[" + std::to_string(j) + "]"));
+    tag.triggers.push_back(std::move(trigger));
   }
   for (std::size_t i = 0; i < tag.structures.size(); ++i) {
     bool triggered = false;

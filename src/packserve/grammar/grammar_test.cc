@@ -323,7 +323,12 @@ TEST(StructuralTagTest, FreeTextAndTriggeredStructures) {
   EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{}}],"triggers":["<"]})"),
             "structural_tag: structures[0].end: required");
   EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{},"end":""}],"triggers":["<"]})"),
-            "structural_tag: structures[0].end: expected a non-empty string of at most 256 bytes");
+            "structural_tag: structures[0].end: expected a non-empty string of at most 256 bytes "
+            "without U+0001");
+  EXPECT_EQ(
+      error(R"({"structures":[{"begin":"<a>","schema":{},"end":">"}],"triggers":["<\u0001"]})"),
+      "structural_tag: triggers[0]: expected a non-empty string of at most 256 bytes "
+      "without U+0001");
   EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{},"end":">"}],"triggers":["{"]})"),
             "structural_tag: structures[0].begin: expected to start with one of the triggers");
   EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{},"end":">"}],"triggers":["<","!"]})"),
