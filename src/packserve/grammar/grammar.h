@@ -104,7 +104,8 @@ class Grammar {
   // must go on as one of the structures whose begin starts with that trigger (the longest
   // trigger ending there), its begin string, then JSON its schema allows (as json_schema:
   // free-form values by the recognizer), then its end string, after which free text goes on
-  // (a structure ends where its text is first complete). Every begin must start with a trigger
+  // (a structure ends where its text is first complete; with xgrammar's "stop_after_first":
+  // true the output ends there instead). Every begin must start with a trigger
   // and every trigger start some begin; begin, end and triggers are non-empty strings of at
   // most kMaxStructuralTagBytes, without U+0001. kInvalidArgument naming the field
   // ("structural_tag: structures[1].end: required"); a schema's errors are json_schema's,

@@ -57,6 +57,7 @@ Result<std::string> member_string(const Json& object, const std::string& key,
 struct Tag {
   std::vector<Structure> structures;
   std::vector<std::string> triggers;
+  bool stop_after_first = false;
 };
 
 Result<Tag> parse_tag(std::string_view text) {
@@ -64,14 +65,17 @@ Result<Tag> parse_tag(std::string_view text) {
   if (root.is_discarded() || !root.is_object()) {
     return invalid_argument("structural_tag: expected a JSON object with structures and triggers");
   }
+  Tag tag;
   for (const auto& [key, value] : root.items()) {
     if (key == "type") {
       if (value != "structural_tag") return tag_error("type", "expected \"structural_tag\"");
+    } else if (key == "stop_after_first") {
+      if (!value.is_boolean()) return tag_error(key, "expected true or false");
+      tag.stop_after_first = value.get<bool>();
     } else if (key != "structures" && key != "triggers") {
-      return tag_error(key, "not expected (type, structures, triggers)");
+      return tag_error(key, "not expected (type, structures, triggers, stop_after_first)");
     }
   }
-  Tag tag;
   const auto structures = root.find("structures");
   if (structures == root.end() || !structures->is_array() || structures->empty() ||
       structures->size() > kMaxStructuralTagStructures) {
@@ -182,8 +186,12 @@ struct TriggerScanner {
   }
 };
 
-// scan >= 0: free text, the scanner in node `scan` (inner is zero). scan < 0: inside a
-// structure, the structures' automaton in `inner`.
+// scan >= 0: free text, the scanner in node `scan` (inner is zero). kInside: inside a
+// structure, the structures' automaton in `inner`. kStopped: after the first structure, with
+// stop_after_first (inner is zero).
+constexpr int32_t kInside = -1;
+constexpr int32_t kStopped = -2;
+
 struct TagState {
   SchemaState inner;
   int32_t scan = 0;
@@ -195,8 +203,10 @@ class TagAutomaton {
   using State = TagState;
 
   TagAutomaton(TriggerScanner scanner, SchemaAutomaton structures,
-               const std::vector<std::string>& triggers)
-      : scanner_(std::move(scanner)), structures_(std::move(structures)) {
+               const std::vector<std::string>& triggers, bool stop_after_first)
+      : scanner_(std::move(scanner)),
+        structures_(std::move(structures)),
+        stop_after_first_(stop_after_first) {
     for (const std::string& t : triggers) {
       SchemaState s = structures_.start();
       for (const char c : t) {
@@ -213,32 +223,37 @@ class TagAutomaton {
 
   bool step(const State& from, uint8_t byte, State* to) const {
     *to = State{};
+    if (from.scan == kStopped) return false;
     if (from.scan >= 0) {
       const int32_t node = scanner_.next[static_cast<std::size_t>(from.scan) * 256 + byte];
       const int32_t trigger = scanner_.completed[static_cast<std::size_t>(node)];
       if (trigger < 0) {
         to->scan = node;
       } else {
-        to->scan = -1;
+        to->scan = kInside;
         to->inner = after_trigger_[static_cast<std::size_t>(trigger)];
       }
       return true;
     }
-    to->scan = -1;
+    to->scan = kInside;
     if (!structures_.step(from.inner, byte, &to->inner)) return false;
     // A structure ends where its text first is complete (its end string is never empty).
     if (to->inner.value.mode == JsonMode::kStart && structures_.accepting(to->inner)) {
       *to = State{};
+      if (stop_after_first_) to->scan = kStopped;
     }
     return true;
   }
 
-  bool accepting(const State& s) const { return s.scan >= 0; }
-  bool finished(const State&) const { return false; }  // free text may always follow
-  // Free text: the top bit of hi and the scanner's node; inside: the structures' key (its hi
-  // holds a DFA state < 2^31 in its upper half, so its top bit is clear).
+  bool accepting(const State& s) const { return s.scan != kInside; }
+  // Free text may always follow, unless the first structure stopped the output.
+  bool finished(const State& s) const { return s.scan == kStopped; }
+  // Free text and kStopped: the top bit of hi and the scanner's node (as unsigned); inside: the
+  // structures' key (its hi holds a DFA state < 2^31 in its upper half: top bit clear).
   MaskKey key(const State& s) const {
-    if (s.scan >= 0) return MaskKey{uint64_t{1} << 63, static_cast<uint64_t>(s.scan)};
+    if (s.scan != kInside) {
+      return MaskKey{uint64_t{1} << 63, static_cast<uint64_t>(static_cast<uint32_t>(s.scan))};
+    }
     return structures_.key(s.inner);
   }
 
@@ -246,6 +261,7 @@ class TagAutomaton {
   TriggerScanner scanner_;
   SchemaAutomaton structures_;
   std::vector<SchemaState> after_trigger_;  // [trigger]: the structures' state after its bytes
+  bool stop_after_first_;
 };
 
 // The regex (?:BEGIN SCHEMA END|...) of the structures, their schemas compiled with `options`.
@@ -293,7 +309,8 @@ Result<std::shared_ptr<const Grammar>> Grammar::structural_tag(
     structures = SchemaAutomaton::create(std::move(spelt_out), kMaxWhitespaceRun);
   }
   return AutomatonGrammar<TagAutomaton>::create(
-      TagAutomaton(TriggerScanner(tag.triggers), std::move(*structures), tag.triggers),
+      TagAutomaton(TriggerScanner(tag.triggers), std::move(*structures), tag.triggers,
+                   tag.stop_after_first),
       std::move(vocab));
 }
 

@@ -314,9 +314,26 @@ TEST(StructuralTagTest, FreeTextAndTriggeredStructures) {
   EXPECT_FALSE(m->finished());
   EXPECT_EQ(testing::allowed_ids(*m, *vocab), free_text);
 
+  // stop_after_first: the output ends with the first structure.
+  std::string first_only = tag;
+  first_only.insert(1, R"("stop_after_first":true,)");
+  const auto once = ok_or_null(Grammar::structural_tag(first_only, vocab));
+  ASSERT_NE(once, nullptr);
+  EXPECT_TRUE(testing::full_match(*once, "ok <f=b>1</f>"));
+  EXPECT_TRUE(testing::full_match(*once, "no call"));
+  EXPECT_FALSE(testing::full_match(*once, "ok <f=b>1</f> and more"));
+  auto o = once->matcher();
+  ASSERT_EQ(testing::feed_bytes(*o, "<f=b>[]</f"), 10u);
+  EXPECT_FALSE(o->finished());
+  ASSERT_EQ(testing::feed_bytes(*o, ">"), 1u);
+  EXPECT_TRUE(o->finished());
+  EXPECT_TRUE(o->accepting());
+
   const auto error = [&](const std::string& text) {
     return Grammar::structural_tag(text, vocab).status().message();
   };
+  EXPECT_EQ(error(R"({"stop_after_first":1})"),
+            "structural_tag: stop_after_first: expected true or false");
   EXPECT_EQ(error("[]"), "structural_tag: expected a JSON object with structures and triggers");
   EXPECT_EQ(error(R"({"structures":[],"triggers":["<"]})"),
             "structural_tag: structures: expected a list of 1 to 64 {begin, schema, end} objects");
@@ -335,7 +352,7 @@ TEST(StructuralTagTest, FreeTextAndTriggeredStructures) {
             "structural_tag: triggers[1]: starts no structure's begin");
   EXPECT_EQ(
       error(R"({"structures":[{"begin":"<a>","schema":{},"end":">"}],"triggers":["<"],"x":1})"),
-      "structural_tag: x: not expected (type, structures, triggers)");
+      "structural_tag: x: not expected (type, structures, triggers, stop_after_first)");
   EXPECT_EQ(
       error(
           R"({"structures":[{"begin":"<a>","schema":{"type":"nope"},"end":">"}],"triggers":["<"]})")

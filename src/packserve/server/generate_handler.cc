@@ -114,7 +114,7 @@ ApiResult<Prepared> prepare(EngineApi& engine, const GenerateOptions& options, E
     if (!c.ok()) return c.error();
     calls_constraint = std::move(c.value());
   } else if (r.tool_choice == ToolChoice::kAuto && !r.structured.active()) {
-    calls_constraint = auto_calls_constraint(r.tools, p.output.format);
+    calls_constraint = auto_calls_constraint(r.tools, r.parallel_tool_calls, p.output.format);
   }
   const std::size_t num_prompts = endpoint == Endpoint::kCompletions ? r.prompts.size() : 1;
   for (std::size_t i = 0; i < num_prompts; ++i) {

@@ -175,6 +175,7 @@ ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<
 }
 
 std::optional<engine::StructuredOutput> auto_calls_constraint(const std::vector<Tool>& tools,
+                                                              bool parallel,
                                                               ToolCallFormat format) {
   const bool any_strict =
       std::any_of(tools.begin(), tools.end(), [](const Tool& t) { return t.strict; });
@@ -190,9 +191,10 @@ std::optional<engine::StructuredOutput> auto_calls_constraint(const std::vector<
   engine::StructuredOutput out;
   out.kind = Kind::kStructuralTag;
   out.field = "tools";
-  out.spec = nlohmann::ordered_json{{"structures", structures},
-                                    {"triggers", nlohmann::ordered_json::array({"<tool_call>"})}}
-                 .dump();
+  nlohmann::ordered_json tag = {{"structures", structures},
+                                {"triggers", nlohmann::ordered_json::array({"<tool_call>"})}};
+  if (!parallel) tag["stop_after_first"] = true;  // the output ends with the one call
+  out.spec = tag.dump();
   return out;
 }
 

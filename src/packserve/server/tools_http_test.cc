@@ -155,13 +155,27 @@ TEST_F(ToolsTest, AutoWithStrictToolsConstrainsTheCallsTheModelOpens) {
   EXPECT_FALSE(matches("<tool_call>\n{\"name\": \"then\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(matches("Sure. <tool_call>\n{\"name\": \"now\""));  // a call left open
 
+  // parallel_tool_calls false: the output ends with the first call.
+  ASSERT_EQ(post("/v1/chat/completions",
+                 request.substr(0, request.size() - 1) + R"(,"parallel_tool_calls":false})")
+                .status,
+            200);
+  const auto one = engine_->submitted_requests().back().sampling.structured;
+  EXPECT_EQ(one.spec,
+            structured.spec.substr(0, structured.spec.size() - 1) + R"(,"stop_after_first":true})");
+  const auto g1 = grammar::Grammar::structural_tag(one.spec, grammar::testing::byte_vocabulary());
+  ASSERT_TRUE(g1.ok()) << g1.status().to_string();
+  const std::string now_call = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_TRUE(grammar::testing::full_match(**g1, "Sure. " + now_call));
+  EXPECT_FALSE(grammar::testing::full_match(**g1, now_call + "\n" + now_call));
+
   // Without strict tools, or beside the request's own structured output, auto constrains nothing.
   ASSERT_EQ(post("/v1/chat/completions", body("")).status, 200);
-  EXPECT_FALSE(engine_->submitted_requests().at(1).sampling.structured.active());
+  EXPECT_FALSE(engine_->submitted_requests().back().sampling.structured.active());
   const std::string with_format =
       request.substr(0, request.size() - 1) + R"(,"response_format":{"type":"json_object"}})";
   ASSERT_EQ(post("/v1/chat/completions", with_format).status, 200);
-  EXPECT_EQ(engine_->submitted_requests().at(2).sampling.structured.kind,
+  EXPECT_EQ(engine_->submitted_requests().back().sampling.structured.kind,
             engine::StructuredOutput::Kind::kJsonObject);
 }
 
