@@ -123,8 +123,11 @@ std::optional<ApiError> parse_response_format(const json& body, std::string_view
   return std::nullopt;
 }
 
+// `whitespace_pattern`: its whitespace_pattern when given (vLLM's guided_whitespace_pattern
+// under its newer name), applied by the caller.
 std::optional<ApiError> parse_structured_outputs(const json& body, std::string_view raw_body,
-                                                 engine::StructuredOutput& out) {
+                                                 engine::StructuredOutput& out,
+                                                 std::optional<std::string>& whitespace_pattern) {
   const std::string field = "structured_outputs";
   const json& so = body.at(field);
   if (!so.is_object()) return wrong(field, "an object", so);
@@ -141,6 +144,11 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
       // object) without whitespace between tokens; no effect on regex, choice and grammar.
       if (!value.is_boolean()) return wrong(f, "true or false", value);
       if (key == "disable_any_whitespace" && value.get<bool>()) out.whitespace = "";
+      continue;
+    }
+    if (key == "whitespace_pattern") {
+      if (!value.is_string()) return wrong(f, "a string (a regex)", value);
+      whitespace_pattern = value.get<std::string>();
       continue;
     }
     if (key != "json" && key != "regex" && key != "choice" && key != "json_object" &&
@@ -187,7 +195,10 @@ std::optional<ApiError> parse_structured_outputs(const json& body, std::string_v
 std::optional<ApiError> parse_structured_output(const json& body, std::string_view raw_body,
                                                 engine::StructuredOutput& out) {
   out = engine::StructuredOutput{};
-  std::optional<std::string> whitespace_pattern;  // vLLM's guided_whitespace_pattern
+  // vLLM's guided_whitespace_pattern, or structured_outputs.whitespace_pattern (the field it
+  // came in names the errors).
+  std::optional<std::string> whitespace_pattern;
+  std::string pattern_field = "guided_whitespace_pattern";
   if (present(body, "guided_whitespace_pattern")) {
     const json& w = body.at("guided_whitespace_pattern");
     if (!w.is_string()) return wrong("guided_whitespace_pattern", "a string (a regex)", w);
@@ -205,7 +216,17 @@ std::optional<ApiError> parse_structured_output(const json& body, std::string_vi
     if (field == "response_format") {
       PS_API_TRY(parse_response_format(body, raw_body, s));
     } else if (field == "structured_outputs") {
-      PS_API_TRY(parse_structured_outputs(body, raw_body, s));
+      std::optional<std::string> pattern;
+      PS_API_TRY(parse_structured_outputs(body, raw_body, s, pattern));
+      if (pattern) {
+        if (whitespace_pattern) {
+          return bad_request(
+              "structured_outputs.whitespace_pattern: not with guided_whitespace_pattern",
+              "structured_outputs.whitespace_pattern");
+        }
+        whitespace_pattern = std::move(pattern);
+        pattern_field = "structured_outputs.whitespace_pattern";
+      }
     } else if (field == "guided_json") {
       s.field = field;
       s.kind = Kind::kJsonSchema;
@@ -236,18 +257,16 @@ std::optional<ApiError> parse_structured_output(const json& body, std::string_vi
   if (whitespace_pattern) {
     if (out.kind == Kind::kJsonObject) {
       return bad_request(
-          "guided_whitespace_pattern: applies to a JSON schema, not to a json_object constraint",
-          "guided_whitespace_pattern");
+          pattern_field + ": applies to a JSON schema, not to a json_object constraint",
+          pattern_field);
     }
     if (out.kind == Kind::kJsonSchema) {
       if (out.whitespace) {
-        return bad_request(
-            "guided_whitespace_pattern: not with structured_outputs.disable_any_whitespace",
-            "guided_whitespace_pattern");
+        return bad_request(pattern_field + ": not with structured_outputs.disable_any_whitespace",
+                           pattern_field);
       }
       if (Result<grammar::Dfa> alone = grammar::compile_regex(*whitespace_pattern); !alone.ok()) {
-        return bad_request("guided_whitespace_pattern: " + alone.status().message(),
-                           "guided_whitespace_pattern");
+        return bad_request(pattern_field + ": " + alone.status().message(), pattern_field);
       }
       out.whitespace = std::move(*whitespace_pattern);
     }

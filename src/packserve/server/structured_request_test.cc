@@ -134,6 +134,12 @@ TEST(StructuredRequest, WhitespaceOptions) {
   s = parse_ok(R"("guided_regex":"x","guided_whitespace_pattern":" ")");
   EXPECT_EQ(s.kind, Kind::kRegex);
   EXPECT_FALSE(s.whitespace.has_value());
+  // vLLM's newer name for the pattern, inside structured_outputs.
+  s = parse_ok(R"("structured_outputs":{"json":{"type":"array"},"whitespace_pattern":" ?"})");
+  EXPECT_EQ(s.kind, Kind::kJsonSchema);
+  EXPECT_EQ(s.whitespace, std::optional<std::string>(" ?"));
+  s = parse_ok(R"("structured_outputs":{"regex":"x","whitespace_pattern":" "})");
+  EXPECT_FALSE(s.whitespace.has_value());
 }
 
 TEST(StructuredRequest, EveryErrorIs400NamingTheField) {
@@ -189,6 +195,15 @@ TEST(StructuredRequest, EveryErrorIs400NamingTheField) {
       {R"("structured_outputs":{"json":{},"disable_any_whitespace":true},
           "guided_whitespace_pattern":" ")",
        "guided_whitespace_pattern", "not with structured_outputs.disable_any_whitespace"},
+      {R"("structured_outputs":{"json":{},"whitespace_pattern":2})",
+       "structured_outputs.whitespace_pattern", "a string (a regex)"},
+      {R"("structured_outputs":{"json":{},"whitespace_pattern":"("})",
+       "structured_outputs.whitespace_pattern", "structured_outputs.whitespace_pattern: regex:"},
+      {R"("structured_outputs":{"json_object":true,"whitespace_pattern":" "})",
+       "structured_outputs.whitespace_pattern", "applies to a JSON schema"},
+      {R"("structured_outputs":{"json":{},"whitespace_pattern":" "},
+          "guided_whitespace_pattern":" ")",
+       "structured_outputs.whitespace_pattern", "not with guided_whitespace_pattern"},
       {R"("guided_decoding_backend":1)", "guided_decoding_backend", "a string"},
       {R"("guided_regex":"a","guided_choice":["b"])", "guided_choice",
        "guided_regex constrains it already"},
