@@ -63,10 +63,11 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool logprobs = false;
   // Structured outputs (at most one): a regex, a JSON schema file, a GBNF / EBNF grammar file,
-  // any JSON object, choices.
+  // a structural tag file, any JSON object, choices.
   std::string regex;
   std::string json_schema_path;
   std::string grammar_path;
+  std::string structural_tag_path;
   bool json_object = false;
   std::vector<std::string> choices;
   EngineFlags engine;
@@ -78,10 +79,12 @@ Result<engine::StructuredOutput> structured_output(const GenerateArgs& args) {
   const int given = static_cast<int>(!args.regex.empty()) +
                     static_cast<int>(!args.json_schema_path.empty()) +
                     static_cast<int>(!args.grammar_path.empty()) +
+                    static_cast<int>(!args.structural_tag_path.empty()) +
                     static_cast<int>(args.json_object) + static_cast<int>(!args.choices.empty());
   if (given > 1) {
     return invalid_argument(
-        "give at most one of --regex, --json-schema, --grammar, --json-object, --choice");
+        "give at most one of --regex, --json-schema, --grammar, --structural-tag, --json-object, "
+        "--choice");
   }
   // The text of a constraint file; errors name the flag.
   const auto read_file = [](const std::string& flag,
@@ -102,6 +105,10 @@ Result<engine::StructuredOutput> structured_output(const GenerateArgs& args) {
     s.kind = engine::StructuredOutput::Kind::kGrammar;
     PS_ASSIGN_OR_RETURN(s.spec, read_file("--grammar", args.grammar_path));
     s.field = "--grammar " + args.grammar_path;
+  } else if (!args.structural_tag_path.empty()) {
+    s.kind = engine::StructuredOutput::Kind::kStructuralTag;
+    PS_ASSIGN_OR_RETURN(s.spec, read_file("--structural-tag", args.structural_tag_path));
+    s.field = "--structural-tag " + args.structural_tag_path;
   } else if (args.json_object) {
     s.kind = engine::StructuredOutput::Kind::kJsonObject;
     s.field = "--json-object";
@@ -399,6 +406,10 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--grammar", args->grammar_path,
                   "structured output: the output matches the root rule of FILE's GBNF / EBNF "
                   "grammar (recursion unrolled 3 deep; docs/engine.md \"Structured outputs\")");
+  cmd->add_option("--structural-tag", args->structural_tag_path,
+                  "structured output: free text in which FILE's triggers start its structures "
+                  "(vLLM's structural tag JSON: {\"structures\": [{\"begin\", \"schema\", "
+                  "\"end\"}], \"triggers\"}; docs/engine.md \"Structured outputs\")");
   cmd->add_flag("--json-object", args->json_object,
                 "structured output: the output is one JSON object");
   cmd->add_option("--choice", args->choices,

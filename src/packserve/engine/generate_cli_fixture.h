@@ -230,6 +230,28 @@ inline void GenerateCliTest::expect_structured_outputs_hold(const std::string& b
                        ": grammar: line 1 column 14: rule \"item\" is not defined"),
             std::string::npos)
       << r.err;
+  // A structural tag: free text, and after "<n>" a number then "</n>" (then free text); an
+  // output cut by max_tokens may end inside a structure.
+  const fs::path tag =
+      write("tag.json", R"({"structures":[{"begin":"<n>","schema":{"type":"integer"},)"
+                        R"("end":"</n>"}],"triggers":["<n>"]})");
+  r = run(base + " --max-tokens 40 --structural-tag " + tag.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string free_text = "(?:(?!<n>)[\\s\\S])*";
+  const std::regex tagged(free_text + "(?:<n>-?(?:0|[1-9][0-9]*)</n>" + free_text + ")*");
+  const std::regex cut(free_text + "(?:<n>-?(?:0|[1-9][0-9]*)</n>" + free_text +
+                       ")*(?:<n>-?[0-9]*(?:<|</|</n)?)?");
+  for (const json& line : lines_of(r.out)) {
+    const std::string text = line["text"];
+    EXPECT_TRUE(std::regex_match(text, line["finish_reason"] == "length" ? cut : tagged))
+        << line.dump();
+  }
+  const fs::path bad_tag = write("bad_tag.json", R"({"structures":[],"triggers":["<"]})");
+  r = run(base + " --structural-tag " + bad_tag.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--structural-tag " + bad_tag.string() + ": structural_tag: structures:"),
+            std::string::npos)
+      << r.err;
   r = run(base + " --regex '(ab'");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--regex: regex: position"), std::string::npos) << r.err;
