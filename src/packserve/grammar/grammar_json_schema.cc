@@ -1,12 +1,12 @@
 // grammar_json_schema.cc: Grammar::json_schema. The schema is compiled to a regex
 // (json_schema.h) whose free-form values are each the one byte kFreeFormHole; its DFA runs
 // the schema's structure and, where a hole may come, the JSON recognizer (json_automaton.h)
-// runs the value, so free-form values nest up to kMaxJsonDepth containers and cost the DFA one
-// transition each. Where the hole is ambiguous (a DFA state that both may start a free-form
-// value and has a transition of its own on a byte that starts a JSON value, as under
-// anyOf [{"type": "string"}, {}]), and under a whitespace pattern of the request's (the
-// recognizer knows runs of JSON whitespace only), the schema is compiled again with every
-// free-form value spelt out kMaxFreeFormDepth levels deep and matched as a plain regex
+// runs the value (the two together: schema_automaton.h), so free-form values nest up to
+// kMaxJsonDepth containers and cost the DFA one transition each. Where the hole is ambiguous (a DFA
+// state that both may start a free-form value and has a transition of its own on a byte that starts
+// a JSON value, as under anyOf [{"type": "string"}, {}]), and under a whitespace pattern of the
+// request's (the recognizer knows runs of JSON whitespace only), the schema is compiled again with
+// every free-form value spelt out kMaxFreeFormDepth levels deep and matched as a plain regex
 // (dfa_grammar.h).
 #include <optional>
 #include <vector>

@@ -1,6 +1,7 @@
 // json_automaton.h: a byte-level pushdown recognizer of JSON (RFC 8259), as an Automaton of
 // automaton_matcher.h. Grammar::json_object (json_object.cc) runs it on one whole object;
-// Grammar::json_schema (grammar_json_schema.cc) runs it on the schema's free-form values.
+// schema_automaton.h runs it on a schema's free-form values (Grammar::json_schema,
+// regex_with_json_values, structural_tag).
 // Internal to the grammar library.
 //
 // State: a 16-byte POD (JsonState) so that the mask walk copies it per trie node and the
