@@ -101,13 +101,14 @@ class Grammar {
   // vLLM's / xgrammar's structural tag, as JSON text: {"type": "structural_tag" (optional),
   // "structures": [{"begin", "schema", "end"}, ...], "triggers": [...]}. The output is free
   // text (any bytes, EOS anywhere) until one of the triggers appears in it; from there it
-  // must go on as one of the structures whose begin starts with that trigger (the longest
-  // trigger ending there), its begin string, then JSON its schema allows (as json_schema:
-  // free-form values by the recognizer), then its end string, after which free text goes on
-  // (a structure ends where its text is first complete; with xgrammar's "stop_after_first":
-  // true the output ends there instead). Every begin must start with a trigger
-  // and every trigger start some begin; begin, end and triggers are non-empty strings of at
-  // most kMaxStructuralTagBytes, without U+0001. kInvalidArgument naming the field
+  // must go on as one of the structures whose begin starts with that trigger, its begin string,
+  // then JSON its schema allows (as json_schema: free-form values by the recognizer), then its end
+  // string, after which free text goes on (a structure ends where its text is first complete; with
+  // xgrammar's "stop_after_first": true the output ends there instead). Every begin must start with
+  // a trigger, every trigger start some begin, and no trigger hold another except at its start (the
+  // shorter would always open first, or at the same byte: which structure starts would be
+  // ambiguous); begin, end and triggers are non-empty strings of at most kMaxStructuralTagBytes,
+  // without U+0001. kInvalidArgument naming the field
   // ("structural_tag: structures[1].end: required"); a schema's errors are json_schema's,
   // after "structural_tag: structures[i].schema: ".
   static Result<std::shared_ptr<const Grammar>> structural_tag(

@@ -125,13 +125,28 @@ Result<Tag> parse_tag(std::string_view text) {
     if (!used) {
       return tag_error("triggers[" + std::to_string(j) + "]", "starts no structure's begin");
     }
+    // Then at most one trigger ends at any byte of the text, and the first to end is the one
+    // whose structures may start there (one that starts with it starts those too).
+    for (std::size_t k = 0; k < tag.triggers.size(); ++k) {
+      const std::string& t = tag.triggers[j];
+      if (k != j && t.size() > tag.triggers[k].size() &&
+          t.find(tag.triggers[k], 1) != std::string::npos) {
+        return tag_error("triggers[" + std::to_string(j) + "]",
+                         "holds triggers[" + std::to_string(k) +
+                             "] after its start: that one would always open first");
+      }
+      if (k < j && t == tag.triggers[k]) {
+        return tag_error("triggers[" + std::to_string(j) + "]",
+                         "repeats triggers[" + std::to_string(k) + "]");
+      }
+    }
   }
   return tag;
 }
 
 // The Aho-Corasick automaton of the triggers over bytes: node 0 is the root (no trigger
 // started), next[node * 256 + byte] the longest trigger prefix the text then ends with, and
-// completed[node] the longest trigger that ends there (-1: none).
+// completed[node] the trigger that ends there (-1: none; parse_tag leaves at most one).
 struct TriggerScanner {
   std::vector<int32_t> next;
   std::vector<int32_t> completed;

@@ -332,6 +332,21 @@ TEST(StructuralTagTest, FreeTextAndTriggeredStructures) {
   const auto error = [&](const std::string& text) {
     return Grammar::structural_tag(text, vocab).status().message();
   };
+  EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{},"end":">"},)"
+                  R"({"begin":"x<a!","schema":{},"end":">"}],"triggers":["x<a","<a"]})"),
+            "structural_tag: triggers[0]: holds triggers[1] after its start: that one would "
+            "always open first");
+  EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{},"end":">"}],"triggers":["<","<"]})"),
+            "structural_tag: triggers[1]: repeats triggers[0]");
+  // A trigger that starts another is fine: the shorter opens, and the longer one's begins
+  // start with it too.
+  const auto nested = ok_or_null(Grammar::structural_tag(
+      R"({"structures":[{"begin":"<a>","schema":{"type":"null"},"end":"</a>"},)"
+      R"({"begin":"<ab>","schema":{"type":"boolean"},"end":"</ab>"}],"triggers":["<a","<ab"]})",
+      vocab));
+  ASSERT_NE(nested, nullptr);
+  EXPECT_TRUE(testing::full_match(*nested, "1 <a>null</a> 2 <ab>true</ab> 3"));
+  EXPECT_FALSE(testing::full_match(*nested, "<ab>null</ab>"));
   EXPECT_EQ(error(R"({"stop_after_first":1})"),
             "structural_tag: stop_after_first: expected true or false");
   EXPECT_EQ(error("[]"), "structural_tag: expected a JSON object with structures and triggers");
