@@ -99,10 +99,13 @@ class Grammar {
       std::string_view pattern, std::string_view spelt_out, std::shared_ptr<const Vocabulary> vocab,
       bool allow_whitespace = true);
   // vLLM's / xgrammar's structural tag, as JSON text: {"type": "structural_tag" (optional),
-  // "structures": [{"begin", "schema", "end"}, ...], "triggers": [...]}. The output is free
-  // text (any bytes, EOS anywhere) until one of the triggers appears in it; from there it
-  // must go on as one of the structures whose begin starts with that trigger, its begin string,
-  // then JSON its schema allows (as json_schema: free-form values by the recognizer), then its end
+  // "structures": [{"begin", "schema", "end"}, ...], "triggers": [...]}, or xgrammar's newer
+  // {"format": {"type": "triggered_tags", "triggers", "tags": [{"begin", "content": {"type":
+  // "json_schema", "json_schema"}, "end"}], "at_least_one", "stop_after_first"}} (other
+  // formats and contents: kUnimplemented; at_least_one: the output opens with a tag). The output is
+  // free text (any bytes, EOS anywhere) until one of the triggers appears in it; from there it must
+  // go on as one of the structures whose begin starts with that trigger, its begin string, then
+  // JSON its schema allows (as json_schema: free-form values by the recognizer), then its end
   // string, after which free text goes on (a structure ends where its text is first complete; with
   // xgrammar's "stop_after_first": true the output ends there instead). Every begin must start with
   // a trigger, every trigger start some begin, and no trigger hold another except at its start (the

@@ -28,6 +28,7 @@ using detail::SchemaState;
 
 struct Structure {
   std::string begin, schema, end;  // schema: JSON text, keys in the order written
+  std::string schema_at;           // its path in the tag, for its errors
 };
 
 Status tag_error(const std::string& at, const std::string& what) {
@@ -57,91 +58,148 @@ Result<std::string> member_string(const Json& object, const std::string& key,
 struct Tag {
   std::vector<Structure> structures;
   std::vector<std::string> triggers;
+  bool at_least_one = false;  // the output starts with a structure
   bool stop_after_first = false;
 };
 
-Result<Tag> parse_tag(std::string_view text) {
-  const Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) {
-    return invalid_argument("structural_tag: expected a JSON object with structures and triggers");
-  }
-  Tag tag;
-  for (const auto& [key, value] : root.items()) {
-    if (key == "type") {
-      if (value != "structural_tag") return tag_error("type", "expected \"structural_tag\"");
-    } else if (key == "stop_after_first") {
-      if (!value.is_boolean()) return tag_error(key, "expected true or false");
-      tag.stop_after_first = value.get<bool>();
-    } else if (key != "structures" && key != "triggers") {
-      return tag_error(key, "not expected (type, structures, triggers, stop_after_first)");
-    }
-  }
-  const auto structures = root.find("structures");
-  if (structures == root.end() || !structures->is_array() || structures->empty() ||
+// Where the two forms keep the parts of a tag: {"structures": [{"begin", "schema", "end"}],
+// "triggers"} and xgrammar's {"format": {"type": "triggered_tags", "tags": [{"begin",
+// "content": {"type": "json_schema", "json_schema"}, "end"}], "triggers"}}.
+struct TagForm {
+  std::string structures;  // the list's path ("structures", "format.tags")
+  std::string triggers;    // ("triggers", "format.triggers")
+  bool content = false;    // a tag's schema is content.json_schema (else: schema)
+};
+
+Result<bool> flag(const Json& value, const std::string& at) {
+  if (!value.is_boolean()) return tag_error(at, "expected true or false");
+  return value.get<bool>();
+}
+
+// The structures' list and the triggers of `object` (the root, or the format), then the checks
+// between them.
+Result<Tag> read_tag(const Json& object, const TagForm& form, Tag tag) {
+  const std::string shape = form.content ? "{begin, content, end}" : "{begin, schema, end}";
+  const auto structures = object.find(form.content ? "tags" : "structures");
+  if (structures == object.end() || !structures->is_array() || structures->empty() ||
       structures->size() > kMaxStructuralTagStructures) {
-    return tag_error("structures", "expected a list of 1 to " +
-                                       std::to_string(kMaxStructuralTagStructures) +
-                                       " {begin, schema, end} objects");
+    return tag_error(form.structures, "expected a list of 1 to " +
+                                          std::to_string(kMaxStructuralTagStructures) + " " +
+                                          shape + " objects");
   }
   for (std::size_t i = 0; i < structures->size(); ++i) {
-    const std::string at = "structures[" + std::to_string(i) + "]";
+    const std::string at = form.structures + "[" + std::to_string(i) + "]";
     const Json& s = (*structures)[i];
-    if (!s.is_object()) return tag_error(at, "expected an object {begin, schema, end}");
+    if (!s.is_object()) return tag_error(at, "expected an object " + shape);
+    const char* body = form.content ? "content" : "schema";
     for (const auto& [key, value] : s.items()) {
-      if (key != "begin" && key != "schema" && key != "end") {
-        return tag_error(at + "." + key, "not expected (begin, schema, end)");
+      if (form.content && key == "type") {
+        if (value != "tag") return tag_error(at + ".type", "expected \"tag\"");
+      } else if (key != "begin" && key != body && key != "end") {
+        return tag_error(at + "." + key, std::string("not expected (begin, ") + body + ", end)");
       }
     }
     Structure structure;
     PS_ASSIGN_OR_RETURN(structure.begin, member_string(s, "begin", at));
     PS_ASSIGN_OR_RETURN(structure.end, member_string(s, "end", at));
-    const auto schema = s.find("schema");
-    if (schema == s.end()) return tag_error(at + ".schema", "required");
-    structure.schema = schema->dump();
+    const auto schema = s.find(body);
+    if (schema == s.end()) return tag_error(at + "." + body, "required");
+    if (form.content) {
+      const std::string c = at + ".content";
+      if (!schema->is_object() || schema->value("type", Json()) != "json_schema") {
+        return unimplemented("structural_tag: " + c +
+                             ": only {\"type\": \"json_schema\"} content is supported");
+      }
+      for (const auto& [key, value] : schema->items()) {
+        if (key != "type" && key != "json_schema") {
+          return tag_error(c + "." + key, "not expected (type, json_schema)");
+        }
+      }
+      const auto inner = schema->find("json_schema");
+      if (inner == schema->end()) return tag_error(c + ".json_schema", "required");
+      structure.schema = inner->dump();
+      structure.schema_at = c + ".json_schema";
+    } else {
+      structure.schema = schema->dump();
+      structure.schema_at = at + ".schema";
+    }
     tag.structures.push_back(std::move(structure));
   }
-  const auto triggers = root.find("triggers");
-  if (triggers == root.end() || !triggers->is_array() || triggers->empty() ||
+  const auto triggers = object.find("triggers");
+  if (triggers == object.end() || !triggers->is_array() || triggers->empty() ||
       triggers->size() > kMaxStructuralTagTriggers) {
-    return tag_error("triggers", "expected a list of 1 to " +
-                                     std::to_string(kMaxStructuralTagTriggers) + " strings");
+    return tag_error(form.triggers, "expected a list of 1 to " +
+                                        std::to_string(kMaxStructuralTagTriggers) + " strings");
   }
   for (std::size_t j = 0; j < triggers->size(); ++j) {
     PS_ASSIGN_OR_RETURN(std::string trigger,
-                        tag_string((*triggers)[j], "triggers[" + std::to_string(j) + "]"));
+                        tag_string((*triggers)[j], form.triggers + "[" + std::to_string(j) + "]"));
     tag.triggers.push_back(std::move(trigger));
   }
   for (std::size_t i = 0; i < tag.structures.size(); ++i) {
     bool triggered = false;
     for (const std::string& t : tag.triggers) triggered |= tag.structures[i].begin.starts_with(t);
     if (!triggered) {
-      return tag_error("structures[" + std::to_string(i) + "].begin",
+      return tag_error(form.structures + "[" + std::to_string(i) + "].begin",
                        "expected to start with one of the triggers");
     }
   }
   for (std::size_t j = 0; j < tag.triggers.size(); ++j) {
+    const std::string at = form.triggers + "[" + std::to_string(j) + "]";
     bool used = false;
     for (const Structure& s : tag.structures) used |= s.begin.starts_with(tag.triggers[j]);
-    if (!used) {
-      return tag_error("triggers[" + std::to_string(j) + "]", "starts no structure's begin");
-    }
+    if (!used) return tag_error(at, "starts no structure's begin");
     // Then at most one trigger ends at any byte of the text, and the first to end is the one
     // whose structures may start there (one that starts with it starts those too).
     for (std::size_t k = 0; k < tag.triggers.size(); ++k) {
       const std::string& t = tag.triggers[j];
+      const std::string other = form.triggers + "[" + std::to_string(k) + "]";
       if (k != j && t.size() > tag.triggers[k].size() &&
           t.find(tag.triggers[k], 1) != std::string::npos) {
-        return tag_error("triggers[" + std::to_string(j) + "]",
-                         "holds triggers[" + std::to_string(k) +
-                             "] after its start: that one would always open first");
+        return tag_error(at,
+                         "holds " + other + " after its start: that one would always open first");
       }
-      if (k < j && t == tag.triggers[k]) {
-        return tag_error("triggers[" + std::to_string(j) + "]",
-                         "repeats triggers[" + std::to_string(k) + "]");
-      }
+      if (k < j && t == tag.triggers[k]) return tag_error(at, "repeats " + other);
     }
   }
   return tag;
+}
+
+Result<Tag> parse_tag(std::string_view text) {
+  const Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    return invalid_argument(
+        "structural_tag: expected a JSON object with structures and triggers, or a format");
+  }
+  Tag tag;
+  const auto format = root.find("format");
+  for (const auto& [key, value] : root.items()) {
+    if (key == "type") {
+      if (value != "structural_tag") return tag_error("type", "expected \"structural_tag\"");
+    } else if (format != root.end()) {
+      if (key != "format") return tag_error(key, "not expected beside format (type, format)");
+    } else if (key == "stop_after_first") {
+      PS_ASSIGN_OR_RETURN(tag.stop_after_first, flag(value, key));
+    } else if (key != "structures" && key != "triggers") {
+      return tag_error(key, "not expected (type, structures, triggers, stop_after_first)");
+    }
+  }
+  if (format == root.end()) return read_tag(root, TagForm{"structures", "triggers", false}, tag);
+  if (!format->is_object() || format->value("type", Json()) != "triggered_tags") {
+    return unimplemented(
+        "structural_tag: format: only {\"type\": \"triggered_tags\"} is supported");
+  }
+  for (const auto& [key, value] : format->items()) {
+    if (key == "at_least_one") {
+      PS_ASSIGN_OR_RETURN(tag.at_least_one, flag(value, "format." + key));
+    } else if (key == "stop_after_first") {
+      PS_ASSIGN_OR_RETURN(tag.stop_after_first, flag(value, "format." + key));
+    } else if (key != "type" && key != "tags" && key != "triggers") {
+      return tag_error("format." + key,
+                       "not expected (type, triggers, tags, at_least_one, stop_after_first)");
+    }
+  }
+  return read_tag(*format, TagForm{"format.tags", "format.triggers", true}, tag);
 }
 
 // The Aho-Corasick automaton of the triggers over bytes: node 0 is the root (no trigger
@@ -218,9 +276,10 @@ class TagAutomaton {
   using State = TagState;
 
   TagAutomaton(TriggerScanner scanner, SchemaAutomaton structures,
-               const std::vector<std::string>& triggers, bool stop_after_first)
+               const std::vector<std::string>& triggers, bool at_least_one, bool stop_after_first)
       : scanner_(std::move(scanner)),
         structures_(std::move(structures)),
+        at_least_one_(at_least_one),
         stop_after_first_(stop_after_first) {
     for (const std::string& t : triggers) {
       SchemaState s = structures_.start();
@@ -234,7 +293,15 @@ class TagAutomaton {
     }
   }
 
-  State start() const { return State{}; }
+  // at_least_one: the output opens with a structure's begin.
+  State start() const {
+    State s;
+    if (at_least_one_) {
+      s.scan = kInside;
+      s.inner = structures_.start();
+    }
+    return s;
+  }
 
   bool step(const State& from, uint8_t byte, State* to) const {
     *to = State{};
@@ -276,6 +343,7 @@ class TagAutomaton {
   TriggerScanner scanner_;
   SchemaAutomaton structures_;
   std::vector<SchemaState> after_trigger_;  // [trigger]: the structures' state after its bytes
+  bool at_least_one_;
   bool stop_after_first_;
 };
 
@@ -286,8 +354,8 @@ Result<std::string> structures_regex(const std::vector<Structure>& structures,
   for (std::size_t i = 0; i < structures.size(); ++i) {
     Result<std::string> schema = json_schema_to_regex(structures[i].schema, options);
     if (!schema.ok()) {
-      return Status(schema.status().code(), "structural_tag: structures[" + std::to_string(i) +
-                                                "].schema: " + schema.status().message());
+      return Status(schema.status().code(), "structural_tag: " + structures[i].schema_at + ": " +
+                                                schema.status().message());
     }
     if (i > 0) regex += '|';
     regex += regex_literal(structures[i].begin) + *schema + regex_literal(structures[i].end);
@@ -325,7 +393,7 @@ Result<std::shared_ptr<const Grammar>> Grammar::structural_tag(
   }
   return AutomatonGrammar<TagAutomaton>::create(
       TagAutomaton(TriggerScanner(tag.triggers), std::move(*structures), tag.triggers,
-                   tag.stop_after_first),
+                   tag.at_least_one, tag.stop_after_first),
       std::move(vocab));
 }
 

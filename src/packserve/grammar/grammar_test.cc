@@ -347,9 +347,41 @@ TEST(StructuralTagTest, FreeTextAndTriggeredStructures) {
   ASSERT_NE(nested, nullptr);
   EXPECT_TRUE(testing::full_match(*nested, "1 <a>null</a> 2 <ab>true</ab> 3"));
   EXPECT_FALSE(testing::full_match(*nested, "<ab>null</ab>"));
+  // xgrammar's format form: triggered_tags of json_schema content, at_least_one opening the
+  // output with a tag.
+  const std::string format =
+      R"({"type":"structural_tag","format":{"type":"triggered_tags","triggers":["<f="],"tags":[)"
+      R"({"begin":"<f=a>","content":{"type":"json_schema","json_schema":{"type":"integer"}},)"
+      R"("end":"</f>"},{"type":"tag","begin":"<f=b>","content":{"type":"json_schema",)"
+      R"("json_schema":true},"end":"</f>"}],"at_least_one":true,"stop_after_first":false}})";
+  const auto formatted = ok_or_null(Grammar::structural_tag(format, vocab));
+  ASSERT_NE(formatted, nullptr);
+  EXPECT_TRUE(testing::full_match(*formatted, "<f=a>12</f> then <f=b>{}</f> end"));
+  EXPECT_FALSE(testing::full_match(*formatted, "text first <f=a>12</f>"));
+  EXPECT_FALSE(testing::full_match(*formatted, ""));
+  EXPECT_FALSE(testing::full_match(*formatted, "<f=a>\"x\"</f>"));
+  auto fm = formatted->matcher();
+  EXPECT_EQ(testing::allowed_ids(*fm, *vocab), (Ids{'<'}));
+  EXPECT_EQ(error(R"({"format":{"type":"triggered_tags","triggers":["<"],"tags":[{"begin":"<a",)"
+                  R"("content":{"type":"any_text"},"end":">"}]}})"),
+            "structural_tag: format.tags[0].content: only {\"type\": \"json_schema\"} content is "
+            "supported");
+  EXPECT_EQ(error(R"({"format":{"type":"sequence","elements":[]}})"),
+            "structural_tag: format: only {\"type\": \"triggered_tags\"} is supported");
+  EXPECT_EQ(
+      error(R"({"format":{"type":"triggered_tags","triggers":["<"],"tags":[{"begin":"<a",)"
+            R"("content":{"type":"json_schema","json_schema":{"type":"x"}},"end":">"}]}})")
+          .rfind("structural_tag: format.tags[0].content.json_schema: json_schema: /type:", 0),
+      0u);
+  EXPECT_EQ(error(R"({"format":{"type":"triggered_tags","triggers":["!"],"tags":[{"begin":"<a",)"
+                  R"("content":{"type":"json_schema","json_schema":{}},"end":">"}]}})"),
+            "structural_tag: format.tags[0].begin: expected to start with one of the triggers");
+  EXPECT_EQ(error(R"({"format":{"type":"triggered_tags"},"structures":[]})"),
+            "structural_tag: structures: not expected beside format (type, format)");
   EXPECT_EQ(error(R"({"stop_after_first":1})"),
             "structural_tag: stop_after_first: expected true or false");
-  EXPECT_EQ(error("[]"), "structural_tag: expected a JSON object with structures and triggers");
+  EXPECT_EQ(error("[]"),
+            "structural_tag: expected a JSON object with structures and triggers, or a format");
   EXPECT_EQ(error(R"({"structures":[],"triggers":["<"]})"),
             "structural_tag: structures: expected a list of 1 to 64 {begin, schema, end} objects");
   EXPECT_EQ(error(R"({"structures":[{"begin":"<a>","schema":{}}],"triggers":["<"]})"),

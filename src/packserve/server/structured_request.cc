@@ -76,7 +76,7 @@ std::optional<ApiError> parse_response_format(const json& body, std::string_view
   const std::string type = rf.at("type").get<std::string>();
   std::set<std::string> known = {"type"};
   if (type == "json_schema") known.insert("json_schema");
-  if (type == "structural_tag") known.insert({"structures", "triggers"});
+  if (type == "structural_tag") known.insert({"structures", "triggers", "format"});
   for (const auto& [key, value] : rf.items()) {
     if (known.count(key) == 0) {
       return bad_request(field + "." + key + ": not expected with type \"" + type + "\"", field);
