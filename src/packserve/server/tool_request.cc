@@ -179,20 +179,27 @@ std::optional<engine::StructuredOutput> auto_calls_constraint(const std::vector<
                                                               ToolCallFormat format) {
   const bool any_strict =
       std::any_of(tools.begin(), tools.end(), [](const Tool& t) { return t.strict; });
-  if (!any_strict || format != ToolCallFormat::kHermes) return std::nullopt;
+  if (!any_strict || format == ToolCallFormat::kMistral) return std::nullopt;
+  // What opens a call, and a call of `name` up to its arguments and after them.
+  const bool llama = format == ToolCallFormat::kLlama3Json;
+  const std::string trigger = llama ? "{\"name\":" : "<tool_call>";
+  const auto begin = [&](const std::string& name) {
+    return llama ? "{\"name\": " + json(name).dump() + ", \"parameters\": "
+                 : "<tool_call>\n{\"name\": " + json(name).dump() + ", \"arguments\": ";
+  };
+  const std::string end = llama ? "}" : "}\n</tool_call>";
   nlohmann::ordered_json structures = nlohmann::ordered_json::array();
   for (const Tool& tool : tools) {
     const std::string schema = tool.strict ? arguments_schema(tool) : R"({"type":"object"})";
-    structures.push_back(
-        {{"begin", "<tool_call>\n{\"name\": " + json(tool.name).dump() + ", \"arguments\": "},
-         {"schema", nlohmann::ordered_json::parse(schema)},
-         {"end", "}\n</tool_call>"}});
+    structures.push_back({{"begin", begin(tool.name)},
+                          {"schema", nlohmann::ordered_json::parse(schema)},
+                          {"end", end}});
   }
   engine::StructuredOutput out;
   out.kind = Kind::kStructuralTag;
   out.field = "tools";
   nlohmann::ordered_json tag = {{"structures", structures},
-                                {"triggers", nlohmann::ordered_json::array({"<tool_call>"})}};
+                                {"triggers", nlohmann::ordered_json::array({trigger})}};
   if (!parallel) tag["stop_after_first"] = true;  // the output ends with the one call
   out.spec = tag.dump();
   return out;

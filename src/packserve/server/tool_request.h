@@ -67,14 +67,16 @@ ApiResult<engine::StructuredOutput> required_calls_constraint(const std::vector<
 
 // tool_choice "auto" with strict tools (function.strict true), as OpenAI's strict function
 // calling: a structural tag (grammar::Grammar::structural_tag) that leaves the text free until
-// the model opens a `<tool_call>` block, and then holds the block to
-// `<tool_call>\n{"name": <a tool>, "arguments": <its arguments>}\n</tool_call>`, a strict
-// tool's arguments following its schema and any other tool's any object; with `parallel`
-// false the output ends after the first call (the tag's stop_after_first). nullopt when no tool
-// is strict, or for a syntax without a text that opens a call (Llama 3's JSON output is the
-// call itself; Mistral's [TOOL_CALLS] is a control token no constraint can see): the calls
-// are then read unconstrained. A schema that does not compile is a 400 naming `tools` (when
-// the engine compiles the tag).
+// the model opens a call, and then holds it to a call of a tool, a strict tool's arguments
+// following its schema and any other tool's any object:
+//   kHermes:     opened by `<tool_call>`, the block
+//                `<tool_call>\n{"name": <a tool>, "arguments": <its arguments>}\n</tool_call>`;
+//   kLlama3Json: opened by `{"name":` (xgrammar's trigger for it), the object
+//                `{"name": <a tool>, "parameters": <its arguments>}`.
+// With `parallel` false the output ends after the first call (the tag's stop_after_first).
+// nullopt when no tool is strict, or for Mistral, whose [TOOL_CALLS] is a control token no
+// constraint can see: the calls are then read unconstrained. A schema that does not compile is
+// a 400 naming `tools` (when the engine compiles the tag).
 std::optional<engine::StructuredOutput> auto_calls_constraint(const std::vector<Tool>& tools,
                                                               bool parallel, ToolCallFormat format);
 

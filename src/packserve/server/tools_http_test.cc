@@ -385,6 +385,30 @@ TEST(ToolRequest, RequiredCallsInLlama3Syntax) {
   EXPECT_EQ(bad.error().message.rfind("tools: json_schema: ", 0), 0u) << bad.error().message;
 }
 
+// Strict tools in Llama 3's syntax: free text, and a `{"name":` the model writes opens a call.
+TEST(ToolRequest, AutoStrictCallsInLlama3Syntax) {
+  Tool weather{"get_weather", "",
+               R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})"};
+  weather.strict = true;
+  const std::optional<engine::StructuredOutput> c =
+      auto_calls_constraint({weather}, /*parallel=*/true, ToolCallFormat::kLlama3Json);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->kind, engine::StructuredOutput::Kind::kStructuralTag);
+  const auto g = grammar::Grammar::structural_tag(c->spec, grammar::testing::byte_vocabulary());
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const auto matches = [&](const std::string& text) {
+    return grammar::testing::full_match(**g, text);
+  };
+  EXPECT_TRUE(matches(R"({"name": "get_weather", "parameters": {"city": "Rome"}})"));
+  EXPECT_TRUE(matches("It is sunny."));
+  EXPECT_FALSE(matches(R"({"name": "get_weather", "parameters": {}})"));
+  EXPECT_FALSE(matches(R"({"name": "now", "parameters": {}})"));
+  // Mistral's calls open with a control token: no constraint; nor without a strict tool.
+  EXPECT_FALSE(auto_calls_constraint({weather}, true, ToolCallFormat::kMistral).has_value());
+  weather.strict = false;
+  EXPECT_FALSE(auto_calls_constraint({weather}, true, ToolCallFormat::kLlama3Json).has_value());
+}
+
 // A Mistral model: the request keeps special tokens in the text so that [TOOL_CALLS] reaches
 // the parser, calls get the 9-character ids Mistral's template takes back, and required's
 // constraint is the list without the control token.
