@@ -9,34 +9,23 @@
 
 #include "packserve/grammar/dfa_grammar.h"
 #include "packserve/grammar/grammar.h"
+#include "packserve/grammar/wrapped_matcher.h"
 
 namespace packserve::grammar {
 namespace {
 
 using Sequences = std::vector<std::vector<int32_t>>;
 
-class BanningMatcher final : public Matcher {
+class BanningMatcher final : public detail::WrappedMatcher {
  public:
-  // inner_grammar keeps inner's grammar alive as long as the matcher.
   BanningMatcher(std::shared_ptr<const Grammar> inner_grammar,
                  std::shared_ptr<const Sequences> banned, std::size_t history, int32_t vocab_size)
-      : inner_grammar_(std::move(inner_grammar)),
-        inner_(inner_grammar_ != nullptr ? inner_grammar_->matcher() : nullptr),
+      : WrappedMatcher(std::move(inner_grammar), vocab_size),
         banned_(std::move(banned)),
-        history_size_(history),
-        vocab_size_(vocab_size) {}
+        history_size_(history) {}
 
   int64_t fill_mask(std::span<uint32_t> mask) override {
-    int64_t allowed = 0;
-    if (inner_ != nullptr) {
-      allowed = inner_->fill_mask(mask);
-    } else {
-      // Every token, as without a constraint; none past the vocabulary's end.
-      std::fill(mask.begin(), mask.end(), ~0u);
-      if (const int32_t tail = vocab_size_ % 32; tail != 0)
-        mask.back() = (1u << static_cast<unsigned>(tail)) - 1;
-      allowed = vocab_size_;
-    }
+    int64_t allowed = fill_inner_mask(mask);
     for (const std::vector<int32_t>& s : *banned_) {
       if (!completes(s)) continue;
       const auto t = static_cast<std::size_t>(s.back());
@@ -57,15 +46,13 @@ class BanningMatcher final : public Matcher {
                                 " would complete a sequence of bad_words_token_ids");
       }
     }
-    if (inner_ != nullptr) PS_RETURN_IF_ERROR(inner_->accept(token));
+    PS_RETURN_IF_ERROR(accept_inner(token));
     if (history_size_ > 0) {
       if (history_.size() == history_size_) history_.pop_front();
       history_.push_back(token);
     }
     return ok_status();
   }
-  bool accepting() const override { return inner_ == nullptr || inner_->accepting(); }
-  bool finished() const override { return inner_ != nullptr && inner_->finished(); }
 
  private:
   // Whether the output so far ends with all of `s` but its last token.
@@ -75,11 +62,8 @@ class BanningMatcher final : public Matcher {
            std::equal(s.begin(), s.end() - 1, history_.end() - static_cast<std::ptrdiff_t>(prefix));
   }
 
-  std::shared_ptr<const Grammar> inner_grammar_;
-  std::unique_ptr<Matcher> inner_;
   std::shared_ptr<const Sequences> banned_;
-  std::size_t history_size_;  // the longest sequence's length - 1
-  int32_t vocab_size_;
+  std::size_t history_size_;     // the longest sequence's length - 1
   std::deque<int32_t> history_;  // the last history_size_ tokens of the output
 };
 

@@ -9,26 +9,20 @@
 
 #include "packserve/grammar/dfa_grammar.h"
 #include "packserve/grammar/grammar.h"
+#include "packserve/grammar/wrapped_matcher.h"
 
 namespace packserve::grammar {
 namespace {
 
 using Bits = std::vector<uint32_t>;  // a bit per token
 
-class RestrictedMatcher final : public Matcher {
+class RestrictedMatcher final : public detail::WrappedMatcher {
  public:
-  // inner_grammar keeps inner's grammar alive as long as the matcher.
   RestrictedMatcher(std::shared_ptr<const Grammar> inner_grammar,
-                    std::shared_ptr<const Bits> allowed)
-      : inner_grammar_(std::move(inner_grammar)),
-        inner_(inner_grammar_ != nullptr ? inner_grammar_->matcher() : nullptr),
-        allowed_(std::move(allowed)) {}
+                    std::shared_ptr<const Bits> allowed, int32_t vocab_size)
+      : WrappedMatcher(std::move(inner_grammar), vocab_size), allowed_(std::move(allowed)) {}
   int64_t fill_mask(std::span<uint32_t> mask) override {
-    if (inner_ != nullptr) {
-      inner_->fill_mask(mask);
-    } else {
-      std::fill(mask.begin(), mask.end(), ~0u);
-    }
+    fill_inner_mask(mask);
     int64_t allowed = 0;
     for (size_t w = 0; w < mask.size(); ++w) {
       mask[w] &= (*allowed_)[w];
@@ -41,14 +35,10 @@ class RestrictedMatcher final : public Matcher {
     if (token < 0 || t / 32 >= allowed_->size() || (((*allowed_)[t / 32] >> (t % 32)) & 1u) == 0) {
       return invalid_argument("token " + std::to_string(token) + " is not in allowed_token_ids");
     }
-    return inner_ != nullptr ? inner_->accept(token) : ok_status();
+    return accept_inner(token);
   }
-  bool accepting() const override { return inner_ == nullptr || inner_->accepting(); }
-  bool finished() const override { return inner_ != nullptr && inner_->finished(); }
 
  private:
-  std::shared_ptr<const Grammar> inner_grammar_;
-  std::unique_ptr<Matcher> inner_;
   std::shared_ptr<const Bits> allowed_;
 };
 
@@ -60,7 +50,7 @@ class RestrictedGrammar final : public Grammar {
         vocab_(std::move(vocab)),
         allowed_(std::make_shared<const Bits>(std::move(allowed))) {}
   std::unique_ptr<Matcher> matcher() const override {
-    return std::make_unique<RestrictedMatcher>(inner_, allowed_);
+    return std::make_unique<RestrictedMatcher>(inner_, allowed_, vocab_->size());
   }
   const Vocabulary& vocabulary() const override { return *vocab_; }
 

@@ -72,7 +72,7 @@ ApiResult<std::vector<std::vector<int32_t>>> bad_words_token_ids(const EngineApi
   for (std::size_t i = 0; i < r.bad_words.size(); ++i) {
     const std::string field = "bad_words[" + std::to_string(i) + "]";
     const std::string& word = r.bad_words[i];
-    const std::string bare = word.substr(word.find_first_not_of(" \t\n\r\f\v"));
+    const std::string bare = word.substr(word.find_first_not_of(kBadWordSpace));
     for (const std::string& text : {bare, " " + bare}) {
       ApiResult<std::vector<int32_t>> ids =
           encode_text_prompt(engine, text, /*add_special_tokens=*/false, field);

@@ -238,7 +238,7 @@ ApiResult<OpenAiRequest> parse_fields(const json& body, std::string_view raw_bod
     for (std::size_t i = 0; i < v.size(); ++i) {
       const std::string f = "bad_words[" + std::to_string(i) + "]";
       if (!v[i].is_string() || v[i].get_ref<const std::string&>().find_first_not_of(
-                                   " \t\n\r\f\v") == std::string::npos) {
+                                   kBadWordSpace) == std::string::npos) {
         return wrong(f, "a word (a string with text other than whitespace)", v[i]);
       }
       out.bad_words.push_back(v[i].get<std::string>());

@@ -34,6 +34,8 @@ inline constexpr int kMaxStopStrings = 16;
 inline constexpr std::size_t kMaxStopStringBytes = 256;
 // bad_words per request: each becomes up to two token sequences (bare and after a space).
 inline constexpr std::size_t kMaxBadWords = engine::kMaxBadWordsSequences / 2;
+// The whitespace a bad word may not consist of only, and loses at its start when tokenized.
+inline constexpr const char* kBadWordSpace = " \t\n\r\f\v";
 // Choices per request: prompts x n, each generated as its own engine request.
 inline constexpr int kMaxChoices = 128;
 
