@@ -1,6 +1,7 @@
 #include "packserve/cli/engine_flags.h"
 
 #include "packserve/attention/plan.h"
+#include "packserve/sched/ngram_proposer.h"
 #include "packserve/sched/scheduler.h"
 
 namespace packserve::cli {
@@ -42,6 +43,23 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
                p + "sample non-greedy and logprob rows on the host from their logits instead "
                    "of in the forward backend (the same tokens and logprobs; cuda then copies "
                    "every such row's logits, and masks structured outputs' rows on the host)");
+  cmd.add_option("--num-speculative-tokens", f.num_speculative_tokens,
+                 p +
+                     "speculative decoding by prompt lookup (vLLM's ngram method) for greedy "
+                     "requests without logprobs, penalties, logit bias, min_tokens or structured "
+                     "outputs: up to N draft tokens per decode step, found in the request's own "
+                     "prompt and output and verified in the same forward (0 = off, at most " +
+                     std::to_string(sched::kMaxSpeculativeTokens) + ")")
+      ->capture_default_str();
+  cmd.add_option("--prompt-lookup-min", f.prompt_lookup_min,
+                 p + "speculative decoding: the shortest suffix of the tokens looked up")
+      ->capture_default_str();
+  cmd.add_option("--prompt-lookup-max", f.prompt_lookup_max,
+                 p +
+                     "speculative decoding: the longest suffix of the tokens looked up (the "
+                     "longest that recurs wins; at most " +
+                     std::to_string(sched::kMaxSpeculativeNgram) + ")")
+      ->capture_default_str();
   add_backend_flags(cmd, f.backend, p);
 }
 
@@ -66,6 +84,17 @@ Status apply_engine_flags(const EngineFlags& f, engine::EngineConfig& config) {
   }
   config.num_sampler_threads = f.sampler_threads;
   config.backend_sampling = !f.no_backend_sampling;
+  config.speculation = {f.num_speculative_tokens, f.prompt_lookup_min, f.prompt_lookup_max};
+  if (Status s = sched::validate_speculation(config.speculation); !s.ok()) {
+    // The fields are the flags' names: "prompt_lookup_min, prompt_lookup_max: ..." ->
+    // "--prompt-lookup-min, --prompt-lookup-max: ...".
+    std::string message = "--" + s.message();
+    for (size_t i = 0; i < message.size() && message[i] != ':'; ++i) {
+      if (message[i] == '_') message[i] = '-';
+      if (message[i] == ' ') message.insert(i + 1, "--"), i += 2;
+    }
+    return invalid_argument(message);
+  }
   return ok_status();
 }
 

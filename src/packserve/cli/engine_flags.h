@@ -4,7 +4,8 @@
 //   --num-pages N (0: cpu_default_num_pages on cpu, from --gpu-memory-utilization on cuda)
 //   --page-size N  --max-num-batched-tokens N  --max-num-running-requests N
 //   --policy fcfs|aimd  --attention-policy naive|balanced|prefix|auto  --no-prefix-caching
-//   --prefix-wait-min-tokens N
+//   --prefix-wait-min-tokens N  --num-speculative-tokens N  --prompt-lookup-min N
+//   --prompt-lookup-max N
 //   --threads N (CPU attention executor)  --sampler-threads N  and the backend flags of
 //   backend_flags.h.
 // Thread-safety: call from one thread at start-up.
@@ -31,7 +32,10 @@ struct EngineFlags {
   int32_t prefix_wait_min_tokens = 256;
   bool no_backend_sampling = false;
   int threads = 1;
-  int32_t sampler_threads = 0;  // 0: auto
+  int32_t sampler_threads = 0;         // 0: auto
+  int32_t num_speculative_tokens = 0;  // 0: off
+  int32_t prompt_lookup_min = 2;
+  int32_t prompt_lookup_max = 4;
   BackendFlags backend;
   int32_t cpu_default_num_pages = 2048;  // what --num-pages 0 means on the CPU backend
 };
@@ -40,7 +44,8 @@ struct EngineFlags {
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& help_prefix = "");
 
 // Sets config.kv (pages, page size, prefix caching), config.scheduler (budget, running limit,
-// prefix wait, policy), config.plan.policy, config.num_sampler_threads and config.backend_sampling.
+// prefix wait, policy), config.plan.policy, config.num_sampler_threads, config.backend_sampling
+// and config.speculation.
 // Errors: kInvalidArgument naming the flag.
 Status apply_engine_flags(const EngineFlags& flags, engine::EngineConfig& config);
 

@@ -349,7 +349,13 @@ int run_generate(const GenerateArgs& args) {
   }
   std::cerr << "generate: prompts=" << prompts->size() << " output_tokens=" << total_tokens
             << " wall_s=" << wall_s
-            << " output_tokens_per_s=" << static_cast<double>(total_tokens) / wall_s << "\n";
+            << " output_tokens_per_s=" << static_cast<double>(total_tokens) / wall_s;
+  if (config.speculation.num_speculative_tokens > 0) {
+    const engine::EngineMetrics m = eng.metrics();
+    std::cerr << " draft_tokens=" << m.spec_draft_tokens
+              << " accepted_draft_tokens=" << m.spec_accepted_tokens << " steps=" << m.num_steps;
+  }
+  std::cerr << "\n";
   return any_error ? 1 : 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include "packserve/common/log.h"
 #include "packserve/engine/engine_internal.h"
+#include "packserve/sched/ngram_proposer.h"
 #include "packserve/tokenizer/utf8.h"
 
 namespace packserve::engine {
@@ -148,6 +149,9 @@ Status EngineConfig::validate() const {
   {
     Status s = kv.validate();
     if (!s.ok()) return invalid_argument("kv: " + s.message());
+  }
+  if (Status s = sched::validate_speculation(speculation); !s.ok()) {
+    return invalid_argument("speculation." + s.message());
   }
   if (max_model_len < 0) {
     return invalid_argument("max_model_len: expected >= 0 (0 = the model's), got " +

@@ -244,6 +244,16 @@ struct EngineConfig {
   // kOutputSample): the CUDA backend then returns 8 bytes per row instead of the row's logits.
   // The tokens are the same either way (common/sample_draw.h).
   bool backend_sampling = true;
+  // Speculative decoding by prompt lookup (sched::NgramSpeculation, vLLM's "ngram" method), for
+  // the requests whose tokens are each the argmax of their row: greedy, without logprobs,
+  // logit bias, penalties, min_tokens or a structured output (the others decode a token per
+  // step). Each decode step then carries up to speculation.num_speculative_tokens drafts found in
+  // the request's own prompt and output; the backend scores them in the same forward (their rows'
+  // argmax, ForwardBatch::score_*), and the drafts that match, plus the model's token after
+  // them, are the step's output. The tokens are those of decoding one at a time, up to float
+  // rounding of the rows' logits (a near tie may break the other way). num_speculative_tokens = 0:
+  // off.
+  sched::NgramSpeculation speculation;
   Status validate() const;
 };
 
@@ -272,6 +282,8 @@ struct EngineMetrics {
   int64_t prompt_tokens_total = 0, generation_tokens_total = 0;
   double generation_tokens_per_s = 0.0;  // over the last ~10 s
   int64_t num_steps = 0, num_preemptions = 0;
+  // Speculative decoding (EngineConfig::speculation): drafts verified, and of those accepted.
+  int64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;
   // Host time of the engine thread's steps, seconds in all: whole iterations (admit,
   // schedule, forward, sample, commit, detokenize and push outputs), and within them the
   // backend's forward() (structured outputs' masks, filled while the device runs, included)

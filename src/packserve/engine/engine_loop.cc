@@ -14,6 +14,16 @@ namespace packserve::engine {
 struct Engine::Impl::Executor : public sched::ModelExecutor {
   explicit Executor(Impl& impl_in) : impl(impl_in) {}
 
+  struct ScoreJob {
+    LiveRequest* request;
+    int32_t first;        // prompt scores: position of its first scored row
+    int32_t count;        // its scored rows
+    int32_t score_index;  // its first row's index in ForwardBatch::score_targets
+    int32_t top;          // alternatives asked per row
+    int32_t sequence;     // drafts to verify: the batch index of their sequence; else -1
+    bool verifies() const { return sequence >= 0; }
+  };
+
   Result<sched::StepOutput> execute(const sched::ScheduledBatch& batch) override {
     ran = true;
     batch_ids.clear();
@@ -84,7 +94,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       }
       fb.samples.push_back(output);
       fb.adjust_indptr.push_back(static_cast<int32_t>(fb.adjusts.size()));
-      add_scored_rows(seq, live);
+      add_scored_rows(i, seq, live);
     }
     if (fb.adjusts.empty()) fb.adjust_indptr.clear();
     if (fb.score_targets.empty()) {
@@ -168,9 +178,13 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     for (size_t j = 0; j < draw_rows.size(); ++j) {
       draw_rows[j].request->step_top_logprobs = std::move(fwd.top_logprobs[j]);
     }
-    for (size_t j = 0, i = 0; j < score_jobs.size(); ++j) {
-      const ScoreJob& job = score_jobs[j];
-      for (int32_t k = 0; k < job.count; ++k, ++i) {
+    for (const ScoreJob& job : score_jobs) {
+      if (job.verifies()) {
+        PS_RETURN_IF_ERROR(verify_drafts(job, batch.sequences[job.sequence], out));
+        continue;
+      }
+      for (int32_t k = 0; k < job.count; ++k) {
+        const auto i = static_cast<size_t>(job.score_index + k);
         TokenOutput& t = job.request->prompt_scores[static_cast<size_t>(job.first + k)];
         t.token_id = fb.score_targets[i];
         t.logprob = fwd.scores[i].logprob;
@@ -214,39 +228,48 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     return out;
   }
 
-  // Scores the prompt rows of seq (its rows before the last prompt token) when its request
-  // (`live`, null if not live) asks for prompt logprobs: ForwardBatch::score_* entries and a
-  // ScoreJob.
-  void add_scored_rows(const sched::ScheduledSequence& seq, LiveRequest* live) {
-    int32_t count = 0;
+  // ForwardBatch::score_* entries of seq (the batch's sequence `index`) and a ScoreJob: the
+  // prompt rows (before the last prompt token) when its request (`live`, null if not live)
+  // asks for prompt logprobs; the rows before its speculative drafts, whose most likely token
+  // (top-1 alternative: the argmax of common/argmax.h, lowest id among equals) verifies them.
+  void add_scored_rows(size_t index, const sched::ScheduledSequence& seq, LiveRequest* live) {
     uint8_t top = 0;
-    if (live != nullptr && live->scores_prompt_now()) {
+    const auto score_index = static_cast<int32_t>(fb.score_targets.size());
+    if (seq.num_draft_tokens > 0) {
+      PS_CHECK(live != nullptr && live->sampler.argmax_only() && live->constraint == nullptr)
+          << "req=" << seq.id << " has drafts but does not decode by argmax";
+      top = 1;
+      fb.score_targets.insert(fb.score_targets.end(), seq.token_ids.begin() + 1,
+                              seq.token_ids.end());
+      score_jobs.push_back(
+          {live, 0, seq.num_draft_tokens, score_index, top, static_cast<int32_t>(index)});
+    } else if (live != nullptr && live->scores_prompt_now()) {
       LiveRequest& r = *live;
       const auto q_len = static_cast<int32_t>(seq.token_ids.size());
       const int32_t first = seq.kv_len() - q_len;  // the first row's position
-      count = std::clamp(r.num_prompt_tokens - 1 - first, 0, q_len);
+      const int32_t count = std::clamp(r.num_prompt_tokens - 1 - first, 0, q_len);
       top = static_cast<uint8_t>(r.params.prompt_logprobs);
       if (count > 0) {
         const auto from = r.prompt.begin() + first + 1;
         fb.score_targets.insert(fb.score_targets.end(), from, from + count);
-        score_jobs.push_back({&r, first, count});
+        score_jobs.push_back({&r, first, count, score_index, top, -1});
       }
     }
     fb.score_top.push_back(top);
     fb.score_indptr.push_back(static_cast<int32_t>(fb.score_targets.size()));
   }
 
-  // The backend's scores: one per scored row, each with its request's alternatives.
+  // The backend's scores: one per scored row, each with its job's alternatives.
   Status check_scores() const {
     const std::string name(impl.backend->name());
     if (fwd.scores.size() != fb.score_targets.size()) {
       return internal_error("backend " + name + " returned " + std::to_string(fwd.scores.size()) +
                             " scores, expected " + std::to_string(fb.score_targets.size()));
     }
-    for (size_t j = 0, i = 0; j < score_jobs.size(); ++j) {
-      const auto want = static_cast<size_t>(
-          std::min<int64_t>(score_jobs[j].request->params.prompt_logprobs, impl.vocab_size));
-      for (int32_t k = 0; k < score_jobs[j].count; ++k, ++i) {
+    for (const ScoreJob& job : score_jobs) {
+      const auto want = static_cast<size_t>(std::min<int64_t>(job.top, impl.vocab_size));
+      for (int32_t k = 0; k < job.count; ++k) {
+        const auto i = static_cast<size_t>(job.score_index + k);
         if (fwd.scores[i].top.size() != want) {
           return internal_error("backend " + name + " returned " +
                                 std::to_string(fwd.scores[i].top.size()) +
@@ -255,6 +278,32 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         }
       }
     }
+    return ok_status();
+  }
+
+  // A decode row's drafts against its rows' argmax: draft j is accepted while drafts 0..j-1
+  // were and row j's most likely token is it; the token after them is the argmax of the row
+  // after the last accepted draft (the backend's argmax of the last row when all are).
+  Status verify_drafts(const ScoreJob& job, const sched::ScheduledSequence& seq,
+                       sched::StepOutput& out) const {
+    const std::span<const int32_t> drafts = seq.token_ids.subspan(1);
+    int32_t accepted = 0;
+    for (; accepted < job.count; ++accepted) {
+      const int32_t token =
+          fwd.scores[static_cast<size_t>(job.score_index + accepted)].top[0].token_id;
+      if (token < 0 || token >= impl.vocab_size) {
+        return internal_error("backend " + std::string(impl.backend->name()) +
+                              " returned alternative id " + std::to_string(token) +
+                              ", expected in [0, vocab_size = " + std::to_string(impl.vocab_size) +
+                              ")");
+      }
+      if (token != drafts[static_cast<size_t>(accepted)]) {
+        out.sampled_token_ids[static_cast<size_t>(job.sequence)] = token;
+        break;
+      }
+    }
+    out.num_accepted_drafts.resize(out.sampled_token_ids.size(), 0);
+    out.num_accepted_drafts[static_cast<size_t>(job.sequence)] = accepted;
     return ok_status();
   }
 
@@ -272,12 +321,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   std::vector<SampleRow> argmax_rows;     // this step's kOutputArgmax rows, in argmax order
   std::vector<SampleRow> draw_rows;       // this step's kOutputSample rows, in sampled order
   std::vector<LiveRequest*> masked_rows;  // the argmax and draw rows' masks, in masks order
-  struct ScoreJob {
-    LiveRequest* request;
-    int32_t first;  // position of its first scored row
-    int32_t count;  // its scored rows
-  };
-  std::vector<ScoreJob> score_jobs;  // this step's scored rows, in batch order
+  std::vector<ScoreJob> score_jobs;       // this step's scored rows, in batch order
 };
 
 namespace {
@@ -328,6 +372,9 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
     r->constraint = pending.constraint->matcher();
     r->mask.assign(static_cast<size_t>(pending.constraint->vocabulary().mask_words()), 0);
   }
+  // Drafts are verified by their rows' argmax (Executor::add_scored_rows).
+  if (r->sampler.argmax_only() && r->constraint == nullptr)
+    request.speculation = config.speculation;
   LiveRequest& ref = *r;
   live.emplace(pending.id, std::move(r));
   Status s = scheduler->add_request(std::move(request));
@@ -399,6 +446,9 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
     auto it = live.find(ev.id);
     if (it == live.end()) continue;
     LiveRequest& r = *it->second;
+    // A stop string ends the output at the token that completed it: the step's later tokens
+    // (speculative drafts accepted with it) are dropped.
+    if (r.matcher.stopped()) continue;
     RequestOutput& u = update_of(r);
     ++r.num_output_tokens;
     if (!r.first_token_time_ms.has_value()) {
@@ -485,6 +535,8 @@ void Engine::Impl::publish_metrics(int64_t step_tokens, double now_ms, const Ste
   metrics.prefix_hit_tokens = kv_stats.prefix_hit_tokens;
   metrics.num_steps = scheduler->stats().num_steps;
   metrics.num_preemptions = scheduler->stats().num_preemptions;
+  metrics.spec_draft_tokens = scheduler->stats().num_draft_tokens;
+  metrics.spec_accepted_tokens = scheduler->stats().num_accepted_draft_tokens;
   metrics.generation_tokens_total += step_tokens;
   metrics.step_seconds += times.step_ms / 1000.0;
   metrics.forward_seconds += times.forward_ms / 1000.0;

@@ -39,6 +39,7 @@ struct EngineSetup {
   bool backend_sampling = true;
   std::optional<model::RopeScaling> rope_scaling;  // of the fake model (max positions 4096)
   int32_t max_model_len = 0;
+  sched::NgramSpeculation speculation;
 };
 
 struct TestEngine {
@@ -58,6 +59,7 @@ TestEngine make_engine(NextTokenFn next, const EngineSetup& s = {}) {
   config.num_sampler_threads = s.num_sampler_threads;
   config.backend_sampling = s.backend_sampling;
   config.max_model_len = s.max_model_len;
+  config.speculation = s.speculation;
   auto backend = std::make_unique<FakeBackend>(kVocab, s.num_pages, s.page_size, std::move(next));
   backend->set_rope_scaling(s.rope_scaling);
   TestEngine t;
@@ -958,6 +960,100 @@ void expect_reference_runs(Engine& engine, std::vector<GenerateRequest> requests
     ASSERT_TRUE(c.finished);
     EXPECT_EQ(c.token_ids, testing::reference_greedy(testing::hash_next_token, r.prompt_token_ids,
                                                      r.sampling.max_tokens, {}));
+  }
+}
+
+// A model that mostly repeats itself: the token 3 back, except at every 7th position.
+int32_t mostly_periodic(const std::vector<int32_t>& context) {
+  const size_t n = context.size();
+  return n < 3 || n % 7 == 0 ? static_cast<int32_t>('a' + n % 26) : context[n - 3];
+}
+
+// Prompt lookup drafts are verified by their rows' argmax: greedy outputs stay the reference's,
+// in fewer steps; requests that do not decode by argmax get no drafts.
+TEST(EngineTest, SpeculativeDraftsKeepGreedyOutputsInFewerSteps) {
+  EngineSetup setup;
+  setup.speculation = {4, 2, 3};
+  auto t = make_engine(mostly_periodic, setup);
+  const std::vector<std::vector<int32_t>> prompts = {ids_of("abcabcab"), ids_of("xyz"),
+                                                     ids_of("hello hello hel")};
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& p : prompts) {
+    auto s = t.engine->submit(greedy_request(p, 40));
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    streams.push_back(*s);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Collected c = collect(*streams[i]);
+    ASSERT_TRUE(c.finished);
+    const auto expected = testing::reference_greedy(mostly_periodic, prompts[i], 40, {kEosId});
+    EXPECT_EQ(c.token_ids, expected) << "prompt " << i;
+    EXPECT_EQ(c.text, text_of(expected));
+    EXPECT_EQ(c.last.finish_reason, "length");
+    EXPECT_EQ(c.last.num_output_tokens, 40);
+  }
+  const auto idle = [](const EngineMetrics& m) {
+    return m.num_running == 0 && m.pages_in_use == 0;
+  };
+  ASSERT_TRUE(wait_metrics(*t.engine, idle));
+  const EngineMetrics m = t.engine->metrics();
+  EXPECT_EQ(m.generation_tokens_total, 120);
+  // Every 7th position breaks the period: some drafts are rejected, most are not.
+  EXPECT_GT(m.spec_accepted_tokens, 40);
+  EXPECT_LT(m.spec_accepted_tokens, m.spec_draft_tokens);
+  EXPECT_EQ(t.backend->num_scored_rows.load(), m.spec_draft_tokens);
+  // Each step's decode row gives its accepted drafts plus one token.
+  EXPECT_EQ(t.backend->num_argmax_rows.load(), 120 - m.spec_accepted_tokens);
+
+  EngineConfig bad;
+  bad.speculation.num_speculative_tokens = sched::kMaxSpeculativeTokens + 1;
+  EXPECT_EQ(bad.validate().message().rfind("speculation.num_speculative_tokens: ", 0), 0u)
+      << bad.validate().message();
+
+  // Sampled and logprob requests decode a token per step: no drafts.
+  GenerateRequest sampled = greedy_request(prompts[0], 20);
+  sampled.sampling.temperature = 1.0;
+  sampled.sampling.seed = 5;
+  GenerateRequest with_logprobs = greedy_request(prompts[0], 20);
+  with_logprobs.sampling.logprobs = true;
+  for (const GenerateRequest& r : {sampled, with_logprobs}) {
+    auto s = t.engine->submit(r);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(collect(**s).token_ids.size(), 20u);
+  }
+  ASSERT_TRUE(wait_metrics(*t.engine, idle));
+  EXPECT_EQ(t.engine->metrics().spec_draft_tokens, m.spec_draft_tokens);
+}
+
+// A stop string or EOS completed inside a step's accepted drafts ends the output there, as
+// without drafts.
+TEST(EngineTest, SpeculativeDraftsStopWhereTheOutputStops) {
+  // Script: "abcabcabcabcabc", then EOS. The stop string "cabc" ends at output index 5, inside
+  // the step that verifies the drafts "bca" (after "sabca", the lookup of "a" finds "bca").
+  const NextTokenFn model = script_model({{'s', ids_of("abcabcabcabcabc")}});
+  for (const bool speculate : {false, true}) {
+    SCOPED_TRACE(speculate ? "speculating" : "one token per step");
+    EngineSetup setup;
+    if (speculate) setup.speculation = {8, 1, 2};
+    auto t = make_engine(model, setup);
+    GenerateRequest stopped = greedy_request(ids_of("s"), 30);
+    stopped.sampling.stop = {"cabc"};
+    auto s = t.engine->submit(stopped);
+    ASSERT_TRUE(s.ok());
+    const Collected c = collect(**s);
+    EXPECT_EQ(c.text, "ab");                   // cut before "cabc"
+    EXPECT_EQ(c.token_ids, ids_of("abcabc"));  // not the step's later "ab"
+    EXPECT_EQ(c.last.finish_reason, "stop");
+    // EOS after the script, also inside the drafts' step: 15 tokens and EOS.
+    auto e = t.engine->submit(greedy_request(ids_of("s"), 30));
+    ASSERT_TRUE(e.ok());
+    const Collected eos = collect(**e);
+    EXPECT_EQ(eos.text, "abcabcabcabcabc");
+    EXPECT_EQ(eos.last.finish_reason, "stop");
+    EXPECT_EQ(eos.last.num_output_tokens, 16);
+    const auto idle = [](const EngineMetrics& m) { return m.pages_in_use == 0; };
+    ASSERT_TRUE(wait_metrics(*t.engine, idle));
+    EXPECT_EQ(t.engine->metrics().spec_draft_tokens > 0, speculate);
   }
 }
 

@@ -97,7 +97,8 @@ class GenerateCliTest : public ::testing::Test {
 // decoding continues every prompt with period D + 1 (dummy_model.h). Through pages of 4 tokens,
 // prefill chunked at 16 tokens beside decode rows, two prompts sharing a cached prefix, and
 // decode steps that read the KV earlier decode steps wrote. The random model of the fixture
-// does not have the property, so the check is not vacuous.
+// does not have the property, so the check is not vacuous. With --num-speculative-tokens the
+// tokens are the same, most of them drafts the forward verified.
 inline void GenerateCliTest::expect_copy_models_decode_periodically(const std::string& backend) {
   uint64_t state = 12345;
   auto next_id = [&state] {
@@ -155,6 +156,20 @@ inline void GenerateCliTest::expect_copy_models_decode_periodically(const std::s
     const auto lines = lines_of(r.out);
     ASSERT_EQ(lines.size(), prompts.size());
     EXPECT_EQ(periodic(lines, c.distance), all);
+    // Prompt-lookup drafts (the period repeats the context): the same tokens, most of them
+    // accepted drafts.
+    const CliRun spec =
+        run("generate --model " + dir.string() + flags + " --num-speculative-tokens 4");
+    ASSERT_EQ(spec.exit_code, 0) << spec.err;
+    const auto spec_lines = lines_of(spec.out);
+    ASSERT_EQ(spec_lines.size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(spec_lines[i]["token_ids"], lines[i]["token_ids"]) << "prompt " << i;
+    }
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(spec.err, m, std::regex("accepted_draft_tokens=([0-9]+)")))
+        << spec.err;
+    EXPECT_GT(std::stoi(m[1].str()), all / 2) << spec.err;
   }
   const CliRun r = run("generate " + model() + flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -197,6 +197,17 @@ TEST_F(GenerateCliTest, BadInputIsExit2NamingFileAndLine) {
   EXPECT_NE(r.err.find("min_tokens: expected an integer in [0, max_tokens = 16], got 17"),
             std::string::npos)
       << r.err;
+  r = run("generate " + model() + " --prompts " + good.string() + " --num-speculative-tokens 17");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--num-speculative-tokens: expected an integer in [0, 16], got 17"),
+            std::string::npos)
+      << r.err;
+  r = run("generate " + model() + " --prompts " + good.string() +
+          " --num-speculative-tokens 2 --prompt-lookup-min 3 --prompt-lookup-max 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--prompt-lookup-min, --prompt-lookup-max: expected 1 <= "),
+            std::string::npos)
+      << r.err;
   r = run("generate --prompts " + bad.string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;

@@ -6,7 +6,8 @@
 // positions start_position .. start_position + num_tokens - 1, attending to KV positions
 // [0, kv_len) through page_ids (its kv_page_indices; the last page holds
 // kv_len - (page_ids.size() - 1) * page_size tokens). The engine writes the rows' KV into those
-// slots and, when samples_token, samples one token from the last row's logits.
+// slots and, when samples_token, samples one token from the last row's logits (a decode row
+// with speculative drafts: see num_draft_tokens).
 // Invariants of a batch from Scheduler::schedule(): sum of num_tokens <= max_num_batched_tokens;
 // at most max_num_running_requests sequences; a request appears at most once; decode rows come
 // first, then prefill chunks, each group in admission order; page_copies must run before the
@@ -37,7 +38,12 @@ struct ScheduledSequence {
   // request's next output token: every decode row, and the final chunk of a prefill.
   bool samples_token = false;
   std::span<const TokenId> token_ids;  // input tokens of the rows, size num_tokens
-  std::span<const PageId> page_ids;    // pages covering [0, kv_len())
+  // A decode row's speculative drafts (Request::speculation): the last this-many token_ids
+  // (after the last sampled token) are proposed output tokens; the row's KV slots cover them.
+  // The executor verifies them: draft j is accepted when every draft before it was and it is
+  // the token the model chooses at row j (the row before it).
+  int32_t num_draft_tokens = 0;
+  std::span<const PageId> page_ids;  // pages covering [0, kv_len())
   int32_t kv_len() const { return start_position + num_tokens; }
 };
 
@@ -56,6 +62,10 @@ struct StepOutput {
   // One entry per batch sequence (same order and size as ScheduledBatch::sequences); the entry
   // is read only where samples_token is true.
   std::vector<TokenId> sampled_token_ids;
+  // Empty (no drafts accepted), or one entry per batch sequence: how many leading drafts of it
+  // were accepted, in [0, num_draft_tokens]; its output tokens are then those drafts followed
+  // by sampled_token_ids[i], the model's choice at the row after the last accepted one.
+  std::vector<int32_t> num_accepted_drafts;
   double step_duration_ms = 0.0;  // >= 0; the step's tokens are stamped start + duration
 };
 

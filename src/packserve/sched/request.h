@@ -20,6 +20,21 @@ using kv::PageId;
 using kv::RequestId;
 using kv::TokenId;
 
+// Speculative decoding by prompt lookup (vLLM's "ngram" method): while the request decodes, its
+// row in a step carries up to num_speculative_tokens draft tokens proposed from its own tokens
+// (ngram_proposer.h), and the executor verifies them in the same forward: it reports how many
+// lead the model's own choices (StepOutput::num_accepted_drafts), and those, then the token
+// it chose after them, are the step's output tokens. Drafts never reach past
+// max_output_tokens, never cost a preemption (a step short of pages drops them) and take
+// their rows from the token budget. num_speculative_tokens = 0: off.
+struct NgramSpeculation {
+  int32_t num_speculative_tokens = 0;  // drafts per step, in [0, kMaxSpeculativeTokens]
+  int32_t prompt_lookup_min = 2;       // in [1, prompt_lookup_max]
+  int32_t prompt_lookup_max = 4;       // in [prompt_lookup_min, kMaxSpeculativeNgram]
+};
+inline constexpr int32_t kMaxSpeculativeTokens = 16;
+inline constexpr int32_t kMaxSpeculativeNgram = 64;
+
 struct Request {
   RequestId id = 0;                       // unique among the scheduler's live requests
   double arrival_time_ms = 0.0;           // on the caller's clock (the one passed to schedule())
@@ -35,6 +50,7 @@ struct Request {
   // vLLM's priority: lower runs first. Only SchedulingPolicy::kPriority reads it; any other
   // policy refuses a value other than 0.
   int32_t priority = 0;
+  NgramSpeculation speculation;
 };
 
 enum class FinishReason {

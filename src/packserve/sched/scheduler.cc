@@ -10,6 +10,7 @@
 
 #include "packserve/common/log.h"
 #include "packserve/kv/block_hash.h"
+#include "packserve/sched/ngram_proposer.h"
 #include "packserve/sched/scheduler_state.h"
 
 namespace packserve::sched {
@@ -71,7 +72,11 @@ Status Scheduler::add_request(Request request) {
         fmt::format("req={}: priority: {} needs the priority scheduling policy (this one is {})",
                     request.id, request.priority, scheduling_policy_name(config_.policy)));
   }
+  if (const Status s = validate_speculation(request.speculation); !s.ok()) {
+    return invalid_argument(fmt::format("req={}: speculation.{}", request.id, s.message()));
+  }
   auto state = std::make_unique<RequestState>();
+  state->speculation = request.speculation;
   state->id = request.id;
   state->serial = next_serial_++;
   state->arrival_time_ms = request.arrival_time_ms;
@@ -291,17 +296,19 @@ void Scheduler::release_staged(double now_ms) {
                packed->bins.size(), admission_reason_name(decision.reason), aimd_->threshold());
 }
 
-void Scheduler::add_sequence(RequestState& state, bool is_prefill, int32_t num_tokens) {
+void Scheduler::add_sequence(RequestState& state, bool is_prefill, int32_t num_tokens,
+                             int32_t num_drafts) {
   ScheduledSequence seq;
   seq.id = state.id;
   seq.is_prefill = is_prefill;
   seq.start_position = state.num_computed_tokens;
-  seq.num_tokens = num_tokens;
+  seq.num_tokens = num_tokens + num_drafts;
+  seq.num_draft_tokens = num_drafts;
   seq.samples_token = state.num_computed_tokens + num_tokens == state.num_tokens();
   state.batch_index = static_cast<int32_t>(batch_.sequences.size());
   batch_.sequences.push_back(seq);
   batch_states_.push_back(&state);
-  budget_left_ -= num_tokens;
+  budget_left_ -= seq.num_tokens;
 }
 
 void Scheduler::schedule_running(bool decode_pass) {
@@ -316,8 +323,25 @@ void Scheduler::schedule_running(bool decode_pass) {
     const int32_t remaining = s.num_tokens() - s.num_computed_tokens;
     const int32_t k = decode_pass ? 1 : std::min({remaining, budget_left_, chunk_cap});
     if (!allocate_or_preempt(s, k)) continue;
-    add_sequence(s, !decode_pass, k);
+    add_sequence(s, !decode_pass, k, decode_pass ? propose_drafts(s) : 0);
   }
+}
+
+int32_t Scheduler::propose_drafts(RequestState& s) {
+  // After the row's own slot: the drafts leave one token of max_output_tokens for the
+  // verifier's choice after them, fit the budget left, and get slots without preempting.
+  const int32_t cap = std::min({s.speculation.num_speculative_tokens,
+                                s.max_output_tokens - s.num_output_tokens - 1, budget_left_ - 1});
+  if (cap <= 0) return 0;
+  propose_ngram_drafts(s.tokens, s.speculation.prompt_lookup_min, s.speculation.prompt_lookup_max,
+                       cap, scratch_drafts_);
+  const auto drafts = static_cast<int32_t>(scratch_drafts_.size());
+  if (drafts == 0) return 0;
+  if (!kv_.allocate_slots(s.id, 1 + drafts, &batch_.page_copies).ok()) return 0;
+  copy_owner_.resize(batch_.page_copies.size(), s.id);
+  s.spec_rows.assign(1, s.tokens.back());
+  s.spec_rows.insert(s.spec_rows.end(), scratch_drafts_.begin(), scratch_drafts_.end());
+  return drafts;
 }
 
 Scheduler::RequestState* Scheduler::newest_live_running() {
@@ -521,8 +545,10 @@ void Scheduler::finalize_batch() {
     ScheduledSequence& seq = batch_.sequences[i];
     RequestState& s = *batch_states_[i];
     s.batch_index = static_cast<int32_t>(i);
-    seq.token_ids = std::span<const TokenId>(s.tokens).subspan(
-        static_cast<size_t>(seq.start_position), static_cast<size_t>(seq.num_tokens));
+    seq.token_ids = seq.num_draft_tokens > 0 ? std::span<const TokenId>(s.spec_rows)
+                                             : std::span<const TokenId>(s.tokens).subspan(
+                                                   static_cast<size_t>(seq.start_position),
+                                                   static_cast<size_t>(seq.num_tokens));
     Result<std::span<const PageId>> table = kv_.page_table(s.id);
     PS_CHECK(table.ok()) << table.status().to_string();
     seq.page_ids = table->first(static_cast<size_t>(kv_.pages_for_tokens(seq.kv_len())));

@@ -135,6 +135,9 @@ struct SchedulerStats {
   int64_t num_output_tokens = 0;
   int64_t num_aimd_releases = 0;  // staging-queue releases (policy aimd)
   int64_t num_prefix_waits = 0;   // steps x waiting requests held back by the prefix wait
+  // Speculative decoding (Request::speculation): drafts scheduled, and of those accepted.
+  int64_t num_draft_tokens = 0;
+  int64_t num_accepted_draft_tokens = 0;
 };
 
 class Scheduler {
@@ -231,7 +234,13 @@ class Scheduler {
   void withdraw_from_batch(RequestState& state);
   void drop_copies_of(RequestId id);
   void finish(RequestState& state, FinishReason reason, double time_ms);
-  void add_sequence(RequestState& state, bool is_prefill, int32_t num_tokens);
+  // num_drafts: a decode row's speculative drafts, in state.spec_rows after its token.
+  void add_sequence(RequestState& state, bool is_prefill, int32_t num_tokens,
+                    int32_t num_drafts = 0);
+  // A decode row's drafts (Request::speculation) once its own slot is allocated: proposes
+  // them into state.spec_rows and allocates their slots; returns how many (0: none, or no
+  // pages for them).
+  int32_t propose_drafts(RequestState& state);
   void finalize_batch();
   void cleanup_finished();
   RequestState* live_entry(const QueueEntry& entry);
@@ -262,6 +271,7 @@ class Scheduler {
   std::vector<kv::PageCopy> reissue_copies_;  // from an aborted step
   std::vector<RequestId> reissue_owner_;
   std::vector<ScheduledSequence> scratch_sequences_;
+  std::vector<TokenId> scratch_drafts_;
   std::vector<RequestState*> scratch_states_;
   std::vector<QueueEntry> scratch_waits_;  // entries held back by the prefix wait this step
   StepEvents pending_events_;

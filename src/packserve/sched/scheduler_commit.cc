@@ -25,35 +25,69 @@ Result<const StepEvents*> Scheduler::commit(const StepOutput& output) {
     return invalid_argument(fmt::format(
         "commit: step_duration_ms = {}, expected a finite value >= 0", output.step_duration_ms));
   }
+  if (!output.num_accepted_drafts.empty()) {
+    if (output.num_accepted_drafts.size() != batch_.sequences.size()) {
+      return invalid_argument(fmt::format(
+          "commit: num_accepted_drafts.size() = {}, expected 0 or one entry per batch sequence "
+          "({})",
+          output.num_accepted_drafts.size(), batch_.sequences.size()));
+    }
+    for (size_t i = 0; i < batch_.sequences.size(); ++i) {
+      const int32_t accepted = output.num_accepted_drafts[i];
+      const int32_t drafts = batch_.sequences[i].num_draft_tokens;
+      if (accepted < 0 || accepted > drafts) {
+        return invalid_argument(fmt::format(
+            "commit: num_accepted_drafts[{}] = {}, expected in [0, {}] (the sequence's drafts)", i,
+            accepted, drafts));
+      }
+    }
+  }
   const double end_ms = batch_.start_time_ms + output.step_duration_ms;
   for (size_t i = 0; i < batch_.sequences.size(); ++i) {
     RequestState* s = batch_states_[i];
     if (s == nullptr) continue;  // cancelled while the batch was pending
     const ScheduledSequence& seq = batch_.sequences[i];
-    const Status computed = kv_.commit_computed(s->id, s->tokens, seq.num_tokens);
+    // Accepted drafts join the known tokens before their KV is committed (full pages are hashed
+    // from the tokens); the rejected ones' slots stay allocated and are written again.
+    const int32_t accepted = output.num_accepted_drafts.empty() ? 0 : output.num_accepted_drafts[i];
+    if (accepted > 0) {
+      s->tokens.insert(s->tokens.end(), s->spec_rows.begin() + 1,
+                       s->spec_rows.begin() + 1 + accepted);
+    }
+    const int32_t rows = seq.num_tokens - seq.num_draft_tokens + accepted;
+    const Status computed = kv_.commit_computed(s->id, s->tokens, rows);
     PS_CHECK(computed.ok()) << computed.to_string();
-    const int32_t end = s->num_computed_tokens + seq.num_tokens;
+    const int32_t end = s->num_computed_tokens + rows;
     stats_.num_recomputed_tokens +=
         std::max(0, std::min(end, s->max_computed_tokens) - s->num_computed_tokens);
     s->num_computed_tokens = end;
     s->max_computed_tokens = std::max(s->max_computed_tokens, end);
     s->batch_index = -1;
     if (!seq.samples_token) continue;
-    const TokenId token = output.sampled_token_ids[i];
-    s->tokens.push_back(token);
-    const int32_t index = s->num_output_tokens++;
-    ++stats_.num_output_tokens;
-    pending_events_.tokens.push_back(TokenEvent{s->id, index, token, end_ms});
-    if (index == 0) {
-      s->first_token_time_ms = end_ms;
-      if (aimd_) aimd_->observe_ttft(end_ms - s->arrival_time_ms);
-    }
-    const bool stop = std::find(s->stop_token_ids.begin(), s->stop_token_ids.end(), token) !=
-                      s->stop_token_ids.end();
-    if (stop) {
-      finish(*s, FinishReason::kStop, end_ms);
-    } else if (s->num_output_tokens >= s->max_output_tokens) {
-      finish(*s, FinishReason::kLength, end_ms);
+    stats_.num_draft_tokens += seq.num_draft_tokens;
+    stats_.num_accepted_draft_tokens += accepted;
+    // The step's output tokens: the accepted drafts, then the sampled token; a stop token or
+    // max_output_tokens among them ends the request there.
+    s->tokens.push_back(output.sampled_token_ids[i]);
+    for (auto t = s->tokens.size() - 1 - static_cast<size_t>(accepted); t < s->tokens.size(); ++t) {
+      const TokenId token = s->tokens[t];
+      const int32_t index = s->num_output_tokens++;
+      ++stats_.num_output_tokens;
+      pending_events_.tokens.push_back(TokenEvent{s->id, index, token, end_ms});
+      if (index == 0) {
+        s->first_token_time_ms = end_ms;
+        if (aimd_) aimd_->observe_ttft(end_ms - s->arrival_time_ms);
+      }
+      const bool stop = std::find(s->stop_token_ids.begin(), s->stop_token_ids.end(), token) !=
+                        s->stop_token_ids.end();
+      if (stop) {
+        finish(*s, FinishReason::kStop, end_ms);
+        break;
+      }
+      if (s->num_output_tokens >= s->max_output_tokens) {
+        finish(*s, FinishReason::kLength, end_ms);
+        break;
+      }
     }
   }
   batch_pending_ = false;

@@ -31,6 +31,10 @@ struct Scheduler::RequestState {
   bool admitted_once = false;
   bool compute_whole_prompt = false;  // Request's
   int32_t priority = 0;               // Request's
+  NgramSpeculation speculation;       // Request's
+  // This step's decode row when it carries drafts: the last token, then the drafts (the
+  // sequence's token_ids).
+  std::vector<TokenId> spec_rows;
   // Admission may adopt cached pages (not while the whole prompt must be computed).
   bool adopts_cached() const { return !compute_whole_prompt || num_output_tokens > 0; }
   std::optional<double> first_token_time_ms;

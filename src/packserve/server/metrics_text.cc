@@ -140,6 +140,11 @@ std::string render_metrics_text(const MetricsSnapshot& snapshot) {
           static_cast<double>(m.num_steps));
   counter(out, "packserve_preemptions_total", "requests preempted for KV pages",
           static_cast<double>(m.num_preemptions));
+  counter(out, "packserve_spec_decode_draft_tokens_total",
+          "speculative draft tokens verified (--num-speculative-tokens)",
+          static_cast<double>(m.spec_draft_tokens));
+  counter(out, "packserve_spec_decode_accepted_tokens_total", "of which accepted",
+          static_cast<double>(m.spec_accepted_tokens));
   counter(out, "packserve_engine_step_seconds_total",
           "engine thread host time in steps (schedule, forward, sample, outputs)", m.step_seconds);
   counter(out, "packserve_engine_forward_seconds_total", "of which the model forward",
