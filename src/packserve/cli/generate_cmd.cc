@@ -350,10 +350,12 @@ int run_generate(const GenerateArgs& args) {
   std::cerr << "generate: prompts=" << prompts->size() << " output_tokens=" << total_tokens
             << " wall_s=" << wall_s
             << " output_tokens_per_s=" << static_cast<double>(total_tokens) / wall_s;
+  eng.stop();  // every output is in: the metrics of the last step are published
+  const engine::EngineMetrics m = eng.metrics();
+  std::cerr << " steps=" << m.num_steps;
   if (config.speculation.num_speculative_tokens > 0) {
-    const engine::EngineMetrics m = eng.metrics();
     std::cerr << " draft_tokens=" << m.spec_draft_tokens
-              << " accepted_draft_tokens=" << m.spec_accepted_tokens << " steps=" << m.num_steps;
+              << " accepted_draft_tokens=" << m.spec_accepted_tokens;
   }
   std::cerr << "\n";
   return any_error ? 1 : 0;

@@ -63,6 +63,8 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
   m.sample_seconds = 0.25;
   m.masked_rows = 77;
   m.mask_fill_seconds = 0.125;
+  m.spec_draft_tokens = 90;
+  m.spec_accepted_tokens = 60;
   m.backend.graph_captures = 12;
   m.backend.graph_replays = 340;
   m.backend.graph_evictions = 2;
@@ -96,6 +98,8 @@ TEST(MetricsText, EngineGaugesCountersAndCumulativeHistograms) {
       "packserve_prefix_cache_hits_total 100",
       "packserve_generation_tokens_total 1234",
       "packserve_generation_tokens_per_second 56.5",
+      "packserve_spec_decode_draft_tokens_total 90",
+      "packserve_spec_decode_accepted_tokens_total 60",
       "packserve_engine_step_seconds_total 2.5",
       "packserve_engine_forward_seconds_total 2",
       "packserve_engine_sample_seconds_total 0.25",

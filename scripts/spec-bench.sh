@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# spec-bench.sh: speculative decoding by prompt lookup (--num-speculative-tokens) against one
+# token per step, through `packserve generate` on dummy models: greedy, --ignore-eos, prompts of
+# PROMPT_LEN random ids, MAX_TOKENS output tokens each. Two inits bracket real models:
+#   copy   (make-dummy-model --init copy: the output repeats the context with a period, so
+#           nearly every draft is accepted: the best case)
+#   random (near-flat logits: drafts are seldom proposed and seldom accepted: the cost of
+#           trying)
+# Prints a markdown table (and writes it to $OUT/spec-bench.md): arch, init, prompts at once,
+# drafts per step, output tokens/s, steps, drafts verified and accepted.
+# Env: BIN (packserve executable; default build/src/packserve/cli/packserve), BACKEND (cpu |
+# cuda; default cuda), ARCHS (default "qwen3-0.6b"), BATCHES (default "1 32"), SPECS (default
+# "0 4"), PROMPT_LEN (512), MAX_TOKENS (256), OUT (default ./out).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-build/src/packserve/cli/packserve}
+BACKEND=${BACKEND:-cuda}
+ARCHS=${ARCHS:-qwen3-0.6b}
+BATCHES=${BATCHES:-1 32}
+SPECS=${SPECS:-0 4}
+PROMPT_LEN=${PROMPT_LEN:-512}
+MAX_TOKENS=${MAX_TOKENS:-256}
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+table="$OUT/spec-bench.md"
+{
+  echo "| arch | init | prompts | drafts/step | output tok/s | steps | drafts verified | accepted |"
+  echo "|---|---|---|---|---|---|---|---|"
+} >"$table"
+for arch in $ARCHS; do
+  for init in copy random; do
+    model="$work/$arch-$init"
+    "$BIN" make-dummy-model --arch "$arch" --init "$init" --out "$model" >/dev/null
+    for batch in $BATCHES; do
+      python3 - "$batch" "$PROMPT_LEN" >"$work/prompts.jsonl" <<'EOF'
+import json, random, sys
+random.seed(7)
+for _ in range(int(sys.argv[1])):
+    print(json.dumps({"prompt_ids": [random.randrange(10, 250) for _ in range(int(sys.argv[2]))]}))
+EOF
+      for spec in $SPECS; do
+        "$BIN" generate --model "$model" --prompts "$work/prompts.jsonl" --backend "$BACKEND" \
+          --temperature 0 --ignore-eos --max-tokens "$MAX_TOKENS" \
+          --num-speculative-tokens "$spec" >/dev/null 2>"$work/err"
+        line=$(grep '^generate:' "$work/err")
+        field() { sed -n "s/.* $1=\([0-9.e+-]*\).*/\1/p" <<<"$line"; }
+        printf '| %s | %s | %s | %s | %.0f | %s | %s | %s |\n' "$arch" "$init" "$batch" "$spec" \
+          "$(field output_tokens_per_s)" "$(field steps)" "$(field draft_tokens)" \
+          "$(field accepted_draft_tokens)" >>"$table"
+      done
+    done
+  done
+done
+cat "$table"
