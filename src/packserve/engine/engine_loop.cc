@@ -14,16 +14,6 @@ namespace packserve::engine {
 struct Engine::Impl::Executor : public sched::ModelExecutor {
   explicit Executor(Impl& impl_in) : impl(impl_in) {}
 
-  struct ScoreJob {
-    LiveRequest* request;
-    int32_t first;        // prompt scores: position of its first scored row
-    int32_t count;        // its scored rows
-    int32_t score_index;  // its first row's index in ForwardBatch::score_targets
-    int32_t top;          // alternatives asked per row
-    int32_t sequence;     // drafts to verify: the batch index of their sequence; else -1
-    bool verifies() const { return sequence >= 0; }
-  };
-
   Result<sched::StepOutput> execute(const sched::ScheduledBatch& batch) override {
     ran = true;
     batch_ids.clear();
@@ -45,10 +35,12 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     fb.score_targets.clear();
     fb.score_top.clear();
     fb.mask_index.clear();
+    fb.argmax_extra_rows.clear();
     fb.page_copies = batch.page_copies;
     score_jobs.clear();
     rows.clear();
     argmax_rows.clear();
+    num_draft_rows = 0;
     draw_rows.clear();
     masked_rows.clear();
     for (size_t i = 0; i < batch.sequences.size(); ++i) {
@@ -76,6 +68,15 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
             output = model::kOutputSample;
           }
         }
+        if (seq.num_draft_tokens > 0) {
+          // The drafts' rows return their argmax too (Engine::Impl::admit: only argmax
+          // requests without constraints speculate).
+          PS_CHECK(output == model::kOutputArgmax && r.constraint == nullptr)
+              << "req=" << seq.id << " has drafts but does not decode by argmax";
+          fb.argmax_extra_rows.resize(batch.sequences.size(), 0);
+          fb.argmax_extra_rows[i] = seq.num_draft_tokens;
+          num_draft_rows += seq.num_draft_tokens;
+        }
         if (output != model::kOutputLogits && r.constraint != nullptr) {
           fb.mask_index.resize(batch.sequences.size(), -1);
           fb.mask_index[i] = static_cast<int32_t>(masked_rows.size());
@@ -94,7 +95,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       }
       fb.samples.push_back(output);
       fb.adjust_indptr.push_back(static_cast<int32_t>(fb.adjusts.size()));
-      add_scored_rows(i, seq, live);
+      add_scored_rows(seq, live);
     }
     if (fb.adjusts.empty()) fb.adjust_indptr.clear();
     if (fb.score_targets.empty()) {
@@ -126,8 +127,8 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     const auto t1 = std::chrono::steady_clock::now();
     const int64_t vocab = impl.vocab_size;
     if (static_cast<int64_t>(fwd.logits.size()) != static_cast<int64_t>(rows.size()) * vocab ||
-        fwd.argmax.size() != argmax_rows.size() || fwd.sampled.size() != draw_rows.size() ||
-        fwd.sampled_logprobs.size() != draw_rows.size() ||
+        fwd.argmax.size() != argmax_rows.size() + num_draft_rows ||
+        fwd.sampled.size() != draw_rows.size() || fwd.sampled_logprobs.size() != draw_rows.size() ||
         fwd.top_logprobs.size() != draw_rows.size()) {
       return internal_error(
           "backend " + std::string(impl.backend->name()) + " returned " +
@@ -136,7 +137,8 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
           std::to_string(fwd.sampled_logprobs.size()) + " logprobs, " +
           std::to_string(fwd.top_logprobs.size()) + " top_logprobs), expected " +
           std::to_string(rows.size()) + " rows x vocab_size " + std::to_string(vocab) + ", " +
-          std::to_string(argmax_rows.size()) + " and " + std::to_string(draw_rows.size()));
+          std::to_string(argmax_rows.size() + num_draft_rows) + " and " +
+          std::to_string(draw_rows.size()));
     }
     PS_RETURN_IF_ERROR(check_scores());
     for (size_t j = 0; j < draw_rows.size(); ++j) {
@@ -151,10 +153,11 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     }
     sched::StepOutput out;
     out.sampled_token_ids.assign(batch.sequences.size(), 0);
+    verify_drafts(batch, out);
     // Argmax rows carry no logprob (their requests did not ask for one).
     std::vector<float>* no_logprobs = nullptr;
     for (const auto& [ids, logprobs, jobs, kind] :
-         {std::tuple{&fwd.argmax, no_logprobs, &argmax_rows, "argmax"},
+         {std::tuple{&argmax_tokens, no_logprobs, &argmax_rows, "argmax"},
           std::tuple{&fwd.sampled, &fwd.sampled_logprobs, &draw_rows, "sampled"}}) {
       for (size_t j = 0; j < jobs->size(); ++j) {
         const int32_t token = (*ids)[j];
@@ -178,13 +181,9 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     for (size_t j = 0; j < draw_rows.size(); ++j) {
       draw_rows[j].request->step_top_logprobs = std::move(fwd.top_logprobs[j]);
     }
-    for (const ScoreJob& job : score_jobs) {
-      if (job.verifies()) {
-        PS_RETURN_IF_ERROR(verify_drafts(job, batch.sequences[job.sequence], out));
-        continue;
-      }
-      for (int32_t k = 0; k < job.count; ++k) {
-        const auto i = static_cast<size_t>(job.score_index + k);
+    for (size_t j = 0, i = 0; j < score_jobs.size(); ++j) {
+      const ScoreJob& job = score_jobs[j];
+      for (int32_t k = 0; k < job.count; ++k, ++i) {
         TokenOutput& t = job.request->prompt_scores[static_cast<size_t>(job.first + k)];
         t.token_id = fb.score_targets[i];
         t.logprob = fwd.scores[i].logprob;
@@ -228,48 +227,66 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     return out;
   }
 
-  // ForwardBatch::score_* entries of seq (the batch's sequence `index`) and a ScoreJob: the
-  // prompt rows (before the last prompt token) when its request (`live`, null if not live)
-  // asks for prompt logprobs; the rows before its speculative drafts, whose most likely token
-  // (top-1 alternative: the argmax of common/argmax.h, lowest id among equals) verifies them.
-  void add_scored_rows(size_t index, const sched::ScheduledSequence& seq, LiveRequest* live) {
+  // The argmax sequences' tokens (argmax_tokens, in argmax_rows order) from the backend's
+  // argmax ids. A sequence with speculative drafts has its drafts' rows' ids before its last
+  // row's (ForwardBatch::argmax_extra_rows): draft j is accepted while the drafts before it
+  // were and it is the argmax of row j (the row before it); the token is the argmax of the row
+  // after the last accepted draft (out.num_accepted_drafts). An id outside the vocabulary
+  // matches no draft, so it becomes the token and fails the range check after.
+  void verify_drafts(const sched::ScheduledBatch& batch, sched::StepOutput& out) {
+    argmax_tokens.clear();
+    size_t a = 0;  // the sequence's first id in fwd.argmax
+    for (const SampleRow& job : argmax_rows) {
+      const sched::ScheduledSequence& seq = batch.sequences[job.sequence];
+      int32_t accepted = 0;
+      while (accepted < seq.num_draft_tokens &&
+             fwd.argmax[a + static_cast<size_t>(accepted)] ==
+                 seq.token_ids[static_cast<size_t>(accepted) + 1]) {
+        job.request->sampler.accept(fwd.argmax[a + static_cast<size_t>(accepted)]);
+        ++accepted;
+      }
+      argmax_tokens.push_back(fwd.argmax[a + static_cast<size_t>(accepted)]);
+      if (seq.num_draft_tokens > 0) {
+        out.num_accepted_drafts.resize(batch.sequences.size(), 0);
+        out.num_accepted_drafts[job.sequence] = accepted;
+      }
+      a += static_cast<size_t>(seq.num_draft_tokens) + 1;
+    }
+  }
+
+  // Scores the prompt rows of seq (its rows before the last prompt token) when its request
+  // (`live`, null if not live) asks for prompt logprobs: ForwardBatch::score_* entries and a
+  // ScoreJob.
+  void add_scored_rows(const sched::ScheduledSequence& seq, LiveRequest* live) {
+    int32_t count = 0;
     uint8_t top = 0;
-    const auto score_index = static_cast<int32_t>(fb.score_targets.size());
-    if (seq.num_draft_tokens > 0) {
-      PS_CHECK(live != nullptr && live->sampler.argmax_only() && live->constraint == nullptr)
-          << "req=" << seq.id << " has drafts but does not decode by argmax";
-      top = 1;
-      fb.score_targets.insert(fb.score_targets.end(), seq.token_ids.begin() + 1,
-                              seq.token_ids.end());
-      score_jobs.push_back(
-          {live, 0, seq.num_draft_tokens, score_index, top, static_cast<int32_t>(index)});
-    } else if (live != nullptr && live->scores_prompt_now()) {
+    if (live != nullptr && live->scores_prompt_now()) {
       LiveRequest& r = *live;
       const auto q_len = static_cast<int32_t>(seq.token_ids.size());
       const int32_t first = seq.kv_len() - q_len;  // the first row's position
-      const int32_t count = std::clamp(r.num_prompt_tokens - 1 - first, 0, q_len);
+      count = std::clamp(r.num_prompt_tokens - 1 - first, 0, q_len);
       top = static_cast<uint8_t>(r.params.prompt_logprobs);
       if (count > 0) {
         const auto from = r.prompt.begin() + first + 1;
         fb.score_targets.insert(fb.score_targets.end(), from, from + count);
-        score_jobs.push_back({&r, first, count, score_index, top, -1});
+        score_jobs.push_back({&r, first, count});
       }
     }
     fb.score_top.push_back(top);
     fb.score_indptr.push_back(static_cast<int32_t>(fb.score_targets.size()));
   }
 
-  // The backend's scores: one per scored row, each with its job's alternatives.
+  // The backend's scores: one per scored row, each with its request's alternatives.
   Status check_scores() const {
     const std::string name(impl.backend->name());
     if (fwd.scores.size() != fb.score_targets.size()) {
       return internal_error("backend " + name + " returned " + std::to_string(fwd.scores.size()) +
                             " scores, expected " + std::to_string(fb.score_targets.size()));
     }
-    for (const ScoreJob& job : score_jobs) {
-      const auto want = static_cast<size_t>(std::min<int64_t>(job.top, impl.vocab_size));
-      for (int32_t k = 0; k < job.count; ++k) {
-        const auto i = static_cast<size_t>(job.score_index + k);
+    for (size_t j = 0, i = 0; j < score_jobs.size(); ++j) {
+      const auto want = static_cast<size_t>(
+          std::min<int64_t>(score_jobs[j].request->params.prompt_logprobs, impl.vocab_size));
+      for (int32_t k = 0; k < score_jobs[j].count; ++k, ++i) {
         if (fwd.scores[i].top.size() != want) {
           return internal_error("backend " + name + " returned " +
                                 std::to_string(fwd.scores[i].top.size()) +
@@ -278,32 +295,6 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         }
       }
     }
-    return ok_status();
-  }
-
-  // A decode row's drafts against its rows' argmax: draft j is accepted while drafts 0..j-1
-  // were and row j's most likely token is it; the token after them is the argmax of the row
-  // after the last accepted draft (the backend's argmax of the last row when all are).
-  Status verify_drafts(const ScoreJob& job, const sched::ScheduledSequence& seq,
-                       sched::StepOutput& out) const {
-    const std::span<const int32_t> drafts = seq.token_ids.subspan(1);
-    int32_t accepted = 0;
-    for (; accepted < job.count; ++accepted) {
-      const int32_t token =
-          fwd.scores[static_cast<size_t>(job.score_index + accepted)].top[0].token_id;
-      if (token < 0 || token >= impl.vocab_size) {
-        return internal_error("backend " + std::string(impl.backend->name()) +
-                              " returned alternative id " + std::to_string(token) +
-                              ", expected in [0, vocab_size = " + std::to_string(impl.vocab_size) +
-                              ")");
-      }
-      if (token != drafts[static_cast<size_t>(accepted)]) {
-        out.sampled_token_ids[static_cast<size_t>(job.sequence)] = token;
-        break;
-      }
-    }
-    out.num_accepted_drafts.resize(out.sampled_token_ids.size(), 0);
-    out.num_accepted_drafts[static_cast<size_t>(job.sequence)] = accepted;
     return ok_status();
   }
 
@@ -319,9 +310,16 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   };
   std::vector<SampleRow> rows;            // this step's kOutputLogits rows, in logits order
   std::vector<SampleRow> argmax_rows;     // this step's kOutputArgmax rows, in argmax order
+  size_t num_draft_rows = 0;              // of their sequences' speculative drafts
+  std::vector<int32_t> argmax_tokens;     // their tokens (verify_drafts)
   std::vector<SampleRow> draw_rows;       // this step's kOutputSample rows, in sampled order
   std::vector<LiveRequest*> masked_rows;  // the argmax and draw rows' masks, in masks order
-  std::vector<ScoreJob> score_jobs;       // this step's scored rows, in batch order
+  struct ScoreJob {
+    LiveRequest* request;
+    int32_t first;  // position of its first scored row
+    int32_t count;  // its scored rows
+  };
+  std::vector<ScoreJob> score_jobs;  // this step's scored rows, in batch order
 };
 
 namespace {
@@ -372,7 +370,7 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
     r->constraint = pending.constraint->matcher();
     r->mask.assign(static_cast<size_t>(pending.constraint->vocabulary().mask_words()), 0);
   }
-  // Drafts are verified by their rows' argmax (Executor::add_scored_rows).
+  // Drafts are verified by their rows' argmax (Executor::verify_drafts).
   if (r->sampler.argmax_only() && r->constraint == nullptr)
     request.speculation = config.speculation;
   LiveRequest& ref = *r;

@@ -1001,7 +1001,8 @@ TEST(EngineTest, SpeculativeDraftsKeepGreedyOutputsInFewerSteps) {
   // Every 7th position breaks the period: some drafts are rejected, most are not.
   EXPECT_GT(m.spec_accepted_tokens, 40);
   EXPECT_LT(m.spec_accepted_tokens, m.spec_draft_tokens);
-  EXPECT_EQ(t.backend->num_scored_rows.load(), m.spec_draft_tokens);
+  EXPECT_EQ(t.backend->num_draft_rows.load(), m.spec_draft_tokens);
+  EXPECT_EQ(t.backend->num_scored_rows.load(), 0);
   // Each step's decode row gives its accepted drafts plus one token.
   EXPECT_EQ(t.backend->num_argmax_rows.load(), 120 - m.spec_accepted_tokens);
 

@@ -126,6 +126,13 @@ class FakeBackend : public model::ForwardBackend {
         ++num_scored_rows;
       }
       if (!batch.samples[r]) continue;
+      // An argmax request's rows before its last (ForwardBatch::argmax_extra_rows) first.
+      for (int32_t j = batch.argmax_rows_of(r) - 1; j > 0; --j) {
+        const std::vector<int32_t> seen(context.begin(), context.end() - j);
+        fake_logits(seen, next_(seen), vocab, row.data());
+        out.argmax.push_back(argmax_lowest(row));
+        ++num_draft_rows;
+      }
       fake_logits(context, next_(context), vocab, row.data());
       if (const auto mask = model::request_mask(batch, r, masks, vocab); !mask.empty()) {
         model::mask_logits(row, mask);  // forward.h: masked first
@@ -178,6 +185,7 @@ class FakeBackend : public model::ForwardBackend {
   std::atomic<int64_t> num_argmax_rows{0};      // rows served as kOutputArgmax so far
   std::atomic<int64_t> num_sample_rows{0};      // rows served as kOutputSample so far
   std::atomic<int64_t> num_scored_rows{0};      // rows scored (ForwardBatch::score_*) so far
+  std::atomic<int64_t> num_draft_rows{0};       // argmax rows before a request's last so far
   std::atomic<int64_t> num_masked_rows{0};      // argmax and sample rows masked so far
   std::atomic<int64_t> num_late_mask_fills{0};  // forwards that called ForwardBatch::fill_masks
   // Return vocab_size (out of range) as the argmax, -1 as a sampled id and one alternative

@@ -86,8 +86,8 @@ Result<ModelWeights> load_checkpoint(const std::string& dir) {
   for (const std::string& name : ckpt.tensor_names()) {
     if (used.count(name) == 0 && !ignorable(name, c)) {
       return invalid_argument(dir + ": " + name + ": unexpected tensor for " +
-                              std::string(architecture_name(c.arch)) + " with num_hidden_layers = " +
-                              std::to_string(c.num_layers) +
+                              std::string(architecture_name(c.arch)) +
+                              " with num_hidden_layers = " + std::to_string(c.num_layers) +
                               " (config.json and the weights disagree)");
     }
   }

@@ -107,8 +107,8 @@ void expect_error(const Status& s, StatusCode code, const std::vector<std::strin
 }
 
 TEST(LoadCheckpoint, EveryArchitectureLoadsWithExactValues) {
-  for (Architecture arch : {Architecture::kLlama, Architecture::kMistral, Architecture::kQwen2,
-                            Architecture::kQwen3}) {
+  for (Architecture arch :
+       {Architecture::kLlama, Architecture::kMistral, Architecture::kQwen2, Architecture::kQwen3}) {
     SCOPED_TRACE(std::string(architecture_name(arch)));
     TestDir dir("ckpt_arch");
     const ModelConfig c = small_config(arch, false);
@@ -151,8 +151,10 @@ TEST(LoadCheckpoint, ShardsEqualTheSingleFile) {
   std::filesystem::create_directories(sharded);
   std::ofstream(sharded + "/config.json") << model_config_to_json(c);
   const size_t half = tensors.size() / 2;
-  const std::vector<SafetensorsTensorSpec> first(tensors.begin(), tensors.begin() + static_cast<long>(half));
-  const std::vector<SafetensorsTensorSpec> second(tensors.begin() + static_cast<long>(half), tensors.end());
+  const std::vector<SafetensorsTensorSpec> first(tensors.begin(),
+                                                 tensors.begin() + static_cast<long>(half));
+  const std::vector<SafetensorsTensorSpec> second(tensors.begin() + static_cast<long>(half),
+                                                  tensors.end());
   write_tensors(sharded + "/model-00001-of-00002.safetensors", first, 0);
   write_tensors(sharded + "/model-00002-of-00002.safetensors", second, half);
   nlohmann::json index;
@@ -165,7 +167,8 @@ TEST(LoadCheckpoint, ShardsEqualTheSingleFile) {
   auto b = load_checkpoint(sharded);
   ASSERT_TRUE(a.ok());
   ASSERT_TRUE(b.ok()) << b.status().to_string();
-  for (int64_t i = 0; i < a->lm_head.num_elements(); ++i) ASSERT_EQ(a->lm_head.at(i), b->lm_head.at(i));
+  for (int64_t i = 0; i < a->lm_head.num_elements(); ++i)
+    ASSERT_EQ(a->lm_head.at(i), b->lm_head.at(i));
   for (int64_t i = 0; i < a->layers[0].up_proj.num_elements(); ++i) {
     ASSERT_EQ(a->layers[0].up_proj.at(i), b->layers[0].up_proj.at(i));
   }
@@ -189,8 +192,7 @@ TEST(LoadCheckpointErrors, MissingFiles) {
                {dir.path() + "/config.json"});
   std::ofstream(dir.path() + "/config.json")
       << model_config_to_json(small_config(Architecture::kLlama, false));
-  expect_error(load_checkpoint(dir.path()).status(), StatusCode::kNotFound,
-               {"model.safetensors"});
+  expect_error(load_checkpoint(dir.path()).status(), StatusCode::kNotFound, {"model.safetensors"});
 }
 
 // Writes the small Qwen3 checkpoint with `edit` applied to its tensor list; returns the status.
@@ -221,7 +223,8 @@ TEST(LoadCheckpointErrors, WrongShape) {
   expect_error(load_edited(dir.path(),
                            [](auto& t) {
                              for (auto& s : t) {
-                               if (s.name == "model.layers.0.self_attn.k_proj.weight") s.shape = {8, 8};
+                               if (s.name == "model.layers.0.self_attn.k_proj.weight")
+                                 s.shape = {8, 8};
                              }
                            }),
                StatusCode::kInvalidArgument,
@@ -241,19 +244,21 @@ TEST(LoadCheckpointErrors, WrongDtype) {
 
 TEST(LoadCheckpointErrors, TensorTheArchitectureDoesNotHave) {
   TestDir dir("ckpt_bad");
-  expect_error(load_edited(dir.path(),
-                           [](auto& t) {
-                             t.push_back({"model.layers.0.self_attn.q_proj.bias", DType::kBF16, {8}});
-                           }),
-               StatusCode::kInvalidArgument,
-               {"model.layers.0.self_attn.q_proj.bias: present", "no such tensor"});
+  expect_error(
+      load_edited(dir.path(),
+                  [](auto& t) {
+                    t.push_back({"model.layers.0.self_attn.q_proj.bias", DType::kBF16, {8}});
+                  }),
+      StatusCode::kInvalidArgument,
+      {"model.layers.0.self_attn.q_proj.bias: present", "no such tensor"});
   // A third layer when config.json says two.
-  expect_error(load_edited(dir.path(),
-                           [](auto& t) {
-                             t.push_back({"model.layers.2.mlp.up_proj.weight", DType::kBF16, {16, 8}});
-                           }),
-               StatusCode::kInvalidArgument,
-               {"model.layers.2.mlp.up_proj.weight: unexpected tensor", "num_hidden_layers = 2"});
+  expect_error(
+      load_edited(dir.path(),
+                  [](auto& t) {
+                    t.push_back({"model.layers.2.mlp.up_proj.weight", DType::kBF16, {16, 8}});
+                  }),
+      StatusCode::kInvalidArgument,
+      {"model.layers.2.mlp.up_proj.weight: unexpected tensor", "num_hidden_layers = 2"});
 }
 
 TEST(LoadCheckpointErrors, UnsupportedArchitecture) {

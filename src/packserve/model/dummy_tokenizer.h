@@ -23,11 +23,11 @@
 namespace packserve::model {
 
 struct DummyTokenizerFiles {
-  std::string tokenizer_json;         // tokenizer.json text
-  std::string tokenizer_config_json;  // tokenizer_config.json text
-  int64_t vocab_size = 0;             // one more than the largest id
+  std::string tokenizer_json;          // tokenizer.json text
+  std::string tokenizer_config_json;   // tokenizer_config.json text
+  int64_t vocab_size = 0;              // one more than the largest id
   std::vector<int64_t> eos_token_ids;  // <|im_end|>, <|endoftext|>
-  int64_t bos_token_id = 0;           // <|endoftext|> (Qwen's convention; never prepended)
+  int64_t bos_token_id = 0;            // <|endoftext|> (Qwen's convention; never prepended)
 };
 
 // Learns up to `num_merges` merges from `text` by classic BPE: words are cut as a simplified

@@ -8,7 +8,8 @@
 // K/V into those pages (KV append), runs attention with one plan for all layers, and returns
 // for the last row of each request with samples[r] != kNoOutput either its logits
 // (kOutputLogits), only their argmax (kOutputArgmax: greedy sampling without logprobs; by
-// the rules of common/argmax.h), or only the token of a draw (kOutputSample: sample_draw of
+// the rules of common/argmax.h; with argmax_extra_rows[r] also of the rows before the last,
+// which verify speculative drafts), or only the token of a draw (kOutputSample: sample_draw of
 // common/sample_draw.h with draws[r], and its logprob when draws[r].logprob; with the logit
 // bias and penalties adjusts[adjust_indptr[r] .. adjust_indptr[r+1]) it is
 // sample_draw_adjusted's: the draw from the adjusted row, the raw row's logprob; with
@@ -79,9 +80,18 @@ struct ForwardBatch {
   std::vector<int32_t> score_indptr;
   std::vector<int32_t> score_targets;
   std::vector<uint8_t> score_top;  // [num_requests]
+  // [num_requests] or empty: a kOutputArgmax request also returns the argmax of the
+  // argmax_extra_rows[r] rows before its last one (speculative drafts' verification), in row
+  // order before its last row's; 0 for any other request; at most q_len - 1; not with a mask.
+  std::vector<int32_t> argmax_extra_rows;
   std::vector<kv::PageCopy> page_copies;
   int num_requests() const { return static_cast<int>(kv_len.size()); }
   int total_rows() const { return static_cast<int>(token_ids.size()); }
+  // The rows whose argmax request r returns (0 unless samples[r] == kOutputArgmax).
+  int argmax_rows_of(int r) const {
+    if (samples[static_cast<size_t>(r)] != kOutputArgmax) return 0;
+    return 1 + (argmax_extra_rows.empty() ? 0 : argmax_extra_rows[static_cast<size_t>(r)]);
+  }
   // Request r's adjusts (empty without adjust_indptr).
   std::span<const LogitAdjust> adjusts_of(int r) const {
     if (adjust_indptr.empty()) return {};
@@ -128,9 +138,11 @@ struct KvPoolShape {
 
 // What forward() returns, each in request order.
 struct ForwardOutput {
-  std::vector<float> logits;     // [requests with kOutputLogits, vocab_size] f32
-  std::vector<int32_t> argmax;   // [requests with kOutputArgmax]: argmax_lowest of the logits
-  std::vector<int32_t> sampled;  // [requests with kOutputSample]: sample_draw's token
+  std::vector<float> logits;  // [requests with kOutputLogits, vocab_size] f32
+  // [argmax rows]: argmax_lowest of the logits of each kOutputArgmax request's rows
+  // (ForwardBatch::argmax_rows_of: its argmax_extra_rows, then its last row).
+  std::vector<int32_t> argmax;
+  std::vector<int32_t> sampled;         // [requests with kOutputSample]: sample_draw's token
   std::vector<float> sampled_logprobs;  // [requests with kOutputSample]: its logprob (0 unless
                                         // the draw asked for it)
   // [requests with kOutputSample]: top_logprobs(raw row, draws[r].top_logprobs) (empty for 0).

@@ -115,6 +115,28 @@ Status check_adjusts(const ForwardBatch& b, const ModelConfig& config) {
   return ok_status();
 }
 
+// The argmax rows before the last of a batch whose samples and masks passed (forward_batch.h).
+Status check_argmax_extra_rows(const ForwardBatch& b) {
+  const size_t n = b.kv_len.size();
+  if (b.argmax_extra_rows.empty()) return ok_status();
+  if (b.argmax_extra_rows.size() != n) {
+    return invalid_argument("argmax_extra_rows: length " + str(b.argmax_extra_rows.size()) +
+                            ", expected 0 or num_requests = " + str(n));
+  }
+  for (size_t r = 0; r < n; ++r) {
+    const int32_t extra = b.argmax_extra_rows[r];
+    if (extra == 0) continue;
+    const int32_t q_len = b.qo_indptr[r + 1] - b.qo_indptr[r];
+    const bool masked = !b.mask_index.empty() && b.mask_index[r] >= 0;
+    if (b.samples[r] != kOutputArgmax || masked || extra < 0 || extra >= q_len) {
+      return invalid_argument("argmax_extra_rows[" + str(r) + "] = " + str(extra) +
+                              ": expected 0, or in [1, q_len - 1 = " + str(q_len - 1) +
+                              "] for an argmax request (samples = 2) without a mask");
+    }
+  }
+  return ok_status();
+}
+
 // The scored rows of a batch whose qo_indptr passed (forward_batch.h).
 Status check_scores(const ForwardBatch& b, const ModelConfig& config) {
   const size_t n = b.kv_len.size();
@@ -224,6 +246,7 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
   }
   PS_RETURN_IF_ERROR(check_adjusts(b, config));
   PS_RETURN_IF_ERROR(check_masks(b, config));
+  PS_RETURN_IF_ERROR(check_argmax_extra_rows(b));
   PS_RETURN_IF_ERROR(check_scores(b, config));
   const int64_t ps = pool.page_size;
   for (size_t r = 0; r < n; ++r) {

@@ -18,6 +18,8 @@
 //   mask_index: empty (then masks too) or num_requests values, each -1 or (only for
 //     kOutputArgmax / kOutputSample requests) a mask in [0, masks.size() / mask_words), masks
 //     a multiple of mask_words(vocab_size) long;
+//   argmax_extra_rows: empty or num_requests values, each 0 or (only for kOutputArgmax requests
+//     without a mask) in [1, q_len - 1];
 //   score_indptr: empty (then score_targets and score_top too) or as qo_indptr, ending at
 //     score_targets.size(), request r scoring at most its q_len rows; score_targets in
 //     [0, vocab_size); score_top: num_requests values in [0, kMaxTopLogprobs];

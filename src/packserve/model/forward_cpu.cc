@@ -160,7 +160,8 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   }
   for (Layer& layer : layers_) PS_RETURN_IF_ERROR(run_layer(layer, batch));
 
-  // Final norm and LM head on the last row of each sampling request: the logits rows first,
+  // Final norm and LM head on the last row of each sampling request (an argmax request's
+  // argmax_extra_rows before it, forward.h): the logits rows first,
   // then the argmax rows and the sample rows, whose logits are reduced to their token and
   // dropped; then the scored rows, reduced to their scores.
   std::vector<float> last;
@@ -170,7 +171,9 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   };
   for (uint8_t kind : {kOutputLogits, kOutputArgmax, kOutputSample}) {
     for (int r = 0; r < num_requests; ++r) {
-      if (batch.samples[r] == kind) add_row(batch.qo_indptr[r + 1] - 1);
+      if (batch.samples[r] != kind) continue;
+      const int32_t n = kind == kOutputArgmax ? batch.argmax_rows_of(r) : 1;
+      for (int32_t j = n; j > 0; --j) add_row(batch.qo_indptr[r + 1] - j);
     }
   }
   const int64_t first_score = static_cast<int64_t>(last.size()) / hid;
@@ -194,17 +197,19 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
       for (int r = 0; r < num_requests; ++r) {
         if (batch.samples[r] != kind) continue;
         const std::span<const uint32_t> mask = request_mask(batch, r, masks, vocab);
-        if (!mask.empty()) {
+        if (!mask.empty()) {  // (a masked request has one argmax row)
           mask_logits(std::span<float>(logits).subspan(static_cast<size_t>(j * vocab), vocab),
                       mask);
         }
-        ++j;
+        j += kind == kOutputArgmax ? batch.argmax_rows_of(r) : 1;
       }
     }
   }
   int64_t i = num_logits;
   for (int r = 0; r < num_requests; ++r) {
-    if (batch.samples[r] == kOutputArgmax) out.argmax.push_back(argmax_lowest(row(i++)));
+    for (int32_t j = batch.argmax_rows_of(r); j > 0; --j) {
+      out.argmax.push_back(argmax_lowest(row(i++)));
+    }
   }
   std::vector<int> draw_requests;  // the kOutputSample rows' requests, rows i, i + 1, ...
   for (int r = 0; r < num_requests; ++r) {

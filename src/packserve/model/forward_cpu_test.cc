@@ -400,6 +400,49 @@ TEST_P(ForwardCpuArch, MaskedRowsDrawFromTheirMaskedLogits) {
   EXPECT_EQ(late.logits, got.logits);
 }
 
+// Argmax rows before a request's last (ForwardBatch::argmax_extra_rows, speculative drafts'
+// verification): each is the argmax of the logits its prefix gives as a last row, in row
+// order, beside a plain argmax request and a logits request.
+TEST_P(ForwardCpuArch, ArgmaxExtraRowsAreTheirPrefixesArgmax) {
+  const ModelConfig config = GetParam().config();
+  const ModelWeights w = make_weights(config, 8);
+  Rng rng(21);
+  Seq a{random_tokens(13, config.vocab_size, rng), {0, 1}, 8};  // 8 computed, 5 rows now
+  const Seq b{random_tokens(6, config.vocab_size, rng), {2}, 0};
+  const Seq c{random_tokens(4, config.vocab_size, rng), {3}, 0};
+  auto backend = make_backend(w, {});
+  {  // a's first 8 tokens into its pages
+    Seq prefix = a;
+    prefix.computed = 0;
+    ForwardBatch fill;
+    add(fill, prefix, 8, kNoOutput, kPool.page_size);
+    ForwardOutput ignored;
+    ASSERT_TRUE(backend->forward(fill, ignored).ok());
+  }
+  ForwardBatch batch;
+  add(batch, b, 6, kOutputLogits, kPool.page_size);
+  add(batch, a, 5, kOutputArgmax, kPool.page_size);
+  add(batch, c, 4, kOutputArgmax, kPool.page_size);
+  batch.argmax_extra_rows = {0, 4, 0};
+  ForwardOutput got;
+  Status st = backend->forward(batch, got);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(got.argmax.size(), 6u);  // a's 5 rows, then c's last
+  ASSERT_EQ(got.logits.size(), static_cast<size_t>(config.vocab_size));
+  auto reference = make_backend(w, {});
+  const auto last_row_argmax = [&](const Seq& s, int rows) {
+    Seq prefix = s;
+    prefix.computed = 0;
+    ForwardBatch one;
+    add(one, prefix, rows, kOutputArgmax, kPool.page_size);
+    ForwardOutput want;
+    EXPECT_TRUE(reference->forward(one, want).ok());
+    return want.argmax.at(0);
+  };
+  for (int j = 0; j < 5; ++j) EXPECT_EQ(got.argmax[j], last_row_argmax(a, 9 + j)) << j;
+  EXPECT_EQ(got.argmax[5], last_row_argmax(c, 4));
+}
+
 // Scored rows (prompt logprobs): each is score_row of the logits its prefix gives as a last
 // row, with the next prompt token as target, across two prefill chunks; beside a request
 // that scores nothing, and whether the chunk's last row samples or not.

@@ -27,9 +27,9 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 // Element size of every dtype the format defines; 0 = unknown.
 uint64_t element_size_bytes(std::string_view dtype) {
   static const std::map<std::string, uint64_t, std::less<>> kSizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"I16", 2},
-      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
-      {"I64", 8},  {"U64", 8}, {"F64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"I64", 8}, {"U64", 8},     {"F64", 8}};
   const auto it = kSizes.find(dtype);
   return it == kSizes.end() ? 0 : it->second;
 }
@@ -50,7 +50,8 @@ Result<SafetensorsEntry> parse_entry(const std::string& where, const std::string
                                      const Json& value, uint64_t data_bytes) {
   SafetensorsEntry e;
   e.name = name;
-  if (!value.is_object()) return invalid_argument(where + ": expected an object, got " + describe(value));
+  if (!value.is_object())
+    return invalid_argument(where + ": expected an object, got " + describe(value));
   const auto dtype = value.find("dtype");
   if (dtype == value.end() || !dtype->is_string()) {
     return invalid_argument(where + ": dtype: expected a string such as \"BF16\"");
@@ -86,9 +87,8 @@ Result<SafetensorsEntry> parse_entry(const std::string& where, const std::string
   e.end_bytes = (*offsets)[1].get<uint64_t>();
   if (e.begin_bytes > e.end_bytes || e.end_bytes > data_bytes) {
     return invalid_argument(where + ": data_offsets [" + std::to_string(e.begin_bytes) + ", " +
-                            std::to_string(e.end_bytes) +
-                            "] outside the data section of " + std::to_string(data_bytes) +
-                            " bytes (a truncated file?)");
+                            std::to_string(e.end_bytes) + "] outside the data section of " +
+                            std::to_string(data_bytes) + " bytes (a truncated file?)");
   }
   const uint64_t expected = num_elements * element_bytes;
   if (e.end_bytes - e.begin_bytes != expected) {
@@ -105,9 +105,12 @@ Result<SafetensorsEntry> parse_entry(const std::string& where, const std::string
 
 std::string_view safetensors_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
   }
   return "?";
 }
@@ -156,7 +159,8 @@ Result<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::open(const std::
   } catch (const Json::exception& e) {
     return invalid_argument(path + ": malformed header: not valid JSON: " + e.what());
   }
-  if (!header.is_object()) return invalid_argument(path + ": malformed header: expected a JSON object");
+  if (!header.is_object())
+    return invalid_argument(path + ": malformed header: expected a JSON object");
   file->data_ = file->map_ + 8 + header_bytes;
   const uint64_t data_bytes = file_bytes - 8 - header_bytes;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -167,8 +171,8 @@ Result<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::open(const std::
       }
       continue;
     }
-    PS_ASSIGN_OR_RETURN(auto entry, parse_entry(path + ": tensor \"" + it.key() + "\"", it.key(),
-                                                *it, data_bytes));
+    PS_ASSIGN_OR_RETURN(
+        auto entry, parse_entry(path + ": tensor \"" + it.key() + "\"", it.key(), *it, data_bytes));
     file->index_.emplace(entry.name, file->entries_.size());
     file->entries_.push_back(std::move(entry));
   }
@@ -294,9 +298,9 @@ uint64_t SafetensorsTensorSpec::num_bytes() const {
   return n;
 }
 
-Result<SafetensorsWriter> SafetensorsWriter::create(const std::string& path,
-                                                    std::vector<SafetensorsTensorSpec> tensors,
-                                                    const std::map<std::string, std::string>& metadata) {
+Result<SafetensorsWriter> SafetensorsWriter::create(
+    const std::string& path, std::vector<SafetensorsTensorSpec> tensors,
+    const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   SafetensorsWriter w;
@@ -361,9 +365,9 @@ Status SafetensorsWriter::write(std::span<const std::byte> bytes) {
 }
 
 size_t SafetensorsWriter::next_tensor() const {
-  return static_cast<size_t>(std::upper_bound(ends_bytes_.begin(), ends_bytes_.end(),
-                                              written_bytes_) -
-                             ends_bytes_.begin());
+  return static_cast<size_t>(
+      std::upper_bound(ends_bytes_.begin(), ends_bytes_.end(), written_bytes_) -
+      ends_bytes_.begin());
 }
 
 Status SafetensorsWriter::finish() {

@@ -24,8 +24,9 @@ Status check_tensor(const HostTensor& t, const std::string& canonical_name, bool
   const std::string& name = t.name.empty() ? canonical_name : t.name;
   if (!expected_present) {
     if (t.present()) {
-      return invalid_argument(name + ": present, but config.json's architecture has no such "
-                                     "tensor (check qkv bias / q-k norm / tie_word_embeddings)");
+      return invalid_argument(name +
+                              ": present, but config.json's architecture has no such "
+                              "tensor (check qkv bias / q-k norm / tie_word_embeddings)");
     }
     return ok_status();
   }
@@ -57,14 +58,14 @@ Status validate_weights(const ModelWeights& w) {
   const int64_t q = c.q_size();
   const int64_t kv = c.kv_size();
   const DType dt = c.dtype;
-  PS_RETURN_IF_ERROR(check_tensor(w.embed_tokens, "model.embed_tokens.weight", true,
-                                  {c.vocab_size, h}, dt));
+  PS_RETURN_IF_ERROR(
+      check_tensor(w.embed_tokens, "model.embed_tokens.weight", true, {c.vocab_size, h}, dt));
   PS_RETURN_IF_ERROR(check_tensor(w.final_norm, "model.norm.weight", true, {h}, dt));
   PS_RETURN_IF_ERROR(check_tensor(w.lm_head, "lm_head.weight", true, {c.vocab_size, h}, dt));
   if (static_cast<int64_t>(w.layers.size()) != c.num_layers) {
-    return invalid_argument("model.layers: " + std::to_string(w.layers.size()) +
-                            " layers, expected num_hidden_layers = " +
-                            std::to_string(c.num_layers));
+    return invalid_argument(
+        "model.layers: " + std::to_string(w.layers.size()) +
+        " layers, expected num_hidden_layers = " + std::to_string(c.num_layers));
   }
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const LayerWeights& l = w.layers[static_cast<size_t>(i)];

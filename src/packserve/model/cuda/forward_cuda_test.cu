@@ -307,6 +307,58 @@ TEST(CudaForward, ScoredRowsMatchCpuEagerInBlocks) {
   check_scores_against_cpu(eager);
 }
 
+// Argmax rows before a request's last (argmax_extra_rows: speculative drafts' verification)
+// against the CPU backend's most likely token of each row (its scored rows, two alternatives
+// to see near ties), beside a plain argmax decode row; eager and replayed from a graph.
+TEST(CudaForward, ArgmaxExtraRowsMatchCpu) {
+  SKIP_WITHOUT_DEVICE();
+  const ModelConfig c = llama_config();
+  const ModelWeights w = tu::make_weights(c);
+  auto cpu = CpuForwardBackend::create(w, kPool, CpuForwardOptions{});
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  CudaForwardOptions options;
+  options.max_batch_rows = 256;
+  options.max_batch_page_ids = 64;
+  auto gpu = CudaForwardBackend::create(w, kPool, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
+  Rng rng(9);
+  Seq a{tu::random_tokens(40, c.vocab_size, rng), {0, 1, 2}};
+  Seq d{tu::random_tokens(8, c.vocab_size, rng), {3}};
+  for (int round = 0; round < 3; ++round) {
+    // Round 0 prefills both; then A's last 5 rows again (its first 35 tokens are in its
+    // pages), D's last one.
+    const int first = round == 0 ? 0 : 35;
+    a.computed = first;
+    d.computed = round == 0 ? 0 : 7;
+    const int rows = 40 - first;
+    ForwardBatch step;
+    add(step, a, rows, kOutputArgmax);
+    add(step, d, 8 - d.computed, kOutputArgmax);
+    step.argmax_extra_rows = {rows - 1, 0};
+    ForwardBatch scored = step;  // the CPU's rows, their two most likely tokens
+    scored.argmax_extra_rows.clear();
+    scored.score_indptr = {0, rows - 1, rows - 1};
+    scored.score_targets.assign(a.tokens.begin() + first + 1, a.tokens.end());
+    scored.score_top = {2, 0};
+    ForwardOutput ref, got;
+    ASSERT_TRUE(cpu.value()->forward(scored, ref).ok());
+    const Status s = gpu.value()->forward(step, got);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_EQ(got.argmax.size(), static_cast<size_t>(rows + 1));
+    int compared = 0;
+    for (int j = 0; j + 1 < rows; ++j) {
+      const RowScore& r = ref.scores[static_cast<size_t>(j)];
+      if (r.top[0].logprob - r.top[1].logprob < 0.05f) continue;  // a near tie
+      EXPECT_EQ(got.argmax[static_cast<size_t>(j)], r.top[0].token_id) << round << " " << j;
+      ++compared;
+    }
+    EXPECT_GT(compared, (rows - 1) / 2) << round;
+    EXPECT_EQ(got.argmax[static_cast<size_t>(rows - 1)], ref.argmax[0]) << round;
+    EXPECT_EQ(got.argmax[static_cast<size_t>(rows)], ref.argmax[1]) << round;
+    if (round == 2) EXPECT_TRUE(gpu.value()->last_step_profile().graph_replayed);
+  }
+}
+
 TEST(CudaForward, InvalidBatchWritesNothing) {
   SKIP_WITHOUT_DEVICE();
   const ModelWeights w = tu::make_weights(llama_config());

@@ -264,7 +264,9 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   const auto count = [&](uint8_t kind) {
     return static_cast<int>(std::count(batch.samples.begin(), batch.samples.end(), kind));
   };
-  const int SL = count(kOutputLogits), A = count(kOutputArgmax), D = count(kOutputSample);
+  int A = 0;  // argmax rows: an argmax request's argmax_extra_rows too
+  for (int r = 0; r < n; ++r) A += batch.argmax_rows_of(r);
+  const int SL = count(kOutputLogits), D = count(kOutputSample);
   const int S = SL + A + D;
   const size_t V = c.vocab_size;
   const MetaLayout m = cuda::meta_layout(R, n, S, D, P);
@@ -339,7 +341,14 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
     const uint8_t kind = batch.samples[r];
     if (kind == kNoOutput) continue;
     // The row's place in sample_rows order: logits rows, then argmax rows, then draw rows.
-    const int i = kind == kOutputLogits ? l++ : kind == kOutputArgmax ? a++ : SL + A + d;
+    if (kind == kOutputArgmax) {  // its argmax_extra_rows, then its last row (no mask with them)
+      for (int j = batch.argmax_rows_of(r); j > 0; --j, ++a) {
+        hm[m.samp + a] = batch.qo_indptr[r + 1] - j;
+        hm[m.mask + a] = masked ? batch.mask_index[static_cast<size_t>(r)] : -1;
+      }
+      continue;
+    }
+    const int i = kind == kOutputLogits ? l++ : SL + A + d;
     hm[m.samp + i] = batch.qo_indptr[r + 1] - 1;
     hm[m.mask + i] = masked ? batch.mask_index[static_cast<size_t>(r)] : -1;
     if (kind == kOutputSample) {
