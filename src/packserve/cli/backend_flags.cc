@@ -39,6 +39,12 @@ void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& he
                      "cuda: steps of at most this many rows run as replays of a CUDA graph "
                      "captured at the first step of their shape; 0: every step eager")
       ->capture_default_str();
+  cmd.add_option("--graph-capture-after", flags.graph_capture_after,
+                 help_prefix +
+                     "cuda: a step shape is captured as a CUDA graph at its N-th step, the "
+                     "ones before run eagerly (2 or more: shapes met once, as speculative "
+                     "decoding's varying row counts, cost no capture)")
+      ->capture_default_str();
 }
 
 Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
@@ -52,6 +58,10 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   if (flags.max_graph_rows < 0) {
     return invalid_argument("--max-graph-rows: expected >= 0 (0: no CUDA graphs), got " +
                             std::to_string(flags.max_graph_rows));
+  }
+  if (flags.graph_capture_after < 1) {
+    return invalid_argument("--graph-capture-after: expected >= 1, got " +
+                            std::to_string(flags.graph_capture_after));
   }
   model::BackendOptions options;
   options.kind = *kind;
@@ -67,6 +77,7 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   options.gpu_memory_utilization = flags.gpu_memory_utilization;
   options.gemm_tuning = *tuning;
   options.max_graph_rows = flags.max_graph_rows;
+  options.graph_capture_after = flags.graph_capture_after;
   // A step has at most max_num_batched_tokens rows (sched/batch.h); the running-request cap
   // bounds the rows that sample.
   options.max_batch_rows =

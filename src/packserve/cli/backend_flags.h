@@ -13,6 +13,7 @@
 //                                  chosen (default heuristic; model/cuda/gemm.h)
 //   --max-graph-rows N             steps of at most N rows run as CUDA graph replays (default
 //                                  512; 0: every step eager)
+//   --graph-capture-after N        a step shape is captured at its N-th step (default 1)
 // and the one call that turns them into a backend for an Engine (model/factory).
 // Thread-safety: call from one thread at start-up.
 #pragma once
@@ -34,6 +35,7 @@ struct BackendFlags {
   int tensor_parallel_size = 1;
   std::string gemm_tuning = "heuristic";
   int max_graph_rows = 512;
+  int graph_capture_after = 1;
 };
 
 // Registers the flags; help texts start with help_prefix (e.g. "--in-process: ").

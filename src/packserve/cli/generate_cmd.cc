@@ -352,7 +352,7 @@ int run_generate(const GenerateArgs& args) {
             << " output_tokens_per_s=" << static_cast<double>(total_tokens) / wall_s;
   eng.stop();  // every output is in: the metrics of the last step are published
   const engine::EngineMetrics m = eng.metrics();
-  std::cerr << " steps=" << m.num_steps;
+  std::cerr << " steps=" << m.num_steps << " graph_captures=" << m.backend.graph_captures;
   if (config.speculation.num_speculative_tokens > 0) {
     std::cerr << " draft_tokens=" << m.spec_draft_tokens
               << " accepted_draft_tokens=" << m.spec_accepted_tokens;

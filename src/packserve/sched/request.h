@@ -24,7 +24,9 @@ using kv::TokenId;
 // row in a step carries up to num_speculative_tokens draft tokens proposed from its own tokens
 // (ngram_proposer.h), and the executor verifies them in the same forward: it reports how many
 // lead the model's own choices (StepOutput::num_accepted_drafts), and those, then the token
-// it chose after them, are the step's output tokens. Drafts never reach past
+// it chose after them, are the step's output tokens. A row with drafts has as many as its
+// caps allow (a short lookup is padded with its last draft, so that steps have few distinct
+// row counts). Drafts never reach past
 // max_output_tokens, never cost a preemption (a step short of pages drops them) and take
 // their rows from the token budget. num_speculative_tokens = 0: off.
 struct NgramSpeculation {

@@ -335,8 +335,12 @@ int32_t Scheduler::propose_drafts(RequestState& s) {
   if (cap <= 0) return 0;
   propose_ngram_drafts(s.tokens, s.speculation.prompt_lookup_min, s.speculation.prompt_lookup_max,
                        cap, scratch_drafts_);
-  const auto drafts = static_cast<int32_t>(scratch_drafts_.size());
-  if (drafts == 0) return 0;
+  if (scratch_drafts_.empty()) return 0;
+  // A lookup that found fewer than cap tokens (its occurrence near the end) is padded with
+  // its last draft: steps then have few distinct row counts (CUDA graph shapes, each captured
+  // once), and a padded draft is verified like any other.
+  scratch_drafts_.resize(static_cast<size_t>(cap), scratch_drafts_.back());
+  const int32_t drafts = cap;
   if (!kv_.allocate_slots(s.id, 1 + drafts, &batch_.page_copies).ok()) return 0;
   copy_owner_.resize(batch_.page_copies.size(), s.id);
   s.spec_rows.assign(1, s.tokens.back());

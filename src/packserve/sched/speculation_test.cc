@@ -211,7 +211,7 @@ TEST(Speculation, DraftsFitTheBudgetAndNeverPreempt) {
   // Budget 5: the first decode row takes 1 + 2 drafts, the second 1 + the one draft left.
   {
     auto s = make_scheduler(5, 16);
-    ASSERT_TRUE(s->add_request(speculating(1, {1, 2, 1}, 8, 3, 1)).ok());
+    ASSERT_TRUE(s->add_request(speculating(1, {1, 2, 1}, 8, 2, 1)).ok());
     ASSERT_TRUE(s->add_request(speculating(2, {3, 4}, 8, 3, 1)).ok());
     step(*s, 0.0, {2, 3});  // 1 2 1 2 and 3 4 3
     auto batch = s->schedule(1.0);
@@ -224,6 +224,19 @@ TEST(Speculation, DraftsFitTheBudgetAndNeverPreempt) {
     EXPECT_EQ(b.num_draft_tokens, 1);
     EXPECT_EQ((*batch)->num_batched_tokens, 5);
     ASSERT_TRUE(s->commit(StepOutput{{1, 3}, {0, 1}, 1.0}).ok());
+  }
+  // A lookup that finds fewer tokens than asked is padded with its last draft: "1 2" after
+  // "1 2 1 2" (the tokens end), 3 drafts asked.
+  {
+    auto s = make_scheduler(64, 16);
+    ASSERT_TRUE(s->add_request(speculating(1, {1, 2, 1}, 8, 3, 1)).ok());
+    step(*s, 0.0, {2});
+    auto batch = s->schedule(1.0);
+    ASSERT_TRUE(batch.ok());
+    const ScheduledSequence& a = (*batch)->sequences[0];
+    EXPECT_EQ(Tokens(a.token_ids.begin(), a.token_ids.end()), (Tokens{2, 1, 2, 2}));
+    EXPECT_EQ(a.num_draft_tokens, 3);
+    ASSERT_TRUE(s->commit(StepOutput{{1}, {2}, 1.0}).ok());
   }
   // Pages: 2 pages of 4 hold the 8 tokens of two requests' prompts + first output (4 each);
   // a draft would need a new page, which only preempting the other could give.

@@ -33,6 +33,10 @@ Status validate_step_options(const CudaStepOptions& o) {
   if (o.max_cuda_graphs < 1) {
     return invalid_argument("step.max_cuda_graphs = " + str(o.max_cuda_graphs) + ": expected >= 1");
   }
+  if (o.graph_capture_after < 1) {
+    return invalid_argument("step.graph_capture_after = " + str(o.graph_capture_after) +
+                            ": expected >= 1");
+  }
   return ok_status();
 }
 }  // namespace

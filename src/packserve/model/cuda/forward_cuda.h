@@ -50,6 +50,10 @@ struct CudaStepOptions {
   // the metadata and the page copies are uploaded before the replay. 0 turns graphs off.
   int max_graph_rows = 512;
   int max_cuda_graphs = 128;  // captured shapes kept (>= 1); the least recently used is dropped
+  // A shape is captured at its graph_capture_after-th step (>= 1); the steps of it before run
+  // eagerly, so that shapes met once or twice (speculative decoding's varying row counts)
+  // cost no capture.
+  int graph_capture_after = 1;
   // Records a CUDA event after every op for last_step_profile().op_gpu_ms (eager steps only:
   // graphs are not used while it is on); costs ~1 us of host time per op.
   bool profile_ops = false;

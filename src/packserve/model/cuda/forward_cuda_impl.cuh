@@ -254,6 +254,8 @@ struct CudaForwardBackend::Impl {
   attention::BatchLayout layout;
   attention::Plan plan;
   std::map<cuda::GraphKey, cuda::CachedGraph> graphs;
+  // Steps run so far of each shape not captured yet (CudaStepOptions::graph_capture_after).
+  std::map<cuda::GraphKey, int> uncaptured_steps;
   uint64_t graph_clock = 0;
   BackendStats stats;
   CudaStepProfile profile;

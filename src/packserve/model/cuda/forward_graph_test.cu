@@ -518,6 +518,42 @@ TEST(CudaForwardGraph, LeastRecentlyUsedGraphIsDropped) {
   EXPECT_EQ(eager.graph_captures + eager.graph_replays + eager.graph_evictions, 0);
 }
 
+// graph_capture_after 3: a shape's first two steps run eagerly (neither captured nor
+// replayed), the third captures, the fourth replays; results equal eager throughout.
+TEST(CudaForwardGraph, ShapesAreCapturedAtTheirNthStep) {
+  SKIP_WITHOUT_DEVICE();
+  const ModelConfig c = llama_bf16();
+  const ModelWeights w = tu::make_weights(c);
+  Backends be = make_backends(w, 16);
+  ASSERT_TRUE(be.eager && be.graph);
+  CudaStepOptions step;
+  step.max_graph_rows = 16;
+  step.graph_capture_after = 3;
+  ASSERT_TRUE(be.graph->set_step_options(step).ok());
+  Rng rng(37);
+  std::vector<tu::Seq> seqs;
+  for (int i = 0; i < 2; ++i) {
+    seqs.push_back(tu::Seq{tu::random_tokens(40, c.vocab_size, rng),
+                           {4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3}});
+  }
+  const CudaStepProfile& prof = be.graph->last_step_profile();
+  const BackendStats before = be.graph->stats();
+  for (int k = 0; k < 4; ++k) {
+    ForwardBatch s;
+    for (tu::Seq& q : seqs) add(s, q, 1, true);
+    expect_same_step(be, s, static_cast<int>(c.num_layers), "capture-after step");
+    EXPECT_EQ(prof.graph_captured, k == 2) << k;
+    EXPECT_EQ(prof.graph_replayed, k == 3) << k;
+  }
+  const BackendStats after = be.graph->stats();
+  EXPECT_EQ(after.graph_captures - before.graph_captures, 1);
+  EXPECT_EQ(after.graph_replays - before.graph_replays, 1);
+  step.graph_capture_after = 0;
+  const Status s = be.graph->set_step_options(step);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("step.graph_capture_after = 0"), std::string::npos) << s.to_string();
+}
+
 // The logits buffer a step reserves: an eager step its sampling rows; a graphed step at once
 // min(max_graph_rows, max_batch_rows, max_sampling_rows) rows, at least kMinLogitsRows (what
 // gpu_non_kv_bytes counts), so that later steps keep their graphs. More sampling rows than

@@ -200,6 +200,14 @@ Status CudaForwardBackend::Impl::enqueue_sampling(const GraphKey& key, const Met
 Status CudaForwardBackend::Impl::launch_graph(const GraphKey& key, const MetaLayout& m) {
   auto it = graphs.find(key);
   if (it == graphs.end()) {
+    if (options.step.graph_capture_after > 1) {
+      if (uncaptured_steps.size() > 4096) uncaptured_steps.clear();  // bounded
+      int& steps = uncaptured_steps[key];
+      if (++steps < options.step.graph_capture_after) {
+        return enqueue_device_step(key, m, nullptr);
+      }
+      uncaptured_steps.erase(key);
+    }
     if (static_cast<int>(graphs.size()) >= options.step.max_cuda_graphs) {
       auto lru = std::min_element(graphs.begin(), graphs.end(), [](const auto& a, const auto& b) {
         return a.second.last_used < b.second.last_used;

@@ -90,6 +90,7 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
   cuda_options.plan = o.plan;
   cuda_options.gemm_tuning = o.gemm_tuning;
   cuda_options.step.max_graph_rows = o.max_graph_rows;
+  cuda_options.step.graph_capture_after = o.graph_capture_after;
   auto created = CudaForwardBackend::create(*o.weights, pool, cuda_options);
   if (!created.ok()) {
     return Status(created.status().code(), "--backend cuda: " + created.status().message());

@@ -56,7 +56,8 @@ struct BackendOptions {
   int tensor_parallel = 1;
   double gpu_memory_utilization = 0.9;  // in (0, 1]: share of total device memory to use
   GemmTuning gemm_tuning = GemmTuning::kHeuristic;
-  int max_graph_rows = 512;  // CudaStepOptions::max_graph_rows (0: no CUDA graphs)
+  int max_graph_rows = 512;     // CudaStepOptions::max_graph_rows (0: no CUDA graphs)
+  int graph_capture_after = 1;  // CudaStepOptions::graph_capture_after (>= 1)
   // Query rows of the largest step (the engine's max_num_batched_tokens, at least its
   // max_num_running_requests): sizes the activation scratch, the plan capacity and, through
   // them, the KV pool.
