@@ -230,6 +230,7 @@ Result<const ScheduledBatch*> Scheduler::schedule(double now_ms) {
   const int64_t preemptions_before = stats_.num_preemptions;
   if (aimd_) release_staged(now_ms);
   schedule_running(/*decode_pass=*/true);
+  round_up_drafts();
   schedule_running(/*decode_pass=*/false);
   // A step that had to preempt is short of pages: admitting now would only readmit the victim
   // into the pages the running requests need next (thrashing).
@@ -327,11 +328,16 @@ void Scheduler::schedule_running(bool decode_pass) {
   }
 }
 
+// A row's drafts after its own slot: they leave one token of max_output_tokens for the
+// verifier's choice after them and fit `budget` rows.
+int32_t Scheduler::draft_cap(const RequestState& s, int32_t budget) const {
+  return std::min({s.speculation.num_speculative_tokens,
+                   s.max_output_tokens - s.num_output_tokens - 1, budget});
+}
+
 int32_t Scheduler::propose_drafts(RequestState& s) {
-  // After the row's own slot: the drafts leave one token of max_output_tokens for the
-  // verifier's choice after them, fit the budget left, and get slots without preempting.
-  const int32_t cap = std::min({s.speculation.num_speculative_tokens,
-                                s.max_output_tokens - s.num_output_tokens - 1, budget_left_ - 1});
+  // The drafts get slots without preempting.
+  const int32_t cap = draft_cap(s, budget_left_ - 1);
   if (cap <= 0) return 0;
   propose_ngram_drafts(s.tokens, s.speculation.prompt_lookup_min, s.speculation.prompt_lookup_max,
                        cap, scratch_drafts_);
@@ -346,6 +352,26 @@ int32_t Scheduler::propose_drafts(RequestState& s) {
   s.spec_rows.assign(1, s.tokens.back());
   s.spec_rows.insert(s.spec_rows.end(), scratch_drafts_.begin(), scratch_drafts_.end());
   return drafts;
+}
+
+void Scheduler::round_up_drafts() {
+  int32_t total = 0;
+  for (const ScheduledSequence& seq : batch_.sequences) total += seq.num_draft_tokens;
+  if (total == 0) return;
+  const int32_t target = (total + kDraftRowsMultiple - 1) / kDraftRowsMultiple * kDraftRowsMultiple;
+  for (size_t i = 0; i < batch_.sequences.size() && total < target; ++i) {
+    ScheduledSequence& seq = batch_.sequences[i];
+    RequestState* s = batch_states_[i];
+    if (s == nullptr || seq.is_prefill || seq.num_draft_tokens > 0) continue;
+    const int32_t add = std::min(draft_cap(*s, budget_left_), target - total);
+    if (add <= 0 || !kv_.allocate_slots(s->id, 1 + add, &batch_.page_copies).ok()) continue;
+    copy_owner_.resize(batch_.page_copies.size(), s->id);
+    s->spec_rows.assign(static_cast<size_t>(1 + add), s->tokens.back());
+    seq.num_tokens += add;
+    seq.num_draft_tokens = add;
+    budget_left_ -= add;
+    total += add;
+  }
 }
 
 Scheduler::RequestState* Scheduler::newest_live_running() {

@@ -241,6 +241,13 @@ class Scheduler {
   // them into state.spec_rows and allocates their slots; returns how many (0: none, or no
   // pages for them).
   int32_t propose_drafts(RequestState& state);
+  int32_t draft_cap(const RequestState& state, int32_t budget) const;
+  // After the decode pass: when any row has drafts, rows without them (whose lookup found
+  // nothing) get copies of their last token as drafts, within their caps, until the step's
+  // drafts are a multiple of kDraftRowsMultiple, so that steps have few distinct row counts
+  // (CUDA graph shapes, each captured once) at the cost of fewer than that many rows.
+  void round_up_drafts();
+  static constexpr int32_t kDraftRowsMultiple = 8;
   void finalize_batch();
   void cleanup_finished();
   RequestState* live_entry(const QueueEntry& entry);

@@ -254,6 +254,36 @@ TEST(Speculation, DraftsFitTheBudgetAndNeverPreempt) {
   }
 }
 
+// When any decode row has drafts, rows whose lookup found nothing get copies of their last
+// token as drafts until the step's drafts are a multiple of 8 (few distinct row counts);
+// requests that do not speculate get none.
+TEST(Speculation, StepDraftsAreRoundedUpToAMultipleOfEight) {
+  auto s = make_scheduler(64, 16);
+  ASSERT_TRUE(s->add_request(speculating(1, {1, 2, 1}, 20, 3, 1)).ok());
+  ASSERT_TRUE(s->add_request(speculating(2, {5, 6}, 20, 3, 1)).ok());
+  Request plain = speculating(3, {3, 4}, 20, 0, 1);
+  ASSERT_TRUE(s->add_request(plain).ok());
+  ASSERT_TRUE(s->add_request(speculating(4, {8}, 20, 3, 1)).ok());
+  step(*s, 0.0, {2, 7, 9, 9});  // 1 2 1 2 | 5 6 7 | 3 4 9 | 8 9
+  auto batch = s->schedule(1.0);
+  ASSERT_TRUE(batch.ok());
+  ASSERT_EQ((*batch)->sequences.size(), 4u);
+  std::vector<Tokens> rows;
+  for (const ScheduledSequence& q : (*batch)->sequences) {
+    rows.emplace_back(q.token_ids.begin(), q.token_ids.end());
+  }
+  EXPECT_EQ(rows[0], (Tokens{2, 1, 2, 2}));  // found "1 2", padded to 3
+  EXPECT_EQ(rows[1], (Tokens{7, 7, 7, 7}));  // 3 of the 5 missing
+  EXPECT_EQ(rows[2], (Tokens{9}));           // does not speculate
+  EXPECT_EQ(rows[3], (Tokens{9, 9, 9}));     // the last 2
+  EXPECT_EQ((*batch)->num_batched_tokens, 4 + 8);
+  const auto events = s->commit(StepOutput{{3, 1, 4, 5}, {0, 0, 0, 2}, 1.0});
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(event_tokens(**events, 4), (Tokens{9, 9, 5}));
+  EXPECT_EQ(*s->kv_cache().num_computed_tokens(4), 4);  // 8 9 9 9
+  EXPECT_TRUE(s->check_invariants().ok());
+}
+
 TEST(Speculation, BadAcceptedCountsAreRejectedWithTheBatchPending) {
   auto s = make_scheduler(64, 16);
   ASSERT_TRUE(s->add_request(speculating(1, {1, 2, 3, 1, 2}, 10)).ok());
