@@ -1026,6 +1026,42 @@ TEST(EngineTest, SpeculativeDraftsKeepGreedyOutputsInFewerSteps) {
   EXPECT_EQ(t.engine->metrics().spec_draft_tokens, m.spec_draft_tokens);
 }
 
+// Drafts through preemption (a pool too small for everyone: recompute from prompt + output),
+// prefix-cache adoption of shared prompt pages and copy-on-write: every output is still the
+// reference's, and every page comes back.
+TEST(EngineTest, SpeculativeDraftsSurvivePreemptionAndSharedPrefixes) {
+  EngineSetup setup;
+  setup.num_pages = 40;
+  setup.max_num_batched_tokens = 24;
+  setup.speculation = {4, 1, 3};
+  auto t = make_engine(mostly_periodic, setup);
+  t.backend->block();  // every request is queued before the second step
+  std::vector<std::pair<std::vector<int32_t>, std::shared_ptr<RequestStream>>> runs;
+  for (int i = 0; i < 24; ++i) {
+    std::vector<int32_t> prompt = ids_of("shared prompt, abcabc " + std::to_string(i % 3));
+    if (i % 4 == 1) prompt = ids_of("own " + std::to_string(i));
+    auto s = t.engine->submit(greedy_request(prompt, 20 + i % 5 * 5));
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    runs.emplace_back(prompt, *s);
+  }
+  t.backend->unblock();
+  for (auto& [prompt, stream] : runs) {
+    const Collected c = collect(*stream);
+    ASSERT_TRUE(c.finished);
+    EXPECT_EQ(c.token_ids, testing::reference_greedy(mostly_periodic, prompt,
+                                                     c.last.num_output_tokens, {kEosId}));
+    EXPECT_EQ(c.last.finish_reason, "length");
+  }
+  ASSERT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) {
+    return m.pages_in_use == 0 && m.num_running == 0 && m.num_waiting == 0;
+  }));
+  const EngineMetrics m = t.engine->metrics();
+  EXPECT_GT(m.num_preemptions, 0);
+  EXPECT_GT(m.prefix_hit_rate(), 0.0);
+  EXPECT_GT(m.spec_accepted_tokens, 0);
+  EXPECT_EQ(m.requests_finished_length, 24);
+}
+
 // A stop string or EOS completed inside a step's accepted drafts ends the output there, as
 // without drafts.
 TEST(EngineTest, SpeculativeDraftsStopWhereTheOutputStops) {
