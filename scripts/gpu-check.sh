@@ -4,7 +4,8 @@
 #   2. compute-sanitizer memcheck, racecheck, initcheck and synccheck on small mixed batches
 #   3. bench/gpu/attention_bench (ceilings + our kernels), gather_bench (the streaming ceiling
 #      of a few SMs), forward_bench, plan_bench (the planner on this machine's host CPU),
-#   4. scripts/gpu_peers.py (PyTorch),
+#   4. scripts/spec-bench.sh (prompt-lookup speculative decoding on qwen3-0.6b dummies) and
+#      scripts/gpu_peers.py (PyTorch),
 #   5. scripts/model_gpu_check.py (our CUDA and CPU forward vs transformers, through
 #      forward_logits and packserve, on the copy dummy models; HF_ARGS="--inits copy,random"
 #      adds the random ones, about 4 minutes more)
@@ -30,7 +31,7 @@
 # The timeline step: attention_bench --timeline on the decode, PAT and prefill cases (every
 # work item's SM, start and end) summarised by scripts/timeline.py into $OUT/timeline.md.
 # Env: OUT (default ./out), GPU_CHECK_SKIP (comma list of
-# tests,sanitizer,cli,bench,timeline,profile,peers,hf).
+# tests,sanitizer,cli,bench,timeline,profile,spec,peers,hf).
 # The cli step runs `packserve attention verify --device cuda` on data/batches/*.json and
 # `packserve attention bench --device cuda` on data/batches/default.json.
 set -uo pipefail
@@ -178,6 +179,11 @@ if ! skip profile; then
   } >"$OUT/profile.txt" 2>&1
   echo "profile rc=$? ($OUT/profile.txt)"
 fi
+if ! skip spec; then  # speculative decoding against one token per step (scripts/spec-bench.sh)
+  BIN="$BIN/packserve" BACKEND=cuda ARCHS=qwen3-0.6b BATCHES="1 16" CAPTURE_AFTER=2 \
+    OUT="$OUT" timeout 120 scripts/spec-bench.sh >/dev/null 2>"$OUT/spec-bench.err"
+  echo "spec-bench rc=$?"
+fi
 if ! skip peers; then
   PYTHONUNBUFFERED=1 timeout 300 python3 scripts/gpu_peers.py ${PEERS_ARGS:-} >"$OUT/peers.jsonl" 2>"$OUT/peers.err"
   echo "peers rc=$?"
@@ -241,6 +247,10 @@ if fwd:
     print("\n### model forward (bench/gpu/forward_bench.cu)\n")
     for f in fwd: print("- `" + json.dumps(f) + "`")
     print()
+spec = os.path.join(out, "spec-bench.md")
+if os.path.exists(spec):
+    print("\n### speculative decoding (scripts/spec-bench.sh)\n")
+    print(open(spec).read())
 hf = lines("hf.jsonl")
 if hf:
     print("\n### CUDA forward vs transformers (scripts/model_gpu_check.py)\n")
