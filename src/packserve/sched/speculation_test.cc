@@ -109,8 +109,8 @@ Request speculating(RequestId id, Tokens prompt, int32_t max_output, int32_t dra
   return r;
 }
 
-// One step: the batch's sequences must be `expect` (id order); samples `sampled` with
-// `accepted` drafts of each.
+// One step: schedule, then commit `sampled` (a token per sequence) and `accepted` (the
+// accepted drafts of each, or empty).
 const StepEvents* step(Scheduler& s, double now, const Tokens& sampled,
                        const std::vector<int32_t>& accepted = {}) {
   auto batch = s.schedule(now);
