@@ -6,13 +6,14 @@
 #           nearly every draft is accepted: the best case)
 #   random (near-flat logits: drafts are seldom proposed and seldom accepted: the cost of
 #           trying)
-# Prints a markdown table (and writes it to $OUT/spec-bench.md): arch, init, prompts at once,
+# Prints a markdown table (and writes it to $OUT/spec-bench.md): arch, init, logprobs, prompts at once,
 # --graph-capture-after, drafts per step, output tokens/s, steps, CUDA graph captures, drafts
 # verified and accepted.
 # Env: BIN (packserve executable; default build/src/packserve/cli/packserve), BACKEND (cpu |
 # cuda; default cuda), ARCHS (default "qwen3-0.6b"), BATCHES (default "1 32"), SPECS (default
 # "0 4"), CAPTURE_AFTER (--graph-capture-after values, default "1"), PROMPT_LEN (512),
-# MAX_TOKENS (256), OUT (default ./out).
+# MAX_TOKENS (256), LOGPROBS (1: every request asks --logprobs, so the drafts are verified by
+# scored rows instead of argmax rows; default 0), OUT (default ./out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/src/packserve/cli/packserve}
@@ -23,14 +24,15 @@ SPECS=${SPECS:-0 4}
 CAPTURE_AFTER=${CAPTURE_AFTER:-1}
 PROMPT_LEN=${PROMPT_LEN:-512}
 MAX_TOKENS=${MAX_TOKENS:-256}
+LOGPROBS=${LOGPROBS:-0}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 table="$OUT/spec-bench.md"
 {
-  echo "| arch | init | prompts | capture after | drafts/step | output tok/s | steps | graph captures | drafts verified | accepted |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| arch | init | logprobs | prompts | capture after | drafts/step | output tok/s | steps | graph captures | drafts verified | accepted |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$table"
 for arch in $ARCHS; do
   for init in copy random; do
@@ -47,13 +49,14 @@ EOF
         for spec in $SPECS; do
           extra=()
           [[ $BACKEND == cuda ]] && extra=(--graph-capture-after "$after")
+          [[ $LOGPROBS == 1 ]] && extra+=(--logprobs)
           "$BIN" generate --model "$model" --prompts "$work/prompts.jsonl" --backend "$BACKEND" \
             --temperature 0 --ignore-eos --max-tokens "$MAX_TOKENS" "${extra[@]}" \
             --num-speculative-tokens "$spec" >/dev/null 2>"$work/err"
           line=$(grep '^generate:' "$work/err")
           field() { sed -n "s/.* $1=\([0-9.e+-]*\).*/\1/p" <<<"$line"; }
-          printf '| %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s |\n' "$arch" "$init" \
-            "$batch" "$after" "$spec" "$(field output_tokens_per_s)" "$(field steps)" \
+          printf '| %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s |\n' "$arch" "$init" \
+            "$LOGPROBS" "$batch" "$after" "$spec" "$(field output_tokens_per_s)" "$(field steps)" \
             "$(field graph_captures)" "$(field draft_tokens)" "$(field accepted_draft_tokens)" \
             >>"$table"
         done

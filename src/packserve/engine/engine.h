@@ -245,12 +245,13 @@ struct EngineConfig {
   // The tokens are the same either way (common/sample_draw.h).
   bool backend_sampling = true;
   // Speculative decoding by prompt lookup (sched::NgramSpeculation, vLLM's "ngram" method), for
-  // the requests whose tokens are each the argmax of their row: greedy, without logprobs,
-  // logit bias, penalties, min_tokens or a structured output (the others decode a token per
-  // step). Each decode step then carries up to speculation.num_speculative_tokens drafts found in
-  // the request's own prompt and output; the backend returns their rows' argmax in the same
-  // forward (ForwardBatch::argmax_extra_rows), and the drafts that match, plus the model's token
-  // after them, are the step's output. The tokens are those of decoding one at a time, up to float
+  // the requests whose tokens are each the argmax of their raw row: greedy, without logit bias,
+  // penalties, min_tokens or a structured output, and with logprobs only when backend_sampling
+  // (the others decode a token per step). Each decode step then carries up to
+  // speculation.num_speculative_tokens drafts found in the request's own prompt and output; the
+  // backend returns their rows' argmax in the same forward (ForwardBatch::argmax_extra_rows; with
+  // logprobs their scores, ForwardBatch::score_*), and the drafts that match, plus the model's
+  // token after them, are the step's output. The tokens are those of decoding one at a time, up to float
   // rounding of the rows' logits (a near tie may break the other way). num_speculative_tokens = 0:
   // off.
   sched::NgramSpeculation speculation;

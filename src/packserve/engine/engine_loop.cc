@@ -13,6 +13,14 @@ namespace packserve::engine {
 
 struct Engine::Impl::Executor : public sched::ModelExecutor {
   explicit Executor(Impl& impl_in) : impl(impl_in) {}
+  // Scored rows of one sequence: its prompt rows' scores or its drafts' rows.
+  struct ScoreJob {
+    LiveRequest* request;
+    int32_t first;     // prompt scores: position of its first scored row
+    int32_t count;     // its scored rows
+    int32_t top;       // alternatives asked per row
+    int32_t sequence;  // >= 0: the drafts of this batch sequence (verify_scored_drafts)
+  };
 
   Result<sched::StepOutput> execute(const sched::ScheduledBatch& batch) override {
     ran = true;
@@ -69,13 +77,17 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
           }
         }
         if (seq.num_draft_tokens > 0) {
-          // The drafts' rows return their argmax too (Engine::Impl::admit: only argmax
-          // requests without constraints speculate).
-          PS_CHECK(output == model::kOutputArgmax && r.constraint == nullptr)
-              << "req=" << seq.id << " has drafts but does not decode by argmax";
-          fb.argmax_extra_rows.resize(batch.sequences.size(), 0);
-          fb.argmax_extra_rows[i] = seq.num_draft_tokens;
-          num_draft_rows += seq.num_draft_tokens;
+          // Only greedy requests without adjustments or constraints speculate
+          // (Engine::Impl::admit): an argmax row's drafts' rows return their argmax too, a
+          // greedy draw's (logprobs) are scored (add_scored_rows).
+          PS_CHECK((output == model::kOutputArgmax || output == model::kOutputSample) &&
+                   r.constraint == nullptr)
+              << "req=" << seq.id << " has drafts but is not greedy";
+          if (output == model::kOutputArgmax) {
+            fb.argmax_extra_rows.resize(batch.sequences.size(), 0);
+            fb.argmax_extra_rows[i] = seq.num_draft_tokens;
+            num_draft_rows += seq.num_draft_tokens;
+          }
         }
         if (output != model::kOutputLogits && r.constraint != nullptr) {
           fb.mask_index.resize(batch.sequences.size(), -1);
@@ -95,7 +107,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       }
       fb.samples.push_back(output);
       fb.adjust_indptr.push_back(static_cast<int32_t>(fb.adjusts.size()));
-      add_scored_rows(seq, live);
+      add_scored_rows(i, seq, live);
     }
     if (fb.adjusts.empty()) fb.adjust_indptr.clear();
     if (fb.score_targets.empty()) {
@@ -183,6 +195,11 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     }
     for (size_t j = 0, i = 0; j < score_jobs.size(); ++j) {
       const ScoreJob& job = score_jobs[j];
+      if (job.sequence >= 0) {
+        PS_RETURN_IF_ERROR(verify_scored_drafts(job, i, batch.sequences[job.sequence], out));
+        i += static_cast<size_t>(job.count);
+        continue;
+      }
       for (int32_t k = 0; k < job.count; ++k, ++i) {
         TokenOutput& t = job.request->prompt_scores[static_cast<size_t>(job.first + k)];
         t.token_id = fb.score_targets[i];
@@ -227,6 +244,40 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     return out;
   }
 
+  // A greedy draw's drafts against their scored rows (scores from fwd.scores[first]): draft j
+  // is accepted while the drafts before it were and it is row j's most likely token, with
+  // that row's logprob and alternatives (LiveRequest::step_draft_outputs); at the first
+  // mismatch that most likely token replaces the drawn one, with its own.
+  Status verify_scored_drafts(const ScoreJob& job, size_t first,
+                              const sched::ScheduledSequence& seq, sched::StepOutput& out) {
+    LiveRequest& r = *job.request;
+    r.step_draft_outputs.clear();
+    const auto keep = static_cast<size_t>(r.params.top_logprobs);
+    int32_t accepted = 0;
+    for (; accepted < job.count; ++accepted) {
+      RowScore& s = fwd.scores[first + static_cast<size_t>(accepted)];
+      const int32_t best = s.top[0].token_id;
+      if (best < 0 || best >= impl.vocab_size) {
+        return internal_error("backend " + std::string(impl.backend->name()) +
+                              " returned alternative id " + std::to_string(best) +
+                              ", expected in [0, vocab_size = " + std::to_string(impl.vocab_size) +
+                              ")");
+      }
+      const float best_logprob = s.top[0].logprob;
+      if (s.top.size() > keep) s.top.resize(keep);  // (1 was asked when keep is 0)
+      if (best != seq.token_ids[static_cast<size_t>(accepted) + 1]) {
+        out.sampled_token_ids[static_cast<size_t>(job.sequence)] = best;
+        r.step_logprob = best_logprob;
+        r.step_top_logprobs = std::move(s.top);
+        break;
+      }
+      r.step_draft_outputs.push_back(TokenOutput{best, s.logprob, std::move(s.top)});
+    }
+    out.num_accepted_drafts.resize(out.sampled_token_ids.size(), 0);
+    out.num_accepted_drafts[static_cast<size_t>(job.sequence)] = accepted;
+    return ok_status();
+  }
+
   // The argmax sequences' tokens (argmax_tokens, in argmax_rows order) from the backend's
   // argmax ids. A sequence with speculative drafts has its drafts' rows' ids before its last
   // row's (ForwardBatch::argmax_extra_rows): draft j is accepted while the drafts before it
@@ -254,13 +305,19 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     }
   }
 
-  // Scores the prompt rows of seq (its rows before the last prompt token) when its request
-  // (`live`, null if not live) asks for prompt logprobs: ForwardBatch::score_* entries and a
-  // ScoreJob.
-  void add_scored_rows(const sched::ScheduledSequence& seq, LiveRequest* live) {
+  // ForwardBatch::score_* entries of seq (the batch's sequence `index`) and a ScoreJob: its
+  // prompt rows (before the last prompt token) when its request (`live`, null if not live)
+  // asks for prompt logprobs; the rows before its speculative drafts when it is a greedy draw
+  // (logprobs), each with at least its most likely token (verify_scored_drafts).
+  void add_scored_rows(size_t index, const sched::ScheduledSequence& seq, LiveRequest* live) {
     int32_t count = 0;
     uint8_t top = 0;
-    if (live != nullptr && live->scores_prompt_now()) {
+    if (seq.num_draft_tokens > 0 && !live->sampler.argmax_only()) {
+      top = static_cast<uint8_t>(std::max(1, live->params.top_logprobs));
+      fb.score_targets.insert(fb.score_targets.end(), seq.token_ids.begin() + 1,
+                              seq.token_ids.end());
+      score_jobs.push_back({live, 0, seq.num_draft_tokens, top, static_cast<int32_t>(index)});
+    } else if (live != nullptr && live->scores_prompt_now()) {
       LiveRequest& r = *live;
       const auto q_len = static_cast<int32_t>(seq.token_ids.size());
       const int32_t first = seq.kv_len() - q_len;  // the first row's position
@@ -269,7 +326,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       if (count > 0) {
         const auto from = r.prompt.begin() + first + 1;
         fb.score_targets.insert(fb.score_targets.end(), from, from + count);
-        score_jobs.push_back({&r, first, count});
+        score_jobs.push_back({&r, first, count, top, -1});
       }
     }
     fb.score_top.push_back(top);
@@ -284,8 +341,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
                             " scores, expected " + std::to_string(fb.score_targets.size()));
     }
     for (size_t j = 0, i = 0; j < score_jobs.size(); ++j) {
-      const auto want = static_cast<size_t>(
-          std::min<int64_t>(score_jobs[j].request->params.prompt_logprobs, impl.vocab_size));
+      const auto want = static_cast<size_t>(std::min<int64_t>(score_jobs[j].top, impl.vocab_size));
       for (int32_t k = 0; k < score_jobs[j].count; ++k, ++i) {
         if (fwd.scores[i].top.size() != want) {
           return internal_error("backend " + name + " returned " +
@@ -314,11 +370,6 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
   std::vector<int32_t> argmax_tokens;     // their tokens (verify_drafts)
   std::vector<SampleRow> draw_rows;       // this step's kOutputSample rows, in sampled order
   std::vector<LiveRequest*> masked_rows;  // the argmax and draw rows' masks, in masks order
-  struct ScoreJob {
-    LiveRequest* request;
-    int32_t first;  // position of its first scored row
-    int32_t count;  // its scored rows
-  };
   std::vector<ScoreJob> score_jobs;  // this step's scored rows, in batch order
 };
 
@@ -370,9 +421,12 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
     r->constraint = pending.constraint->matcher();
     r->mask.assign(static_cast<size_t>(pending.constraint->vocabulary().mask_words()), 0);
   }
-  // Drafts are verified by their rows' argmax (Executor::verify_drafts).
-  if (r->sampler.argmax_only() && r->constraint == nullptr)
+  // Drafts are verified by their rows' argmax (Executor::verify_drafts), or for a greedy draw
+  // (logprobs: a kOutputSample row) by their scored rows (Executor::verify_scored_drafts).
+  if (r->sampler.greedy_unadjusted() && r->constraint == nullptr &&
+      (r->sampler.argmax_only() || config.backend_sampling)) {
     request.speculation = config.speculation;
+  }
   LiveRequest& ref = *r;
   live.emplace(pending.id, std::move(r));
   Status s = scheduler->add_request(std::move(request));
@@ -459,10 +513,16 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
     r.last_token_time_ms = ev.time_ms;
     TokenOutput token;
     token.token_id = ev.token_id;
-    if (r.params.logprobs) token.logprob = r.step_logprob;
-    r.step_logprob.reset();
-    token.top_logprobs = std::move(r.step_top_logprobs);
-    r.step_top_logprobs.clear();
+    if (!r.step_draft_outputs.empty()) {  // an accepted draft (verify_scored_drafts)
+      token = std::move(r.step_draft_outputs.front());
+      r.step_draft_outputs.pop_front();
+      PS_CHECK(token.token_id == ev.token_id) << "req=" << r.id << " draft order";
+    } else {
+      if (r.params.logprobs) token.logprob = r.step_logprob;
+      r.step_logprob.reset();
+      token.top_logprobs = std::move(r.step_top_logprobs);
+      r.step_top_logprobs.clear();
+    }
     u.tokens.push_back(token);
     if (r.constraint_error.has_value()) {
       constraint_failed.emplace_back(r.id, *r.constraint_error);

@@ -1011,19 +1011,83 @@ TEST(EngineTest, SpeculativeDraftsKeepGreedyOutputsInFewerSteps) {
   EXPECT_EQ(bad.validate().message().rfind("speculation.num_speculative_tokens: ", 0), 0u)
       << bad.validate().message();
 
-  // Sampled and logprob requests decode a token per step: no drafts.
+  // Sampled and penalized requests decode a token per step: no drafts.
   GenerateRequest sampled = greedy_request(prompts[0], 20);
   sampled.sampling.temperature = 1.0;
   sampled.sampling.seed = 5;
-  GenerateRequest with_logprobs = greedy_request(prompts[0], 20);
-  with_logprobs.sampling.logprobs = true;
-  for (const GenerateRequest& r : {sampled, with_logprobs}) {
+  GenerateRequest penalized = greedy_request(prompts[0], 20);
+  penalized.sampling.repetition_penalty = 1.5;
+  for (const GenerateRequest& r : {sampled, penalized}) {
     auto s = t.engine->submit(r);
     ASSERT_TRUE(s.ok());
     EXPECT_EQ(collect(**s).token_ids.size(), 20u);
   }
   ASSERT_TRUE(wait_metrics(*t.engine, idle));
   EXPECT_EQ(t.engine->metrics().spec_draft_tokens, m.spec_draft_tokens);
+}
+
+// A greedy request with logprobs speculates when the backend draws (its drafts' rows are
+// scored, Executor::verify_scored_drafts): its tokens, logprobs and alternatives are exactly
+// those of the run without drafts. Host draws (backend_sampling off) take no drafts.
+TEST(EngineTest, SpeculativeDraftsKeepGreedyLogprobs) {
+  const std::vector<std::vector<int32_t>> prompts = {ids_of("abcabcab"), ids_of("xyz"),
+                                                     ids_of("hello hello hel")};
+  const auto run = [&](bool backend_sampling, bool speculate) {
+    EngineSetup setup;
+    setup.backend_sampling = backend_sampling;
+    if (speculate) setup.speculation = {4, 2, 3};
+    auto t = make_engine(mostly_periodic, setup);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (size_t i = 0; i < prompts.size() * 2; ++i) {
+      GenerateRequest r = greedy_request(prompts[i % prompts.size()], 30);
+      r.sampling.logprobs = true;
+      r.sampling.top_logprobs = i < prompts.size() ? 0 : 2;
+      auto s = t.engine->submit(r);
+      EXPECT_TRUE(s.ok()) << s.status().to_string();
+      if (s.ok()) streams.push_back(*s);
+    }
+    std::vector<Collected> out;
+    for (const auto& s : streams) out.push_back(collect(*s));
+    EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) {
+      return m.num_running == 0 && m.pages_in_use == 0;
+    }));
+    const EngineMetrics m = t.engine->metrics();
+    EXPECT_EQ(m.spec_draft_tokens > 0, backend_sampling && speculate);
+    if (backend_sampling && speculate) {
+      EXPECT_GT(m.spec_accepted_tokens, 30);
+      EXPECT_LT(m.spec_accepted_tokens, m.spec_draft_tokens);
+      EXPECT_EQ(t.backend->num_scored_rows.load(), m.spec_draft_tokens);
+      EXPECT_EQ(t.backend->num_sample_rows.load(), 180 - m.spec_accepted_tokens);
+    }
+    return out;
+  };
+  for (const bool backend_sampling : {true, false}) {
+    SCOPED_TRACE(backend_sampling ? "backend draws" : "host draws");
+    const std::vector<Collected> plain = run(backend_sampling, false);
+    const std::vector<Collected> drafted = run(backend_sampling, true);
+    ASSERT_EQ(plain.size(), 6u);
+    ASSERT_EQ(drafted.size(), 6u);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      SCOPED_TRACE("request " + std::to_string(i));
+      const auto expected =
+          testing::reference_greedy(mostly_periodic, prompts[i % prompts.size()], 30, {kEosId});
+      EXPECT_EQ(plain[i].token_ids, expected);
+      EXPECT_EQ(drafted[i].token_ids, expected);
+      EXPECT_EQ(drafted[i].logprobs, plain[i].logprobs);
+      ASSERT_EQ(drafted[i].logprobs.size(), 30u);
+      ASSERT_EQ(drafted[i].top_logprobs.size(), 30u);
+      for (size_t k = 0; k < 30; ++k) {
+        const auto& a = drafted[i].top_logprobs[k];
+        const auto& b = plain[i].top_logprobs[k];
+        ASSERT_EQ(a.size(), i < prompts.size() ? 0u : 2u) << "token " << k;
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t j = 0; j < a.size(); ++j) {
+          EXPECT_EQ(a[j].token_id, b[j].token_id) << "token " << k;
+          EXPECT_EQ(a[j].logprob, b[j].logprob) << "token " << k;
+        }
+      }
+    }
+  }
 }
 
 // Drafts through preemption (a pool too small for everyone: recompute from prompt + output),

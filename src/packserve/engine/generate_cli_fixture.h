@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -170,6 +171,30 @@ inline void GenerateCliTest::expect_copy_models_decode_periodically(const std::s
     ASSERT_TRUE(std::regex_search(spec.err, m, std::regex("accepted_draft_tokens=([0-9]+)")))
         << spec.err;
     EXPECT_GT(std::stoi(m[1].str()), all / 2) << spec.err;
+    // With --logprobs the drafts' rows are scored: the same tokens and logprobs (up to the
+    // rounding of rows computed in a multi-row pass), again mostly accepted drafts.
+    const CliRun lp = run("generate --model " + dir.string() + flags + " --logprobs");
+    const CliRun lp_spec =
+        run("generate --model " + dir.string() + flags + " --logprobs --num-speculative-tokens 4");
+    ASSERT_EQ(lp.exit_code, 0) << lp.err;
+    ASSERT_EQ(lp_spec.exit_code, 0) << lp_spec.err;
+    const auto lp_lines = lines_of(lp.out);
+    const auto lp_spec_lines = lines_of(lp_spec.out);
+    ASSERT_EQ(lp_lines.size(), prompts.size());
+    ASSERT_EQ(lp_spec_lines.size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(lp_spec_lines[i]["token_ids"], lines[i]["token_ids"]) << "prompt " << i;
+      const auto a = lp_spec_lines[i]["logprobs"].get<std::vector<double>>();
+      const auto b = lp_lines[i]["logprobs"].get<std::vector<double>>();
+      ASSERT_EQ(a.size(), static_cast<size_t>(kTokens)) << "prompt " << i;
+      ASSERT_EQ(b.size(), a.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        EXPECT_NEAR(a[k], b[k], 1e-2 + 1e-2 * std::abs(b[k])) << "prompt " << i << " token " << k;
+      }
+    }
+    ASSERT_TRUE(std::regex_search(lp_spec.err, m, std::regex("accepted_draft_tokens=([0-9]+)")))
+        << lp_spec.err;
+    EXPECT_GT(std::stoi(m[1].str()), all / 2) << lp_spec.err;
   }
   const CliRun r = run("generate " + model() + flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;

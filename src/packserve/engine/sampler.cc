@@ -120,8 +120,10 @@ void RequestSampler::ban_until(int32_t min_tokens, std::span<const int32_t> toke
   adjust_->ban(tokens, min_tokens);
 }
 
-bool RequestSampler::argmax_only() const {
-  return is_greedy(params_) && !params_.logprobs && !adjust_.has_value();
+bool RequestSampler::argmax_only() const { return greedy_unadjusted() && !params_.logprobs; }
+
+bool RequestSampler::greedy_unadjusted() const {
+  return is_greedy(params_) && !adjust_.has_value();
 }
 
 SampleDraw RequestSampler::draw_params() const {

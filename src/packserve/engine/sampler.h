@@ -93,6 +93,9 @@ class RequestSampler {
   // (ForwardBatch::samples = kOutputArgmax) and never call sample() for this request.
   // False with a logit bias or penalties.
   bool argmax_only() const;
+  // Greedy without logit bias, penalties or min_tokens' ban: each token is its raw row's argmax
+  // (logprobs or not).
+  bool greedy_unadjusted() const;
   // The logit bias and penalties of the next token (empty without them): a caller that passes
   // next_draw() to the forward backend passes these with it (ForwardBatch::adjusts) and then
   // hands the backend's token to accept().

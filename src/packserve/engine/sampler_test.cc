@@ -93,6 +93,18 @@ TEST(SamplerTest, ArgmaxOnlyForGreedyWithoutLogprobs) {
   SamplingParams with_logprobs = params(0.0);
   with_logprobs.logprobs = true;
   EXPECT_FALSE(RequestSampler(with_logprobs, 1).argmax_only());
+  // Speculation's test (Engine::Impl::admit): greedy on the raw row, logprobs or not.
+  EXPECT_TRUE(RequestSampler(with_logprobs, 1).greedy_unadjusted());
+  EXPECT_TRUE(RequestSampler(top1, 1).greedy_unadjusted());
+  EXPECT_FALSE(RequestSampler(params(0.8), 1).greedy_unadjusted());
+  SamplingParams penalized = params(0.0);
+  penalized.presence_penalty = 0.5;
+  EXPECT_FALSE(RequestSampler(penalized, 1).greedy_unadjusted());
+  RequestSampler banned(params(0.0), 1);
+  const int32_t eos = 2;
+  banned.ban_until(3, std::span(&eos, 1));
+  EXPECT_FALSE(banned.greedy_unadjusted());
+  EXPECT_FALSE(banned.argmax_only());
 }
 
 // next_draw() carries the request's parameters; greedy draws no uniform.
