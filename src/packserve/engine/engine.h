@@ -245,15 +245,16 @@ struct EngineConfig {
   // The tokens are the same either way (common/sample_draw.h).
   bool backend_sampling = true;
   // Speculative decoding by prompt lookup (sched::NgramSpeculation, vLLM's "ngram" method), for
-  // the requests whose tokens are each the argmax of their raw row: greedy, without logit bias,
-  // penalties, min_tokens or a structured output, and with logprobs only when backend_sampling
-  // (the others decode a token per step). Each decode step then carries up to
-  // speculation.num_speculative_tokens drafts found in the request's own prompt and output; the
-  // backend returns their rows' argmax in the same forward (ForwardBatch::argmax_extra_rows; with
-  // logprobs their scores, ForwardBatch::score_*), and the drafts that match, plus the model's
-  // token after them, are the step's output. The tokens are those of decoding one at a time, up to float
-  // rounding of the rows' logits (a near tie may break the other way). num_speculative_tokens = 0:
-  // off.
+  // the requests without logit bias, penalties, min_tokens or a structured output, greedy
+  // without logprobs or (any other) while backend_sampling (the others decode a token per
+  // step). Each decode step then carries up to speculation.num_speculative_tokens drafts found
+  // in the request's own prompt and output; the backend returns their rows' argmax or draw in
+  // the same forward (ForwardBatch::extra_rows), each row drawn with the uniform its token
+  // would have had without drafts, and the drafts that match, plus the model's token after
+  // them, are the step's output. For sampled requests that is rejection sampling of drafts
+  // proposed with certainty (the output distribution is unchanged). The tokens are those of
+  // decoding one at a time (a seed's too), up to float rounding of the rows' logits (a near tie
+  // may break the other way). num_speculative_tokens = 0: off.
   sched::NgramSpeculation speculation;
   Status validate() const;
 };

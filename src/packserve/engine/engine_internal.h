@@ -67,7 +67,7 @@ struct LiveRequest {
   // Set by the executor adapter in the step that samples, read when its token event arrives.
   std::optional<float> step_logprob;
   std::vector<TopLogprob> step_top_logprobs;  // params.top_logprobs > 0
-  // With logprobs: this step's accepted speculative drafts (their scored rows), in output order,
+  // With logprobs: this step's accepted speculative drafts (their draw rows), in output order,
   // read by their token events before the step's own token takes the two above.
   std::deque<TokenOutput> step_draft_outputs;
   std::vector<float> captured_logits;

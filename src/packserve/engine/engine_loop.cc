@@ -13,13 +13,12 @@ namespace packserve::engine {
 
 struct Engine::Impl::Executor : public sched::ModelExecutor {
   explicit Executor(Impl& impl_in) : impl(impl_in) {}
-  // Scored rows of one sequence: its prompt rows' scores or its drafts' rows.
+  // Scored rows of one sequence: its prompt rows' scores.
   struct ScoreJob {
     LiveRequest* request;
-    int32_t first;     // prompt scores: position of its first scored row
-    int32_t count;     // its scored rows
-    int32_t top;       // alternatives asked per row
-    int32_t sequence;  // >= 0: the drafts of this batch sequence (verify_scored_drafts)
+    int32_t first;  // position of its first scored row
+    int32_t count;  // its scored rows
+    int32_t top;    // alternatives asked per row
   };
 
   Result<sched::StepOutput> execute(const sched::ScheduledBatch& batch) override {
@@ -43,13 +42,15 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     fb.score_targets.clear();
     fb.score_top.clear();
     fb.mask_index.clear();
-    fb.argmax_extra_rows.clear();
+    fb.extra_rows.clear();
+    fb.extra_draws.clear();
     fb.page_copies = batch.page_copies;
     score_jobs.clear();
     rows.clear();
     argmax_rows.clear();
-    num_draft_rows = 0;
+    extra_argmax_rows = 0;
     draw_rows.clear();
+    extra_draw_rows = 0;
     masked_rows.clear();
     for (size_t i = 0; i < batch.sequences.size(); ++i) {
       const sched::ScheduledSequence& seq = batch.sequences[i];
@@ -76,18 +77,17 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
             output = model::kOutputSample;
           }
         }
-        if (seq.num_draft_tokens > 0) {
-          // Only greedy requests without adjustments or constraints speculate
-          // (Engine::Impl::admit): an argmax row's drafts' rows return their argmax too, a
-          // greedy draw's (logprobs) are scored (add_scored_rows).
+        const int32_t drafts = seq.num_draft_tokens;
+        if (drafts > 0) {
+          // Only requests without adjustments or constraints speculate (Engine::Impl::admit):
+          // their drafts' rows return their argmax or draw too (verify_drafts).
           PS_CHECK((output == model::kOutputArgmax || output == model::kOutputSample) &&
-                   r.constraint == nullptr)
-              << "req=" << seq.id << " has drafts but is not greedy";
-          if (output == model::kOutputArgmax) {
-            fb.argmax_extra_rows.resize(batch.sequences.size(), 0);
-            fb.argmax_extra_rows[i] = seq.num_draft_tokens;
-            num_draft_rows += seq.num_draft_tokens;
-          }
+                   r.constraint == nullptr && r.sampler.unadjusted())
+              << "req=" << seq.id << " has drafts but cannot speculate";
+          fb.extra_rows.resize(batch.sequences.size(), 0);
+          fb.extra_rows[i] = drafts;
+          (output == model::kOutputArgmax ? extra_argmax_rows : extra_draw_rows) +=
+              static_cast<size_t>(drafts);
         }
         if (output != model::kOutputLogits && r.constraint != nullptr) {
           fb.mask_index.resize(batch.sequences.size(), -1);
@@ -96,7 +96,15 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
         }
         if (output == model::kOutputSample) {
           fb.draws.resize(batch.sequences.size());
-          fb.draws[i] = r.sampler.next_draw();
+          if (drafts > 0) {  // each row the draw of its token without drafts (verify_drafts)
+            const size_t first = fb.extra_draws.size();
+            fb.extra_draws.resize(first + static_cast<size_t>(drafts) + 1);
+            r.sampler.peek_draws(std::span(fb.extra_draws).subspan(first));
+            fb.draws[i] = fb.extra_draws.back();
+            fb.extra_draws.pop_back();
+          } else {
+            fb.draws[i] = r.sampler.next_draw();
+          }
           const std::span<const LogitAdjust> adjusts = r.sampler.adjustments();
           fb.adjusts.insert(fb.adjusts.end(), adjusts.begin(), adjusts.end());
         }
@@ -107,7 +115,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       }
       fb.samples.push_back(output);
       fb.adjust_indptr.push_back(static_cast<int32_t>(fb.adjusts.size()));
-      add_scored_rows(i, seq, live);
+      add_scored_rows(seq, live);
     }
     if (fb.adjusts.empty()) fb.adjust_indptr.clear();
     if (fb.score_targets.empty()) {
@@ -139,9 +147,10 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     const auto t1 = std::chrono::steady_clock::now();
     const int64_t vocab = impl.vocab_size;
     if (static_cast<int64_t>(fwd.logits.size()) != static_cast<int64_t>(rows.size()) * vocab ||
-        fwd.argmax.size() != argmax_rows.size() + num_draft_rows ||
-        fwd.sampled.size() != draw_rows.size() || fwd.sampled_logprobs.size() != draw_rows.size() ||
-        fwd.top_logprobs.size() != draw_rows.size()) {
+        fwd.argmax.size() != argmax_rows.size() + extra_argmax_rows ||
+        fwd.sampled.size() != draw_rows.size() + extra_draw_rows ||
+        fwd.sampled_logprobs.size() != fwd.sampled.size() ||
+        fwd.top_logprobs.size() != fwd.sampled.size()) {
       return internal_error(
           "backend " + std::string(impl.backend->name()) + " returned " +
           std::to_string(fwd.logits.size()) + " logits, " + std::to_string(fwd.argmax.size()) +
@@ -149,18 +158,22 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
           std::to_string(fwd.sampled_logprobs.size()) + " logprobs, " +
           std::to_string(fwd.top_logprobs.size()) + " top_logprobs), expected " +
           std::to_string(rows.size()) + " rows x vocab_size " + std::to_string(vocab) + ", " +
-          std::to_string(argmax_rows.size() + num_draft_rows) + " and " +
-          std::to_string(draw_rows.size()));
+          std::to_string(argmax_rows.size() + extra_argmax_rows) + " and " +
+          std::to_string(draw_rows.size() + extra_draw_rows));
     }
     PS_RETURN_IF_ERROR(check_scores());
-    for (size_t j = 0; j < draw_rows.size(); ++j) {
+    for (size_t j = 0, row = 0; j < draw_rows.size(); ++j) {
       const LiveRequest& r = *draw_rows[j].request;
       const auto want = static_cast<size_t>(std::min<int64_t>(r.params.top_logprobs, vocab));
-      if (fwd.top_logprobs[j].size() != want) {
-        return internal_error("backend " + std::string(impl.backend->name()) + " returned " +
-                              std::to_string(fwd.top_logprobs[j].size()) +
-                              " top_logprobs for sampled row " + std::to_string(j) + ", expected " +
-                              std::to_string(want));
+      const size_t rows_of_job =
+          static_cast<size_t>(batch.sequences[draw_rows[j].sequence].num_draft_tokens) + 1;
+      for (const size_t end = row + rows_of_job; row < end; ++row) {
+        if (fwd.top_logprobs[row].size() != want) {
+          return internal_error("backend " + std::string(impl.backend->name()) + " returned " +
+                                std::to_string(fwd.top_logprobs[row].size()) +
+                                " top_logprobs for sampled row " + std::to_string(row) +
+                                ", expected " + std::to_string(want));
+        }
       }
     }
     sched::StepOutput out;
@@ -170,7 +183,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     std::vector<float>* no_logprobs = nullptr;
     for (const auto& [ids, logprobs, jobs, kind] :
          {std::tuple{&argmax_tokens, no_logprobs, &argmax_rows, "argmax"},
-          std::tuple{&fwd.sampled, &fwd.sampled_logprobs, &draw_rows, "sampled"}}) {
+          std::tuple{&draw_tokens, &draw_logprobs, &draw_rows, "sampled"}}) {
       for (size_t j = 0; j < jobs->size(); ++j) {
         const int32_t token = (*ids)[j];
         if (token < 0 || token >= vocab) {
@@ -191,15 +204,10 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       }
     }
     for (size_t j = 0; j < draw_rows.size(); ++j) {
-      draw_rows[j].request->step_top_logprobs = std::move(fwd.top_logprobs[j]);
+      draw_rows[j].request->step_top_logprobs = std::move(draw_top[j]);
     }
     for (size_t j = 0, i = 0; j < score_jobs.size(); ++j) {
       const ScoreJob& job = score_jobs[j];
-      if (job.sequence >= 0) {
-        PS_RETURN_IF_ERROR(verify_scored_drafts(job, i, batch.sequences[job.sequence], out));
-        i += static_cast<size_t>(job.count);
-        continue;
-      }
       for (int32_t k = 0; k < job.count; ++k, ++i) {
         TokenOutput& t = job.request->prompt_scores[static_cast<size_t>(job.first + k)];
         t.token_id = fb.score_targets[i];
@@ -244,80 +252,68 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     return out;
   }
 
-  // A greedy draw's drafts against their scored rows (scores from fwd.scores[first]): draft j
-  // is accepted while the drafts before it were and it is row j's most likely token, with
-  // that row's logprob and alternatives (LiveRequest::step_draft_outputs); at the first
-  // mismatch that most likely token replaces the drawn one, with its own.
-  Status verify_scored_drafts(const ScoreJob& job, size_t first,
-                              const sched::ScheduledSequence& seq, sched::StepOutput& out) {
-    LiveRequest& r = *job.request;
-    r.step_draft_outputs.clear();
-    const auto keep = static_cast<size_t>(r.params.top_logprobs);
-    int32_t accepted = 0;
-    for (; accepted < job.count; ++accepted) {
-      RowScore& s = fwd.scores[first + static_cast<size_t>(accepted)];
-      const int32_t best = s.top[0].token_id;
-      if (best < 0 || best >= impl.vocab_size) {
-        return internal_error("backend " + std::string(impl.backend->name()) +
-                              " returned alternative id " + std::to_string(best) +
-                              ", expected in [0, vocab_size = " + std::to_string(impl.vocab_size) +
-                              ")");
-      }
-      const float best_logprob = s.top[0].logprob;
-      if (s.top.size() > keep) s.top.resize(keep);  // (1 was asked when keep is 0)
-      if (best != seq.token_ids[static_cast<size_t>(accepted) + 1]) {
-        out.sampled_token_ids[static_cast<size_t>(job.sequence)] = best;
-        r.step_logprob = best_logprob;
-        r.step_top_logprobs = std::move(s.top);
-        break;
-      }
-      r.step_draft_outputs.push_back(TokenOutput{best, s.logprob, std::move(s.top)});
-    }
-    out.num_accepted_drafts.resize(out.sampled_token_ids.size(), 0);
-    out.num_accepted_drafts[static_cast<size_t>(job.sequence)] = accepted;
-    return ok_status();
-  }
-
-  // The argmax sequences' tokens (argmax_tokens, in argmax_rows order) from the backend's
-  // argmax ids. A sequence with speculative drafts has its drafts' rows' ids before its last
-  // row's (ForwardBatch::argmax_extra_rows): draft j is accepted while the drafts before it
-  // were and it is the argmax of row j (the row before it); the token is the argmax of the row
-  // after the last accepted draft (out.num_accepted_drafts). An id outside the vocabulary
-  // matches no draft, so it becomes the token and fails the range check after.
+  // The argmax and draw sequences' tokens (argmax_tokens; draw_tokens, draw_logprobs and
+  // draw_top; in their jobs' order) from the backend's rows. A sequence with speculative drafts
+  // has its drafts' rows before its last row's (ForwardBatch::extra_rows): draft j is accepted
+  // while the drafts before it were and it is the token of row j (the row before it): its
+  // argmax, or its draw with the uniform that token would have had without drafts
+  // (RequestSampler::peek_draws), so that a seed gives the same tokens with and without drafts.
+  // For a draft proposed with certainty, as the prompt lookup's are, that is rejection sampling
+  // (the draft kept with probability p(draft), else a token drawn from p without it). The token
+  // is that of the row after the last accepted draft (out.num_accepted_drafts); a draw
+  // request's accepted drafts keep their rows' logprobs (LiveRequest::step_draft_outputs). An
+  // id outside the vocabulary matches no draft, so it becomes the token and fails the range
+  // check after.
   void verify_drafts(const sched::ScheduledBatch& batch, sched::StepOutput& out) {
-    argmax_tokens.clear();
-    size_t a = 0;  // the sequence's first id in fwd.argmax
-    for (const SampleRow& job : argmax_rows) {
+    const auto accepted_drafts = [&](const SampleRow& job, const std::vector<int32_t>& ids,
+                                     size_t first) {
       const sched::ScheduledSequence& seq = batch.sequences[job.sequence];
       int32_t accepted = 0;
       while (accepted < seq.num_draft_tokens &&
-             fwd.argmax[a + static_cast<size_t>(accepted)] ==
+             ids[first + static_cast<size_t>(accepted)] ==
                  seq.token_ids[static_cast<size_t>(accepted) + 1]) {
-        job.request->sampler.accept(fwd.argmax[a + static_cast<size_t>(accepted)]);
+        job.request->sampler.accept(ids[first + static_cast<size_t>(accepted)]);
         ++accepted;
       }
-      argmax_tokens.push_back(fwd.argmax[a + static_cast<size_t>(accepted)]);
       if (seq.num_draft_tokens > 0) {
         out.num_accepted_drafts.resize(batch.sequences.size(), 0);
         out.num_accepted_drafts[job.sequence] = accepted;
       }
-      a += static_cast<size_t>(seq.num_draft_tokens) + 1;
+      return accepted;
+    };
+    argmax_tokens.clear();
+    for (size_t j = 0, a = 0; j < argmax_rows.size(); ++j) {
+      const int32_t accepted = accepted_drafts(argmax_rows[j], fwd.argmax, a);
+      argmax_tokens.push_back(fwd.argmax[a + static_cast<size_t>(accepted)]);
+      a += static_cast<size_t>(batch.sequences[argmax_rows[j].sequence].num_draft_tokens) + 1;
+    }
+    draw_tokens.clear();
+    draw_logprobs.clear();
+    draw_top.clear();
+    for (size_t j = 0, d = 0; j < draw_rows.size(); ++j) {
+      LiveRequest& r = *draw_rows[j].request;
+      const int32_t drafts = batch.sequences[draw_rows[j].sequence].num_draft_tokens;
+      const int32_t accepted = accepted_drafts(draw_rows[j], fwd.sampled, d);
+      r.step_draft_outputs.clear();
+      for (size_t k = d; r.params.logprobs && k < d + static_cast<size_t>(accepted); ++k) {
+        r.step_draft_outputs.push_back(
+            TokenOutput{fwd.sampled[k], fwd.sampled_logprobs[k], std::move(fwd.top_logprobs[k])});
+      }
+      if (drafts > 0) r.sampler.skip_draws(accepted + 1);  // the uniforms of its tokens
+      const size_t last = d + static_cast<size_t>(accepted);
+      draw_tokens.push_back(fwd.sampled[last]);
+      draw_logprobs.push_back(fwd.sampled_logprobs[last]);
+      draw_top.push_back(std::move(fwd.top_logprobs[last]));
+      d += static_cast<size_t>(drafts) + 1;
     }
   }
 
-  // ForwardBatch::score_* entries of seq (the batch's sequence `index`) and a ScoreJob: its
-  // prompt rows (before the last prompt token) when its request (`live`, null if not live)
-  // asks for prompt logprobs; the rows before its speculative drafts when it is a greedy draw
-  // (logprobs), each with at least its most likely token (verify_scored_drafts).
-  void add_scored_rows(size_t index, const sched::ScheduledSequence& seq, LiveRequest* live) {
+  // ForwardBatch::score_* entries of seq and a ScoreJob: its prompt rows (before the last
+  // prompt token) when its request (`live`, null if not live) asks for prompt logprobs.
+  void add_scored_rows(const sched::ScheduledSequence& seq, LiveRequest* live) {
     int32_t count = 0;
     uint8_t top = 0;
-    if (seq.num_draft_tokens > 0 && !live->sampler.argmax_only()) {
-      top = static_cast<uint8_t>(std::max(1, live->params.top_logprobs));
-      fb.score_targets.insert(fb.score_targets.end(), seq.token_ids.begin() + 1,
-                              seq.token_ids.end());
-      score_jobs.push_back({live, 0, seq.num_draft_tokens, top, static_cast<int32_t>(index)});
-    } else if (live != nullptr && live->scores_prompt_now()) {
+    if (live != nullptr && live->scores_prompt_now()) {
       LiveRequest& r = *live;
       const auto q_len = static_cast<int32_t>(seq.token_ids.size());
       const int32_t first = seq.kv_len() - q_len;  // the first row's position
@@ -326,7 +322,7 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
       if (count > 0) {
         const auto from = r.prompt.begin() + first + 1;
         fb.score_targets.insert(fb.score_targets.end(), from, from + count);
-        score_jobs.push_back({&r, first, count, top, -1});
+        score_jobs.push_back({&r, first, count, top});
       }
     }
     fb.score_top.push_back(top);
@@ -364,13 +360,17 @@ struct Engine::Impl::Executor : public sched::ModelExecutor {
     size_t sequence;  // index in the batch
     LiveRequest* request;
   };
-  std::vector<SampleRow> rows;            // this step's kOutputLogits rows, in logits order
-  std::vector<SampleRow> argmax_rows;     // this step's kOutputArgmax rows, in argmax order
-  size_t num_draft_rows = 0;              // of their sequences' speculative drafts
-  std::vector<int32_t> argmax_tokens;     // their tokens (verify_drafts)
-  std::vector<SampleRow> draw_rows;       // this step's kOutputSample rows, in sampled order
+  std::vector<SampleRow> rows;         // this step's kOutputLogits rows, in logits order
+  std::vector<SampleRow> argmax_rows;  // this step's kOutputArgmax rows, in argmax order
+  size_t extra_argmax_rows = 0;        // their sequences' speculative drafts' rows
+  std::vector<int32_t> argmax_tokens;  // their tokens (verify_drafts)
+  std::vector<SampleRow> draw_rows;    // this step's kOutputSample rows, in sampled order
+  size_t extra_draw_rows = 0;          // their sequences' speculative drafts' rows
+  std::vector<int32_t> draw_tokens;    // their tokens, logprobs, alternatives (verify_drafts)
+  std::vector<float> draw_logprobs;
+  std::vector<std::vector<TopLogprob>> draw_top;
   std::vector<LiveRequest*> masked_rows;  // the argmax and draw rows' masks, in masks order
-  std::vector<ScoreJob> score_jobs;  // this step's scored rows, in batch order
+  std::vector<ScoreJob> score_jobs;       // this step's scored rows, in batch order
 };
 
 namespace {
@@ -421,9 +421,9 @@ void Engine::Impl::admit(Pending& pending, double now_ms) {
     r->constraint = pending.constraint->matcher();
     r->mask.assign(static_cast<size_t>(pending.constraint->vocabulary().mask_words()), 0);
   }
-  // Drafts are verified by their rows' argmax (Executor::verify_drafts), or for a greedy draw
-  // (logprobs: a kOutputSample row) by their scored rows (Executor::verify_scored_drafts).
-  if (r->sampler.greedy_unadjusted() && r->constraint == nullptr &&
+  // Drafts are verified by their rows' argmax or draws (Executor::verify_drafts): the backend
+  // draws them (ForwardBatch::extra_draws) unless the request is greedy without logprobs.
+  if (r->sampler.unadjusted() && r->constraint == nullptr &&
       (r->sampler.argmax_only() || config.backend_sampling)) {
     request.speculation = config.speculation;
   }
@@ -513,7 +513,7 @@ void Engine::Impl::process_events(const sched::StepEvents& events, double now_ms
     r.last_token_time_ms = ev.time_ms;
     TokenOutput token;
     token.token_id = ev.token_id;
-    if (!r.step_draft_outputs.empty()) {  // an accepted draft (verify_scored_drafts)
+    if (!r.step_draft_outputs.empty()) {  // an accepted draft (Executor::verify_drafts)
       token = std::move(r.step_draft_outputs.front());
       r.step_draft_outputs.pop_front();
       PS_CHECK(token.token_id == ev.token_id) << "req=" << r.id << " draft order";

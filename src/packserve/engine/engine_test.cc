@@ -970,7 +970,7 @@ int32_t mostly_periodic(const std::vector<int32_t>& context) {
 }
 
 // Prompt lookup drafts are verified by their rows' argmax: greedy outputs stay the reference's,
-// in fewer steps; requests that do not decode by argmax get no drafts.
+// in fewer steps; requests with logit bias, penalties or min_tokens get no drafts.
 TEST(EngineTest, SpeculativeDraftsKeepGreedyOutputsInFewerSteps) {
   EngineSetup setup;
   setup.speculation = {4, 2, 3};
@@ -1011,13 +1011,16 @@ TEST(EngineTest, SpeculativeDraftsKeepGreedyOutputsInFewerSteps) {
   EXPECT_EQ(bad.validate().message().rfind("speculation.num_speculative_tokens: ", 0), 0u)
       << bad.validate().message();
 
-  // Sampled and penalized requests decode a token per step: no drafts.
-  GenerateRequest sampled = greedy_request(prompts[0], 20);
-  sampled.sampling.temperature = 1.0;
-  sampled.sampling.seed = 5;
+  // Biased, penalized and min_tokens requests decode a token per step: no drafts.
+  GenerateRequest biased = greedy_request(prompts[0], 20);
+  biased.sampling.temperature = 1.0;
+  biased.sampling.seed = 5;
+  biased.sampling.logit_bias = {{'a', 0.5}};
   GenerateRequest penalized = greedy_request(prompts[0], 20);
   penalized.sampling.repetition_penalty = 1.5;
-  for (const GenerateRequest& r : {sampled, penalized}) {
+  GenerateRequest at_least = greedy_request(prompts[0], 20);
+  at_least.sampling.min_tokens = 5;
+  for (const GenerateRequest& r : {biased, penalized, at_least}) {
     auto s = t.engine->submit(r);
     ASSERT_TRUE(s.ok());
     EXPECT_EQ(collect(**s).token_ids.size(), 20u);
@@ -1027,8 +1030,8 @@ TEST(EngineTest, SpeculativeDraftsKeepGreedyOutputsInFewerSteps) {
 }
 
 // A greedy request with logprobs speculates when the backend draws (its drafts' rows are
-// scored, Executor::verify_scored_drafts): its tokens, logprobs and alternatives are exactly
-// those of the run without drafts. Host draws (backend_sampling off) take no drafts.
+// draw rows, Executor::verify_drafts): its tokens, logprobs and alternatives are exactly those
+// of the run without drafts. Host draws (backend_sampling off) take no drafts.
 TEST(EngineTest, SpeculativeDraftsKeepGreedyLogprobs) {
   const std::vector<std::vector<int32_t>> prompts = {ids_of("abcabcab"), ids_of("xyz"),
                                                      ids_of("hello hello hel")};
@@ -1056,7 +1059,8 @@ TEST(EngineTest, SpeculativeDraftsKeepGreedyLogprobs) {
     if (backend_sampling && speculate) {
       EXPECT_GT(m.spec_accepted_tokens, 30);
       EXPECT_LT(m.spec_accepted_tokens, m.spec_draft_tokens);
-      EXPECT_EQ(t.backend->num_scored_rows.load(), m.spec_draft_tokens);
+      EXPECT_EQ(t.backend->num_draft_rows.load(), m.spec_draft_tokens);
+      EXPECT_EQ(t.backend->num_scored_rows.load(), 0);
       EXPECT_EQ(t.backend->num_sample_rows.load(), 180 - m.spec_accepted_tokens);
     }
     return out;
@@ -1088,6 +1092,91 @@ TEST(EngineTest, SpeculativeDraftsKeepGreedyLogprobs) {
       }
     }
   }
+}
+
+// Sampled requests speculate too (rejection sampling of the prompt lookup's drafts,
+// Executor::verify_drafts): each row draws with the uniform its token would have had without
+// drafts, so a seed gives exactly the tokens, logprobs and alternatives of the run without
+// drafts, in fewer steps, with some drafts rejected (the fake model gives its next token
+// p = 0.94 at temperature 1). Unseeded requests speculate and finish too.
+TEST(EngineTest, SpeculativeDraftsKeepSeededSamples) {
+  const std::vector<std::vector<int32_t>> prompts = {ids_of("abcabcab"), ids_of("xyz"),
+                                                     ids_of("hello hello hel")};
+  const auto run = [&](bool speculate, int64_t* steps) {
+    EngineSetup setup;
+    if (speculate) setup.speculation = {4, 2, 3};
+    auto t = make_engine(mostly_periodic, setup);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (size_t i = 0; i < prompts.size() * 2; ++i) {
+      GenerateRequest r = greedy_request(prompts[i % prompts.size()], 30);
+      r.sampling.temperature = 1.0;
+      r.sampling.top_p = i % 2 == 0 ? 1.0 : 0.999;
+      r.sampling.top_k = i % 3 == 0 ? 0 : 50;
+      r.sampling.seed = 11 + i;
+      r.sampling.logprobs = i >= prompts.size();
+      r.sampling.top_logprobs = i >= prompts.size() ? 2 : 0;
+      r.sampling.ignore_eos = true;  // a draw may be the EOS id
+      auto s = t.engine->submit(r);
+      EXPECT_TRUE(s.ok()) << s.status().to_string();
+      if (s.ok()) streams.push_back(*s);
+    }
+    GenerateRequest unseeded = greedy_request(prompts[0], 30);
+    unseeded.sampling.temperature = 1.0;
+    unseeded.sampling.ignore_eos = true;
+    auto u = t.engine->submit(unseeded);
+    EXPECT_TRUE(u.ok());
+    std::vector<Collected> out;
+    for (const auto& s : streams) out.push_back(collect(*s));
+    if (u.ok()) {
+      const Collected c = collect(**u);
+      EXPECT_TRUE(c.finished);
+      EXPECT_EQ(c.token_ids.size(), 30u);
+    }
+    EXPECT_TRUE(wait_metrics(*t.engine, [](const EngineMetrics& m) {
+      return m.num_running == 0 && m.pages_in_use == 0;
+    }));
+    const EngineMetrics m = t.engine->metrics();
+    EXPECT_EQ(m.spec_draft_tokens > 0, speculate);
+    if (speculate) {
+      EXPECT_GT(m.spec_accepted_tokens, 30);
+      EXPECT_LT(m.spec_accepted_tokens, m.spec_draft_tokens);
+      EXPECT_EQ(t.backend->num_draft_rows.load(), m.spec_draft_tokens);
+      EXPECT_EQ(t.backend->num_sample_rows.load(), 210 - m.spec_accepted_tokens);
+    }
+    *steps = t.backend->num_sample_rows.load();
+    return out;
+  };
+  int64_t plain_steps = 0, drafted_steps = 0;
+  const std::vector<Collected> plain = run(false, &plain_steps);
+  const std::vector<Collected> drafted = run(true, &drafted_steps);
+  EXPECT_EQ(plain_steps, 210);
+  EXPECT_LT(drafted_steps, 150);
+  ASSERT_EQ(plain.size(), 6u);
+  ASSERT_EQ(drafted.size(), 6u);
+  int off_reference = 0;  // tokens other than the model's most likely
+  for (size_t i = 0; i < plain.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    ASSERT_EQ(plain[i].token_ids.size(), 30u);
+    EXPECT_EQ(drafted[i].token_ids, plain[i].token_ids);
+    EXPECT_EQ(drafted[i].logprobs, plain[i].logprobs);
+    ASSERT_EQ(drafted[i].top_logprobs.size(), 30u);
+    for (size_t k = 0; k < 30; ++k) {
+      const auto& a = drafted[i].top_logprobs[k];
+      const auto& b = plain[i].top_logprobs[k];
+      ASSERT_EQ(a.size(), i < prompts.size() ? 0u : 2u) << "token " << k;
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t j = 0; j < a.size(); ++j) {
+        EXPECT_EQ(a[j].token_id, b[j].token_id) << "token " << k;
+        EXPECT_EQ(a[j].logprob, b[j].logprob) << "token " << k;
+      }
+    }
+    std::vector<int32_t> context = prompts[i % prompts.size()];
+    for (const int32_t token : plain[i].token_ids) {
+      off_reference += token != mostly_periodic(context) ? 1 : 0;
+      context.push_back(token);
+    }
+  }
+  EXPECT_GT(off_reference, 0);  // the draws are draws: some tokens are not the argmax
 }
 
 // Drafts through preemption (a pool too small for everyone: recompute from prompt + output),

@@ -98,6 +98,7 @@ class FakeBackend : public model::ForwardBackend {
       if (batch.fill_masks) ++num_late_mask_fills;
       model::write_masks(batch, masks);
     }
+    size_t extra_draw = 0;  // the next ForwardBatch::extra_draws entry
     for (int r = 0; r < batch.num_requests(); ++r) {
       const int32_t q_len = batch.qo_indptr[r + 1] - batch.qo_indptr[r];
       const int32_t kv_len = batch.kv_len[r];
@@ -126,11 +127,22 @@ class FakeBackend : public model::ForwardBackend {
         ++num_scored_rows;
       }
       if (!batch.samples[r]) continue;
-      // An argmax request's rows before its last (ForwardBatch::argmax_extra_rows) first.
-      for (int32_t j = batch.argmax_rows_of(r) - 1; j > 0; --j) {
+      const auto draw = [&](std::span<const float> logits, const SampleDraw& d) {
+        const SampleResult s = sample_draw_adjusted(logits, batch.adjusts_of(r), d);
+        out.sampled.push_back(bad_argmax ? -1 : s.token_id);
+        out.sampled_logprobs.push_back(s.logprob);
+        const int k = d.top_logprobs;  // bad_argmax: one alternative short
+        out.top_logprobs.push_back(top_logprobs(logits, bad_argmax && k > 0 ? k - 1 : k));
+      };
+      // An argmax or draw request's rows before its last (ForwardBatch::extra_rows) first.
+      for (int32_t j = batch.argmax_rows_of(r) + batch.draw_rows_of(r) - 1; j > 0; --j) {
         const std::vector<int32_t> seen(context.begin(), context.end() - j);
         fake_logits(seen, next_(seen), vocab, row.data());
-        out.argmax.push_back(argmax_lowest(row));
+        if (batch.samples[r] == model::kOutputArgmax) {
+          out.argmax.push_back(argmax_lowest(row));
+        } else {
+          draw(row, batch.extra_draws[extra_draw++]);
+        }
         ++num_draft_rows;
       }
       fake_logits(context, next_(context), vocab, row.data());
@@ -142,11 +154,7 @@ class FakeBackend : public model::ForwardBackend {
         out.argmax.push_back(bad_argmax ? static_cast<int32_t>(vocab) : argmax_lowest(row));
         ++num_argmax_rows;
       } else if (batch.samples[r] == model::kOutputSample) {
-        const SampleResult s = sample_draw_adjusted(row, batch.adjusts_of(r), batch.draws[r]);
-        out.sampled.push_back(bad_argmax ? -1 : s.token_id);
-        out.sampled_logprobs.push_back(s.logprob);
-        const int k = batch.draws[r].top_logprobs;  // bad_argmax: one alternative short
-        out.top_logprobs.push_back(top_logprobs(row, bad_argmax && k > 0 ? k - 1 : k));
+        draw(row, batch.draws[r]);
         ++num_sample_rows;
       } else {
         out.logits.insert(out.logits.end(), row.begin(), row.end());
@@ -182,11 +190,11 @@ class FakeBackend : public model::ForwardBackend {
     s.capture_seconds = 0.5 * static_cast<double>(num_forwards_entered_);
     return s;
   }
-  std::atomic<int64_t> num_argmax_rows{0};      // rows served as kOutputArgmax so far
-  std::atomic<int64_t> num_sample_rows{0};      // rows served as kOutputSample so far
-  std::atomic<int64_t> num_scored_rows{0};      // rows scored (ForwardBatch::score_*) so far
-  std::atomic<int64_t> num_draft_rows{0};       // argmax rows before a request's last so far
-  std::atomic<int64_t> num_masked_rows{0};      // argmax and sample rows masked so far
+  std::atomic<int64_t> num_argmax_rows{0};  // rows served as kOutputArgmax so far
+  std::atomic<int64_t> num_sample_rows{0};  // rows served as kOutputSample so far
+  std::atomic<int64_t> num_scored_rows{0};  // rows scored (ForwardBatch::score_*) so far
+  std::atomic<int64_t> num_draft_rows{0};   // argmax or draw rows before a request's last so far
+  std::atomic<int64_t> num_masked_rows{0};  // argmax and sample rows masked so far
   std::atomic<int64_t> num_late_mask_fills{0};  // forwards that called ForwardBatch::fill_masks
   // Return vocab_size (out of range) as the argmax, -1 as a sampled id and one alternative
   // fewer than a draw's top_logprobs.

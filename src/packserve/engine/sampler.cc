@@ -120,10 +120,8 @@ void RequestSampler::ban_until(int32_t min_tokens, std::span<const int32_t> toke
   adjust_->ban(tokens, min_tokens);
 }
 
-bool RequestSampler::argmax_only() const { return greedy_unadjusted() && !params_.logprobs; }
-
-bool RequestSampler::greedy_unadjusted() const {
-  return is_greedy(params_) && !adjust_.has_value();
+bool RequestSampler::argmax_only() const {
+  return is_greedy(params_) && unadjusted() && !params_.logprobs;
 }
 
 SampleDraw RequestSampler::draw_params() const {
@@ -143,6 +141,19 @@ SampleDraw RequestSampler::next_draw() {
   SampleDraw d = draw_params();
   if (!d.greedy) d.u = rng_.uniform();
   return d;
+}
+
+void RequestSampler::peek_draws(std::span<SampleDraw> out) const {
+  Rng ahead = rng_;
+  for (SampleDraw& d : out) {
+    d = draw_params();
+    if (!d.greedy) d.u = ahead.uniform();
+  }
+}
+
+void RequestSampler::skip_draws(int32_t n) {
+  if (is_greedy(params_)) return;
+  for (int32_t i = 0; i < n; ++i) rng_.uniform();
 }
 
 SampledToken RequestSampler::sample(std::span<const float> logits) {

@@ -93,9 +93,9 @@ class RequestSampler {
   // (ForwardBatch::samples = kOutputArgmax) and never call sample() for this request.
   // False with a logit bias or penalties.
   bool argmax_only() const;
-  // Greedy without logit bias, penalties or min_tokens' ban: each token is its raw row's argmax
-  // (logprobs or not).
-  bool greedy_unadjusted() const;
+  // No logit bias, penalties or min_tokens' ban: each token is the draw of next_draw() from its
+  // raw row (its argmax when greedy), logprobs or not.
+  bool unadjusted() const { return !adjust_.has_value(); }
   // The logit bias and penalties of the next token (empty without them): a caller that passes
   // next_draw() to the forward backend passes these with it (ForwardBatch::adjusts) and then
   // hands the backend's token to accept().
@@ -115,6 +115,13 @@ class RequestSampler {
   // its token, logprob and top_logprobs (the request's SamplingParams::top_logprobs), and never
   // call sample() for this token.
   SampleDraw next_draw();
+  // The draws of this request's next out.size() tokens, as next_draw() would give them one after
+  // the other, drawing nothing from the RNG: a caller that has the backend draw speculative
+  // drafts' rows (ForwardBatch::extra_draws) passes them, and then skip_draws() the tokens it
+  // keeps, so that each token has the uniform it would have without drafts.
+  void peek_draws(std::span<SampleDraw> out) const;
+  // Draws the uniforms of n tokens from the RNG, as n calls of next_draw() (nothing when greedy).
+  void skip_draws(int32_t n);
 
   // The kept tokens and their renormalized probabilities (in the draw's walk order) that
   // sample() would draw from; for tests and debugging. Greedy gives the single argmax with

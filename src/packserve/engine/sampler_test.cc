@@ -93,17 +93,19 @@ TEST(SamplerTest, ArgmaxOnlyForGreedyWithoutLogprobs) {
   SamplingParams with_logprobs = params(0.0);
   with_logprobs.logprobs = true;
   EXPECT_FALSE(RequestSampler(with_logprobs, 1).argmax_only());
-  // Speculation's test (Engine::Impl::admit): greedy on the raw row, logprobs or not.
-  EXPECT_TRUE(RequestSampler(with_logprobs, 1).greedy_unadjusted());
-  EXPECT_TRUE(RequestSampler(top1, 1).greedy_unadjusted());
-  EXPECT_FALSE(RequestSampler(params(0.8), 1).greedy_unadjusted());
+  // Speculation's test (Engine::Impl::admit): each token a draw of the raw row.
+  EXPECT_TRUE(RequestSampler(with_logprobs, 1).unadjusted());
+  EXPECT_TRUE(RequestSampler(params(0.8, 5, 0.9, 0.1), 1).unadjusted());
+  SamplingParams biased = params(0.8);
+  biased.logit_bias = {{3, 1.0}};
+  EXPECT_FALSE(RequestSampler(biased, 1).unadjusted());
   SamplingParams penalized = params(0.0);
   penalized.presence_penalty = 0.5;
-  EXPECT_FALSE(RequestSampler(penalized, 1).greedy_unadjusted());
+  EXPECT_FALSE(RequestSampler(penalized, 1).unadjusted());
   RequestSampler banned(params(0.0), 1);
   const int32_t eos = 2;
   banned.ban_until(3, std::span(&eos, 1));
-  EXPECT_FALSE(banned.greedy_unadjusted());
+  EXPECT_FALSE(banned.unadjusted());
   EXPECT_FALSE(banned.argmax_only());
 }
 
@@ -127,6 +129,35 @@ TEST(SamplerTest, NextDrawCarriesTheParameters) {
   EXPECT_EQ(gd.greedy, 1);
   EXPECT_EQ(gd.logprob, 1);
   EXPECT_EQ(gd.u, 0.0);
+}
+
+// peek_draws() gives the draws of the next tokens without drawing them; skip_draws(n) then
+// draws n of them, as n calls of next_draw() would.
+TEST(SamplerTest, PeekDrawsLookAheadWithoutDrawing) {
+  const SamplingParams p = params(0.7, 40, 0.95);
+  RequestSampler s(p, 9), twin(p, 9);
+  std::vector<SampleDraw> ahead(5);
+  s.peek_draws(ahead);
+  std::vector<SampleDraw> again(3);
+  s.peek_draws(again);  // nothing was drawn: the same first three
+  for (size_t i = 0; i < ahead.size(); ++i) {
+    const SampleDraw d = twin.next_draw();
+    EXPECT_EQ(ahead[i].u, d.u) << i;
+    EXPECT_EQ(ahead[i].top_k, 40);
+    EXPECT_EQ(ahead[i].top_p, 0.95);
+    if (i < again.size()) {
+      EXPECT_EQ(again[i].u, d.u) << i;
+    }
+  }
+  s.skip_draws(2);
+  EXPECT_EQ(s.next_draw().u, ahead[2].u);
+  s.skip_draws(2);
+  EXPECT_EQ(s.next_draw().u, twin.next_draw().u);  // 6 drawn by each
+  RequestSampler greedy(params(0.0), 9);
+  std::vector<SampleDraw> g(2);
+  greedy.peek_draws(g);
+  EXPECT_EQ(g[1].greedy, 1);
+  EXPECT_EQ(g[1].u, 0.0);
 }
 
 // A sampler's tokens and logprobs are sample_draw of next_draw() on a twin sampler (the path

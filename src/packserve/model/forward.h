@@ -8,9 +8,10 @@
 // K/V into those pages (KV append), runs attention with one plan for all layers, and returns
 // for the last row of each request with samples[r] != kNoOutput either its logits
 // (kOutputLogits), only their argmax (kOutputArgmax: greedy sampling without logprobs; by
-// the rules of common/argmax.h; with argmax_extra_rows[r] also of the rows before the last,
-// which verify speculative drafts), or only the token of a draw (kOutputSample: sample_draw of
-// common/sample_draw.h with draws[r], and its logprob when draws[r].logprob; with the logit
+// the rules of common/argmax.h; with extra_rows[r] also of the rows before the last, which
+// verify speculative drafts), or only the token of a draw (kOutputSample: sample_draw of
+// common/sample_draw.h with draws[r], and its logprob when draws[r].logprob; with extra_rows[r]
+// also of the rows before the last, each with its extra_draws entry; with the logit
 // bias and penalties adjusts[adjust_indptr[r] .. adjust_indptr[r+1]) it is
 // sample_draw_adjusted's: the draw from the adjusted row, the raw row's logprob; with
 // draws[r].top_logprobs = k > 0 also top_logprobs(raw row, k) of sample_draw.h). A GPU backend
@@ -80,18 +81,21 @@ struct ForwardBatch {
   std::vector<int32_t> score_indptr;
   std::vector<int32_t> score_targets;
   std::vector<uint8_t> score_top;  // [num_requests]
-  // [num_requests] or empty: a kOutputArgmax request also returns the argmax of the
-  // argmax_extra_rows[r] rows before its last one (speculative drafts' verification), in row
-  // order before its last row's; 0 for any other request; at most q_len - 1; not with a mask.
-  std::vector<int32_t> argmax_extra_rows;
+  // [num_requests] or empty: a kOutputArgmax or kOutputSample request also returns the argmax
+  // or the draw of the extra_rows[r] rows before its last one (speculative drafts'
+  // verification), in row order before its last row's; 0 for any other request; at most
+  // q_len - 1; not with a mask, nor (draws) with adjusts.
+  std::vector<int32_t> extra_rows;
+  // [sum of extra_rows[r] over the kOutputSample requests]: the draws of those rows, request by
+  // request, in row order (draws[r] stays the last row's).
+  std::vector<SampleDraw> extra_draws;
   std::vector<kv::PageCopy> page_copies;
   int num_requests() const { return static_cast<int>(kv_len.size()); }
   int total_rows() const { return static_cast<int>(token_ids.size()); }
   // The rows whose argmax request r returns (0 unless samples[r] == kOutputArgmax).
-  int argmax_rows_of(int r) const {
-    if (samples[static_cast<size_t>(r)] != kOutputArgmax) return 0;
-    return 1 + (argmax_extra_rows.empty() ? 0 : argmax_extra_rows[static_cast<size_t>(r)]);
-  }
+  int argmax_rows_of(int r) const { return output_rows_of(r, kOutputArgmax); }
+  // The rows whose draw request r returns (0 unless samples[r] == kOutputSample).
+  int draw_rows_of(int r) const { return output_rows_of(r, kOutputSample); }
   // Request r's adjusts (empty without adjust_indptr).
   std::span<const LogitAdjust> adjusts_of(int r) const {
     if (adjust_indptr.empty()) return {};
@@ -99,6 +103,12 @@ struct ForwardBatch {
         static_cast<size_t>(adjust_indptr[static_cast<size_t>(r)]),
         static_cast<size_t>(adjust_indptr[static_cast<size_t>(r) + 1] -
                             adjust_indptr[static_cast<size_t>(r)]));
+  }
+
+ private:
+  int output_rows_of(int r, uint8_t kind) const {
+    if (samples[static_cast<size_t>(r)] != kind) return 0;
+    return 1 + (extra_rows.empty() ? 0 : extra_rows[static_cast<size_t>(r)]);
   }
 };
 
@@ -140,12 +150,13 @@ struct KvPoolShape {
 struct ForwardOutput {
   std::vector<float> logits;  // [requests with kOutputLogits, vocab_size] f32
   // [argmax rows]: argmax_lowest of the logits of each kOutputArgmax request's rows
-  // (ForwardBatch::argmax_rows_of: its argmax_extra_rows, then its last row).
+  // (ForwardBatch::argmax_rows_of: its extra_rows, then its last row).
   std::vector<int32_t> argmax;
-  std::vector<int32_t> sampled;         // [requests with kOutputSample]: sample_draw's token
-  std::vector<float> sampled_logprobs;  // [requests with kOutputSample]: its logprob (0 unless
-                                        // the draw asked for it)
-  // [requests with kOutputSample]: top_logprobs(raw row, draws[r].top_logprobs) (empty for 0).
+  // [draw rows]: each kOutputSample request's rows (ForwardBatch::draw_rows_of: its extra_rows,
+  // then its last row; forward_batch.h draw_rows): sample_draw's token,
+  std::vector<int32_t> sampled;
+  std::vector<float> sampled_logprobs;  // its logprob (0 unless the draw asked for it),
+  // and top_logprobs(raw row, the draw's top_logprobs) (empty for 0).
   std::vector<std::vector<TopLogprob>> top_logprobs;
   // [score_targets.size()]: each scored row's score_row, in batch order.
   std::vector<RowScore> scores;

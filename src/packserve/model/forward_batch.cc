@@ -115,24 +115,66 @@ Status check_adjusts(const ForwardBatch& b, const ModelConfig& config) {
   return ok_status();
 }
 
-// The argmax rows before the last of a batch whose samples and masks passed (forward_batch.h).
-Status check_argmax_extra_rows(const ForwardBatch& b) {
+// One draw (draws[r] or an extra_draws entry, `name`) by the rules of forward_batch.h.
+Status check_draw(const SampleDraw& d, const std::string& name) {
+  if (d.greedy > 1 || d.logprob > 1) {
+    return invalid_argument(name + ": greedy = " + str(d.greedy) + ", logprob = " + str(d.logprob) +
+                            ": expected 0 or 1");
+  }
+  if (d.top_logprobs > kMaxTopLogprobs || (d.top_logprobs > 0 && !d.logprob)) {
+    return invalid_argument(name + ".top_logprobs = " + str(d.top_logprobs) + ": expected in [0, " +
+                            str(kMaxTopLogprobs) + "], and 0 unless logprob = 1");
+  }
+  if (d.greedy) return ok_status();  // nothing else is read but top_logprobs
+  if (!(d.inv_temperature > 0.0f) || !std::isfinite(d.inv_temperature)) {
+    return invalid_argument(name + ".inv_temperature = " + std::to_string(d.inv_temperature) +
+                            ": expected finite and > 0");
+  }
+  if (!(d.min_p >= 0.0f && d.min_p <= 1.0f)) {
+    return invalid_argument(name + ".min_p = " + std::to_string(d.min_p) + ": expected in [0, 1]");
+  }
+  if (!(d.u >= 0.0 && d.u < 1.0)) {
+    return invalid_argument(name + ".u = " + std::to_string(d.u) + ": expected in [0, 1)");
+  }
+  if (d.top_k < 0) {
+    return invalid_argument(name + ".top_k = " + str(d.top_k) + ": expected >= 0 (0 = off)");
+  }
+  if (!(d.top_p > 0.0 && d.top_p <= 1.0)) {
+    return invalid_argument(name + ".top_p = " + std::to_string(d.top_p) + ": expected in (0, 1]");
+  }
+  return ok_status();
+}
+
+// The rows before the last of a batch whose samples, adjusts and masks passed
+// (forward_batch.h), and their draws.
+Status check_extra_rows(const ForwardBatch& b) {
   const size_t n = b.kv_len.size();
-  if (b.argmax_extra_rows.empty()) return ok_status();
-  if (b.argmax_extra_rows.size() != n) {
-    return invalid_argument("argmax_extra_rows: length " + str(b.argmax_extra_rows.size()) +
+  size_t draws = 0;  // extra_draws expected
+  if (!b.extra_rows.empty() && b.extra_rows.size() != n) {
+    return invalid_argument("extra_rows: length " + str(b.extra_rows.size()) +
                             ", expected 0 or num_requests = " + str(n));
   }
-  for (size_t r = 0; r < n; ++r) {
-    const int32_t extra = b.argmax_extra_rows[r];
+  for (size_t r = 0; r < b.extra_rows.size(); ++r) {
+    const int32_t extra = b.extra_rows[r];
     if (extra == 0) continue;
     const int32_t q_len = b.qo_indptr[r + 1] - b.qo_indptr[r];
     const bool masked = !b.mask_index.empty() && b.mask_index[r] >= 0;
-    if (b.samples[r] != kOutputArgmax || masked || extra < 0 || extra >= q_len) {
-      return invalid_argument("argmax_extra_rows[" + str(r) + "] = " + str(extra) +
+    const bool adjusted = !b.adjust_indptr.empty() && b.adjust_indptr[r + 1] > b.adjust_indptr[r];
+    const bool kind = b.samples[r] == kOutputArgmax || b.samples[r] == kOutputSample;
+    if (!kind || masked || adjusted || extra < 0 || extra >= q_len) {
+      return invalid_argument("extra_rows[" + str(r) + "] = " + str(extra) +
                               ": expected 0, or in [1, q_len - 1 = " + str(q_len - 1) +
-                              "] for an argmax request (samples = 2) without a mask");
+                              "] for an argmax or sample request (samples = 2 or 3) without a "
+                              "mask or adjusts");
     }
+    if (b.samples[r] == kOutputSample) draws += static_cast<size_t>(extra);
+  }
+  if (b.extra_draws.size() != draws) {
+    return invalid_argument("extra_draws: length " + str(b.extra_draws.size()) + ", expected " +
+                            str(draws) + " (the extra_rows of sample requests)");
+  }
+  for (size_t i = 0; i < b.extra_draws.size(); ++i) {
+    PS_RETURN_IF_ERROR(check_draw(b.extra_draws[i], "extra_draws[" + str(i) + "]"));
   }
   return ok_status();
 }
@@ -211,42 +253,13 @@ Status validate_forward_batch(const ForwardBatch& b, const ModelConfig& config,
                             str(n) + " (some samples are 3, sample)");
   }
   for (size_t r = 0; r < n; ++r) {
-    if (b.samples[r] != kOutputSample) continue;
-    const SampleDraw& d = b.draws[r];
-    if (d.greedy > 1 || d.logprob > 1) {
-      return invalid_argument("draws[" + str(r) + "]: greedy = " + str(d.greedy) +
-                              ", logprob = " + str(d.logprob) + ": expected 0 or 1");
-    }
-    if (d.top_logprobs > kMaxTopLogprobs || (d.top_logprobs > 0 && !d.logprob)) {
-      return invalid_argument("draws[" + str(r) + "].top_logprobs = " + str(d.top_logprobs) +
-                              ": expected in [0, " + str(kMaxTopLogprobs) +
-                              "], and 0 unless logprob = 1");
-    }
-    if (d.greedy) continue;  // nothing else is read but top_logprobs
-    if (!(d.inv_temperature > 0.0f) || !std::isfinite(d.inv_temperature)) {
-      return invalid_argument("draws[" + str(r) + "].inv_temperature = " +
-                              std::to_string(d.inv_temperature) + ": expected finite and > 0");
-    }
-    if (!(d.min_p >= 0.0f && d.min_p <= 1.0f)) {
-      return invalid_argument("draws[" + str(r) + "].min_p = " + std::to_string(d.min_p) +
-                              ": expected in [0, 1]");
-    }
-    if (!(d.u >= 0.0 && d.u < 1.0)) {
-      return invalid_argument("draws[" + str(r) + "].u = " + std::to_string(d.u) +
-                              ": expected in [0, 1)");
-    }
-    if (d.top_k < 0) {
-      return invalid_argument("draws[" + str(r) + "].top_k = " + str(d.top_k) +
-                              ": expected >= 0 (0 = off)");
-    }
-    if (!(d.top_p > 0.0 && d.top_p <= 1.0)) {
-      return invalid_argument("draws[" + str(r) + "].top_p = " + std::to_string(d.top_p) +
-                              ": expected in (0, 1]");
+    if (b.samples[r] == kOutputSample) {
+      PS_RETURN_IF_ERROR(check_draw(b.draws[r], "draws[" + str(r) + "]"));
     }
   }
   PS_RETURN_IF_ERROR(check_adjusts(b, config));
   PS_RETURN_IF_ERROR(check_masks(b, config));
-  PS_RETURN_IF_ERROR(check_argmax_extra_rows(b));
+  PS_RETURN_IF_ERROR(check_extra_rows(b));
   PS_RETURN_IF_ERROR(check_scores(b, config));
   const int64_t ps = pool.page_size;
   for (size_t r = 0; r < n; ++r) {
@@ -362,6 +375,18 @@ std::vector<std::pair<int32_t, int>> scored_rows(const ForwardBatch& b) {
     }
   }
   return rows;
+}
+
+void draw_rows(const ForwardBatch& b, std::vector<DrawRow>& out) {
+  out.clear();
+  size_t extra = 0;  // the next extra_draws entry
+  for (int r = 0; r < b.num_requests(); ++r) {
+    const int32_t n = b.draw_rows_of(r);
+    for (int32_t j = n; j > 1; --j) {
+      out.push_back({b.qo_indptr[r + 1] - j, r, &b.extra_draws[extra++]});
+    }
+    if (n > 0) out.push_back({b.qo_indptr[r + 1] - 1, r, &b.draws[static_cast<size_t>(r)]});
+  }
 }
 
 }  // namespace packserve::model

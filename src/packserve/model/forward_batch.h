@@ -18,8 +18,9 @@
 //   mask_index: empty (then masks too) or num_requests values, each -1 or (only for
 //     kOutputArgmax / kOutputSample requests) a mask in [0, masks.size() / mask_words), masks
 //     a multiple of mask_words(vocab_size) long;
-//   argmax_extra_rows: empty or num_requests values, each 0 or (only for kOutputArgmax requests
-//     without a mask) in [1, q_len - 1];
+//   extra_rows: empty or num_requests values, each 0 or (only for kOutputArgmax requests and
+//     kOutputSample requests without adjusts, neither with a mask) in [1, q_len - 1];
+//     extra_draws: one per extra row of the kOutputSample requests, each by the rules of draws;
 //   score_indptr: empty (then score_targets and score_top too) or as qo_indptr, ending at
 //     score_targets.size(), request r scoring at most its q_len rows; score_targets in
 //     [0, vocab_size); score_top: num_requests values in [0, kMaxTopLogprobs];
@@ -59,5 +60,17 @@ std::vector<int32_t> row_positions(const ForwardBatch& batch);
 // Each scored row (score_indptr) as (its row in the batch, its request), in score_targets
 // order; empty without scored rows.
 std::vector<std::pair<int32_t, int>> scored_rows(const ForwardBatch& batch);
+
+// A row that returns a draw: its row in the batch, its request and its draw (draws[request] or
+// an extra_draws entry).
+struct DrawRow {
+  int32_t row;
+  int request;
+  const SampleDraw* draw;
+};
+
+// The draw rows of a batch that passed validate_forward_batch, in ForwardOutput::sampled order
+// (each kOutputSample request's extra rows, then its last row); into `out` (cleared first).
+void draw_rows(const ForwardBatch& batch, std::vector<DrawRow>& out);
 
 }  // namespace packserve::model

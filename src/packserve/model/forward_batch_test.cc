@@ -195,32 +195,61 @@ TEST(ForwardBatchValidation, EveryRuleRejectsAndWritesNothing) {
          mask_row(x), x.mask_index = {0, 0};
        },
        "mask_index[0] = 0 with samples[0] = 1, expected -1 (masks apply to argmax or sample rows"},
-      {"argmax_extra_rows length", [](ForwardBatch& x) { x.argmax_extra_rows = {0}; },
-       "argmax_extra_rows: length 1, expected 0 or num_requests = 2"},
-      {"argmax_extra_rows of a logits row",
+      {"extra_rows length", [](ForwardBatch& x) { x.extra_rows = {0}; },
+       "extra_rows: length 1, expected 0 or num_requests = 2"},
+      {"extra_rows of a logits row",
        [](ForwardBatch& x) {
-         x.argmax_extra_rows = {0, 1};
+         x.extra_rows = {0, 1};
        },
-       "argmax_extra_rows[1] = 1: expected 0, or in [1, q_len - 1 = 2] for an argmax request "
-       "(samples = 2) without a mask"},
-      {"argmax_extra_rows beyond the rows",
-       [](ForwardBatch& x) {
-         x.samples[1] = kOutputArgmax;
-         x.argmax_extra_rows = {0, 3};
-       },
-       "argmax_extra_rows[1] = 3: expected 0, or in [1, q_len - 1 = 2]"},
-      {"argmax_extra_rows negative",
+       "extra_rows[1] = 1: expected 0, or in [1, q_len - 1 = 2] for an argmax or sample request "
+       "(samples = 2 or 3) without a mask or adjusts"},
+      {"extra_rows beyond the rows",
        [](ForwardBatch& x) {
          x.samples[1] = kOutputArgmax;
-         x.argmax_extra_rows = {0, -1};
+         x.extra_rows = {0, 3};
        },
-       "argmax_extra_rows[1] = -1"},
-      {"argmax_extra_rows with a mask",
+       "extra_rows[1] = 3: expected 0, or in [1, q_len - 1 = 2]"},
+      {"extra_rows negative",
        [](ForwardBatch& x) {
-         mask_row(x), x.argmax_extra_rows = {0, 2};
+         x.samples[1] = kOutputArgmax;
+         x.extra_rows = {0, -1};
        },
-       "argmax_extra_rows[1] = 2: expected 0, or in [1, q_len - 1 = 2] for an argmax request "
-       "(samples = 2) without a mask"},
+       "extra_rows[1] = -1"},
+      {"extra_rows with a mask",
+       [](ForwardBatch& x) {
+         mask_row(x), x.extra_rows = {0, 2};
+       },
+       "extra_rows[1] = 2: expected 0, or in [1, q_len - 1 = 2] for an argmax or sample request "
+       "(samples = 2 or 3) without a mask or adjusts"},
+      {"extra_rows with adjusts",
+       [](ForwardBatch& x) {
+         adjust_row(x);
+         x.extra_rows = {0, 1};
+         x.extra_draws.resize(1);
+       },
+       "extra_rows[1] = 1: expected 0, or in [1, q_len - 1 = 2]"},
+      {"extra_draws missing",
+       [](ForwardBatch& x) {
+         draw_row(x, 1);
+         x.extra_rows = {0, 2};
+         x.extra_draws.resize(1);
+       },
+       "extra_draws: length 1, expected 2 (the extra_rows of sample requests)"},
+      {"extra_draws of argmax rows",
+       [](ForwardBatch& x) {
+         x.samples[1] = kOutputArgmax;
+         x.extra_rows = {0, 2};
+         x.extra_draws.resize(2);
+       },
+       "extra_draws: length 2, expected 0"},
+      {"extra_draws u",
+       [](ForwardBatch& x) {
+         draw_row(x, 1);
+         x.extra_rows = {0, 2};
+         x.extra_draws.resize(2);
+         x.extra_draws[1].u = -0.5;
+       },
+       "extra_draws[1].u = -0.500000: expected in [0, 1)"},
       {"kv_len < q_len", [](ForwardBatch& x) { x.kv_len[1] = 2; }, "kv_len[1] = 2"},
       {"too few pages", [](ForwardBatch& x) { x.kv_len[1] = 17; },
        "request 1 has 1 pages, expected ceil(kv_len[1] = 17"},

@@ -160,8 +160,8 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   }
   for (Layer& layer : layers_) PS_RETURN_IF_ERROR(run_layer(layer, batch));
 
-  // Final norm and LM head on the last row of each sampling request (an argmax request's
-  // argmax_extra_rows before it, forward.h): the logits rows first,
+  // Final norm and LM head on the last row of each sampling request (an argmax or draw
+  // request's extra_rows before it, forward.h): the logits rows first,
   // then the argmax rows and the sample rows, whose logits are reduced to their token and
   // dropped; then the scored rows, reduced to their scores.
   std::vector<float> last;
@@ -172,7 +172,7 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   for (uint8_t kind : {kOutputLogits, kOutputArgmax, kOutputSample}) {
     for (int r = 0; r < num_requests; ++r) {
       if (batch.samples[r] != kind) continue;
-      const int32_t n = kind == kOutputArgmax ? batch.argmax_rows_of(r) : 1;
+      const int32_t n = kind == kOutputLogits ? 1 : batch.argmax_rows_of(r) + batch.draw_rows_of(r);
       for (int32_t j = n; j > 0; --j) add_row(batch.qo_indptr[r + 1] - j);
     }
   }
@@ -197,11 +197,11 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
       for (int r = 0; r < num_requests; ++r) {
         if (batch.samples[r] != kind) continue;
         const std::span<const uint32_t> mask = request_mask(batch, r, masks, vocab);
-        if (!mask.empty()) {  // (a masked request has one argmax row)
+        if (!mask.empty()) {  // (a masked request has one row)
           mask_logits(std::span<float>(logits).subspan(static_cast<size_t>(j * vocab), vocab),
                       mask);
         }
-        j += kind == kOutputArgmax ? batch.argmax_rows_of(r) : 1;
+        j += batch.argmax_rows_of(r) + batch.draw_rows_of(r);
       }
     }
   }
@@ -211,20 +211,16 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
       out.argmax.push_back(argmax_lowest(row(i++)));
     }
   }
-  std::vector<int> draw_requests;  // the kOutputSample rows' requests, rows i, i + 1, ...
-  for (int r = 0; r < num_requests; ++r) {
-    if (batch.samples[r] == kOutputSample) draw_requests.push_back(r);
-  }
-  out.sampled.resize(draw_requests.size());
-  out.sampled_logprobs.resize(draw_requests.size());
-  out.top_logprobs.resize(draw_requests.size());
-  sample_pool_->run(static_cast<int64_t>(draw_requests.size()), [&](int64_t k) {
-    const int r = draw_requests[static_cast<size_t>(k)];
-    const SampleDraw& draw = batch.draws[static_cast<size_t>(r)];
-    const SampleResult s = sample_draw_adjusted(row(i + k), batch.adjusts_of(r), draw);
+  draw_rows(batch, draws_);  // the draw rows, rows i, i + 1, ...
+  out.sampled.resize(draws_.size());
+  out.sampled_logprobs.resize(draws_.size());
+  out.top_logprobs.resize(draws_.size());
+  sample_pool_->run(static_cast<int64_t>(draws_.size()), [&](int64_t k) {
+    const DrawRow& d = draws_[static_cast<size_t>(k)];
+    const SampleResult s = sample_draw_adjusted(row(i + k), batch.adjusts_of(d.request), *d.draw);
     out.sampled[k] = s.token_id;
     out.sampled_logprobs[k] = s.logprob;
-    out.top_logprobs[k] = top_logprobs(row(i + k), draw.top_logprobs);
+    out.top_logprobs[k] = top_logprobs(row(i + k), d.draw->top_logprobs);
   });
   out.scores.resize(scored.size());
   sample_pool_->run(static_cast<int64_t>(scored.size()), [&](int64_t k) {

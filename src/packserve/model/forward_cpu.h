@@ -34,6 +34,7 @@
 #include "packserve/common/status.h"
 #include "packserve/common/worker_pool.h"
 #include "packserve/model/forward.h"
+#include "packserve/model/forward_batch.h"
 #include "packserve/model/weights.h"
 
 namespace packserve::model {
@@ -89,6 +90,7 @@ class CpuForwardBackend final : public ForwardBackend {
   attention::BatchLayout layout_;
   attention::Plan plan_;
   std::vector<int32_t> positions_;
+  std::vector<DrawRow> draws_;  // the step's draw rows
   std::vector<float> cos_sin_, x_, h_, qkv_, q_, attn_, gate_up_, act_;
   std::unique_ptr<WorkerPool> sample_pool_;  // draws the kOutputSample rows
 };

@@ -400,16 +400,18 @@ TEST_P(ForwardCpuArch, MaskedRowsDrawFromTheirMaskedLogits) {
   EXPECT_EQ(late.logits, got.logits);
 }
 
-// Argmax rows before a request's last (ForwardBatch::argmax_extra_rows, speculative drafts'
-// verification): each is the argmax of the logits its prefix gives as a last row, in row
-// order, beside a plain argmax request and a logits request.
-TEST_P(ForwardCpuArch, ArgmaxExtraRowsAreTheirPrefixesArgmax) {
+// Argmax and draw rows before a request's last (ForwardBatch::extra_rows, speculative
+// drafts' verification): each is the argmax, or sample_draw with its extra_draws entry, of the
+// logits its prefix gives as a last row, in row order, beside a plain argmax request, a
+// logits request and a plain draw.
+TEST_P(ForwardCpuArch, ExtraRowsAreTheirPrefixesArgmaxAndDraws) {
   const ModelConfig config = GetParam().config();
   const ModelWeights w = make_weights(config, 8);
   Rng rng(21);
   Seq a{random_tokens(13, config.vocab_size, rng), {0, 1}, 8};  // 8 computed, 5 rows now
   const Seq b{random_tokens(6, config.vocab_size, rng), {2}, 0};
   const Seq c{random_tokens(4, config.vocab_size, rng), {3}, 0};
+  const Seq d{random_tokens(7, config.vocab_size, rng), {4}, 0};
   auto backend = make_backend(w, {});
   {  // a's first 8 tokens into its pages
     Seq prefix = a;
@@ -422,25 +424,65 @@ TEST_P(ForwardCpuArch, ArgmaxExtraRowsAreTheirPrefixesArgmax) {
   ForwardBatch batch;
   add(batch, b, 6, kOutputLogits, kPool.page_size);
   add(batch, a, 5, kOutputArgmax, kPool.page_size);
+  add(batch, d, 7, kOutputSample, kPool.page_size);
   add(batch, c, 4, kOutputArgmax, kPool.page_size);
-  batch.argmax_extra_rows = {0, 4, 0};
+  add(batch, c, 1, kOutputSample, kPool.page_size);  // c's first token again, as a plain draw
+  batch.kv_len.back() = 1;
+  batch.page_ids.back() = 5;
+  batch.extra_rows = {0, 4, 3, 0, 0};
+  SampleDraw hot;  // d's rows: a hot draw, a greedy one with alternatives, top-k with logprob
+  hot.inv_temperature = 0.5f;
+  hot.u = 0.73;
+  SampleDraw greedy;
+  greedy.greedy = 1;
+  greedy.logprob = 1;
+  greedy.top_logprobs = 3;
+  SampleDraw top_k;
+  top_k.top_k = 5;
+  top_k.u = 0.41;
+  top_k.logprob = 1;
+  batch.extra_draws = {hot, greedy, top_k};
+  SampleDraw last;
+  last.inv_temperature = 1.25f;
+  last.u = 0.2;
+  batch.draws = {SampleDraw{}, SampleDraw{}, last, SampleDraw{}, hot};
   ForwardOutput got;
   Status st = backend->forward(batch, got);
   ASSERT_TRUE(st.ok()) << st.to_string();
-  ASSERT_EQ(got.argmax.size(), 6u);  // a's 5 rows, then c's last
+  ASSERT_EQ(got.argmax.size(), 6u);   // a's 5 rows, then c's last
+  ASSERT_EQ(got.sampled.size(), 5u);  // d's 4 rows, then the plain draw
+  ASSERT_EQ(got.top_logprobs.size(), 5u);
   ASSERT_EQ(got.logits.size(), static_cast<size_t>(config.vocab_size));
   auto reference = make_backend(w, {});
-  const auto last_row_argmax = [&](const Seq& s, int rows) {
+  const auto last_row_logits = [&](const Seq& s, int rows) {
     Seq prefix = s;
     prefix.computed = 0;
     ForwardBatch one;
-    add(one, prefix, rows, kOutputArgmax, kPool.page_size);
+    add(one, prefix, rows, kOutputLogits, kPool.page_size);
     ForwardOutput want;
     EXPECT_TRUE(reference->forward(one, want).ok());
-    return want.argmax.at(0);
+    return want.logits;
   };
-  for (int j = 0; j < 5; ++j) EXPECT_EQ(got.argmax[j], last_row_argmax(a, 9 + j)) << j;
-  EXPECT_EQ(got.argmax[5], last_row_argmax(c, 4));
+  for (int j = 0; j < 5; ++j) {
+    EXPECT_EQ(got.argmax[j], argmax_lowest(last_row_logits(a, 9 + j))) << j;
+  }
+  EXPECT_EQ(got.argmax[5], argmax_lowest(last_row_logits(c, 4)));
+  const SampleDraw* d_draws[] = {&hot, &greedy, &top_k, &last};
+  for (int j = 0; j < 4; ++j) {
+    const std::vector<float> row = last_row_logits(d, 4 + j);
+    const SampleResult want = sample_draw_adjusted(row, {}, *d_draws[j]);
+    EXPECT_EQ(got.sampled[j], want.token_id) << j;
+    // (The logits of a row in a pass of 23 rows and in one of 4 + j differ in their last bits.)
+    EXPECT_NEAR(got.sampled_logprobs[j], want.logprob, 1e-4) << j;
+    const std::vector<TopLogprob> top = top_logprobs(row, d_draws[j]->top_logprobs);
+    ASSERT_EQ(got.top_logprobs[j].size(), top.size()) << j;
+    for (size_t k = 0; k < top.size(); ++k) {
+      EXPECT_EQ(got.top_logprobs[j][k].token_id, top[k].token_id) << j << " " << k;
+      EXPECT_NEAR(got.top_logprobs[j][k].logprob, top[k].logprob, 1e-4) << j << " " << k;
+    }
+  }
+  EXPECT_EQ(got.top_logprobs[1].size(), 3u);
+  EXPECT_EQ(got.sampled[4], sample_draw_adjusted(last_row_logits(c, 1), {}, hot).token_id);
 }
 
 // Scored rows (prompt logprobs): each is score_row of the logits its prefix gives as a last

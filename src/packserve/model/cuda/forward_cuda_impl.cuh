@@ -41,6 +41,7 @@
 #include "packserve/model/cuda/parallel_copy.h"
 #include "packserve/model/cuda/step_profile.cuh"
 #include "packserve/model/cuda/tp_group.h"
+#include "packserve/model/forward_batch.h"
 
 namespace packserve::model {
 
@@ -224,9 +225,10 @@ struct CudaForwardBackend::Impl {
   cuda::DeviceMemory mask_dev;
   cuda::PinnedMemory mask_pinned;
   size_t mask_capacity = 0;
-  // The sampled rows sample_rows left to the host: (draw row, request); host_logits holds
-  // their logits.
-  std::vector<std::pair<int, int>> host_draws;
+  // The step's draw rows (forward_batch.h draw_rows), and those sample_rows left to the host
+  // (their indices in it); host_logits holds their logits.
+  std::vector<DrawRow> draw_list;
+  std::vector<int> host_draws;
   cuda::PinnedMemory host_logits;
   // Scored rows (ForwardBatch::score_targets) run after the step in blocks of the whole
   // kScoreBlockRows that logits_dev holds (at least one): final norm, LM head into logits_dev

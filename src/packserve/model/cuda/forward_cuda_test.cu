@@ -307,10 +307,12 @@ TEST(CudaForward, ScoredRowsMatchCpuEagerInBlocks) {
   check_scores_against_cpu(eager);
 }
 
-// Argmax rows before a request's last (argmax_extra_rows: speculative drafts' verification)
-// against the CPU backend's most likely token of each row (its scored rows, two alternatives
-// to see near ties), beside a plain argmax decode row; eager and replayed from a graph.
-TEST(CudaForward, ArgmaxExtraRowsMatchCpu) {
+// Argmax and draw rows before a request's last (extra_rows: speculative drafts'
+// verification) against the CPU backend's most likely token of each row (its scored rows, two
+// alternatives to see near ties), beside a plain argmax decode row; the draw rows greedy with
+// logprobs and a different number of alternatives each (so that each row's draw is its own
+// extra_draws entry); eager and replayed from a graph.
+TEST(CudaForward, ExtraRowsMatchCpu) {
   SKIP_WITHOUT_DEVICE();
   const ModelConfig c = llama_config();
   const ModelWeights w = tu::make_weights(c);
@@ -324,27 +326,43 @@ TEST(CudaForward, ArgmaxExtraRowsMatchCpu) {
   Rng rng(9);
   Seq a{tu::random_tokens(40, c.vocab_size, rng), {0, 1, 2}};
   Seq d{tu::random_tokens(8, c.vocab_size, rng), {3}};
+  Seq e{tu::random_tokens(6, c.vocab_size, rng), {4}};
   for (int round = 0; round < 3; ++round) {
-    // Round 0 prefills both; then A's last 5 rows again (its first 35 tokens are in its
-    // pages), D's last one.
+    // Round 0 prefills all three; then A's last 5 rows again (its first 35 tokens are in its
+    // pages), D's last one, E's last 4.
     const int first = round == 0 ? 0 : 35;
     a.computed = first;
     d.computed = round == 0 ? 0 : 7;
-    const int rows = 40 - first;
+    e.computed = round == 0 ? 0 : 2;
+    const int rows = 40 - first, e_rows = 6 - e.computed;
     ForwardBatch step;
     add(step, a, rows, kOutputArgmax);
     add(step, d, 8 - d.computed, kOutputArgmax);
-    step.argmax_extra_rows = {rows - 1, 0};
+    add(step, e, e_rows, kOutputSample);
+    step.extra_rows = {rows - 1, 0, e_rows - 1};
+    step.draws.resize(3);
+    for (int j = 0; j < e_rows; ++j) {
+      SampleDraw g;
+      g.greedy = 1;
+      g.logprob = 1;
+      g.top_logprobs = static_cast<uint8_t>(j + 1);
+      (j + 1 < e_rows ? step.extra_draws.emplace_back() : step.draws[2]) = g;
+    }
     ForwardBatch scored = step;  // the CPU's rows, their two most likely tokens
-    scored.argmax_extra_rows.clear();
-    scored.score_indptr = {0, rows - 1, rows - 1};
+    scored.extra_rows.clear();
+    scored.extra_draws.clear();
+    scored.samples[2] = kOutputArgmax;
+    scored.score_indptr = {0, rows - 1, rows - 1, rows - 1 + e_rows - 1};
     scored.score_targets.assign(a.tokens.begin() + first + 1, a.tokens.end());
-    scored.score_top = {2, 0};
+    scored.score_targets.insert(scored.score_targets.end(), e.tokens.begin() + e.computed + 1,
+                                e.tokens.end());
+    scored.score_top = {2, 0, 2};
     ForwardOutput ref, got;
     ASSERT_TRUE(cpu.value()->forward(scored, ref).ok());
     const Status s = gpu.value()->forward(step, got);
     ASSERT_TRUE(s.ok()) << s.to_string();
     ASSERT_EQ(got.argmax.size(), static_cast<size_t>(rows + 1));
+    ASSERT_EQ(got.sampled.size(), static_cast<size_t>(e_rows));
     int compared = 0;
     for (int j = 0; j + 1 < rows; ++j) {
       const RowScore& r = ref.scores[static_cast<size_t>(j)];
@@ -355,6 +373,19 @@ TEST(CudaForward, ArgmaxExtraRowsMatchCpu) {
     EXPECT_GT(compared, (rows - 1) / 2) << round;
     EXPECT_EQ(got.argmax[static_cast<size_t>(rows - 1)], ref.argmax[0]) << round;
     EXPECT_EQ(got.argmax[static_cast<size_t>(rows)], ref.argmax[1]) << round;
+    for (int j = 0; j < e_rows; ++j) {
+      const auto k = static_cast<size_t>(j);
+      EXPECT_EQ(got.top_logprobs[k].size(), k + 1) << round << " " << j;
+      if (j + 1 == e_rows) {
+        EXPECT_EQ(got.sampled[k], ref.argmax[2]) << round;
+        continue;
+      }
+      const RowScore& r = ref.scores[static_cast<size_t>(rows - 1 + j)];
+      EXPECT_NEAR(got.sampled_logprobs[k], r.top[0].logprob, 0.05) << round << " " << j;
+      if (r.top[0].logprob - r.top[1].logprob < 0.05f) continue;  // a near tie
+      EXPECT_EQ(got.sampled[k], r.top[0].token_id) << round << " " << j;
+      EXPECT_EQ(got.top_logprobs[k][0].token_id, r.top[0].token_id) << round << " " << j;
+    }
     if (round == 2) EXPECT_TRUE(gpu.value()->last_step_profile().graph_replayed);
   }
 }

@@ -272,9 +272,12 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   const auto count = [&](uint8_t kind) {
     return static_cast<int>(std::count(batch.samples.begin(), batch.samples.end(), kind));
   };
-  int A = 0;  // argmax rows: an argmax request's argmax_extra_rows too
-  for (int r = 0; r < n; ++r) A += batch.argmax_rows_of(r);
-  const int SL = count(kOutputLogits), D = count(kOutputSample);
+  int A = 0, D = 0;  // argmax and draw rows: an argmax or draw request's extra_rows too
+  for (int r = 0; r < n; ++r) {
+    A += batch.argmax_rows_of(r);
+    D += batch.draw_rows_of(r);
+  }
+  const int SL = count(kOutputLogits);
   const int S = SL + A + D;
   const size_t V = c.vocab_size;
   const MetaLayout m = cuda::meta_layout(R, n, S, D, P);
@@ -345,25 +348,27 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   }
   std::copy(batch.page_indptr.begin(), batch.page_indptr.end(), hm + m.pind);
   auto* draws = reinterpret_cast<SampleDraw*>(hm + m.draw);
-  for (int r = 0, l = 0, a = SL, d = 0; r < n; ++r) {
+  // The rows' places in sample_rows order: logits rows, then argmax rows, then draw rows; an
+  // argmax or draw request's extra_rows before its last row (no mask with them).
+  for (int r = 0, l = 0, a = SL; r < n; ++r) {
     const uint8_t kind = batch.samples[r];
-    if (kind == kNoOutput) continue;
-    // The row's place in sample_rows order: logits rows, then argmax rows, then draw rows.
-    if (kind == kOutputArgmax) {  // its argmax_extra_rows, then its last row (no mask with them)
-      for (int j = batch.argmax_rows_of(r); j > 0; --j, ++a) {
-        hm[m.samp + a] = batch.qo_indptr[r + 1] - j;
-        hm[m.mask + a] = masked ? batch.mask_index[static_cast<size_t>(r)] : -1;
-      }
-      continue;
+    if (kind != kOutputLogits && kind != kOutputArgmax) continue;
+    const int rows = kind == kOutputLogits ? 1 : batch.argmax_rows_of(r);
+    for (int j = rows; j > 0; --j) {
+      const int i = kind == kOutputLogits ? l++ : a++;
+      hm[m.samp + i] = batch.qo_indptr[r + 1] - j;
+      hm[m.mask + i] = masked ? batch.mask_index[static_cast<size_t>(r)] : -1;
     }
-    const int i = kind == kOutputLogits ? l++ : SL + A + d;
-    hm[m.samp + i] = batch.qo_indptr[r + 1] - 1;
-    hm[m.mask + i] = masked ? batch.mask_index[static_cast<size_t>(r)] : -1;
-    if (kind == kOutputSample) {
-      // Only draw rows have adjusts (forward_batch.h), so the rows' ranges are contiguous.
-      hm[m.adj + d] = batch.adjust_indptr.empty() ? 0 : batch.adjust_indptr[r];
-      draws[d++] = batch.draws[static_cast<size_t>(r)];
-    }
+  }
+  draw_rows(batch, draw_list);
+  for (int d = 0; d < D; ++d) {
+    const DrawRow& row = draw_list[static_cast<size_t>(d)];
+    hm[m.samp + SL + A + d] = row.row;
+    hm[m.mask + SL + A + d] = masked ? batch.mask_index[static_cast<size_t>(row.request)] : -1;
+    // Only draw rows have adjusts, and those with extra rows none (forward_batch.h), so the
+    // rows' ranges are contiguous.
+    hm[m.adj + d] = batch.adjust_indptr.empty() ? 0 : batch.adjust_indptr[row.request];
+    draws[d] = *row.draw;
   }
   hm[m.adj + D] = static_cast<int32_t>(batch.adjusts.size());
   if (!batch.adjusts.empty()) {
@@ -552,30 +557,28 @@ Status CudaForwardBackend::Impl::reserve_masks(size_t words) {
 Status CudaForwardBackend::Impl::sample_left_rows(const ForwardBatch& batch, int first_row,
                                                   ForwardOutput& out) {
   cuda::Stopwatch clock;
-  host_draws.clear();
-  for (int r = 0, i = 0; r < batch.num_requests(); ++r) {
-    if (batch.samples[r] != kOutputSample) continue;
-    if (out.sampled[i] < 0) host_draws.emplace_back(i, r);
-    ++i;
+  host_draws.clear();  // draw_list was filled for this batch
+  for (size_t i = 0; i < draw_list.size(); ++i) {
+    if (out.sampled[i] < 0) host_draws.push_back(static_cast<int>(i));
   }
   if (host_draws.empty()) return ok_status();
   const size_t V = config.vocab_size, F = host_draws.size();
   PS_RETURN_IF_ERROR(host_logits.reserve(F * V * 4));
   auto* rows = host_logits.as<float>();
   for (size_t j = 0; j < F; ++j) {
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        rows + j * V, logits_dev.as<float>() + (first_row + host_draws[j].first) * V, V * 4,
-        cudaMemcpyDeviceToHost, stream));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(rows + j * V, logits_dev.as<float>() + (first_row + host_draws[j]) * V,
+                        V * 4, cudaMemcpyDeviceToHost, stream));
   }
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   copier->workers().run(static_cast<int64_t>(F), [&](int64_t j) {
-    const auto [i, r] = host_draws[static_cast<size_t>(j)];
-    const SampleResult s = sample_draw_adjusted({rows + j * V, V}, batch.adjusts_of(r),
-                                                batch.draws[static_cast<size_t>(r)]);
-    out.sampled[static_cast<size_t>(i)] = s.token_id;
-    out.sampled_logprobs[static_cast<size_t>(i)] = s.logprob;
-    out.top_logprobs[static_cast<size_t>(i)] =
-        top_logprobs({rows + j * V, V}, batch.draws[static_cast<size_t>(r)].top_logprobs);
+    const auto i = static_cast<size_t>(host_draws[static_cast<size_t>(j)]);
+    const DrawRow& d = draw_list[i];
+    const SampleResult s =
+        sample_draw_adjusted({rows + j * V, V}, batch.adjusts_of(d.request), *d.draw);
+    out.sampled[i] = s.token_id;
+    out.sampled_logprobs[i] = s.logprob;
+    out.top_logprobs[i] = top_logprobs({rows + j * V, V}, d.draw->top_logprobs);
   });
   profile.host_sampled_rows = static_cast<int>(F);
   profile.host_sample_ms = clock.lap();
