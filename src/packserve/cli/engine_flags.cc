@@ -45,11 +45,11 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, const std::string& p) {
                    "every such row's logits, and masks structured outputs' rows on the host)");
   cmd.add_option("--num-speculative-tokens", f.num_speculative_tokens,
                  p +
-                     "speculative decoding by prompt lookup (vLLM's ngram method) for greedy "
-                     "requests without penalties, logit bias, min_tokens or structured outputs "
-                     "(with logprobs: unless --no-backend-sampling): up to N draft tokens per "
+                     "speculative decoding by prompt lookup (vLLM's ngram method) for requests "
+                     "without penalties, logit bias, min_tokens or structured outputs (sampled "
+                     "or with logprobs: unless --no-backend-sampling): up to N draft tokens per "
                      "decode step, found in the request's own prompt and output and verified in "
-                     "the same forward (0 = off, at most " +
+                     "the same forward (sampled: by rejection sampling; 0 = off, at most " +
                      std::to_string(sched::kMaxSpeculativeTokens) + ")")
       ->capture_default_str();
   cmd.add_option("--prompt-lookup-min", f.prompt_lookup_min,
