@@ -1029,6 +1029,21 @@ TEST(EngineTest, SpeculativeDraftsKeepGreedyOutputsInFewerSteps) {
   EXPECT_EQ(t.engine->metrics().spec_draft_tokens, m.spec_draft_tokens);
 }
 
+// Every token of `got` has `per_token` alternatives, the same as `want`'s (ids and logprobs).
+void expect_same_alternatives(const Collected& got, const Collected& want, size_t per_token) {
+  ASSERT_EQ(got.top_logprobs.size(), want.top_logprobs.size());
+  for (size_t k = 0; k < got.top_logprobs.size(); ++k) {
+    const auto& a = got.top_logprobs[k];
+    const auto& b = want.top_logprobs[k];
+    ASSERT_EQ(a.size(), per_token) << "token " << k;
+    ASSERT_EQ(a.size(), b.size()) << "token " << k;
+    for (size_t j = 0; j < a.size(); ++j) {
+      EXPECT_EQ(a[j].token_id, b[j].token_id) << "token " << k;
+      EXPECT_EQ(a[j].logprob, b[j].logprob) << "token " << k;
+    }
+  }
+}
+
 // A greedy request with logprobs speculates when the backend draws (its drafts' rows are
 // draw rows, Executor::verify_drafts): its tokens, logprobs and alternatives are exactly those
 // of the run without drafts. Host draws (backend_sampling off) take no drafts.
@@ -1079,17 +1094,7 @@ TEST(EngineTest, SpeculativeDraftsKeepGreedyLogprobs) {
       EXPECT_EQ(drafted[i].token_ids, expected);
       EXPECT_EQ(drafted[i].logprobs, plain[i].logprobs);
       ASSERT_EQ(drafted[i].logprobs.size(), 30u);
-      ASSERT_EQ(drafted[i].top_logprobs.size(), 30u);
-      for (size_t k = 0; k < 30; ++k) {
-        const auto& a = drafted[i].top_logprobs[k];
-        const auto& b = plain[i].top_logprobs[k];
-        ASSERT_EQ(a.size(), i < prompts.size() ? 0u : 2u) << "token " << k;
-        ASSERT_EQ(a.size(), b.size());
-        for (size_t j = 0; j < a.size(); ++j) {
-          EXPECT_EQ(a[j].token_id, b[j].token_id) << "token " << k;
-          EXPECT_EQ(a[j].logprob, b[j].logprob) << "token " << k;
-        }
-      }
+      expect_same_alternatives(drafted[i], plain[i], i < prompts.size() ? 0u : 2u);
     }
   }
 }
@@ -1159,17 +1164,7 @@ TEST(EngineTest, SpeculativeDraftsKeepSeededSamples) {
     ASSERT_EQ(plain[i].token_ids.size(), 30u);
     EXPECT_EQ(drafted[i].token_ids, plain[i].token_ids);
     EXPECT_EQ(drafted[i].logprobs, plain[i].logprobs);
-    ASSERT_EQ(drafted[i].top_logprobs.size(), 30u);
-    for (size_t k = 0; k < 30; ++k) {
-      const auto& a = drafted[i].top_logprobs[k];
-      const auto& b = plain[i].top_logprobs[k];
-      ASSERT_EQ(a.size(), i < prompts.size() ? 0u : 2u) << "token " << k;
-      ASSERT_EQ(a.size(), b.size());
-      for (size_t j = 0; j < a.size(); ++j) {
-        EXPECT_EQ(a[j].token_id, b[j].token_id) << "token " << k;
-        EXPECT_EQ(a[j].logprob, b[j].logprob) << "token " << k;
-      }
-    }
+    expect_same_alternatives(drafted[i], plain[i], i < prompts.size() ? 0u : 2u);
     std::vector<int32_t> context = prompts[i % prompts.size()];
     for (const int32_t token : plain[i].token_ids) {
       off_reference += token != mostly_periodic(context) ? 1 : 0;
