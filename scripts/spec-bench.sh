@@ -13,7 +13,8 @@
 # cuda; default cuda), ARCHS (default "qwen3-0.6b"), BATCHES (default "1 32"), SPECS (default
 # "0 4"), CAPTURE_AFTER (--graph-capture-after values, default "1"), PROMPT_LEN (512),
 # MAX_TOKENS (256), LOGPROBS (1: every request asks --logprobs, so the drafts are verified by
-# scored rows instead of argmax rows; default 0), OUT (default ./out).
+# draw rows instead of argmax rows; default 0), TEMPERATURE (default 0; above 0 the drafts are
+# verified by rejection sampling in draw rows, --seed 1), OUT (default ./out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-build/src/packserve/cli/packserve}
@@ -25,14 +26,15 @@ CAPTURE_AFTER=${CAPTURE_AFTER:-1}
 PROMPT_LEN=${PROMPT_LEN:-512}
 MAX_TOKENS=${MAX_TOKENS:-256}
 LOGPROBS=${LOGPROBS:-0}
+TEMPERATURE=${TEMPERATURE:-0}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 table="$OUT/spec-bench.md"
 {
-  echo "| arch | init | logprobs | prompts | capture after | drafts/step | output tok/s | steps | graph captures | drafts verified | accepted |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| arch | init | logprobs | temperature | prompts | capture after | drafts/step | output tok/s | steps | graph captures | drafts verified | accepted |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$table"
 for arch in $ARCHS; do
   for init in copy random; do
@@ -50,13 +52,14 @@ EOF
           extra=()
           [[ $BACKEND == cuda ]] && extra=(--graph-capture-after "$after")
           [[ $LOGPROBS == 1 ]] && extra+=(--logprobs)
+          [[ $TEMPERATURE != 0 ]] && extra+=(--seed 1)
           "$BIN" generate --model "$model" --prompts "$work/prompts.jsonl" --backend "$BACKEND" \
-            --temperature 0 --ignore-eos --max-tokens "$MAX_TOKENS" "${extra[@]}" \
+            --temperature "$TEMPERATURE" --ignore-eos --max-tokens "$MAX_TOKENS" "${extra[@]}" \
             --num-speculative-tokens "$spec" >/dev/null 2>"$work/err"
           line=$(grep '^generate:' "$work/err")
           field() { sed -n "s/.* $1=\([0-9.e+-]*\).*/\1/p" <<<"$line"; }
-          printf '| %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s |\n' "$arch" "$init" \
-            "$LOGPROBS" "$batch" "$after" "$spec" "$(field output_tokens_per_s)" "$(field steps)" \
+          printf '| %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s |\n' "$arch" \
+            "$init" "$LOGPROBS" "$TEMPERATURE" "$batch" "$after" "$spec" "$(field output_tokens_per_s)" "$(field steps)" \
             "$(field graph_captures)" "$(field draft_tokens)" "$(field accepted_draft_tokens)" \
             >>"$table"
         done
