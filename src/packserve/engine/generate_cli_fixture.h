@@ -99,7 +99,7 @@ class GenerateCliTest : public ::testing::Test {
 // prefill chunked at 16 tokens beside decode rows, two prompts sharing a cached prefix, and
 // decode steps that read the KV earlier decode steps wrote. The random model of the fixture
 // does not have the property, so the check is not vacuous. With --num-speculative-tokens the
-// tokens are the same, most of them drafts the forward verified.
+// tokens are the same (seeded draws too), most of them drafts the forward verified.
 inline void GenerateCliTest::expect_copy_models_decode_periodically(const std::string& backend) {
   uint64_t state = 12345;
   auto next_id = [&state] {
@@ -171,7 +171,7 @@ inline void GenerateCliTest::expect_copy_models_decode_periodically(const std::s
     ASSERT_TRUE(std::regex_search(spec.err, m, std::regex("accepted_draft_tokens=([0-9]+)")))
         << spec.err;
     EXPECT_GT(std::stoi(m[1].str()), all / 2) << spec.err;
-    // With --logprobs the drafts' rows are scored: the same tokens and logprobs (up to the
+    // With --logprobs the drafts' rows are draw rows: the same tokens and logprobs (up to the
     // rounding of rows computed in a multi-row pass), again mostly accepted drafts.
     const CliRun lp = run("generate --model " + dir.string() + flags + " --logprobs");
     const CliRun lp_spec =
@@ -195,6 +195,27 @@ inline void GenerateCliTest::expect_copy_models_decode_periodically(const std::s
     ASSERT_TRUE(std::regex_search(lp_spec.err, m, std::regex("accepted_draft_tokens=([0-9]+)")))
         << lp_spec.err;
     EXPECT_GT(std::stoi(m[1].str()), all / 2) << lp_spec.err;
+    // Seeded draws (rejection sampling of the drafts, each row with its token's own uniform):
+    // the same tokens with and without drafts, again mostly accepted drafts. At a low
+    // temperature: the tiny copy model's logits are not peaked enough for its period to
+    // survive 0.3.
+    std::string sampled = flags;
+    sampled.replace(sampled.find("--temperature 0"), 15, "--temperature 0.05 --seed 3");
+    const CliRun t = run("generate --model " + dir.string() + sampled);
+    const CliRun t_spec =
+        run("generate --model " + dir.string() + sampled + " --num-speculative-tokens 4");
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    ASSERT_EQ(t_spec.exit_code, 0) << t_spec.err;
+    const auto t_lines = lines_of(t.out);
+    const auto t_spec_lines = lines_of(t_spec.out);
+    ASSERT_EQ(t_lines.size(), prompts.size());
+    ASSERT_EQ(t_spec_lines.size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(t_spec_lines[i]["token_ids"], t_lines[i]["token_ids"]) << "prompt " << i;
+    }
+    ASSERT_TRUE(std::regex_search(t_spec.err, m, std::regex("accepted_draft_tokens=([0-9]+)")))
+        << t_spec.err;
+    EXPECT_GT(std::stoi(m[1].str()), all / 2) << t_spec.err;
   }
   const CliRun r = run("generate " + model() + flags);
   ASSERT_EQ(r.exit_code, 0) << r.err;
