@@ -333,8 +333,9 @@ TEST(CudaForward, ExtraRowsMatchCpu) {
     const int first = round == 0 ? 0 : 35;
     a.computed = first;
     d.computed = round == 0 ? 0 : 7;
-    e.computed = round == 0 ? 0 : 2;
-    const int rows = 40 - first, e_rows = 6 - e.computed;
+    const int e_first = round == 0 ? 0 : 2;
+    e.computed = e_first;
+    const int rows = 40 - first, e_rows = 6 - e_first;
     ForwardBatch step;
     add(step, a, rows, kOutputArgmax);
     add(step, d, 8 - d.computed, kOutputArgmax);
@@ -354,7 +355,7 @@ TEST(CudaForward, ExtraRowsMatchCpu) {
     scored.samples[2] = kOutputArgmax;
     scored.score_indptr = {0, rows - 1, rows - 1, rows - 1 + e_rows - 1};
     scored.score_targets.assign(a.tokens.begin() + first + 1, a.tokens.end());
-    scored.score_targets.insert(scored.score_targets.end(), e.tokens.begin() + e.computed + 1,
+    scored.score_targets.insert(scored.score_targets.end(), e.tokens.begin() + e_first + 1,
                                 e.tokens.end());
     scored.score_top = {2, 0, 2};
     ForwardOutput ref, got;
