@@ -44,12 +44,16 @@
 //     drew them.
 //   --cost-alpha A,B: the decode graph (and ops) runs once per attention PlanOptions::cost.alpha
 //     (the planner's cost per folded query row of a work item; default 1).
+//   --quantization fp8: the decode and prefill cases with float8 e4m3 layer matrices
+//     (CudaForwardOptions::quantization); roofline_ms then counts a byte per layer weight. The
+//     gemms cases stay bf16.
 //   --tensor-parallel N: the decode and prefill cases on N devices (CudaForwardOptions::
 //     tensor_parallel; each rank's share drawn on its device); roofline_ms is then rank 0's
 //     bytes (its 1/N of the layers' matrices and of the context's K/V, and the whole LM head)
 //     at one device's copy bandwidth.
 // Usage: forward_bench [--cases decode,prefill,gemms,tuning] [--batches 1,32,128]
 //                      [--cost-alpha 1] [--profile] [--tensor-parallel N]
+//                      [--quantization none|fp8]
 //   (default: every case, batches 1,32,128, no per-op profile; needs ~55 GB of GPU memory)
 #include <chrono>
 #include <cstdio>
@@ -162,6 +166,7 @@ struct Args {
   std::vector<int> batches{1, 32, 128};
   std::vector<double> cost_alphas{1.0};
   int tensor_parallel = 1;
+  bool fp8 = false;  // --quantization fp8
 };
 
 Args parse_args(int argc, char** argv) {
@@ -169,7 +174,8 @@ Args parse_args(int argc, char** argv) {
   auto usage = [](const std::string& why) {
     std::fprintf(stderr,
                  "forward_bench: %s\nusage: forward_bench [--cases decode,prefill,gemms,tuning] "
-                 "[--batches 1,32,128] [--cost-alpha 1,64] [--profile] [--tensor-parallel N]\n",
+                 "[--batches 1,32,128] [--cost-alpha 1,64] [--profile] [--tensor-parallel N] "
+                 "[--quantization none|fp8]\n",
                  why.c_str());
     std::exit(2);
   };
@@ -177,6 +183,10 @@ Args parse_args(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--profile") {
       a.profile = true;
+    } else if (arg == "--quantization" && i + 1 < argc) {
+      const std::string q = argv[++i];
+      if (q != "none" && q != "fp8") usage("--quantization: '" + q + "', expected none or fp8");
+      a.fp8 = q == "fp8";
     } else if (arg == "--tensor-parallel" && i + 1 < argc) {
       a.tensor_parallel = std::atoi(argv[++i]);
       if (a.tensor_parallel < 1) usage("--tensor-parallel: expected an integer >= 1");
@@ -357,6 +367,7 @@ int main(int argc, char** argv) {
   options.max_batch_rows = kPrefill;
   options.max_batch_page_ids = pool.num_pages;
   options.tensor_parallel = args.tensor_parallel;
+  if (args.fp8) options.quantization = model::WeightQuantization::kFp8;
   auto created = CudaForwardBackend::create_random(c, pool, options, 1234);
   die(created.status(), "create_random");
   CudaForwardBackend& m = *created.value();
@@ -364,12 +375,14 @@ int main(int argc, char** argv) {
   const double layer_params = H * (Q + 2 * KV) + Q * H + 2 * I * H + I * H;
   // Rank 0's matrices (its share of the layers' and the whole LM head) per step.
   const double tp = args.tensor_parallel;
-  const double read_weight_bytes = 2.0 * (L * layer_params / tp + V * H);
+  // fp8: a byte per layer weight (the row scales are under 0.1 % of it), the LM head bf16.
+  const double read_weight_bytes = (args.fp8 ? 1.0 : 2.0) * L * layer_params / tp + 2.0 * V * H;
   std::printf(
-      "{\"model\":\"llama-3.1-8b shapes, random bf16 weights drawn on the device\","
-      "\"tensor_parallel\":%d,\"weight_bytes\":%zu,\"kv_pool_bytes\":%zu,"
-      "\"read_weight_bytes_per_step\":%.0f}\n",
-      args.tensor_parallel, m.weight_bytes(), m.kv_pool_bytes(), read_weight_bytes);
+      "{\"model\":\"llama-3.1-8b shapes, random %s weights drawn on the device\","
+      "\"quantization\":\"%s\",\"tensor_parallel\":%d,\"weight_bytes\":%zu,"
+      "\"kv_pool_bytes\":%zu,\"read_weight_bytes_per_step\":%.0f}\n",
+      args.fp8 ? "float8 e4m3 layer" : "bf16", args.fp8 ? "fp8" : "none", args.tensor_parallel,
+      m.weight_bytes(), m.kv_pool_bytes(), read_weight_bytes);
   std::fflush(stdout);
 
   Rng rng(5);

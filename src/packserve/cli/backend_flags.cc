@@ -34,6 +34,12 @@ void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& he
                      "then multiples of 16), shape (timed at every new row count); a timed "
                      "choice stalls the step that meets a new shape")
       ->capture_default_str();
+  cmd.add_option("--quantization", flags.quantization,
+                 help_prefix +
+                     "cuda: the layers' weight matrices: none (bf16) or fp8 (float8 e4m3, a "
+                     "scale per output channel, each GEMM input quantized per token at run time; "
+                     "the embedding and the LM head stay bf16; needs compute capability 8.9+)")
+      ->capture_default_str();
   cmd.add_option("--max-graph-rows", flags.max_graph_rows,
                  help_prefix +
                      "cuda: steps of at most this many rows run as replays of a CUDA graph "
@@ -55,6 +61,10 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   if (!kind.ok()) return invalid_argument("--backend: " + kind.status().message());
   auto tuning = model::parse_gemm_tuning(flags.gemm_tuning);
   if (!tuning.ok()) return invalid_argument("--gemm-tuning: " + tuning.status().message());
+  auto quantization = model::parse_weight_quantization(flags.quantization);
+  if (!quantization.ok()) {
+    return invalid_argument("--quantization: " + quantization.status().message());
+  }
   if (flags.max_graph_rows < 0) {
     return invalid_argument("--max-graph-rows: expected >= 0 (0: no CUDA graphs), got " +
                             std::to_string(flags.max_graph_rows));
@@ -76,6 +86,7 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   options.tensor_parallel = flags.tensor_parallel_size;
   options.gpu_memory_utilization = flags.gpu_memory_utilization;
   options.gemm_tuning = *tuning;
+  options.quantization = *quantization;
   options.max_graph_rows = flags.max_graph_rows;
   options.graph_capture_after = flags.graph_capture_after;
   // A step has at most max_num_batched_tokens rows (sched/batch.h); the running-request cap

@@ -11,6 +11,8 @@
 //   --gemm-tuning heuristic|bucket|shape
 //                                  how the GEMM algorithm of each decode-sized row count is
 //                                  chosen (default heuristic; model/cuda/gemm.h)
+//   --quantization none|fp8        the layers' weights in bf16 or float8 e4m3 (cuda only;
+//                                  default none; docs/forward-cuda.md "Float8 weights")
 //   --max-graph-rows N             steps of at most N rows run as CUDA graph replays (default
 //                                  512; 0: every step eager)
 //   --graph-capture-after N        a step shape is captured at its N-th step (default 1)
@@ -34,6 +36,7 @@ struct BackendFlags {
   int cuda_device = 0;
   int tensor_parallel_size = 1;
   std::string gemm_tuning = "heuristic";
+  std::string quantization = "none";
   int max_graph_rows = 512;
   int graph_capture_after = 1;
 };

@@ -39,6 +39,26 @@ Status validate_step_options(const CudaStepOptions& o) {
   }
   return ok_status();
 }
+
+// WeightQuantization::kFp8: float8 tensor cores (sm_89 on) and K dimensions cuBLASLt takes.
+Status check_fp8_device(int device, const ModelConfig& c) {
+  cudaDeviceProp prop{};
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  if (prop.major * 10 + prop.minor < 89) {
+    return unimplemented("quantization fp8: device " + str(device) + " (" + prop.name +
+                         ", compute capability " + str(prop.major) + "." + str(prop.minor) +
+                         ") has no float8 tensor cores; expected 8.9 or later");
+  }
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"hidden_size", c.hidden_size},
+                                {"num_qo_heads * head_dim", c.q_size()},
+                                {"intermediate_size", c.intermediate_size}}) {
+    if (v % 16 != 0) {
+      return invalid_argument("quantization fp8: " + std::string(name) + " = " + str(v) +
+                              " (of this rank): float8 GEMMs need a multiple of 16");
+    }
+  }
+  return ok_status();
+}
 }  // namespace
 
 Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& p,
@@ -103,18 +123,37 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
     vec_elems += align_up(n, 64);
     return at;
   };
+  // kFp8: the layers' matrices in mat8 (bytes, 256-byte alignment), their scales in vec.
+  const bool fp8 = o.quantization == WeightQuantization::kFp8;
+  if (fp8) PS_RETURN_IF_ERROR(check_fp8_device(o.device, c));
+  size_t mat8_bytes = 0;
+  struct MatrixAt {
+    size_t at = 0, scale_at = 0, rows = 0, cols = 0;
+  };
+  auto take_matrix = [&](size_t rows, size_t cols) {
+    MatrixAt f{0, 0, rows, cols};
+    if (!fp8) {
+      f.at = take_mat(rows * cols);
+      return f;
+    }
+    f.at = mat8_bytes;
+    mat8_bytes += align_up(rows * cols, 256);
+    f.scale_at = take_vec(rows);
+    return f;
+  };
   const size_t embed_at = take_mat(V * H);
   const size_t lm_at = c.tie_word_embeddings ? embed_at : take_mat(V * H);
   const size_t final_norm_at = take_vec(H);
   struct Offsets {
-    size_t qkv_w, o_w, gu_w, d_w, in_n, post_n, b, qn, kn;
+    MatrixAt qkv, o, gu, d;
+    size_t in_n, post_n, b, qn, kn;
   };
   std::vector<Offsets> offs(L);
   for (Offsets& f : offs) {
-    f.qkv_w = take_mat((Q + 2 * KV) * H);
-    f.o_w = take_mat(H * Q);
-    f.gu_w = take_mat(2 * I * H);
-    f.d_w = take_mat(H * I);
+    f.qkv = take_matrix(Q + 2 * KV, H);
+    f.o = take_matrix(H, Q);
+    f.gu = take_matrix(2 * I, H);
+    f.d = take_matrix(H, I);
     f.in_n = take_vec(H);
     f.post_n = take_vec(H);
     f.b = c.qkv_bias ? take_vec(Q + 2 * KV) : 0;
@@ -122,9 +161,25 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
     f.kn = c.qk_norm ? take_vec(D) : 0;
   }
   PS_RETURN_IF_ERROR(mat.alloc(mat_elems * 2, "bf16 weight matrices"));
-  PS_RETURN_IF_ERROR(vec.alloc(vec_elems * 4, "f32 norm weights and biases"));
+  PS_RETURN_IF_ERROR(vec.alloc(vec_elems * 4, "f32 norm weights, biases and scales"));
+  if (fp8) {
+    PS_RETURN_IF_ERROR(mat8.alloc(mat8_bytes, "float8 weight matrices"));
+    PS_RETURN_IF_ERROR(stage.alloc(kStageBytes, "the bf16 staging of the float8 matrices"));
+  }
   uint16_t* mb = mat.as<uint16_t>();
   float* vb = vec.as<float>();
+  const auto matrix = [&](const MatrixAt& f) {
+    cuda::Matrix w;
+    w.rows = f.rows;
+    w.cols = f.cols;
+    if (fp8) {
+      w.fp8 = mat8.as<uint8_t>() + f.at;
+      w.scale = vb + f.scale_at;
+    } else {
+      w.bf16 = mb + f.at;
+    }
+    return w;
+  };
   embed = mb + embed_at;
   lm_head = mb + lm_at;
   final_norm = vb + final_norm_at;
@@ -132,10 +187,10 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   for (size_t l = 0; l < L; ++l) {
     const Offsets& f = offs[l];
     cuda::LayerDev& d = layers[l];
-    d.qkv_w = mb + f.qkv_w;
-    d.o_w = mb + f.o_w;
-    d.gate_up_w = mb + f.gu_w;
-    d.down_w = mb + f.d_w;
+    d.qkv = matrix(f.qkv);
+    d.o = matrix(f.o);
+    d.gate_up = matrix(f.gu);
+    d.down = matrix(f.d);
     d.input_norm = vb + f.in_n;
     d.post_norm = vb + f.post_n;
     d.qkv_b = c.qkv_bias ? vb + f.b : nullptr;
@@ -154,8 +209,11 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
                h_b = align_up(R * H * 2, 256), q_b = align_up(R * Q * 2, 256),
                gu_b = align_up(R * 2 * I * 2, 256), act_b = align_up(R * I * 2, 256);
   const size_t rope_b = align_up(R * D * 4, 256);  // [R, D / 2] (cos, sin) f32
-  PS_RETURN_IF_ERROR(scratch.alloc(x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b + rope_b,
-                                   "activations of max_batch_rows = " + str(R)));
+  const size_t xq_b = fp8 ? align_up(R * std::max({H, Q, I}), 256) : 0,
+               xs_b = fp8 ? align_up(R * 4, 256) : 0;
+  PS_RETURN_IF_ERROR(
+      scratch.alloc(x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b + rope_b + xq_b + xs_b,
+                    "activations of max_batch_rows = " + str(R)));
   // Zeroed once: the scored rows' LM head reads rows of h past a step's (forward_step.cu).
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch.as<void>(), 0, scratch.bytes(), stream));
   auto* s = scratch.as<std::byte>();
@@ -167,6 +225,11 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   gate_up = reinterpret_cast<uint16_t*>(s + x_b + qkv_b + h_b + 2 * q_b);
   act = reinterpret_cast<uint16_t*>(s + x_b + qkv_b + h_b + 2 * q_b + gu_b);
   rope = reinterpret_cast<float*>(s + x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b);
+  if (fp8) {
+    xq = reinterpret_cast<uint8_t*>(s + x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b + rope_b);
+    xq_scale =
+        reinterpret_cast<float*>(s + x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b + rope_b + xq_b);
+  }
 
   // Metadata at a fixed address (graphs read it): MetaLayout at the largest R = n = S, P.
   meta_capacity =
@@ -206,21 +269,54 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
 
 namespace {
 
-// Converts a validated host tensor to bf16 (or f32) and copies it to dst.
-Status upload_tensor(const HostTensor& t, void* dst, DType to) {
-  const size_t n = static_cast<size_t>(t.num_elements());
+// Converts elements [first, first + n) of a validated host tensor to bf16 (or f32) and copies
+// them to dst.
+Status upload_elements(const HostTensor& t, size_t first, size_t n, void* dst, DType to) {
   const auto* src = static_cast<const std::byte*>(t.data);
   if (t.dtype == to) {
-    PS_MODEL_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(dst, src, n * dtype_size_bytes(to), cudaMemcpyHostToDevice));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, src + first * dtype_size_bytes(to),
+                                             n * dtype_size_bytes(to), cudaMemcpyHostToDevice));
     return ok_status();
   }
   std::vector<std::byte> staging(n * dtype_size_bytes(to));
   for (size_t i = 0; i < n; ++i)
-    store_from_float(staging.data(), i, to, load_as_float(src, i, t.dtype));
+    store_from_float(staging.data(), i, to, load_as_float(src, first + i, t.dtype));
   PS_MODEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(dst, staging.data(), staging.size(), cudaMemcpyHostToDevice));
   return ok_status();
+}
+Status upload_tensor(const HostTensor& t, void* dst, DType to) {
+  return upload_elements(t, 0, static_cast<size_t>(t.num_elements()), dst, to);
+}
+
+// Writes rows [row0, row0 + rows) of matrix w: `fill(first, n, dst)` writes the bf16 values of
+// those rows' elements [first, first + n) (counted from row0's first) at dst. A bf16 matrix is
+// filled in place; an fp8 one through m.stage, as many whole rows at a time as it holds, each
+// batch quantized (quantize_rows_fp8) before the next is filled.
+template <typename Fill>
+Status write_matrix_rows(CudaForwardBackend::Impl& m, const cuda::Matrix& w, size_t row0,
+                         size_t rows, Fill fill) {
+  if (w.fp8 == nullptr) return fill(0, rows * w.cols, w.bf16 + row0 * w.cols);
+  const size_t batch = std::max<size_t>(1, m.stage.bytes() / 2 / w.cols);
+  for (size_t r = 0; r < rows; r += batch) {
+    const size_t n = std::min(batch, rows - r);
+    PS_RETURN_IF_ERROR(fill(r * w.cols, n * w.cols, m.stage.as<uint16_t>()));
+    PS_RETURN_IF_ERROR(cuda::quantize_rows_fp8(
+        m.stage.as<uint16_t>(), static_cast<int>(n), static_cast<int>(w.cols),
+        w.fp8 + (row0 + r) * w.cols, w.scale + row0 + r, m.stream));
+    // The next batch's copy (on the legacy stream) must not overwrite what this one reads.
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  }
+  return ok_status();
+}
+
+// Rows [row0, row0 + t's rows) of w from host tensor t ([rows, w.cols]).
+Status upload_matrix_rows(CudaForwardBackend::Impl& m, const HostTensor& t, const cuda::Matrix& w,
+                          size_t row0) {
+  const size_t rows = static_cast<size_t>(t.num_elements()) / w.cols;
+  return write_matrix_rows(m, w, row0, rows, [&](size_t first, size_t n, uint16_t* dst) {
+    return upload_elements(t, first, n, dst, DType::kBF16);
+  });
 }
 
 }  // namespace
@@ -252,8 +348,8 @@ const CudaStepProfile& CudaForwardBackend::last_step_profile() const { return im
 BackendStats CudaForwardBackend::stats() const { return impl_->stats; }
 int CudaForwardBackend::num_cuda_graphs() const { return static_cast<int>(impl_->graphs.size()); }
 size_t CudaForwardBackend::weight_bytes() const {
-  size_t bytes = impl_->mat.bytes() + impl_->vec.bytes();
-  for (const auto& p : impl_->peers) bytes += p->mat.bytes() + p->vec.bytes();
+  size_t bytes = impl_->mat.bytes() + impl_->mat8.bytes() + impl_->vec.bytes();
+  for (const auto& p : impl_->peers) bytes += p->mat.bytes() + p->mat8.bytes() + p->vec.bytes();
   return bytes;
 }
 size_t CudaForwardBackend::kv_pool_bytes() const {
@@ -269,7 +365,7 @@ namespace {
 Status upload_weights(CudaForwardBackend::Impl& m, const ModelWeights& weights) {
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));
   const ModelConfig& c = weights.config;
-  const size_t H = c.hidden_size, I = c.intermediate_size, Q = c.q_size(), KV = c.kv_size();
+  const size_t I = c.intermediate_size, Q = c.q_size(), KV = c.kv_size();
   constexpr DType kB = DType::kBF16, kF = DType::kF32;
   PS_RETURN_IF_ERROR(upload_tensor(weights.embed_tokens, m.embed, kB));
   if (!c.tie_word_embeddings) PS_RETURN_IF_ERROR(upload_tensor(weights.lm_head, m.lm_head, kB));
@@ -277,13 +373,13 @@ Status upload_weights(CudaForwardBackend::Impl& m, const ModelWeights& weights) 
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     const LayerWeights& w = weights.layers[l];
     const cuda::LayerDev& d = m.layers[l];
-    PS_RETURN_IF_ERROR(upload_tensor(w.q_proj, d.qkv_w, kB));
-    PS_RETURN_IF_ERROR(upload_tensor(w.k_proj, d.qkv_w + Q * H, kB));
-    PS_RETURN_IF_ERROR(upload_tensor(w.v_proj, d.qkv_w + (Q + KV) * H, kB));
-    PS_RETURN_IF_ERROR(upload_tensor(w.o_proj, d.o_w, kB));
-    PS_RETURN_IF_ERROR(upload_tensor(w.gate_proj, d.gate_up_w, kB));
-    PS_RETURN_IF_ERROR(upload_tensor(w.up_proj, d.gate_up_w + I * H, kB));
-    PS_RETURN_IF_ERROR(upload_tensor(w.down_proj, d.down_w, kB));
+    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.q_proj, d.qkv, 0));
+    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.k_proj, d.qkv, Q));
+    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.v_proj, d.qkv, Q + KV));
+    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.o_proj, d.o, 0));
+    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.gate_proj, d.gate_up, 0));
+    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.up_proj, d.gate_up, I));
+    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.down_proj, d.down, 0));
     PS_RETURN_IF_ERROR(upload_tensor(w.input_norm, d.input_norm, kF));
     PS_RETURN_IF_ERROR(upload_tensor(w.post_attention_norm, d.post_norm, kF));
     if (c.qkv_bias) {
@@ -297,6 +393,7 @@ Status upload_weights(CudaForwardBackend::Impl& m, const ModelWeights& weights) 
     }
   }
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+  m.stage = cuda::DeviceMemory();
   return ok_status();
 }
 
@@ -304,6 +401,9 @@ Status upload_weights(CudaForwardBackend::Impl& m, const ModelWeights& weights) 
 Status fill_random_weights(CudaForwardBackend::Impl& m, uint64_t seed) {
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(m.options.device));
   const ModelConfig& c = m.config;
+  // bf16: every matrix in mat at once. fp8: mat holds the embedding and the LM head, and each
+  // layer matrix is drawn through the staging, a seed per staged batch of rows, after the
+  // vectors (its scales are in vec).
   PS_RETURN_IF_ERROR(cuda::fill_random(m.mat.as<void>(), m.mat.bytes() / 2, DType::kBF16, seed,
                                        0.0f, 0.02f, m.stream));
   PS_RETURN_IF_ERROR(cuda::fill_random(m.vec.as<void>(), m.vec.bytes() / 4, DType::kF32, seed + 1,
@@ -314,6 +414,18 @@ Status fill_random_weights(CudaForwardBackend::Impl& m, uint64_t seed) {
                                            static_cast<size_t>(c.q_size() + 2 * c.kv_size()),
                                            DType::kF32, seed + 2 + l, 0.0f, 0.02f, m.stream));
     }
+  }
+  if (m.mat8.as<void>() != nullptr) {
+    uint64_t batch_seed = seed + 1000003;
+    for (const cuda::LayerDev& d : m.layers) {
+      for (const cuda::Matrix* w : {&d.qkv, &d.o, &d.gate_up, &d.down}) {
+        PS_RETURN_IF_ERROR(
+            write_matrix_rows(m, *w, 0, w->rows, [&](size_t, size_t n, uint16_t* dst) {
+              return cuda::fill_random(dst, n, DType::kBF16, batch_seed++, 0.0f, 0.02f, m.stream);
+            }));
+      }
+    }
+    m.stage = cuda::DeviceMemory();
   }
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
   return ok_status();

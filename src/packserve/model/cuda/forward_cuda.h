@@ -40,6 +40,7 @@
 #include "packserve/common/status.h"
 #include "packserve/model/forward.h"
 #include "packserve/model/gemm_tuning.h"
+#include "packserve/model/weight_quantization.h"
 #include "packserve/model/weights.h"
 
 namespace packserve::model {
@@ -78,6 +79,10 @@ struct CudaForwardOptions {
   // the heuristic's first pick (default; no timing stalls, bit-reproducible across processes),
   // timed once per bucket of row counts, or timed per row count.
   GemmTuning gemm_tuning = GemmTuning::kHeuristic;
+  // The layers' weight matrices: bf16, or float8 e4m3 with a scale per output channel, their
+  // GEMM inputs quantized per row at run time (weight_quantization.h; docs/forward-cuda.md).
+  // kFp8 needs a device of compute capability 8.9 or later (kUnimplemented otherwise).
+  WeightQuantization quantization = WeightQuantization::kNone;
   // Host threads that copy the logits from pinned staging into the caller's vector (the
   // caller's thread included); 0: half the hardware threads, at most 8.
   int logits_copy_threads = 0;
@@ -172,8 +177,8 @@ class CudaForwardBackend final : public ForwardBackend {
   const CudaStepProfile& last_step_profile() const;
   // Graphs captured and held now.
   int num_cuda_graphs() const;
-  // Device bytes of the weights (bf16 matrices, f32 norms/biases) and of the KV pool, summed
-  // over the tensor-parallel ranks.
+  // Device bytes of the weights (bf16 or e4m3 matrices, f32 norms, biases and scales) and of
+  // the KV pool, summed over the tensor-parallel ranks.
   size_t weight_bytes() const;
   size_t kv_pool_bytes() const;
   // Device bytes of the logits buffer now (it grows with the steps' sampling rows, see

@@ -141,8 +141,17 @@ class EventList {
   std::vector<cudaEvent_t> events_;
 };
 
+// One weight matrix [rows = out, cols = in] on the device: bf16, or with
+// WeightQuantization::kFp8 e4m3 bytes and one f32 scale per row (ops.h quantize_rows_fp8).
+struct Matrix {
+  uint16_t* bf16 = nullptr;
+  uint8_t* fp8 = nullptr;
+  float* scale = nullptr;  // [rows], fp8 only
+  size_t rows = 0, cols = 0;
+};
+
 struct LayerDev {
-  uint16_t *qkv_w = nullptr, *o_w = nullptr, *gate_up_w = nullptr, *down_w = nullptr;
+  Matrix qkv, o, gate_up, down;  // [Q + 2 KV, H], [H, Q], [2 I, H], [H, I]
   float *input_norm = nullptr, *post_norm = nullptr, *qkv_b = nullptr, *q_norm = nullptr,
         *k_norm = nullptr;
 };
@@ -202,7 +211,10 @@ struct CudaForwardBackend::Impl {
   std::optional<cuda::Gemm> gemm;
   std::optional<cuda::ParallelCopier> copier;  // logits: pinned staging -> caller
   std::optional<attention::cuda::Workspace> workspace;
-  cuda::DeviceMemory mat, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
+  // mat8 / stage: WeightQuantization::kFp8 only: the layers' e4m3 matrices, and the bf16
+  // rows a matrix is written through before they are quantized (freed once the weights are in).
+  static constexpr size_t kStageBytes = size_t{32} << 20;
+  cuda::DeviceMemory mat, mat8, stage, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
   double rope_attention_factor = 1.0;  // of cos and sin (YaRN), from config.rope_scaling
   // argmax_dev / argmax_pinned: a step's argmax ids [A], sampled ids [D], their logprobs [D],
   // their top_logprobs [D, kMaxTopLogprobs] (TopLogprob, at argmax_top_offset(A, D) bytes).
@@ -253,6 +265,13 @@ struct CudaForwardBackend::Impl {
   float* qkv = nullptr;
   float* rope = nullptr;  // the step's RoPE table [R, head_dim / 2, 2]
   uint16_t *h = nullptr, *q = nullptr, *attn = nullptr, *gate_up = nullptr, *act = nullptr;
+  // kFp8: a GEMM input quantized per row, [R, max(H, Q, I)] e4m3, and its row scales [R].
+  uint8_t* xq = nullptr;
+  float* xq_scale = nullptr;
+  // y = x w^T for the step's R rows of x (bf16 [R, m.cols]): linear, or with an fp8 matrix x
+  // quantized into xq first and linear_fp8.
+  Status linear(const uint16_t* x, int64_t R, const cuda::Matrix& w, void* y, DType y_dtype,
+                bool accumulate = false);
   attention::BatchLayout layout;
   attention::Plan plan;
   std::map<cuda::GraphKey, cuda::CachedGraph> graphs;

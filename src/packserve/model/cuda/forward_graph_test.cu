@@ -66,8 +66,10 @@ struct Backends {
 
 // GEMM autotune off: both backends then use the heuristic's algorithm for every shape, so
 // graph and eager run the very same kernels (with autotune each backend times its own).
-Backends make_backends(const ModelWeights& w, int max_graph_rows) {
+Backends make_backends(const ModelWeights& w, int max_graph_rows,
+                       WeightQuantization quantization = WeightQuantization::kNone) {
   CudaForwardOptions options;
+  options.quantization = quantization;
   options.max_batch_rows = 128;
   options.max_batch_page_ids = 64;
   options.gemm_tuning = GemmTuning::kHeuristic;
@@ -309,6 +311,34 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
 // radix descent; top-k 5; temperature), with the same tokens and logprobs as sample_draw of
 // eager's logits. The LM head's row kInfToken is +inf in column 0 and 0 elsewhere, so that
 // token's logit is +inf or -inf by the sign of the normed hidden state's first element.
+// Float8 layers: every GEMM's input is quantized into one scratch and each layer's matrix
+// brings its own scales, so a replay must quantize and scale as the eager step does.
+TEST(CudaForwardGraph, Fp8ReplayedDecodeStepsEqualEager) {
+  SKIP_WITHOUT_DEVICE();
+  const ModelConfig c = llama_bf16();
+  const ModelWeights w = tu::make_weights(c);
+  Backends be = make_backends(w, 16, WeightQuantization::kFp8);
+  ASSERT_TRUE(be.eager && be.graph);
+  Rng rng(29);
+  auto tokens = [&](int n) { return tu::random_tokens(n, c.vocab_size, rng); };
+  tu::Seq a{tokens(40), {0, 1, 2}}, b{tokens(40), {4, 5, 6}}, d{tokens(40), {8, 9, 10}};
+  const int L = static_cast<int>(c.num_layers);
+  const CudaStepProfile& prof = be.graph->last_step_profile();
+  ForwardBatch s0;  // 60 rows: eager on both
+  add(s0, a, 30, true);
+  add(s0, b, 20, true);
+  add(s0, d, 10, true);
+  expect_same_step(be, s0, L, "fp8 prefill (eager)");
+  for (int step = 0; step < 3; ++step) {  // (2 rows, 2 requests): captured, then replayed
+    ForwardBatch sd;
+    add(sd, step % 2 == 0 ? a : d, 1, true);
+    add(sd, b, 1, true);
+    expect_same_step(be, sd, L, step == 0 ? "fp8 decode (capture)" : "fp8 decode (replay)");
+    EXPECT_EQ(prof.graph_captured, step == 0);
+    EXPECT_EQ(prof.graph_replayed, step > 0);
+  }
+}
+
 TEST(CudaForwardGraph, DrawRowsLeftToTheHostEqualTheHostDraw) {
   SKIP_WITHOUT_DEVICE();
   ModelConfig c = llama_bf16();

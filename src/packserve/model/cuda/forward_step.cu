@@ -76,6 +76,15 @@ const char* step_op_name(StepOp op) {
   return "?";
 }
 
+Status CudaForwardBackend::Impl::linear(const uint16_t* x_in, int64_t R, const cuda::Matrix& w,
+                                        void* y, DType y_dtype, bool accumulate) {
+  const auto rows = static_cast<int64_t>(w.rows), cols = static_cast<int64_t>(w.cols);
+  if (w.fp8 == nullptr) return gemm->linear(x_in, R, cols, w.bf16, rows, y, y_dtype, accumulate);
+  PS_RETURN_IF_ERROR(cuda::quantize_rows_fp8(x_in, static_cast<int>(R), static_cast<int>(cols), xq,
+                                             xq_scale, stream));
+  return gemm->linear_fp8(xq, xq_scale, R, cols, w.fp8, w.scale, rows, y, y_dtype, accumulate);
+}
+
 Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const MetaLayout& m,
                                                      cuda::OpTimeline* timeline) {
   const ModelConfig& c = config;
@@ -121,7 +130,7 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     PS_RETURN_IF_ERROR(
         cuda::rmsnorm(x, nullptr, R, static_cast<int>(H), w.input_norm, eps, h, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kInputNorm));
-    PS_RETURN_IF_ERROR(gemm->linear(h, R, H, w.qkv_w, Q + 2 * KV, qkv, DType::kF32));
+    PS_RETURN_IF_ERROR(linear(h, R, w.qkv, qkv, DType::kF32));
     PS_RETURN_IF_ERROR(mark(StepOp::kQkvGemm));
     ep.bias = w.qkv_b;
     ep.q_norm = w.q_norm;
@@ -136,19 +145,17 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     PS_RETURN_IF_ERROR(mark(StepOp::kAttention));
     // Tensor parallelism: rank 0 adds its partial product to the residual, the others write
     // theirs alone, and the all-reduce sums them into every rank's x.
-    PS_RETURN_IF_ERROR(
-        gemm->linear(attn, R, Q, w.o_w, H, x, DType::kF32, /*accumulate=*/tp_rank == 0));
+    PS_RETURN_IF_ERROR(linear(attn, R, w.o, x, DType::kF32, /*accumulate=*/tp_rank == 0));
     if (tp != nullptr) PS_RETURN_IF_ERROR(tp->all_reduce_sum(tp_rank, x, R * H, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kOGemm));
     PS_RETURN_IF_ERROR(
         cuda::rmsnorm(x, nullptr, R, static_cast<int>(H), w.post_norm, eps, h, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kPostNorm));
-    PS_RETURN_IF_ERROR(gemm->linear(h, R, H, w.gate_up_w, 2 * I, gate_up, DType::kBF16));
+    PS_RETURN_IF_ERROR(linear(h, R, w.gate_up, gate_up, DType::kBF16));
     PS_RETURN_IF_ERROR(mark(StepOp::kGateUpGemm));
     PS_RETURN_IF_ERROR(cuda::silu_mul(gate_up, R, static_cast<int>(I), act, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kSiluMul));
-    PS_RETURN_IF_ERROR(
-        gemm->linear(act, R, I, w.down_w, H, x, DType::kF32, /*accumulate=*/tp_rank == 0));
+    PS_RETURN_IF_ERROR(linear(act, R, w.down, x, DType::kF32, /*accumulate=*/tp_rank == 0));
     if (tp != nullptr) PS_RETURN_IF_ERROR(tp->all_reduce_sum(tp_rank, x, R * H, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kDownGemm));
   }

@@ -103,9 +103,9 @@ int64_t Gemm::tune_bucket(int64_t rows) {
 }
 
 bool Gemm::take_bucket_algo(const Key& key, Plan& plan) const {
-  const auto [rows, in, out, y_dtype] = key;
+  const auto [rows, in, out, y_dtype, fp8] = key;
   // A bucket's own row count is cached under the bucket's key; timed, it is the bucket's plan.
-  const auto it = plans_.find(Key{tune_bucket(rows), in, out, y_dtype});
+  const auto it = plans_.find(Key{tune_bucket(rows), in, out, y_dtype, fp8});
   if (it == plans_.end() || !it->second->tuned) return false;
   cublasLtMatmulHeuristicResult_t check{};
   if (cublasLtMatmulAlgoCheck(lt_handle(lt_), plan.op, plan.a, plan.b, plan.c, plan.c,
@@ -119,9 +119,10 @@ bool Gemm::take_bucket_algo(const Key& key, Plan& plan) const {
 }
 
 Result<std::unique_ptr<Gemm::Plan>> Gemm::make_plan(const Key& key, Heuristic& h) const {
-  const auto [rows, in, out, y_dtype] = key;
+  const auto [rows, in, out, y_dtype, fp8] = key;
   const cudaDataType_t y_type =
       static_cast<DType>(y_dtype) == DType::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+  const cudaDataType_t in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   auto plan = std::make_unique<Plan>();
   PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -129,8 +130,15 @@ Result<std::unique_ptr<Gemm::Plan>> Gemm::make_plan(const Key& key, Heuristic& h
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   PS_LT_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, in, out, in));
-  PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, in, rows, in));
+  if (fp8) {  // A = w: a scale per output channel (M); B = x: a scale per row (N)
+    const cublasLtMatmulMatrixScale_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec));
+    PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+        plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec));
+  }
+  PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, in_type, in, out, in));
+  PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, in_type, in, rows, in));
   PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, y_type, out, rows, out));
   cublasLtMatmulPreference_t pref = nullptr;
   PS_LT_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
@@ -143,9 +151,12 @@ Result<std::unique_ptr<Gemm::Plan>> Gemm::make_plan(const Key& key, Heuristic& h
   }
   (void)cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || h.num_found < 1) {
-    return internal_error("cublasLtMatmulAlgoGetHeuristic [" + std::to_string(rows) + " x " +
-                          std::to_string(in) + "] x [" + std::to_string(out) + " x " +
-                          std::to_string(in) + "]^T found no algorithm: " + cublasGetStatusName(s));
+    const std::string what = std::string("cublasLtMatmulAlgoGetHeuristic") +
+                             (fp8 ? " (float8 e4m3, outer-vector scales)" : "") + " [" +
+                             std::to_string(rows) + " x " + std::to_string(in) + "] x [" +
+                             std::to_string(out) + " x " + std::to_string(in) +
+                             "]^T found no algorithm: " + cublasGetStatusName(s);
+    return fp8 ? unimplemented(what) : internal_error(what);
   }
   plan->algo = h.found[0].algo;
   return Result<std::unique_ptr<Plan>>(std::move(plan));
@@ -153,7 +164,7 @@ Result<std::unique_ptr<Gemm::Plan>> Gemm::make_plan(const Key& key, Heuristic& h
 
 Status Gemm::tune_bucket_top(const Key& bucket_key, const uint16_t* x, int64_t x_rows,
                              const uint16_t* w) {
-  const auto [rows, in, out, y_dtype] = bucket_key;
+  const auto [rows, in, out, y_dtype, fp8] = bucket_key;
   const size_t row_bytes = static_cast<size_t>(in) * 2;
   const size_t x_bytes = static_cast<size_t>(rows) * row_bytes;
   const size_t y_bytes = static_cast<size_t>(rows) * static_cast<size_t>(out) *
@@ -179,11 +190,11 @@ Status Gemm::tune_bucket_top(const Key& bucket_key, const uint16_t* x, int64_t x
 Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, const uint16_t* w,
                                          void* y, bool accumulate) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
-  const auto [rows, in, out, y_dtype] = key;
+  const auto [rows, in, out, y_dtype, fp8] = key;
   Heuristic h;
   PS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, make_plan(key, h));
-  const bool timed = tuning_ != GemmTuning::kHeuristic && rows <= kMaxTunedRows;
-  const Key bucket_key{tune_bucket(rows), in, out, y_dtype};
+  const bool timed = tuning_ != GemmTuning::kHeuristic && rows <= kMaxTunedRows && !fp8;
+  const Key bucket_key{tune_bucket(rows), in, out, y_dtype, fp8};
   const bool by_bucket = timed && tuning_ == GemmTuning::kPerBucket;
   const auto cache = [&] {
     const Plan* p = plan.get();
@@ -303,9 +314,8 @@ Status Gemm::time_candidates(Plan& plan, const Heuristic& h, int64_t rows, int64
   return ok_status();
 }
 
-Status Gemm::linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w, int64_t out,
-                    void* y, DType y_dtype, bool accumulate) {
-  if (rows == 0) return ok_status();
+Status Gemm::check_call(const void* x, int64_t rows, int64_t in, const void* w, int64_t out,
+                        const void* y, DType y_dtype, bool accumulate) const {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   if (rows < 0 || rows > kMax || in < 1 || in > kMax || out < 1 || out > kMax) {
     return invalid_argument("gemm: rows = " + std::to_string(rows) +
@@ -322,19 +332,59 @@ Status Gemm::linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t*
     return invalid_argument("gemm: accumulate needs an f32 y");
   }
   if (lt_ == nullptr) return failed_precondition("gemm: used after move");
-  PS_ASSIGN_OR_RETURN(const Plan* plan,
-                      plan_for(Key{rows, in, out, static_cast<int>(y_dtype)}, x, w, y, accumulate));
+  return ok_status();
+}
+
+Status Gemm::matmul(const Plan& plan, const void* x, int64_t rows, int64_t in, const void* w,
+                    int64_t out, void* y, bool accumulate) {
   const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
   const cublasStatus_t s =
-      cublasLtMatmul(lt_handle(lt_), plan->op, &alpha, w, plan->a, x, plan->b, &beta, y, plan->c, y,
-                     plan->c, &plan->algo, workspace_, kWorkspaceBytes, stream_);
+      cublasLtMatmul(lt_handle(lt_), plan.op, &alpha, w, plan.a, x, plan.b, &beta, y, plan.c, y,
+                     plan.c, &plan.algo, workspace_, kWorkspaceBytes, stream_);
   if (s != CUBLAS_STATUS_SUCCESS) {
     return internal_error("cublasLtMatmul [" + std::to_string(rows) + " x " + std::to_string(in) +
                           "] x [" + std::to_string(out) + " x " + std::to_string(in) +
                           "]^T failed: " + cublasGetStatusName(s));
   }
   return ok_status();
+}
+
+Status Gemm::linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w, int64_t out,
+                    void* y, DType y_dtype, bool accumulate) {
+  if (rows == 0) return ok_status();
+  PS_RETURN_IF_ERROR(check_call(x, rows, in, w, out, y, y_dtype, accumulate));
+  PS_ASSIGN_OR_RETURN(
+      const Plan* plan,
+      plan_for(Key{rows, in, out, static_cast<int>(y_dtype), false}, x, w, y, accumulate));
+  return matmul(*plan, x, rows, in, w, out, y, accumulate);
+}
+
+Status Gemm::linear_fp8(const uint8_t* xq, const float* x_scale, int64_t rows, int64_t in,
+                        const uint8_t* wq, const float* w_scale, int64_t out, void* y,
+                        DType y_dtype, bool accumulate) {
+  if (rows == 0) return ok_status();
+  PS_RETURN_IF_ERROR(check_call(xq, rows, in, wq, out, y, y_dtype, accumulate));
+  if (x_scale == nullptr || w_scale == nullptr) {
+    return invalid_argument("gemm: x_scale and w_scale must be device pointers, got null");
+  }
+  if (in % 16 != 0) {
+    return invalid_argument("gemm: in = " + std::to_string(in) +
+                            ": float8 operands need a multiple of 16");
+  }
+  const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
+  if (misaligned(xq) || misaligned(wq) || misaligned(y)) {
+    return invalid_argument("gemm: float8 x, w and y must be 16-byte aligned");
+  }
+  PS_ASSIGN_OR_RETURN(const Plan* plan,
+                      plan_for(Key{rows, in, out, static_cast<int>(y_dtype), true}, nullptr,
+                               nullptr, y, accumulate));
+  // The scales are per call (each layer has its own w_scale); a captured graph keeps them.
+  PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale));
+  PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale));
+  return matmul(*plan, xq, rows, in, wq, out, y, accumulate);
 }
 
 }  // namespace packserve::model::cuda

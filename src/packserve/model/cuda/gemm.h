@@ -3,6 +3,11 @@
 //   y [rows, out] = x [rows, in] * w^T        (w [out, in] row-major, x bf16)
 //   y (f32 only) += x * w^T with accumulate   (the residual add fused into the GEMM, beta = 1)
 // y is bf16 (rounded once) or f32. No CUDA header (STYLE.md §1).
+// linear_fp8 is the same product on float8 e4m3 operands with one f32 scale per row of x and
+// one per row of w (per token, per output channel; cuBLASLt's outer-vector scaling):
+//   y[r, o] = x_scale[r] * w_scale[o] * sum_k xq[r, k] wq[o, k]      (f32 accumulate)
+// (--quantization fp8: ops.h quantize_rows_fp8 makes both operands). Its algorithm is always
+// the heuristic's first pick (no timing).
 //
 // Algorithm per shape (rows, in, out, y dtype), chosen once and cached (GemmTuning):
 //   * kPerShape and rows <= kMaxTunedRows (decode-sized): the first eager call of the shape
@@ -78,6 +83,13 @@ class Gemm {
   // accumulate into bf16; kInternal naming the cuBLASLt status. rows == 0 is a no-op.
   Status linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w, int64_t out,
                 void* y, DType y_dtype, bool accumulate = false);
+  // As linear, on e4m3 bytes xq [rows, in] and wq [out, in] with x_scale [rows] and w_scale
+  // [out] (device f32). Also kInvalidArgument when in is not a multiple of 16 (cuBLASLt's
+  // float8 rule) or a pointer is not 16-byte aligned; kUnimplemented when cuBLASLt has no
+  // algorithm for it (a device before sm_89, or a cuBLASLt without outer-vector scales).
+  Status linear_fp8(const uint8_t* xq, const float* x_scale, int64_t rows, int64_t in,
+                    const uint8_t* wq, const float* w_scale, int64_t out, void* y, DType y_dtype,
+                    bool accumulate = false);
 
   // Shapes with a cached algorithm, how many of them were chosen by timing, and how many took
   // the algorithm timed for another shape of their tuning bucket.
@@ -88,7 +100,7 @@ class Gemm {
   struct Plan;  // cuBLASLt descriptors + chosen algorithm of one shape (gemm.cu)
 
  private:
-  using Key = std::tuple<int64_t, int64_t, int64_t, int>;  // rows, in, out, y dtype
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;  // rows, in, out, y dtype, fp8
   Gemm() = default;
   void release();
   struct Heuristic;  // cuBLASLt's picks for a shape (gemm.cu)
@@ -107,6 +119,12 @@ class Gemm {
                          bool f32_out);
   Result<const Plan*> plan_for(const Key& key, const uint16_t* x, const uint16_t* w, void* y,
                                bool accumulate);
+  // Checks the sizes, pointers and dtype of a linear call (kInvalidArgument naming them).
+  Status check_call(const void* x, int64_t rows, int64_t in, const void* w, int64_t out,
+                    const void* y, DType y_dtype, bool accumulate) const;
+  // cublasLtMatmul of plan on the stream (kInternal naming the shape when it fails).
+  Status matmul(const Plan& plan, const void* x, int64_t rows, int64_t in, const void* w,
+                int64_t out, void* y, bool accumulate);
 
   void* lt_ = nullptr;  // cublasLtHandle_t
   attention::cuda::StreamHandle stream_ = nullptr;

@@ -2,6 +2,7 @@
 // grid-stride loops for the element-wise ones. Reductions: per-thread f32 partial sums, warp
 // shuffles, then one value per warp through shared memory (fixed order: deterministic).
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math_constants.h>
 
@@ -236,6 +237,27 @@ __global__ void fill_random_kernel(void* out, size_t n, bool bf16, uint64_t seed
     } else {
       static_cast<float*>(out)[i] = v;
     }
+  }
+}
+
+// One CTA per row (quantize_rows_fp8, ops.h): the row's largest magnitude by a block maximum,
+// then each element divided by the row's scale and rounded to e4m3 (nearest even, saturated).
+__global__ void quantize_rows_fp8_kernel(const uint16_t* x, int cols, uint8_t* xq, float* scale) {
+  __shared__ float warp_max[kRowThreads / 32];
+  const size_t r = blockIdx.x;
+  const uint16_t* xr = x + r * cols;
+  float m = 0.0f;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, fabsf(load_bf16(xr, j)));
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  __syncthreads();
+  m = warp_max[0];
+  for (int w = 1; w < kRowThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+  const float s = m > 0.0f ? m / kFp8E4m3Max : 1.0f;
+  if (threadIdx.x == 0) scale[r] = s;
+  uint8_t* qr = xq + r * cols;
+  for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+    qr[j] = __nv_cvt_float_to_fp8(load_bf16(xr, j) / s, __NV_SATFINITE, __NV_E4M3);
   }
 }
 
@@ -1123,6 +1145,15 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
     silu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate_up, rows, inner, y);
   }
   return launched("silu_mul");
+}
+
+Status quantize_rows_fp8(const uint16_t* x, int rows, int cols, uint8_t* xq, float* scale,
+                         StreamHandle stream) {
+  if (rows == 0) return ok_status();
+  PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
+  PS_RETURN_IF_ERROR(check_positive(cols, "cols"));
+  quantize_rows_fp8_kernel<<<rows, kRowThreads, 0, stream>>>(x, cols, xq, scale);
+  return launched("quantize_rows_fp8");
 }
 
 Status add_f32(float* y, const float* x, size_t n, StreamHandle stream) {

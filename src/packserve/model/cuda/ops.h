@@ -38,6 +38,10 @@
 //                  out_top[r, 0..min(tops[r], vocab)) = its top (common/sample_draw.h: the
 //                  host's ids; logprobs as sample_rows', within a float ulp or two); rows
 //                  whose maximum is infinite too. One CTA per row; vocab <= 2^20
+//   quantize_rows_fp8: scale[r] = max_j |x[r, j]| / kFp8E4m3Max (1 for a zero row),
+//                  xq[r, j] = e4m3(x[r, j] / scale[r]) (f32 division, round to nearest even,
+//                  saturated to +-448): x ~ scale[r] * xq[r, :]. One CTA per row; the
+//                  activations and the weights of --quantization fp8 (gemm.h linear_fp8)
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
@@ -95,6 +99,12 @@ Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, 
                     double attention_factor, float* cos_sin, StreamHandle stream);
 
 Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, StreamHandle stream);
+
+// The largest finite float8 e4m3 value.
+inline constexpr float kFp8E4m3Max = 448.0f;
+// x: [rows, cols] bf16; xq: [rows, cols] e4m3 bytes; scale: [rows] f32 (see the formula above).
+Status quantize_rows_fp8(const uint16_t* x, int rows, int cols, uint8_t* xq, float* scale,
+                         StreamHandle stream);
 
 // y[i] += x[i] for i < n (f32; TpGroup's one-device all-reduce).
 Status add_f32(float* y, const float* x, size_t n, StreamHandle stream);

@@ -3,6 +3,7 @@
 // an f32 value (relative 2^-9) plus f32 arithmetic, so |gpu - ref| <= 1e-5 + 2^-7 |ref|; f32
 // outputs (embed_gather exact, GEMM into f32: sums of <= 512 products) 1e-4 of max |ref|.
 // Every test skips without a CUDA device.
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -332,6 +333,133 @@ TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
     EXPECT_EQ(g.value().linear(nullptr, 1, 1, nullptr, 1, nullptr, DType::kF32).code(),
               StatusCode::kInvalidArgument);
   }
+}
+
+// e4m3 bits to their value (host, through cuda_fp8.h's own conversion).
+double fp8_value(uint8_t q) {
+  __nv_fp8_e4m3 v;
+  v.__x = q;
+  return static_cast<double>(static_cast<float>(v));
+}
+
+// quantize_rows_fp8 against the host: each row's scale is max |x| / 448 (1 for a zero row) and
+// each byte the host's e4m3 rounding (cuda_fp8.h, nearest even, saturated) of x / scale, bit
+// for bit; a row's largest element lands on +-448. Rows of 1, 1000 and 4096 columns (one
+// element per thread, strided loops), large and tiny magnitudes.
+TEST(ModelCudaOps, QuantizeRowsFp8MatchesTheHostRounding) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(71);
+  for (const int cols : {1, 1000, 4096}) {
+    const int rows = 5;
+    std::vector<uint16_t> x = random_bf16(static_cast<size_t>(rows) * cols, rng);
+    for (int j = 0; j < cols; ++j) {
+      x[static_cast<size_t>(cols) + j] = float_to_bf16(0.0f);  // row 1: zeros
+      x[2 * static_cast<size_t>(cols) + j] = float_to_bf16(bf16_to_float(x[2 * cols + j]) * 3e4f);
+      x[3 * static_cast<size_t>(cols) + j] = float_to_bf16(bf16_to_float(x[3 * cols + j]) * 1e-6f);
+    }
+    auto* dx = to_device(x);
+    uint8_t* dq = nullptr;
+    float* ds = nullptr;
+    ASSERT_EQ(cudaMalloc(&dq, x.size()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&ds, rows * sizeof(float)), cudaSuccess);
+    ASSERT_TRUE(quantize_rows_fp8(dx, rows, cols, dq, ds, nullptr).ok());
+    const auto q = to_host(dq, x.size());
+    const auto sc = to_host(ds, rows);
+    for (int r = 0; r < rows; ++r) {
+      float m = 0.0f;
+      for (int j = 0; j < cols; ++j) m = std::max(m, std::fabs(bf16_to_float(x[r * cols + j])));
+      const float want_s = m > 0.0f ? m / kFp8E4m3Max : 1.0f;
+      ASSERT_EQ(sc[r], want_s) << "cols " << cols << " row " << r;
+      double largest = 0;
+      for (int j = 0; j < cols; ++j) {
+        const float v = bf16_to_float(x[r * cols + j]) / want_s;
+        const uint8_t want = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+        ASSERT_EQ(q[r * cols + j], want) << "cols " << cols << " row " << r << " col " << j;
+        largest = std::max(largest, std::abs(fp8_value(want)));
+      }
+      EXPECT_EQ(largest, r == 1 ? 0.0 : 448.0) << "cols " << cols << " row " << r;
+    }
+    cudaFree(dx), cudaFree(dq), cudaFree(ds);
+  }
+  EXPECT_EQ(quantize_rows_fp8(nullptr, 2, 0, nullptr, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// linear_fp8 against float64 on the same e4m3 values and scales: y = x_scale[r] w_scale[o]
+// sum_k xq wq, into bf16 and accumulated into f32 (tolerances below). Random finite e4m3 bytes (no
+// NaN pattern), scales spread over 2^-8..2^8 so that a scale applied to the wrong side or index
+// shows; row counts 1..600 (decode to prefill). Bad calls: in not a multiple of 16, a pointer off
+// 16-byte alignment, a null scale.
+TEST(ModelCudaOps, GemmLinearFp8MatchesFloat64) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(9);
+  auto g = Gemm::create(nullptr, GemmTuning::kPerBucket);  // fp8 is never timed
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const auto random_fp8 = [&](size_t n) {
+    std::vector<uint8_t> v(n);
+    for (uint8_t& b : v) {
+      do {
+        b = static_cast<uint8_t>(rng.uniform_int(0, 255));
+      } while ((b & 0x7f) == 0x7f);  // e4m3's NaN
+    }
+    return v;
+  };
+  const auto random_scales = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& s : v)
+      s = std::ldexp(1.0f + static_cast<float>(rng.uniform()),
+                     static_cast<int>(rng.uniform_int(-8, 8)));
+    return v;
+  };
+  for (const int rows : {1, 7, 64, 600}) {
+    const int in = 256, out = 208;
+    const auto xq = random_fp8(static_cast<size_t>(rows) * in), wq = random_fp8(size_t{out} * in);
+    const auto xs = random_scales(rows), ws = random_scales(out);
+    auto y0 = random_f32(static_cast<size_t>(rows) * out, rng, 0.0, 1.0);
+    auto* dxq = to_device(xq);
+    auto* dwq = to_device(wq);
+    auto* dxs = to_device(xs);
+    auto* dws = to_device(ws);
+    auto* dyf = to_device(y0);
+    uint16_t* dyb = nullptr;
+    ASSERT_EQ(cudaMalloc(&dyb, static_cast<size_t>(rows) * out * 2), cudaSuccess);
+    Status st = g.value().linear_fp8(dxq, dxs, rows, in, dwq, dws, out, dyb, DType::kBF16);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    st = g.value().linear_fp8(dxq, dxs, rows, in, dwq, dws, out, dyf, DType::kF32, true);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    std::vector<double> ref(static_cast<size_t>(rows) * out);
+    double max_ref = 0;
+    for (int r = 0; r < rows; ++r) {
+      for (int o = 0; o < out; ++o) {
+        double sum = 0;
+        for (int i = 0; i < in; ++i) sum += fp8_value(xq[r * in + i]) * fp8_value(wq[o * in + i]);
+        ref[r * out + o] = sum * xs[r] * ws[o];
+        max_ref = std::max(max_ref, std::abs(ref[r * out + o] + y0[r * out + o]));
+      }
+    }
+    // Hopper's float8 products accumulate with fewer bits between promotions to f32 than
+    // bf16 ones: 1e-3 of max |ref| (against 1e-4), plus a bf16 rounding for the bf16 y.
+    const auto yb = to_host(dyb, ref.size());
+    const auto yf = to_host(dyf, ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_NEAR(bf16_to_float(yb[i]), ref[i], std::ldexp(std::abs(ref[i]), -8) + 1e-3 * max_ref)
+          << "gemm fp8 -> bf16 " << i << ", rows " << rows;
+      ASSERT_NEAR(yf[i], ref[i] + y0[i], 1e-3 * max_ref)
+          << "gemm fp8 f32 accumulate " << i << ", rows " << rows;
+    }
+    if (rows == 7) {
+      EXPECT_EQ(g.value().linear_fp8(dxq, dxs, rows, 200, dwq, dws, out, dyb, DType::kBF16).code(),
+                StatusCode::kInvalidArgument);  // in % 16 != 0
+      EXPECT_EQ(
+          g.value().linear_fp8(dxq + 8, dxs, rows, 240, dwq, dws, out, dyb, DType::kBF16).code(),
+          StatusCode::kInvalidArgument);  // x off 16-byte alignment
+      EXPECT_EQ(
+          g.value().linear_fp8(dxq, nullptr, rows, in, dwq, dws, out, dyb, DType::kBF16).code(),
+          StatusCode::kInvalidArgument);
+    }
+    cudaFree(dxq), cudaFree(dwq), cudaFree(dxs), cudaFree(dws), cudaFree(dyf), cudaFree(dyb);
+  }
+  EXPECT_EQ(g.value().num_tuned_shapes(), 0);
 }
 
 // argmax_rows equals argmax_lowest (common/argmax.h) on every row: random rows (vocab a

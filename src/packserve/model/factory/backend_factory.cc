@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "packserve/attention/plan_buffer.h"
 #include "packserve/model/forward_batch.h"
@@ -89,6 +90,7 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
       static_cast<int>(std::min<int64_t>(page_ids, std::numeric_limits<int32_t>::max()));
   cuda_options.plan = o.plan;
   cuda_options.gemm_tuning = o.gemm_tuning;
+  cuda_options.quantization = o.quantization;
   cuda_options.step.max_graph_rows = o.max_graph_rows;
   cuda_options.step.graph_capture_after = o.graph_capture_after;
   auto created = CudaForwardBackend::create(*o.weights, pool, cuda_options);
@@ -119,6 +121,12 @@ Result<BackendKind> parse_backend_kind(std::string_view name) {
   return invalid_argument("backend '" + std::string(name) + "': expected cpu, cuda or auto");
 }
 
+Result<WeightQuantization> parse_weight_quantization(std::string_view name) {
+  if (name == "none") return WeightQuantization::kNone;
+  if (name == "fp8") return WeightQuantization::kFp8;
+  return invalid_argument("quantization '" + std::string(name) + "': expected none or fp8");
+}
+
 Result<GemmTuning> parse_gemm_tuning(std::string_view name) {
   if (name == "bucket") return GemmTuning::kPerBucket;
   if (name == "shape") return GemmTuning::kPerShape;
@@ -143,25 +151,35 @@ bool cuda_device_available() {
 #endif
 }
 
-size_t gpu_non_kv_bytes(const ModelConfig& c, int32_t max_batch_rows, int32_t max_sampling_rows) {
+size_t gpu_non_kv_bytes(const ModelConfig& c, int32_t max_batch_rows, int32_t max_sampling_rows,
+                        WeightQuantization quantization) {
+  const bool fp8 = quantization == WeightQuantization::kFp8;
   const size_t H = static_cast<size_t>(c.hidden_size), I = static_cast<size_t>(c.intermediate_size),
                V = static_cast<size_t>(c.vocab_size), Q = static_cast<size_t>(c.q_size()),
                KV = static_cast<size_t>(c.kv_size()), D = static_cast<size_t>(c.head_dim),
                L = static_cast<size_t>(c.num_layers);
-  // As CudaForwardBackend lays them out (forward_cuda.cu setup): matrices aligned to 128
-  // elements, vectors to 64.
-  size_t mat = align_up(V * H, 128) * (c.tie_word_embeddings ? 1 : 2);
+  // As CudaForwardBackend lays them out (forward_cuda.cu setup): bf16 matrices aligned to 128
+  // elements, e4m3 ones to 256 bytes, vectors to 64 elements.
+  size_t mat = align_up(V * H, 128) * (c.tie_word_embeddings ? 1 : 2), mat8 = 0;
   size_t vec = align_up(H, 64);
+  const std::pair<size_t, size_t> matrices[] = {{Q + 2 * KV, H}, {H, Q}, {2 * I, H}, {H, I}};
   for (size_t l = 0; l < L; ++l) {
-    mat += align_up((Q + 2 * KV) * H, 128) + align_up(H * Q, 128) + align_up(2 * I * H, 128) +
-           align_up(H * I, 128);
+    for (const auto& [rows, cols] : matrices) {
+      if (fp8) {
+        mat8 += align_up(rows * cols, 256);
+        vec += align_up(rows, 64);
+      } else {
+        mat += align_up(rows * cols, 128);
+      }
+    }
     vec += 2 * align_up(H, 64) + (c.qkv_bias ? align_up(Q + 2 * KV, 64) : 0) +
            (c.qk_norm ? 2 * align_up(D, 64) : 0);
   }
   const size_t R = static_cast<size_t>(std::max(max_batch_rows, 1));
-  const size_t activations = R * (H * 4 + (Q + 2 * KV) * 4 + H * 2 + 2 * Q * 2 + 2 * I * 2 + I * 2);
+  size_t activations = R * (H * 4 + (Q + 2 * KV) * 4 + H * 2 + 2 * Q * 2 + 2 * I * 2 + I * 2);
+  if (fp8) activations += R * (std::max({H, Q, I}) + 4);
   const size_t logits = static_cast<size_t>(std::max(max_sampling_rows, kGpuMinLogitsRows)) * V * 4;
-  return mat * 2 + vec * 4 + activations + logits + kGpuFixedReserveBytes;
+  return mat * 2 + mat8 + vec * 4 + activations + logits + kGpuFixedReserveBytes;
 }
 
 size_t gpu_kv_page_bytes(const ModelConfig& c, int32_t page_size) {
@@ -193,7 +211,8 @@ Result<GpuKvSizing> gpu_kv_pages_for_memory(const ModelConfig& config, size_t fr
   }
   const double share = u * static_cast<double>(total_bytes);
   const double used = static_cast<double>(total_bytes - free_bytes);
-  const size_t non_kv = gpu_non_kv_bytes(config, o.max_batch_rows, o.max_sampling_rows);
+  const size_t non_kv =
+      gpu_non_kv_bytes(config, o.max_batch_rows, o.max_sampling_rows, o.quantization);
   const double budget = std::floor(share - used - static_cast<double>(non_kv));
   const size_t page_bytes =
       gpu_kv_page_bytes(config, o.page_size) + gpu_page_workspace_bytes(config);
@@ -223,6 +242,11 @@ Result<CreatedBackend> make_forward_backend(const BackendOptions& options) {
   BackendKind kind = options.kind;
   if (kind == BackendKind::kAuto) {
     kind = cuda_device_available() ? BackendKind::kCuda : BackendKind::kCpu;
+  }
+  if (kind == BackendKind::kCpu && options.quantization != WeightQuantization::kNone) {
+    return invalid_argument(
+        "--quantization fp8: needs --backend cuda (the cpu backend computes in f32 from the "
+        "checkpoint's values)");
   }
   if (kind == BackendKind::kCpu && options.tensor_parallel != 1) {
     return invalid_argument("--tensor-parallel-size = " + str(options.tensor_parallel) +

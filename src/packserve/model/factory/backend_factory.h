@@ -29,6 +29,7 @@
 #include "packserve/model/config.h"
 #include "packserve/model/forward.h"
 #include "packserve/model/gemm_tuning.h"
+#include "packserve/model/weight_quantization.h"
 #include "packserve/model/weights.h"
 
 namespace packserve::model {
@@ -39,6 +40,8 @@ enum class BackendKind { kCpu, kCuda, kAuto };
 Result<BackendKind> parse_backend_kind(std::string_view name);
 // "heuristic" | "bucket" | "shape" (gemm_tuning.h); kInvalidArgument naming the choices.
 Result<GemmTuning> parse_gemm_tuning(std::string_view name);
+// "none" | "fp8" (weight_quantization.h); kInvalidArgument naming the choices.
+Result<WeightQuantization> parse_weight_quantization(std::string_view name);
 
 struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
@@ -56,6 +59,9 @@ struct BackendOptions {
   int tensor_parallel = 1;
   double gpu_memory_utilization = 0.9;  // in (0, 1]: share of total device memory to use
   GemmTuning gemm_tuning = GemmTuning::kHeuristic;
+  // The layers' matrices in bf16 or float8 (CudaForwardOptions::quantization); kFp8 with the
+  // cpu backend is kInvalidArgument.
+  WeightQuantization quantization = WeightQuantization::kNone;
   int max_graph_rows = 512;     // CudaStepOptions::max_graph_rows (0: no CUDA graphs)
   int graph_capture_after = 1;  // CudaStepOptions::graph_capture_after (>= 1)
   // Query rows of the largest step (the engine's max_num_batched_tokens, at least its
@@ -85,15 +91,17 @@ Result<CreatedBackend> make_forward_backend(const BackendOptions& options);
 // --- GPU KV sizing, a pure function (tested on the CPU) ---------------------------------
 
 // Device bytes the CUDA backend will take for a model, besides the KV pool: bf16 matrices
-// (embedding, untied LM head, per layer qkv, o, gate_up, down), f32 vectors (norms, biases),
-// activations of max_batch_rows, logits of max(max_sampling_rows, kGpuMinLogitsRows) rows,
-// plus a fixed reserve for the attention workspace, cuBLAS and allocator slack
-// (kGpuFixedReserveBytes).
+// (embedding, untied LM head, per layer qkv, o, gate_up, down; with kFp8 the layers' in e4m3
+// bytes and an f32 scale per row), f32 vectors (norms, biases), activations of max_batch_rows
+// (with kFp8 also a quantized GEMM input and its row scales), logits of max(max_sampling_rows,
+// kGpuMinLogitsRows) rows, plus a fixed reserve for the attention workspace, cuBLAS, the
+// float8 staging of the weight upload and allocator slack (kGpuFixedReserveBytes).
 inline constexpr size_t kGpuFixedReserveBytes = size_t{1} << 30;  // 1 GiB
 // CudaForwardBackend::kMinLogitsRows: its logits buffer holds at least this many rows.
 inline constexpr int32_t kGpuMinLogitsRows = 64;
 size_t gpu_non_kv_bytes(const ModelConfig& config, int32_t max_batch_rows,
-                        int32_t max_sampling_rows);
+                        int32_t max_sampling_rows,
+                        WeightQuantization quantization = WeightQuantization::kNone);
 // Bytes of one KV page on the GPU: k and v, every layer, bf16.
 size_t gpu_kv_page_bytes(const ModelConfig& config, int32_t page_size);
 // Bytes of the attention workspace that grow with the pool, per page: the backend plans for two

@@ -33,6 +33,10 @@ TEST(BackendFactory, ParsesKinds) {
   EXPECT_NE(bad_tuning.status().message().find("expected bucket, shape or heuristic"),
             std::string::npos)
       << bad_tuning.status().to_string();
+  EXPECT_EQ(*parse_weight_quantization("none"), WeightQuantization::kNone);
+  EXPECT_EQ(*parse_weight_quantization("fp8"), WeightQuantization::kFp8);
+  EXPECT_EQ(parse_weight_quantization("int4").status().message(),
+            "quantization 'int4': expected none or fp8");
   auto bad = parse_backend_kind("gpu");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
@@ -123,6 +127,11 @@ TEST(BackendFactory, BadOptionsNameTheField) {
   EXPECT_NE(bad_page.status().message().find("page_size"), std::string::npos);
 
   o.page_size = 16;
+  o.quantization = WeightQuantization::kFp8;
+  EXPECT_EQ(make_forward_backend(o).status().message(),
+            "--quantization fp8: needs --backend cuda (the cpu backend computes in f32 from the "
+            "checkpoint's values)");
+  o.quantization = WeightQuantization::kNone;
   o.tensor_parallel = 2;
   auto cpu_tp = make_forward_backend(o);
   EXPECT_EQ(cpu_tp.status().code(), StatusCode::kInvalidArgument);
@@ -166,6 +175,18 @@ TEST(BackendFactory, NonKvBytesCountEveryWeightOnce) {
     EXPECT_EQ(gpu_non_kv_bytes(c, 3, 2), rest + 64 * 384 * 4);
     EXPECT_EQ(gpu_non_kv_bytes(c, 3, 64), rest + 64 * 384 * 4);
     EXPECT_EQ(gpu_non_kv_bytes(c, 3, 100), rest + 100 * 384 * 4);
+    // fp8: the layers' matrices a byte per weight (256-byte aligned: these sizes are) plus an
+    // f32 scale per row (64-element aligned), and a quantized GEMM input with its row scales.
+    size_t layer_weights = 0, scales = 0;
+    for (const LayerWeights& l : w.layers) {
+      for (const HostTensor* t :
+           {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj}) {
+        layer_weights += static_cast<size_t>(t->num_elements());
+      }
+      for (const size_t rows : {Q + 2 * KV, H, 2 * I, H}) scales += (rows + 63) / 64 * 64;
+    }
+    EXPECT_EQ(gpu_non_kv_bytes(c, 3, 2, WeightQuantization::kFp8),
+              rest + 64 * 384 * 4 - layer_weights + scales * 4 + R * (std::max({H, Q, I}) + 4));
   }
 }
 
