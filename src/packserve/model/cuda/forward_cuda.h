@@ -1,7 +1,8 @@
 // forward_cuda.h: the CUDA forward backend (issue 4 "Forward and sampling"): bf16 weights
-// uploaded once, cuBLASLt bf16 GEMMs with f32 accumulation (gemm.h), the attention engine's
-// persistent kernels (attention/cuda/run_cuda.h) with ONE plan per step, and the kernels of
-// ops.h. Computes what CpuForwardBackend (forward_cpu.h) computes, in bf16:
+// uploaded once, cuBLASLt bf16 GEMMs with f32 accumulation (gemm.h; or float8 e4m3 layer
+// matrices, CudaForwardOptions::quantization), the attention engine's persistent kernels
+// (attention/cuda/run_cuda.h) with ONE plan per step, and the kernels of ops.h. Computes
+// what CpuForwardBackend (forward_cpu.h) computes, in bf16:
 //   validate (forward_batch.h) -> make_plan -> upload the plan into the Workspace -> page_copies
 //   (device copies) -> upload the step's int32 metadata (one copy) -> embedding gather (f32 x)
 //   and the step's RoPE cos/sin table -> per layer:

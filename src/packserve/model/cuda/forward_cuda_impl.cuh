@@ -5,7 +5,8 @@
 // Device memory owned, all allocated by setup() except the logits (grown on demand):
 //   mat   bf16 matrices: embed, lm_head unless tied, per layer Wqkv [Q + 2 KV, H], Wo [H, Q],
 //         Wgu [2 I, H], Wd [H, I]; each 256-byte aligned
-//   vec   f32 vectors: norms, Qwen2 biases
+//   mat8  WeightQuantization::kFp8: the layers' matrices instead, e4m3 bytes, 256-byte aligned
+//   vec   f32 vectors: norms, Qwen2 biases, the e4m3 matrices' row scales
 //   kv    the pool: layer l's k at 2 l, v at 2 l + 1 (units of [num_pages, page_size, KV] bf16)
 //   scratch  activations for max_batch_rows
 //   meta  the step's int32 metadata (MetaLayout), capacity for max_batch_rows and
