@@ -161,6 +161,17 @@ std::string profile_json(const model::CudaStepProfile& p) {
   return s;
 }
 
+// CudaStepOptions with graphs of up to max_graph_rows rows (0: none), captured at a shape's
+// first step, and per-op events when profile_ops (eager only).
+model::CudaStepOptions step_options(int max_graph_rows, bool profile_ops) {
+  model::CudaStepOptions o;
+  o.max_graph_rows = max_graph_rows;
+  o.max_cuda_graphs = 128;
+  o.graph_capture_after = 1;
+  o.profile_ops = profile_ops;
+  return o;
+}
+
 struct Args {
   bool decode = true, prefill = true, gemms = true, tuning = false, profile = false;
   std::vector<int> batches{1, 32, 128};
@@ -407,16 +418,19 @@ int main(int argc, char** argv) {
                                      {"topp0.9", {1.0f, 0.0f, 0.0, 0.9, 0, 0, 0}},
                                      {"all", {1.0f / 0.7f, 0.0f, 0.0, 0.9, 50, 0, 1}}};
     std::vector<Mode> modes;
-    modes.push_back({"eager", {0, 128, false}, args.cost_alphas[0], model::kOutputLogits});
+    modes.push_back({"eager", step_options(0, false), args.cost_alphas[0], model::kOutputLogits});
     for (double alpha : args.cost_alphas) {
-      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputLogits});
-      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputArgmax});
+      modes.push_back({"graph", step_options(kMaxDecode, false), alpha, model::kOutputLogits});
+      modes.push_back({"graph", step_options(kMaxDecode, false), alpha, model::kOutputArgmax});
       for (int d = 0; d < static_cast<int>(draws.size()); ++d) {
-        modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputSample, d});
+        modes.push_back({"graph", step_options(kMaxDecode, false), alpha, model::kOutputSample, d});
       }
-      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputArgmax, -1, true});
-      modes.push_back({"graph", {kMaxDecode, 128, false}, alpha, model::kOutputSample, 0, true});
-      if (args.profile) modes.push_back({"ops", {0, 128, true}, alpha, model::kOutputLogits});
+      modes.push_back(
+          {"graph", step_options(kMaxDecode, false), alpha, model::kOutputArgmax, -1, true});
+      modes.push_back(
+          {"graph", step_options(kMaxDecode, false), alpha, model::kOutputSample, 0, true});
+      if (args.profile)
+        modes.push_back({"ops", step_options(0, true), alpha, model::kOutputLogits});
     }
     for (const Mode& mode : modes) {
       std::fill(b.samples.begin(), b.samples.end(), mode.output);
@@ -461,7 +475,7 @@ int main(int argc, char** argv) {
     b.draws.clear();
     b.mask_index.clear();
     b.masks.clear();
-    die(m.set_step_options({kMaxDecode, 128, false}), "set_step_options");
+    die(m.set_step_options(step_options(kMaxDecode, false)), "set_step_options");
     model::ForwardOutput logits;
     die(m.forward(b, logits), "forward");
     WorkerPool pool(8);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -138,7 +139,7 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
     }
     f.at = mat8_bytes;
     mat8_bytes += align_up(rows * cols, 256);
-    f.scale_at = take_vec(rows);
+    f.scale_at = take_vec(1);
     return f;
   };
   const size_t embed_at = take_mat(V * H);
@@ -164,7 +165,8 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   PS_RETURN_IF_ERROR(vec.alloc(vec_elems * 4, "f32 norm weights, biases and scales"));
   if (fp8) {
     PS_RETURN_IF_ERROR(mat8.alloc(mat8_bytes, "float8 weight matrices"));
-    PS_RETURN_IF_ERROR(stage.alloc(kStageBytes, "the bf16 staging of the float8 matrices"));
+    PS_RETURN_IF_ERROR(stage.alloc(kStageBytes + kStageAmaxRows * sizeof(float),
+                                   "the bf16 staging of the float8 matrices"));
   }
   uint16_t* mb = mat.as<uint16_t>();
   float* vb = vec.as<float>();
@@ -210,7 +212,7 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
                gu_b = align_up(R * 2 * I * 2, 256), act_b = align_up(R * I * 2, 256);
   const size_t rope_b = align_up(R * D * 4, 256);  // [R, D / 2] (cos, sin) f32
   const size_t xq_b = fp8 ? align_up(R * std::max({H, Q, I}), 256) : 0,
-               xs_b = fp8 ? align_up(R * 4, 256) : 0;
+               xs_b = fp8 ? align_up(R * 4 + 4, 256) : 0;  // the rows' maxima, the scale
   PS_RETURN_IF_ERROR(
       scratch.alloc(x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b + rope_b + xq_b + xs_b,
                     "activations of max_batch_rows = " + str(R)));
@@ -227,8 +229,9 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   rope = reinterpret_cast<float*>(s + x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b);
   if (fp8) {
     xq = reinterpret_cast<uint8_t*>(s + x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b + rope_b);
-    xq_scale =
+    xq_amax =
         reinterpret_cast<float*>(s + x_b + qkv_b + h_b + 2 * q_b + gu_b + act_b + rope_b + xq_b);
+    xq_scale = xq_amax + R;
   }
 
   // Metadata at a fixed address (graphs read it): MetaLayout at the largest R = n = S, P.
@@ -289,34 +292,65 @@ Status upload_tensor(const HostTensor& t, void* dst, DType to) {
   return upload_elements(t, 0, static_cast<size_t>(t.num_elements()), dst, to);
 }
 
-// Writes rows [row0, row0 + rows) of matrix w: `fill(first, n, dst)` writes the bf16 values of
-// those rows' elements [first, first + n) (counted from row0's first) at dst. A bf16 matrix is
-// filled in place; an fp8 one through m.stage, as many whole rows at a time as it holds, each
-// batch quantized (quantize_rows_fp8) before the next is filled.
-template <typename Fill>
-Status write_matrix_rows(CudaForwardBackend::Impl& m, const cuda::Matrix& w, size_t row0,
-                         size_t rows, Fill fill) {
-  if (w.fp8 == nullptr) return fill(0, rows * w.cols, w.bf16 + row0 * w.cols);
-  const size_t batch = std::max<size_t>(1, m.stage.bytes() / 2 / w.cols);
-  for (size_t r = 0; r < rows; r += batch) {
-    const size_t n = std::min(batch, rows - r);
-    PS_RETURN_IF_ERROR(fill(r * w.cols, n * w.cols, m.stage.as<uint16_t>()));
-    PS_RETURN_IF_ERROR(cuda::quantize_rows_fp8(
-        m.stage.as<uint16_t>(), static_cast<int>(n), static_cast<int>(w.cols),
-        w.fp8 + (row0 + r) * w.cols, w.scale + row0 + r, m.stream));
-    // The next batch's copy (on the legacy stream) must not overwrite what this one reads.
-    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+// Rows [row0, row0 + rows) of a matrix, whose bf16 values fill(first, n, dst) writes at dst
+// (elements [first, first + n) counted from the part's first); fill must write the same values
+// when called again.
+struct MatrixPart {
+  size_t row0 = 0, rows = 0;
+  std::function<Status(size_t first, size_t n, uint16_t* dst)> fill;
+};
+
+// Writes matrix w from its parts. bf16: in place. fp8: through m.stage, as many whole rows at a
+// time as it holds, in two passes: the matrix's largest magnitude (row_absmax, the maxima to the
+// host), then each batch quantized with the matrix's scale (quantize_fp8).
+Status write_matrix(CudaForwardBackend::Impl& m, const cuda::Matrix& w,
+                    const std::vector<MatrixPart>& parts) {
+  if (w.fp8 == nullptr) {
+    for (const MatrixPart& p : parts) {
+      PS_RETURN_IF_ERROR(p.fill(0, p.rows * w.cols, w.bf16 + p.row0 * w.cols));
+    }
+    return ok_status();
   }
-  return ok_status();
+  const size_t batch = std::clamp<size_t>(CudaForwardBackend::Impl::kStageBytes / 2 / w.cols, 1,
+                                          CudaForwardBackend::Impl::kStageAmaxRows);
+  auto* stage = m.stage.as<uint16_t>();
+  auto* amax_dev =
+      reinterpret_cast<float*>(m.stage.as<std::byte>() + CudaForwardBackend::Impl::kStageBytes);
+  const int cols = static_cast<int>(w.cols);
+  // The copies of fill (on the legacy stream) must not overwrite what the last kernel reads.
+  const auto each_batch = [&](const auto& body) -> Status {
+    for (const MatrixPart& p : parts) {
+      for (size_t r = 0; r < p.rows; r += batch) {
+        const size_t n = std::min(batch, p.rows - r);
+        PS_RETURN_IF_ERROR(p.fill(r * w.cols, n * w.cols, stage));
+        PS_RETURN_IF_ERROR(body(p.row0 + r, static_cast<int>(n)));
+        PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+      }
+    }
+    return ok_status();
+  };
+  float amax = 0.0f;
+  std::vector<float> host(batch);
+  PS_RETURN_IF_ERROR(each_batch([&](size_t, int n) -> Status {
+    PS_RETURN_IF_ERROR(cuda::row_absmax(stage, n, cols, amax_dev, m.stream));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), amax_dev, sizeof(float) * n,
+                                                  cudaMemcpyDeviceToHost, m.stream));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
+    for (int i = 0; i < n; ++i) amax = std::max(amax, host[static_cast<size_t>(i)]);
+    return ok_status();
+  }));
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpy(amax_dev, &amax, sizeof amax, cudaMemcpyHostToDevice));
+  return each_batch([&](size_t row, int n) {
+    return cuda::quantize_fp8(stage, n, cols, amax_dev, 1, w.fp8 + row * w.cols, w.scale, m.stream);
+  });
 }
 
-// Rows [row0, row0 + t's rows) of w from host tensor t ([rows, w.cols]).
-Status upload_matrix_rows(CudaForwardBackend::Impl& m, const HostTensor& t, const cuda::Matrix& w,
-                          size_t row0) {
-  const size_t rows = static_cast<size_t>(t.num_elements()) / w.cols;
-  return write_matrix_rows(m, w, row0, rows, [&](size_t first, size_t n, uint16_t* dst) {
-    return upload_elements(t, first, n, dst, DType::kBF16);
-  });
+// The part of w at row0 from host tensor t ([rows, w.cols]).
+MatrixPart host_part(const HostTensor& t, const cuda::Matrix& w, size_t row0) {
+  return {row0, static_cast<size_t>(t.num_elements()) / w.cols,
+          [&t](size_t first, size_t n, uint16_t* dst) {
+            return upload_elements(t, first, n, dst, DType::kBF16);
+          }};
 }
 
 }  // namespace
@@ -373,13 +407,13 @@ Status upload_weights(CudaForwardBackend::Impl& m, const ModelWeights& weights) 
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     const LayerWeights& w = weights.layers[l];
     const cuda::LayerDev& d = m.layers[l];
-    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.q_proj, d.qkv, 0));
-    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.k_proj, d.qkv, Q));
-    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.v_proj, d.qkv, Q + KV));
-    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.o_proj, d.o, 0));
-    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.gate_proj, d.gate_up, 0));
-    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.up_proj, d.gate_up, I));
-    PS_RETURN_IF_ERROR(upload_matrix_rows(m, w.down_proj, d.down, 0));
+    PS_RETURN_IF_ERROR(write_matrix(m, d.qkv,
+                                    {host_part(w.q_proj, d.qkv, 0), host_part(w.k_proj, d.qkv, Q),
+                                     host_part(w.v_proj, d.qkv, Q + KV)}));
+    PS_RETURN_IF_ERROR(write_matrix(m, d.o, {host_part(w.o_proj, d.o, 0)}));
+    PS_RETURN_IF_ERROR(write_matrix(
+        m, d.gate_up, {host_part(w.gate_proj, d.gate_up, 0), host_part(w.up_proj, d.gate_up, I)}));
+    PS_RETURN_IF_ERROR(write_matrix(m, d.down, {host_part(w.down_proj, d.down, 0)}));
     PS_RETURN_IF_ERROR(upload_tensor(w.input_norm, d.input_norm, kF));
     PS_RETURN_IF_ERROR(upload_tensor(w.post_attention_norm, d.post_norm, kF));
     if (c.qkv_bias) {
@@ -416,13 +450,15 @@ Status fill_random_weights(CudaForwardBackend::Impl& m, uint64_t seed) {
     }
   }
   if (m.mat8.as<void>() != nullptr) {
-    uint64_t batch_seed = seed + 1000003;
+    uint64_t matrix_seed = seed + 1000003;
     for (const cuda::LayerDev& d : m.layers) {
       for (const cuda::Matrix* w : {&d.qkv, &d.o, &d.gate_up, &d.down}) {
+        const uint64_t s = matrix_seed++ << 32;  // a batch's seed: its matrix's and its offset
         PS_RETURN_IF_ERROR(
-            write_matrix_rows(m, *w, 0, w->rows, [&](size_t, size_t n, uint16_t* dst) {
-              return cuda::fill_random(dst, n, DType::kBF16, batch_seed++, 0.0f, 0.02f, m.stream);
-            }));
+            write_matrix(m, *w, {{0, w->rows, [&](size_t first, size_t n, uint16_t* dst) {
+                                    return cuda::fill_random(dst, n, DType::kBF16, s + first, 0.0f,
+                                                             0.02f, m.stream);
+                                  }}}));
       }
     }
     m.stage = cuda::DeviceMemory();

@@ -143,11 +143,11 @@ class EventList {
 };
 
 // One weight matrix [rows = out, cols = in] on the device: bf16, or with
-// WeightQuantization::kFp8 e4m3 bytes and one f32 scale per row (ops.h quantize_rows_fp8).
+// WeightQuantization::kFp8 e4m3 bytes and one f32 scale for the matrix (ops.h quantize_fp8).
 struct Matrix {
   uint16_t* bf16 = nullptr;
   uint8_t* fp8 = nullptr;
-  float* scale = nullptr;  // [rows], fp8 only
+  float* scale = nullptr;  // fp8 only
   size_t rows = 0, cols = 0;
 };
 
@@ -214,7 +214,8 @@ struct CudaForwardBackend::Impl {
   std::optional<attention::cuda::Workspace> workspace;
   // mat8 / stage: WeightQuantization::kFp8 only: the layers' e4m3 matrices, and the bf16
   // rows a matrix is written through before they are quantized (freed once the weights are in).
-  static constexpr size_t kStageBytes = size_t{32} << 20;
+  static constexpr size_t kStageBytes = size_t{32} << 20;  // then kStageAmaxRows floats
+  static constexpr size_t kStageAmaxRows = 65536;
   cuda::DeviceMemory mat, mat8, stage, vec, inv_freq, kv, scratch, meta, logits_dev, argmax_dev;
   double rope_attention_factor = 1.0;  // of cos and sin (YaRN), from config.rope_scaling
   // argmax_dev / argmax_pinned: a step's argmax ids [A], sampled ids [D], their logprobs [D],
@@ -266,9 +267,9 @@ struct CudaForwardBackend::Impl {
   float* qkv = nullptr;
   float* rope = nullptr;  // the step's RoPE table [R, head_dim / 2, 2]
   uint16_t *h = nullptr, *q = nullptr, *attn = nullptr, *gate_up = nullptr, *act = nullptr;
-  // kFp8: a GEMM input quantized per row, [R, max(H, Q, I)] e4m3, and its row scales [R].
+  // kFp8: a GEMM input quantized, [R, max(H, Q, I)] e4m3, its rows' maxima [R] and its scale.
   uint8_t* xq = nullptr;
-  float* xq_scale = nullptr;
+  float *xq_amax = nullptr, *xq_scale = nullptr;
   // y = x w^T for the step's R rows of x (bf16 [R, m.cols]): linear, or with an fp8 matrix x
   // quantized into xq first and linear_fp8.
   Status linear(const uint16_t* x, int64_t R, const cuda::Matrix& w, void* y, DType y_dtype,

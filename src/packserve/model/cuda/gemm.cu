@@ -130,13 +130,6 @@ Result<std::unique_ptr<Gemm::Plan>> Gemm::make_plan(const Key& key, Heuristic& h
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   PS_LT_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-  if (fp8) {  // A = w: a scale per output channel (M); B = x: a scale per row (N)
-    const cublasLtMatmulMatrixScale_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &vec, sizeof vec));
-    PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-        plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec, sizeof vec));
-  }
   PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->a, in_type, in, out, in));
   PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->b, in_type, in, rows, in));
   PS_LT_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&plan->c, y_type, out, rows, out));
@@ -151,11 +144,10 @@ Result<std::unique_ptr<Gemm::Plan>> Gemm::make_plan(const Key& key, Heuristic& h
   }
   (void)cublasLtMatmulPreferenceDestroy(pref);
   if (s != CUBLAS_STATUS_SUCCESS || h.num_found < 1) {
-    const std::string what = std::string("cublasLtMatmulAlgoGetHeuristic") +
-                             (fp8 ? " (float8 e4m3, outer-vector scales)" : "") + " [" +
-                             std::to_string(rows) + " x " + std::to_string(in) + "] x [" +
-                             std::to_string(out) + " x " + std::to_string(in) +
-                             "]^T found no algorithm: " + cublasGetStatusName(s);
+    const std::string what =
+        std::string("cublasLtMatmulAlgoGetHeuristic") + (fp8 ? " (float8 e4m3)" : "") + " [" +
+        std::to_string(rows) + " x " + std::to_string(in) + "] x [" + std::to_string(out) + " x " +
+        std::to_string(in) + "]^T found no algorithm: " + cublasGetStatusName(s);
     return fp8 ? unimplemented(what) : internal_error(what);
   }
   plan->algo = h.found[0].algo;

@@ -3,11 +3,12 @@
 //   y [rows, out] = x [rows, in] * w^T        (w [out, in] row-major, x bf16)
 //   y (f32 only) += x * w^T with accumulate   (the residual add fused into the GEMM, beta = 1)
 // y is bf16 (rounded once) or f32. No CUDA header (STYLE.md §1).
-// linear_fp8 is the same product on float8 e4m3 operands with one f32 scale per row of x and
-// one per row of w (per token, per output channel; cuBLASLt's outer-vector scaling):
-//   y[r, o] = x_scale[r] * w_scale[o] * sum_k xq[r, k] wq[o, k]      (f32 accumulate)
-// (--quantization fp8: ops.h quantize_rows_fp8 makes both operands). Its algorithm is always
-// the heuristic's first pick (no timing).
+// linear_fp8 is the same product on float8 e4m3 operands, each with one f32 scale (device
+// scalars: cuBLASLt's per-tensor scaling; its per-row "outer vector" scales are refused on sm_90,
+// CUBLAS_STATUS_INVALID_VALUE on the H200):
+//   y[r, o] = x_scale * w_scale * sum_k xq[r, k] wq[o, k]      (f32 accumulate)
+// (--quantization fp8: ops.h quantize_fp8 makes both operands). Its algorithm is always the
+// heuristic's first pick (no timing).
 //
 // Algorithm per shape (rows, in, out, y dtype), chosen once and cached (GemmTuning):
 //   * kPerShape and rows <= kMaxTunedRows (decode-sized): the first eager call of the shape
@@ -83,10 +84,10 @@ class Gemm {
   // accumulate into bf16; kInternal naming the cuBLASLt status. rows == 0 is a no-op.
   Status linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t* w, int64_t out,
                 void* y, DType y_dtype, bool accumulate = false);
-  // As linear, on e4m3 bytes xq [rows, in] and wq [out, in] with x_scale [rows] and w_scale
-  // [out] (device f32). Also kInvalidArgument when in is not a multiple of 16 (cuBLASLt's
+  // As linear, on e4m3 bytes xq [rows, in] and wq [out, in] with scales x_scale and w_scale
+  // (one device f32 each). Also kInvalidArgument when in is not a multiple of 16 (cuBLASLt's
   // float8 rule) or a pointer is not 16-byte aligned; kUnimplemented when cuBLASLt has no
-  // algorithm for it (a device before sm_89, or a cuBLASLt without outer-vector scales).
+  // algorithm for it (a device before sm_89).
   Status linear_fp8(const uint8_t* xq, const float* x_scale, int64_t rows, int64_t in,
                     const uint8_t* wq, const float* w_scale, int64_t out, void* y, DType y_dtype,
                     bool accumulate = false);

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <math_constants.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <string>
@@ -17,6 +18,7 @@ namespace packserve::model::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
+constexpr int kQuantizeCtas = 264;  // quantize_fp8's grid at most (two per H100 / H200 SM)
 
 __device__ __forceinline__ float load_bf16(const uint16_t* p, size_t i) {
   return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(p)[i]);
@@ -240,24 +242,42 @@ __global__ void fill_random_kernel(void* out, size_t n, bool bf16, uint64_t seed
   }
 }
 
-// One CTA per row (quantize_rows_fp8, ops.h): the row's largest magnitude by a block maximum,
-// then each element divided by the row's scale and rounded to e4m3 (nearest even, saturated).
-__global__ void quantize_rows_fp8_kernel(const uint16_t* x, int cols, uint8_t* xq, float* scale) {
+// Block maximum of v >= 0 (blockDim.x == kRowThreads); every thread gets it.
+__device__ float block_max(float v) {
   __shared__ float warp_max[kRowThreads / 32];
-  const size_t r = blockIdx.x;
-  const uint16_t* xr = x + r * cols;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();  // warp_max may still be read by the previous call
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = warp_max[0];
+  for (int w = 1; w < kRowThreads / 32; ++w) v = fmaxf(v, warp_max[w]);
+  return v;
+}
+
+// row_absmax (ops.h): one CTA per row.
+__global__ void row_absmax_kernel(const uint16_t* x, int cols, float* amax) {
+  const uint16_t* xr = x + static_cast<size_t>(blockIdx.x) * cols;
   float m = 0.0f;
   for (int j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, fabsf(load_bf16(xr, j)));
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
-  __syncthreads();
-  m = warp_max[0];
-  for (int w = 1; w < kRowThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
+  m = block_max(m);
+  if (threadIdx.x == 0) amax[blockIdx.x] = m;
+}
+
+// quantize_fp8 (ops.h): each CTA reduces the maxima (a few KB at most), then quantizes rows
+// blockIdx.x, + gridDim.x, ...
+__global__ void quantize_fp8_kernel(const uint16_t* x, int rows, int cols, const float* amax,
+                                    int num_amax, uint8_t* xq, float* scale) {
+  float m = 0.0f;
+  for (int i = threadIdx.x; i < num_amax; i += blockDim.x) m = fmaxf(m, amax[i]);
+  m = block_max(m);
   const float s = m > 0.0f ? m / kFp8E4m3Max : 1.0f;
-  if (threadIdx.x == 0) scale[r] = s;
-  uint8_t* qr = xq + r * cols;
-  for (int j = threadIdx.x; j < cols; j += blockDim.x) {
-    qr[j] = __nv_cvt_float_to_fp8(load_bf16(xr, j) / s, __NV_SATFINITE, __NV_E4M3);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale = s;
+  for (size_t r = blockIdx.x; r < static_cast<size_t>(rows); r += gridDim.x) {
+    const uint16_t* xr = x + r * cols;
+    uint8_t* qr = xq + r * cols;
+    for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+      qr[j] = __nv_cvt_float_to_fp8(load_bf16(xr, j) / s, __NV_SATFINITE, __NV_E4M3);
+    }
   }
 }
 
@@ -1147,13 +1167,23 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
   return launched("silu_mul");
 }
 
-Status quantize_rows_fp8(const uint16_t* x, int rows, int cols, uint8_t* xq, float* scale,
-                         StreamHandle stream) {
+Status row_absmax(const uint16_t* x, int rows, int cols, float* amax, StreamHandle stream) {
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(cols, "cols"));
-  quantize_rows_fp8_kernel<<<rows, kRowThreads, 0, stream>>>(x, cols, xq, scale);
-  return launched("quantize_rows_fp8");
+  row_absmax_kernel<<<rows, kRowThreads, 0, stream>>>(x, cols, amax);
+  return launched("row_absmax");
+}
+
+Status quantize_fp8(const uint16_t* x, int rows, int cols, const float* amax, int num_amax,
+                    uint8_t* xq, float* scale, StreamHandle stream) {
+  if (rows == 0) return ok_status();
+  PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
+  PS_RETURN_IF_ERROR(check_positive(cols, "cols"));
+  PS_RETURN_IF_ERROR(check_positive(num_amax, "num_amax"));
+  quantize_fp8_kernel<<<std::min(rows, kQuantizeCtas), kRowThreads, 0, stream>>>(
+      x, rows, cols, amax, num_amax, xq, scale);
+  return launched("quantize_fp8");
 }
 
 Status add_f32(float* y, const float* x, size_t n, StreamHandle stream) {

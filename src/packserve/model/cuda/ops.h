@@ -38,10 +38,13 @@
 //                  out_top[r, 0..min(tops[r], vocab)) = its top (common/sample_draw.h: the
 //                  host's ids; logprobs as sample_rows', within a float ulp or two); rows
 //                  whose maximum is infinite too. One CTA per row; vocab <= 2^20
-//   quantize_rows_fp8: scale[r] = max_j |x[r, j]| / kFp8E4m3Max (1 for a zero row),
-//                  xq[r, j] = e4m3(x[r, j] / scale[r]) (f32 division, round to nearest even,
-//                  saturated to +-448): x ~ scale[r] * xq[r, :]. One CTA per row; the
-//                  activations and the weights of --quantization fp8 (gemm.h linear_fp8)
+//   row_absmax:    amax[r] = max_j |x[r, j]|; one CTA per row
+//   quantize_fp8:  scale = max_i amax[i] / kFp8E4m3Max (1 when all are 0), xq[r, j] =
+//                  e4m3(x[r, j] / scale) (f32 division, round to nearest even, saturated to
+//                  +-448): x ~ scale * xq, one scale for the whole tensor (cuBLASLt takes
+//                  per-tensor float8 scales on sm_90; its outer-vector scales it refuses).
+//                  amax: row_absmax's rows, or one value. The activations and the weights of
+//                  --quantization fp8 (gemm.h linear_fp8)
 //   fill_random:   out[i] = mean + std * z_i, z_i ~ N(0, 1)-ish (sum of 4 uniforms) from a hash
 //                  of (seed, i): deterministic, for device-side dummy weights.
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
@@ -102,9 +105,12 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
 
 // The largest finite float8 e4m3 value.
 inline constexpr float kFp8E4m3Max = 448.0f;
-// x: [rows, cols] bf16; xq: [rows, cols] e4m3 bytes; scale: [rows] f32 (see the formula above).
-Status quantize_rows_fp8(const uint16_t* x, int rows, int cols, uint8_t* xq, float* scale,
-                         StreamHandle stream);
+// x: [rows, cols] bf16; amax: [rows] f32.
+Status row_absmax(const uint16_t* x, int rows, int cols, float* amax, StreamHandle stream);
+// x: [rows, cols] bf16; amax: [num_amax] f32 (device); xq: [rows, cols] e4m3 bytes; scale: one
+// f32 (device).
+Status quantize_fp8(const uint16_t* x, int rows, int cols, const float* amax, int num_amax,
+                    uint8_t* xq, float* scale, StreamHandle stream);
 
 // y[i] += x[i] for i < n (f32; TpGroup's one-device all-reduce).
 Status add_f32(float* y, const float* x, size_t n, StreamHandle stream);

@@ -342,54 +342,79 @@ double fp8_value(uint8_t q) {
   return static_cast<double>(static_cast<float>(v));
 }
 
-// quantize_rows_fp8 against the host: each row's scale is max |x| / 448 (1 for a zero row) and
-// each byte the host's e4m3 rounding (cuda_fp8.h, nearest even, saturated) of x / scale, bit
-// for bit; a row's largest element lands on +-448. Rows of 1, 1000 and 4096 columns (one
-// element per thread, strided loops), large and tiny magnitudes.
-TEST(ModelCudaOps, QuantizeRowsFp8MatchesTheHostRounding) {
+// row_absmax and quantize_fp8 against the host: each row's maximum exactly, the scale max /
+// 448 (1 for all zeros) and each byte the host's e4m3 rounding (cuda_fp8.h, nearest even,
+// saturated) of x / scale, bit for bit; the tensor's largest element lands on +-448. Rows of 1,
+// 1000 and 4096 columns (strided loops), a zero row, rows 3e4 and 1e-6 times the others (these
+// saturate no value and flush tiny ones to zero); 300 rows: more than the quantizer's grid;
+// the maxima of the whole tensor or a single given one.
+TEST(ModelCudaOps, QuantizeFp8MatchesTheHostRounding) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(71);
   for (const int cols : {1, 1000, 4096}) {
-    const int rows = 5;
-    std::vector<uint16_t> x = random_bf16(static_cast<size_t>(rows) * cols, rng);
-    for (int j = 0; j < cols; ++j) {
-      x[static_cast<size_t>(cols) + j] = float_to_bf16(0.0f);  // row 1: zeros
-      x[2 * static_cast<size_t>(cols) + j] = float_to_bf16(bf16_to_float(x[2 * cols + j]) * 3e4f);
-      x[3 * static_cast<size_t>(cols) + j] = float_to_bf16(bf16_to_float(x[3 * cols + j]) * 1e-6f);
-    }
-    auto* dx = to_device(x);
-    uint8_t* dq = nullptr;
-    float* ds = nullptr;
-    ASSERT_EQ(cudaMalloc(&dq, x.size()), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&ds, rows * sizeof(float)), cudaSuccess);
-    ASSERT_TRUE(quantize_rows_fp8(dx, rows, cols, dq, ds, nullptr).ok());
-    const auto q = to_host(dq, x.size());
-    const auto sc = to_host(ds, rows);
-    for (int r = 0; r < rows; ++r) {
-      float m = 0.0f;
-      for (int j = 0; j < cols; ++j) m = std::max(m, std::fabs(bf16_to_float(x[r * cols + j])));
-      const float want_s = m > 0.0f ? m / kFp8E4m3Max : 1.0f;
-      ASSERT_EQ(sc[r], want_s) << "cols " << cols << " row " << r;
-      double largest = 0;
+    for (const int rows : {5, 300}) {
+      std::vector<uint16_t> x = random_bf16(static_cast<size_t>(rows) * cols, rng);
       for (int j = 0; j < cols; ++j) {
-        const float v = bf16_to_float(x[r * cols + j]) / want_s;
-        const uint8_t want = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-        ASSERT_EQ(q[r * cols + j], want) << "cols " << cols << " row " << r << " col " << j;
-        largest = std::max(largest, std::abs(fp8_value(want)));
+        const size_t c = static_cast<size_t>(cols);
+        x[c + j] = float_to_bf16(0.0f);  // row 1: zeros
+        x[2 * c + j] = float_to_bf16(bf16_to_float(x[2 * c + j]) * 3e4f);
+        x[3 * c + j] = float_to_bf16(bf16_to_float(x[3 * c + j]) * 1e-6f);
       }
-      EXPECT_EQ(largest, r == 1 ? 0.0 : 448.0) << "cols " << cols << " row " << r;
+      auto* dx = to_device(x);
+      uint8_t* dq = nullptr;
+      float *damax = nullptr, *ds = nullptr;
+      ASSERT_EQ(cudaMalloc(&dq, x.size()), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&damax, rows * sizeof(float)), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&ds, sizeof(float)), cudaSuccess);
+      ASSERT_TRUE(row_absmax(dx, rows, cols, damax, nullptr).ok());
+      const auto amax = to_host(damax, rows);
+      float m = 0.0f;
+      for (int r = 0; r < rows; ++r) {
+        float mr = 0.0f;
+        for (int j = 0; j < cols; ++j) mr = std::max(mr, std::fabs(bf16_to_float(x[r * cols + j])));
+        ASSERT_EQ(amax[r], mr) << "cols " << cols << " row " << r;
+        m = std::max(m, mr);
+      }
+      for (const bool given : {false, true}) {  // the rows' maxima, or one value
+        if (given) ASSERT_EQ(cudaMemcpy(damax, &m, sizeof m, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_TRUE(quantize_fp8(dx, rows, cols, damax, given ? 1 : rows, dq, ds, nullptr).ok());
+        const auto q = to_host(dq, x.size());
+        const float s = to_host(ds, 1)[0];
+        ASSERT_EQ(s, m / kFp8E4m3Max) << "cols " << cols;
+        double largest = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          const uint8_t want =
+              __nv_cvt_float_to_fp8(bf16_to_float(x[i]) / s, __NV_SATFINITE, __NV_E4M3);
+          ASSERT_EQ(q[i], want) << "cols " << cols << " element " << i;
+          largest = std::max(largest, std::abs(fp8_value(want)));
+        }
+        EXPECT_EQ(largest, 448.0) << "cols " << cols;
+      }
+      cudaFree(dx), cudaFree(dq), cudaFree(damax), cudaFree(ds);
     }
-    cudaFree(dx), cudaFree(dq), cudaFree(ds);
   }
-  EXPECT_EQ(quantize_rows_fp8(nullptr, 2, 0, nullptr, nullptr, nullptr).code(),
+  // All zeros: scale 1, zero bytes.
+  const std::vector<uint16_t> zeros(64, float_to_bf16(0.0f));
+  auto* dz = to_device(zeros);
+  uint8_t* dq = nullptr;
+  float *damax = nullptr, *ds = nullptr;
+  ASSERT_EQ(cudaMalloc(&dq, 64), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&damax, 4 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ds, sizeof(float)), cudaSuccess);
+  ASSERT_TRUE(row_absmax(dz, 4, 16, damax, nullptr).ok());
+  ASSERT_TRUE(quantize_fp8(dz, 4, 16, damax, 4, dq, ds, nullptr).ok());
+  EXPECT_EQ(to_host(ds, 1)[0], 1.0f);
+  EXPECT_EQ(to_host(dq, 64), std::vector<uint8_t>(64, 0));
+  cudaFree(dz), cudaFree(dq), cudaFree(damax), cudaFree(ds);
+  EXPECT_EQ(row_absmax(nullptr, 2, 0, nullptr, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(quantize_fp8(nullptr, 2, 4, nullptr, 0, nullptr, nullptr, nullptr).code(),
             StatusCode::kInvalidArgument);
 }
 
-// linear_fp8 against float64 on the same e4m3 values and scales: y = x_scale[r] w_scale[o]
-// sum_k xq wq, into bf16 and accumulated into f32 (tolerances below). Random finite e4m3 bytes (no
-// NaN pattern), scales spread over 2^-8..2^8 so that a scale applied to the wrong side or index
-// shows; row counts 1..600 (decode to prefill). Bad calls: in not a multiple of 16, a pointer off
-// 16-byte alignment, a null scale.
+// linear_fp8 against float64 on the same e4m3 values and scales: y = x_scale w_scale sum_k xq
+// wq, into bf16 and accumulated into f32 (tolerances below). Random finite e4m3 bytes (no NaN
+// pattern), scales of 2^-8..2^8 (a missing one shows); row counts 1..600 (decode to prefill).
+// Bad calls: in not a multiple of 16, a pointer off 16-byte alignment, a null scale.
 TEST(ModelCudaOps, GemmLinearFp8MatchesFloat64) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(9);
@@ -414,7 +439,7 @@ TEST(ModelCudaOps, GemmLinearFp8MatchesFloat64) {
   for (const int rows : {1, 7, 64, 600}) {
     const int in = 256, out = 208;
     const auto xq = random_fp8(static_cast<size_t>(rows) * in), wq = random_fp8(size_t{out} * in);
-    const auto xs = random_scales(rows), ws = random_scales(out);
+    const auto xs = random_scales(1), ws = random_scales(1);
     auto y0 = random_f32(static_cast<size_t>(rows) * out, rng, 0.0, 1.0);
     auto* dxq = to_device(xq);
     auto* dwq = to_device(wq);
@@ -433,7 +458,7 @@ TEST(ModelCudaOps, GemmLinearFp8MatchesFloat64) {
       for (int o = 0; o < out; ++o) {
         double sum = 0;
         for (int i = 0; i < in; ++i) sum += fp8_value(xq[r * in + i]) * fp8_value(wq[o * in + i]);
-        ref[r * out + o] = sum * xs[r] * ws[o];
+        ref[r * out + o] = sum * xs[0] * ws[0];
         max_ref = std::max(max_ref, std::abs(ref[r * out + o] + y0[r * out + o]));
       }
     }

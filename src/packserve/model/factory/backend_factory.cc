@@ -167,7 +167,7 @@ size_t gpu_non_kv_bytes(const ModelConfig& c, int32_t max_batch_rows, int32_t ma
     for (const auto& [rows, cols] : matrices) {
       if (fp8) {
         mat8 += align_up(rows * cols, 256);
-        vec += align_up(rows, 64);
+        vec += 64;  // its scale
       } else {
         mat += align_up(rows * cols, 128);
       }
@@ -177,7 +177,7 @@ size_t gpu_non_kv_bytes(const ModelConfig& c, int32_t max_batch_rows, int32_t ma
   }
   const size_t R = static_cast<size_t>(std::max(max_batch_rows, 1));
   size_t activations = R * (H * 4 + (Q + 2 * KV) * 4 + H * 2 + 2 * Q * 2 + 2 * I * 2 + I * 2);
-  if (fp8) activations += R * (std::max({H, Q, I}) + 4);
+  if (fp8) activations += R * (std::max({H, Q, I}) + 4) + 4;
   const size_t logits = static_cast<size_t>(std::max(max_sampling_rows, kGpuMinLogitsRows)) * V * 4;
   return mat * 2 + mat8 + vec * 4 + activations + logits + kGpuFixedReserveBytes;
 }

@@ -176,17 +176,18 @@ TEST(BackendFactory, NonKvBytesCountEveryWeightOnce) {
     EXPECT_EQ(gpu_non_kv_bytes(c, 3, 64), rest + 64 * 384 * 4);
     EXPECT_EQ(gpu_non_kv_bytes(c, 3, 100), rest + 100 * 384 * 4);
     // fp8: the layers' matrices a byte per weight (256-byte aligned: these sizes are) plus an
-    // f32 scale per row (64-element aligned), and a quantized GEMM input with its row scales.
+    // f32 scale each (64-element aligned), and a quantized GEMM input with its rows' maxima and
+    // its scale.
     size_t layer_weights = 0, scales = 0;
     for (const LayerWeights& l : w.layers) {
       for (const HostTensor* t :
            {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj}) {
         layer_weights += static_cast<size_t>(t->num_elements());
       }
-      for (const size_t rows : {Q + 2 * KV, H, 2 * I, H}) scales += (rows + 63) / 64 * 64;
+      scales += 4 * 64;
     }
     EXPECT_EQ(gpu_non_kv_bytes(c, 3, 2, WeightQuantization::kFp8),
-              rest + 64 * 384 * 4 - layer_weights + scales * 4 + R * (std::max({H, Q, I}) + 4));
+              rest + 64 * 384 * 4 - layer_weights + scales * 4 + R * (std::max({H, Q, I}) + 4) + 4);
   }
 }
 
