@@ -134,4 +134,18 @@ TEST(BackendCli, TensorParallelOnTheCpuIsRejected) {
   EXPECT_TRUE(run.out.empty()) << run.out;
 }
 
+TEST(BackendCli, QuantizationIsCheckedAndRefusedOnTheCpu) {
+  const CliRun bad =
+      run_packserve(kGenerate + "--prompts " + prompts_file() + " --quantization int4");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--quantization: quantization 'int4': expected none or fp8"),
+            std::string::npos)
+      << bad.err;
+  const CliRun cpu =
+      run_packserve(kGenerate + "--prompts " + prompts_file() + " --quantization fp8");
+  EXPECT_EQ(cpu.exit_code, 2);
+  EXPECT_NE(cpu.err.find("--quantization fp8: needs --backend cuda"), std::string::npos) << cpu.err;
+  EXPECT_TRUE(cpu.out.empty()) << cpu.out;
+}
+
 }  // namespace

@@ -7,9 +7,9 @@ namespace packserve::model {
 
 enum class WeightQuantization {
   kNone,  // bf16, as the checkpoint's values round
-  // float8 e4m3 with one f32 scale per output channel, and the GEMM inputs quantized per row
-  // (token) at run time (vLLM's --quantization fp8 with per-channel weight scales). The
-  // embedding and the LM head stay bf16.
+  // float8 e4m3 with one f32 scale per matrix, and each GEMM input quantized at run time with
+  // one scale for the step's whole input (vLLM's online --quantization fp8: per-tensor weight
+  // and dynamic per-tensor activation scales). The embedding and the LM head stay bf16.
   kFp8,
 };
 

@@ -80,8 +80,9 @@ struct CudaForwardOptions {
   // the heuristic's first pick (default; no timing stalls, bit-reproducible across processes),
   // timed once per bucket of row counts, or timed per row count.
   GemmTuning gemm_tuning = GemmTuning::kHeuristic;
-  // The layers' weight matrices: bf16, or float8 e4m3 with a scale per output channel, their
-  // GEMM inputs quantized per row at run time (weight_quantization.h; docs/forward-cuda.md).
+  // The layers' weight matrices: bf16, or float8 e4m3 with a scale per matrix, their GEMM
+  // inputs quantized with a scale per step at run time (weight_quantization.h;
+  // docs/forward-cuda.md).
   // kFp8 needs a device of compute capability 8.9 or later (kUnimplemented otherwise).
   WeightQuantization quantization = WeightQuantization::kNone;
   // Host threads that copy the logits from pinned staging into the caller's vector (the
