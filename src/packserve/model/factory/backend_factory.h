@@ -93,9 +93,9 @@ Result<CreatedBackend> make_forward_backend(const BackendOptions& options);
 // Device bytes the CUDA backend will take for a model, besides the KV pool: bf16 matrices
 // (embedding, untied LM head, per layer qkv, o, gate_up, down; with kFp8 the layers' in e4m3
 // bytes, each with an f32 scale), f32 vectors (norms, biases), activations of max_batch_rows
-// (with kFp8 also a quantized GEMM input, its rows' maxima and its scale), logits of max(max_sampling_rows,
-// kGpuMinLogitsRows) rows, plus a fixed reserve for the attention workspace, cuBLAS, the
-// float8 staging of the weight upload and allocator slack (kGpuFixedReserveBytes).
+// (with kFp8 also a quantized GEMM input, its rows' maxima and its scale), logits of
+// max(max_sampling_rows, kGpuMinLogitsRows) rows, plus a fixed reserve for the attention workspace,
+// cuBLAS, the float8 staging of the weight upload and allocator slack (kGpuFixedReserveBytes).
 inline constexpr size_t kGpuFixedReserveBytes = size_t{1} << 30;  // 1 GiB
 // CudaForwardBackend::kMinLogitsRows: its logits buffer holds at least this many rows.
 inline constexpr int32_t kGpuMinLogitsRows = 64;
