@@ -16,6 +16,10 @@
 //     warm-up; model TFLOP/s = (GEMM FLOPs + causal attention FLOPs) / time.
 //   decode_gemms_b{1,32,128}: the decode step's GEMMs alone (32 x {Wqkv, Wo, Wgu, Wd} + LM
 //     head, distinct random weights, 15 GB), eager with L2 flush, median of 5; GB/s of weights.
+//     One line per weight type and path: "bf16"/"cublas" (Gemm::linear), "fp8"/"cublas" (the
+//     layer matrices in e4m3, x quantized per GEMM: row_absmax + quantize_fp8 + linear_fp8),
+//     and for B <= kSkinnyMaxRows "fp8"/"skinny" (skinny_linear_fp8, x not quantized); the
+//     LM head is bf16 through cuBLASLt in all three.
 //   prefill_8k_gemms: the same 32 x 4 GEMM shapes ([8192, 4096] x Wqkv^T, x Wo^T, x Wgu^T,
 //     x Wd^T) through the backend's Gemm alone, CUDA events, median of 5; TFLOP/s vs the
 //     measured cuBLAS bf16 rate.
@@ -47,18 +51,21 @@
 //   --quantization fp8: the decode and prefill cases with float8 e4m3 layer matrices
 //     (CudaForwardOptions::quantization); roofline_ms then counts a byte per layer weight. The
 //     gemms cases stay bf16.
+//   --skinny-rows N: CudaForwardOptions::skinny_gemm_rows (default kSkinnyMaxRows; 0: every fp8
+//     GEMM through cuBLASLt) for the decode and prefill cases.
 //   --tensor-parallel N: the decode and prefill cases on N devices (CudaForwardOptions::
 //     tensor_parallel; each rank's share drawn on its device); roofline_ms is then rank 0's
 //     bytes (its 1/N of the layers' matrices and of the context's K/V, and the whole LM head)
 //     at one device's copy bandwidth.
 // Usage: forward_bench [--cases decode,prefill,gemms,tuning] [--batches 1,32,128]
 //                      [--cost-alpha 1] [--profile] [--tensor-parallel N]
-//                      [--quantization none|fp8]
+//                      [--quantization none|fp8] [--skinny-rows N]
 //   (default: every case, batches 1,32,128, no per-op profile; needs ~55 GB of GPU memory)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -72,6 +79,7 @@
 #include "packserve/model/cuda/forward_cuda.h"
 #include "packserve/model/cuda/gemm.h"
 #include "packserve/model/cuda/ops.h"
+#include "packserve/model/cuda/skinny_gemm.h"
 
 namespace packserve::bench {
 namespace {
@@ -177,7 +185,8 @@ struct Args {
   std::vector<int> batches{1, 32, 128};
   std::vector<double> cost_alphas{1.0};
   int tensor_parallel = 1;
-  bool fp8 = false;  // --quantization fp8
+  bool fp8 = false;                               // --quantization fp8
+  int skinny_rows = model::cuda::kSkinnyMaxRows;  // CudaForwardOptions::skinny_gemm_rows
 };
 
 Args parse_args(int argc, char** argv) {
@@ -186,7 +195,7 @@ Args parse_args(int argc, char** argv) {
     std::fprintf(stderr,
                  "forward_bench: %s\nusage: forward_bench [--cases decode,prefill,gemms,tuning] "
                  "[--batches 1,32,128] [--cost-alpha 1,64] [--profile] [--tensor-parallel N] "
-                 "[--quantization none|fp8]\n",
+                 "[--quantization none|fp8] [--skinny-rows N]\n",
                  why.c_str());
     std::exit(2);
   };
@@ -198,6 +207,15 @@ Args parse_args(int argc, char** argv) {
       const std::string q = argv[++i];
       if (q != "none" && q != "fp8") usage("--quantization: '" + q + "', expected none or fp8");
       a.fp8 = q == "fp8";
+    } else if (arg == "--skinny-rows" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n < 0 || n > model::cuda::kSkinnyMaxRows) {
+        usage("--skinny-rows: '" + v + "', expected an integer in [0, " +
+              std::to_string(model::cuda::kSkinnyMaxRows) + "]");
+      }
+      a.skinny_rows = static_cast<int>(n);
     } else if (arg == "--tensor-parallel" && i + 1 < argc) {
       a.tensor_parallel = std::atoi(argv[++i]);
       if (a.tensor_parallel < 1) usage("--tensor-parallel: expected an integer >= 1");
@@ -297,15 +315,76 @@ int main(int argc, char** argv) {
       // Timed per shape, as these rows were measured since issue 4 (docs/forward-cuda.md).
       auto g = model::cuda::Gemm::create(timer.stream(), model::GemmTuning::kPerShape);
       die(g.status(), "gemm");
-      for (int batch : args.batches) {
-        const double ms = timer.eager_ms([&](cudaStream_t) { pass(g.value(), batch); }, 2, 5);
+      // The same GEMMs with float8 layer matrices (the LM head stays bf16), as the CUDA forward
+      // runs them: through cuBLASLt on quantized x (row_absmax + quantize_fp8 + linear_fp8),
+      // or through skinny_linear_fp8 (rows <= kSkinnyMaxRows, x not quantized). The e4m3 bytes
+      // are random bits (a few NaN: the time does not depend on the values).
+      const size_t layers_n = 32 * layer_n;
+      uint8_t *wq, *xq;
+      float *amax, *scales;
+      BENCH_CUDA(cudaMalloc(&wq, layers_n));
+      BENCH_CUDA(cudaMalloc(&xq, max_rows * Is));
+      BENCH_CUDA(cudaMalloc(&amax, max_rows * 4));
+      BENCH_CUDA(cudaMalloc(&scales, 8 * 4));  // w scale [0], x scale [4]: 16-byte aligned
+      fill_random(wq, layers_n / 2, 9);
+      const std::vector<float> one(8, 1.0f);
+      BENCH_CUDA(cudaMemcpy(scales, one.data(), 8 * 4, cudaMemcpyHostToDevice));
+      using Linear = std::function<void(const uint16_t* x, int rows, size_t in, size_t offset,
+                                        size_t out, void* y, DType dt, bool acc)>;
+      const auto layers = [&](int batch, const Linear& lin) {
+        for (size_t l = 0; l < 32; ++l) {
+          const size_t o = l * layer_n;
+          lin(x, batch, Hs, o, Qs + 2 * KVs, yf, DType::kF32, false);
+          lin(x, batch, Qs, o + qkv_n, Hs, yf, DType::kF32, true);
+          lin(x, batch, Hs, o + qkv_n + o_n, 2 * Is, yb, DType::kBF16, false);
+          lin(x, batch, Is, o + qkv_n + o_n + gu_n, Hs, yf, DType::kF32, true);
+        }
+      };
+      const auto cublas_fp8 = [&](int batch) {
+        layers(batch, [&](const uint16_t* xx, int rows, size_t in, size_t off, size_t out, void* y,
+                          DType dt, bool acc) {
+          const int c = static_cast<int>(in);
+          die(model::cuda::row_absmax(xx, rows, c, amax, timer.stream()), "row_absmax");
+          die(model::cuda::quantize_fp8(xx, rows, c, amax, rows, xq, scales + 4, timer.stream()),
+              "quantize_fp8");
+          die(g.value().linear_fp8(xq, scales + 4, rows, in, wq + off, scales, out, y, dt, acc),
+              "linear_fp8");
+        });
+        die(g.value().linear(x, batch, Hs, w + 32 * layer_n, Vs, yf, DType::kF32), "lm_head");
+      };
+      const auto skinny_fp8 = [&](int batch) {
+        layers(batch, [&](const uint16_t* xx, int rows, size_t in, size_t off, size_t out, void* y,
+                          DType dt, bool acc) {
+          die(model::cuda::skinny_linear_fp8(xx, rows, in, wq + off, scales, out, y, dt, acc,
+                                             timer.stream()),
+              "skinny_linear_fp8");
+        });
+        die(g.value().linear(x, batch, Hs, w + 32 * layer_n, Vs, yf, DType::kF32), "lm_head");
+      };
+      const double bytes_fp8 = layers_n + 2.0 * Vs * Hs;
+      const auto report = [&](int batch, const char* weights, const char* path, double ms,
+                              double b) {
         std::printf(
-            "{\"case\":\"decode_gemms_b%d\",\"ms\":%.3f,\"weight_bytes\":%.0f,"
-            "\"gbps\":%.1f,\"frac_copy_bw\":%.3f}\n",
-            batch, ms, bytes, bytes / (ms * 1e-3) / 1e9,
-            bytes / (ms * 1e-3) / 1e9 / ceil.copy_gbps);
+            "{\"case\":\"decode_gemms_b%d\",\"weights\":\"%s\",\"path\":\"%s\","
+            "\"ms\":%.3f,\"weight_bytes\":%.0f,\"gbps\":%.1f,\"frac_copy_bw\":%.3f}\n",
+            batch, weights, path, ms, b, b / (ms * 1e-3) / 1e9,
+            b / (ms * 1e-3) / 1e9 / ceil.copy_gbps);
         std::fflush(stdout);
+      };
+      for (int batch : args.batches) {
+        const auto eager = [&](const std::function<void()>& f) {
+          return timer.eager_ms([&](cudaStream_t) { f(); }, 2, 5);
+        };
+        report(batch, "bf16", "cublas", eager([&] { pass(g.value(), batch); }), bytes);
+        report(batch, "fp8", "cublas", eager([&] { cublas_fp8(batch); }), bytes_fp8);
+        if (batch <= model::cuda::kSkinnyMaxRows) {
+          report(batch, "fp8", "skinny", eager([&] { skinny_fp8(batch); }), bytes_fp8);
+        }
       }
+      BENCH_CUDA(cudaFree(wq));
+      BENCH_CUDA(cudaFree(xq));
+      BENCH_CUDA(cudaFree(amax));
+      BENCH_CUDA(cudaFree(scales));
     }
     if (args.tuning) {
       std::vector<int> sweep;
@@ -379,6 +458,7 @@ int main(int argc, char** argv) {
   options.max_batch_page_ids = pool.num_pages;
   options.tensor_parallel = args.tensor_parallel;
   if (args.fp8) options.quantization = model::WeightQuantization::kFp8;
+  options.skinny_gemm_rows = args.skinny_rows;
   auto created = CudaForwardBackend::create_random(c, pool, options, 1234);
   die(created.status(), "create_random");
   CudaForwardBackend& m = *created.value();

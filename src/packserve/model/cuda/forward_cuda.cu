@@ -91,6 +91,10 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
     return invalid_argument("logits_copy_threads = " + str(o.logits_copy_threads) +
                             ": expected >= 0 (0: automatic)");
   }
+  if (o.skinny_gemm_rows < 0 || o.skinny_gemm_rows > cuda::kSkinnyMaxRows) {
+    return invalid_argument("skinny_gemm_rows = " + str(o.skinny_gemm_rows) + ": expected in [0, " +
+                            str(cuda::kSkinnyMaxRows) + "]");
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     (void)cudaGetLastError();

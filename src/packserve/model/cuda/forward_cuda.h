@@ -39,6 +39,7 @@
 
 #include "packserve/attention/plan.h"
 #include "packserve/common/status.h"
+#include "packserve/model/cuda/skinny_gemm.h"
 #include "packserve/model/forward.h"
 #include "packserve/model/gemm_tuning.h"
 #include "packserve/model/weight_quantization.h"
@@ -85,6 +86,10 @@ struct CudaForwardOptions {
   // docs/forward-cuda.md).
   // kFp8 needs a device of compute capability 8.9 or later (kUnimplemented otherwise).
   WeightQuantization quantization = WeightQuantization::kNone;
+  // kFp8: steps of at most this many rows run the layers' float8 matrices through
+  // skinny_linear_fp8 (skinny_gemm.h: our few-row kernel, x not quantized) instead of
+  // quantizing x for cuBLASLt; 0 .. cuda::kSkinnyMaxRows, 0: cuBLASLt always.
+  int skinny_gemm_rows = cuda::kSkinnyMaxRows;
   // Host threads that copy the logits from pinned staging into the caller's vector (the
   // caller's thread included); 0: half the hardware threads, at most 8.
   int logits_copy_threads = 0;

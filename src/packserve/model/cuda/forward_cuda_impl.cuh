@@ -270,8 +270,9 @@ struct CudaForwardBackend::Impl {
   // kFp8: a GEMM input quantized, [R, max(H, Q, I)] e4m3, its rows' maxima [R] and its scale.
   uint8_t* xq = nullptr;
   float *xq_amax = nullptr, *xq_scale = nullptr;
-  // y = x w^T for the step's R rows of x (bf16 [R, m.cols]): linear, or with an fp8 matrix x
-  // quantized into xq first and linear_fp8.
+  // y = x w^T for the step's R rows of x (bf16 [R, m.cols]): linear; with an fp8 matrix
+  // skinny_linear_fp8 when R <= options.skinny_gemm_rows, else x quantized into xq first and
+  // linear_fp8.
   Status linear(const uint16_t* x, int64_t R, const cuda::Matrix& w, void* y, DType y_dtype,
                 bool accumulate = false);
   attention::BatchLayout layout;

@@ -80,6 +80,10 @@ Status CudaForwardBackend::Impl::linear(const uint16_t* x_in, int64_t R, const c
                                         void* y, DType y_dtype, bool accumulate) {
   const auto rows = static_cast<int64_t>(w.rows), cols = static_cast<int64_t>(w.cols);
   if (w.fp8 == nullptr) return gemm->linear(x_in, R, cols, w.bf16, rows, y, y_dtype, accumulate);
+  if (R <= options.skinny_gemm_rows && cuda::skinny_fits(R, cols)) {
+    return cuda::skinny_linear_fp8(x_in, R, cols, w.fp8, w.scale, rows, y, y_dtype, accumulate,
+                                   stream);
+  }
   const int r = static_cast<int>(R), c = static_cast<int>(cols);
   PS_RETURN_IF_ERROR(cuda::row_absmax(x_in, r, c, xq_amax, stream));
   PS_RETURN_IF_ERROR(cuda::quantize_fp8(x_in, r, c, xq_amax, r, xq, xq_scale, stream));

@@ -1,8 +1,8 @@
-// ops_cuda_test.cu [label gpu]: each kernel of ops.h and Gemm (gemm.h) against a float64 host
-// reference on the same (bf16-rounded) inputs. Tolerances: a bf16 output is one rounding of
-// an f32 value (relative 2^-9) plus f32 arithmetic, so |gpu - ref| <= 1e-5 + 2^-7 |ref|; f32
-// outputs (embed_gather exact, GEMM into f32: sums of <= 512 products) 1e-4 of max |ref|.
-// Every test skips without a CUDA device.
+// ops_cuda_test.cu [label gpu]: each kernel of ops.h, Gemm (gemm.h) and skinny_linear_fp8
+// (skinny_gemm.h) against a float64 host reference on the same (bf16-rounded) inputs. Tolerances: a
+// bf16 output is one rounding of an f32 value (relative 2^-9) plus f32 arithmetic, so |gpu - ref|
+// <= 1e-5 + 2^-7 |ref|; f32 outputs (embed_gather exact, GEMM into f32: sums of <= 512 products)
+// 1e-4 of max |ref|. Every test skips without a CUDA device.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "packserve/common/argmax.h"
@@ -20,6 +22,7 @@
 #include "packserve/common/temperature_sample.h"
 #include "packserve/model/cuda/gemm.h"
 #include "packserve/model/cuda/ops.h"
+#include "packserve/model/cuda/skinny_gemm.h"
 #include "packserve/model/forward.h"
 #include "packserve/model/ops_cpu.h"
 
@@ -485,6 +488,132 @@ TEST(ModelCudaOps, GemmLinearFp8MatchesFloat64) {
     cudaFree(dxq), cudaFree(dwq), cudaFree(dxs), cudaFree(dws), cudaFree(dyf), cudaFree(dyb);
   }
   EXPECT_EQ(g.value().num_tuned_shapes(), 0);
+}
+
+// skinny_linear_fp8 (skinny_gemm.h) against float64 on the same inputs: e4m3 weights (every
+// byte but NaN) with a scale, rows 1..16 across the one- and two-tile kernels, `in` with and
+// without a partial 128-column block and split over 1 to 8 warps, `out` with a partial 16-row
+// tile; y bf16, f32 and f32 accumulate. Outputs are poisoned (NaN) before each call, and the
+// guard past the last row stays poisoned. Then: a row's result is the same bits whatever rows
+// share the call.
+TEST(ModelCudaOps, SkinnyLinearFp8MatchesFloat64) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(21);
+  const auto random_fp8 = [&](size_t n) {
+    std::vector<uint8_t> v(n);
+    for (uint8_t& b : v) {
+      do {
+        b = static_cast<uint8_t>(rng.uniform_int(0, 255));
+      } while ((b & 0x7f) == 0x7f);  // e4m3's NaN
+    }
+    return v;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Shape {
+    int in, out;
+  };
+  for (const Shape sh : {Shape{16, 16}, Shape{144, 40}, Shape{1024, 1000}, Shape{4624, 48}}) {
+    for (const int rows : {1, 5, 8, 9, 16}) {
+      const size_t in = sh.in, out = sh.out, guard = 64;
+      const auto x = random_bf16(rows * in, rng);
+      const auto wq = random_fp8(out * in);
+      const std::vector<float> ws = {0.0137f};
+      const auto y0 = random_f32(rows * out, rng, 0.0, 1.0);
+      auto* dx = to_device(x);
+      auto* dwq = to_device(wq);
+      auto* dws = to_device(ws);
+      std::vector<float> yf_init(rows * out + guard, nan);
+      std::copy(y0.begin(), y0.end(), yf_init.begin());
+      auto* dyf = to_device(yf_init);  // accumulated into
+      auto* dyp = to_device(std::vector<float>(rows * out + guard, nan));
+      auto* dyb = to_device(std::vector<uint16_t>(rows * out + guard, 0x7fc0));  // bf16 NaN
+      for (const auto& [y, dt, acc] : {std::tuple<void*, DType, bool>{dyp, DType::kF32, false},
+                                       {dyb, DType::kBF16, false},
+                                       {dyf, DType::kF32, true}}) {
+        const Status st = skinny_linear_fp8(dx, rows, sh.in, dwq, dws, sh.out, y, dt, acc, nullptr);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+      }
+      const auto yp = to_host(dyp, rows * out + guard);
+      const auto yb = to_host(dyb, rows * out + guard);
+      const auto yf = to_host(dyf, rows * out + guard);
+      for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+        for (size_t o = 0; o < out; ++o) {
+          double sum = 0, sum_abs = 0;
+          for (size_t i = 0; i < in; ++i) {
+            const double p = bf16_to_float(x[r * in + i]) * fp8_value(wq[o * in + i]);
+            sum += p;
+            sum_abs += std::abs(p);
+          }
+          const double ref = sum * ws[0], tol = 1e-5 * sum_abs * ws[0] + 1e-30;
+          const size_t at = r * out + o;
+          ASSERT_NEAR(yp[at], ref, tol)
+              << "f32 y, rows " << rows << " in " << in << " out " << out << " at " << at;
+          ASSERT_NEAR(yf[at], ref + y0[at], tol + 1e-6 * std::abs(y0[at])) << "accumulate";
+          ASSERT_NEAR(bf16_to_float(yb[at]), ref, tol + std::ldexp(std::abs(ref), -8)) << "bf16 y";
+        }
+      }
+      for (size_t i = rows * out; i < rows * out + guard; ++i) {
+        ASSERT_TRUE(std::isnan(yp[i]) && std::isnan(yf[i]) && yb[i] == 0x7fc0)
+            << "written past the last row at " << i;
+      }
+      // Row by row: the same bits as inside the call of `rows` rows.
+      if (rows == 9 || rows == 16) {
+        for (size_t r = 0; r < static_cast<size_t>(rows); r += 4) {
+          const Status st = skinny_linear_fp8(dx + r * in, 1, sh.in, dwq, dws, sh.out, dyp,
+                                              DType::kF32, false, nullptr);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          const auto one = to_host(dyp, out);
+          for (size_t o = 0; o < out; ++o) {
+            ASSERT_EQ(std::memcmp(&one[o], &yp[r * out + o], 4), 0)
+                << "row " << r << " alone differs at " << o << ", rows " << rows;
+          }
+        }
+      }
+      cudaFree(dx), cudaFree(dwq), cudaFree(dws), cudaFree(dyf), cudaFree(dyp), cudaFree(dyb);
+    }
+  }
+}
+
+// Every e4m3 byte decodes exactly (one-hot x, scale 1), and bad calls are refused.
+TEST(ModelCudaOps, SkinnyLinearFp8DecodesEveryByteAndRefusesBadCalls) {
+  SKIP_WITHOUT_DEVICE();
+  // w [16, 16]: byte 16 o + i in row o, column i (NaNs as 0); x = the 16 x 16 identity, so
+  // y[r, o] = value(w[o, r]).
+  std::vector<uint8_t> wq(256);
+  for (int b = 0; b < 256; ++b) wq[b] = (b & 0x7f) == 0x7f ? 0 : static_cast<uint8_t>(b);
+  std::vector<uint16_t> x(256, float_to_bf16(0.0f));
+  for (int r = 0; r < 16; ++r) x[r * 16 + r] = float_to_bf16(1.0f);
+  auto* dx = to_device(x);
+  auto* dwq = to_device(wq);
+  auto* dws = to_device(std::vector<float>{1.0f});
+  float* dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dy, 256 * sizeof(float)), cudaSuccess);
+  Status st = skinny_linear_fp8(dx, 16, 16, dwq, dws, 16, dy, DType::kF32, false, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  const auto y = to_host(dy, 256);
+  for (int r = 0; r < 16; ++r) {
+    for (int o = 0; o < 16; ++o) {
+      ASSERT_EQ(static_cast<double>(y[r * 16 + o]), fp8_value(wq[o * 16 + r]))
+          << "byte " << int{wq[o * 16 + r]};
+    }
+  }
+  const auto code = [&](const uint16_t* xx, int64_t rows, int64_t in, const uint8_t* wq8,
+                        const float* ws, int64_t out, void* yy, DType dt, bool acc) {
+    return skinny_linear_fp8(xx, rows, in, wq8, ws, out, yy, dt, acc, nullptr).code();
+  };
+  constexpr auto kBad = StatusCode::kInvalidArgument;
+  EXPECT_EQ(code(dx, 17, 16, dwq, dws, 16, dy, DType::kF32, false), kBad);     // rows
+  EXPECT_EQ(code(dx, 1, 24, dwq, dws, 16, dy, DType::kF32, false), kBad);      // in % 16
+  EXPECT_EQ(code(dx, 1, 16, dwq, dws, 0, dy, DType::kF32, false), kBad);       // out
+  EXPECT_EQ(code(dx, 1, 16, nullptr, dws, 16, dy, DType::kF32, false), kBad);  // no w
+  EXPECT_EQ(code(dx, 1, 16, dwq, nullptr, 16, dy, DType::kF32, false), kBad);  // no scale
+  EXPECT_EQ(code(dx + 4, 1, 16, dwq, dws, 16, dy, DType::kF32, false), kBad);  // alignment
+  EXPECT_EQ(code(dx, 1, 16, dwq + 8, dws, 16, dy, DType::kF32, false), kBad);  // alignment
+  EXPECT_EQ(code(dx, 1, 16, dwq, dws, 16, dy, DType::kF16, false), kBad);      // dtype
+  EXPECT_EQ(code(dx, 1, 16, dwq, dws, 16, dy, DType::kBF16, true), kBad);      // acc bf16
+  EXPECT_EQ(code(dx, 0, 16, dwq, dws, 16, dy, DType::kF32, false), StatusCode::kOk);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaFree(dx), cudaFree(dwq), cudaFree(dws), cudaFree(dy);
 }
 
 // argmax_rows equals argmax_lowest (common/argmax.h) on every row: random rows (vocab a

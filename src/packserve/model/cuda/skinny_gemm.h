@@ -1,0 +1,51 @@
+// skinny_gemm.h: the float8 linear layer for a decode step's few rows, our own kernel beside
+// cuBLASLt (gemm.h). With --quantization fp8 a decode step's GEMMs are a stream of e4m3 weights
+// past a handful of rows, which cuBLASLt's float8 kernels stream at under 0.4 of copy
+// bandwidth at 1-32 rows, after two launches that quantize x (benchmarks.md "H200, float8
+// weights"); for rows <= kSkinnyMaxRows the CUDA forward calls this instead.
+//   y [rows, out] (=|+=) w_scale * x [rows, in] * wq^T    (wq [out, in] e4m3 row-major, x bf16)
+// wq and its one f32 scale (a device scalar) are as --quantization fp8 stores them (ops.h
+// quantize_fp8). x stays bf16: weight-only quantization (W8A16), no quantization of x and no
+// extra launch.
+//
+// Kernel: one CTA of 8 warps per 16 weight rows (outputs); the CTA's warps split `in` into
+// contiguous ranges of 128-column blocks. Per block a lane loads 32 contiguous columns of two
+// weight rows (16-byte loads that bypass L1, with a 256-byte L2 prefetch) and of its x rows
+// (through L1), turns e4m3 into bf16 exactly (the bits shifted into a bf16, then times 2^120,
+// the difference of the exponent biases) and runs eight tensor-core products (mma.sync
+// m16n8k16, bf16 in, f32 accumulate; a product's columns are a fixed permutation of the
+// block's, the same for w and x). The next block's loads are issued before the current block's
+// products. The warps' sums meet in shared memory and are added in warp order, then scaled and
+// stored once. (bf16 weights through this kernel, and a split-K version with x shared per 128
+// weight rows, measured slower than cuBLASLt: docs/forward-cuda.md "Few-row float8 GEMM".)
+// Numerics: f32 accumulation in a fixed order that depends only on `in` (not on rows or on
+// the other rows' values): a row's result is the same bits whatever rows share the call. It
+// is not cuBLASLt's W8A8 product: x is not rounded to e4m3.
+// Requirements (else kInvalidArgument naming the argument): 0 <= rows <= kSkinnyMaxRows
+// (rows == 0 is a no-op), in > 0 and a multiple of 16, out > 0, no null pointer, x and wq
+// 16-byte aligned, y bf16 or f32, accumulate only into f32. Built for sm_90 as the rest of the
+// CUDA code (bf16 mma.sync).
+// CUDA graphs: a plain launch, capturable. Thread-safety: a pure launch.
+#pragma once
+
+#include <cstdint>
+
+#include "packserve/attention/cuda/run_cuda.h"
+#include "packserve/common/dtype.h"
+#include "packserve/common/status.h"
+
+namespace packserve::model::cuda {
+
+inline constexpr int kSkinnyMaxRows = 16;
+
+// Whether skinny_linear_fp8 takes a call of this shape (rows, in) with 16-byte aligned
+// pointers.
+inline bool skinny_fits(int64_t rows, int64_t in) {
+  return rows >= 1 && rows <= kSkinnyMaxRows && in > 0 && in % 16 == 0;
+}
+
+Status skinny_linear_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint8_t* wq,
+                         const float* w_scale, int64_t out, void* y, DType y_dtype, bool accumulate,
+                         attention::cuda::StreamHandle stream);
+
+}  // namespace packserve::model::cuda
