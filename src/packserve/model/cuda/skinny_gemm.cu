@@ -123,8 +123,9 @@ __device__ __forceinline__ void block_products(float (&acc)[NT][4], const Frag<N
   }
 }
 
+// One x tile: three CTAs per SM (80 registers, no spill); two tiles: two (124 registers).
 template <int NT>
-__global__ void __launch_bounds__(kWarps * 32) skinny_kernel(Args a) {
+__global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 3 : 2) skinny_kernel(Args a) {
   __shared__ float partial[kWarps][NT * 8][kTileRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * kTileRows;
