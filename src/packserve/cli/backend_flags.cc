@@ -37,9 +37,9 @@ void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& he
   cmd.add_option("--quantization", flags.quantization,
                  help_prefix +
                      "cuda: the layers' weight matrices: none (bf16) or fp8 (float8 e4m3, a "
-                     "scale per matrix, each GEMM input quantized at run time with a scale per "
-                     "step; the embedding and the LM head stay bf16; needs compute capability "
-                     "8.9+)")
+                     "scale per matrix; steps of up to 16 rows multiply them with bf16 inputs, "
+                     "larger ones quantize each GEMM input at run time with a scale per step; "
+                     "the embedding and the LM head stay bf16; needs compute capability 8.9+)")
       ->capture_default_str();
   cmd.add_option("--max-graph-rows", flags.max_graph_rows,
                  help_prefix +
