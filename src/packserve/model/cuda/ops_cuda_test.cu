@@ -338,6 +338,17 @@ TEST(ModelCudaOps, GemmLinearBf16AndAccumulateF32) {
   }
 }
 
+// n random e4m3 bytes, every finite value (no NaN).
+std::vector<uint8_t> random_fp8(Rng& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (uint8_t& b : v) {
+    do {
+      b = static_cast<uint8_t>(rng.uniform_int(0, 255));
+    } while ((b & 0x7f) == 0x7f);  // e4m3's NaN
+  }
+  return v;
+}
+
 // e4m3 bits to their value (host, through cuda_fp8.h's own conversion).
 double fp8_value(uint8_t q) {
   __nv_fp8_e4m3 v;
@@ -423,15 +434,6 @@ TEST(ModelCudaOps, GemmLinearFp8MatchesFloat64) {
   Rng rng(9);
   auto g = Gemm::create(nullptr, GemmTuning::kPerBucket);  // fp8 is never timed
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  const auto random_fp8 = [&](size_t n) {
-    std::vector<uint8_t> v(n);
-    for (uint8_t& b : v) {
-      do {
-        b = static_cast<uint8_t>(rng.uniform_int(0, 255));
-      } while ((b & 0x7f) == 0x7f);  // e4m3's NaN
-    }
-    return v;
-  };
   const auto random_scales = [&](size_t n) {
     std::vector<float> v(n);
     for (float& s : v)
@@ -441,7 +443,8 @@ TEST(ModelCudaOps, GemmLinearFp8MatchesFloat64) {
   };
   for (const int rows : {1, 7, 64, 600}) {
     const int in = 256, out = 208;
-    const auto xq = random_fp8(static_cast<size_t>(rows) * in), wq = random_fp8(size_t{out} * in);
+    const auto xq = random_fp8(rng, static_cast<size_t>(rows) * in),
+               wq = random_fp8(rng, size_t{out} * in);
     const auto xs = random_scales(1), ws = random_scales(1);
     auto y0 = random_f32(static_cast<size_t>(rows) * out, rng, 0.0, 1.0);
     auto* dxq = to_device(xq);
@@ -499,15 +502,6 @@ TEST(ModelCudaOps, GemmLinearFp8MatchesFloat64) {
 TEST(ModelCudaOps, SkinnyLinearFp8MatchesFloat64) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(21);
-  const auto random_fp8 = [&](size_t n) {
-    std::vector<uint8_t> v(n);
-    for (uint8_t& b : v) {
-      do {
-        b = static_cast<uint8_t>(rng.uniform_int(0, 255));
-      } while ((b & 0x7f) == 0x7f);  // e4m3's NaN
-    }
-    return v;
-  };
   const float nan = std::numeric_limits<float>::quiet_NaN();
   struct Shape {
     int in, out;
@@ -516,7 +510,7 @@ TEST(ModelCudaOps, SkinnyLinearFp8MatchesFloat64) {
     for (const int rows : {1, 5, 8, 9, 16}) {
       const size_t in = sh.in, out = sh.out, guard = 64;
       const auto x = random_bf16(rows * in, rng);
-      const auto wq = random_fp8(out * in);
+      const auto wq = random_fp8(rng, out * in);
       const std::vector<float> ws = {0.0137f};
       const auto y0 = random_f32(rows * out, rng, 0.0, 1.0);
       auto* dx = to_device(x);
