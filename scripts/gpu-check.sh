@@ -3,7 +3,8 @@
 #   1. the gpu-labelled tests (run_cuda_test: GPU vs CPU executor vs float64 reference)
 #   2. compute-sanitizer memcheck, racecheck, initcheck and synccheck on small mixed batches
 #   3. bench/gpu/attention_bench (ceilings + our kernels), gather_bench (the streaming ceiling
-#      of a few SMs), forward_bench, plan_bench (the planner on this machine's host CPU),
+#      of a few SMs), forward_bench (bf16, and --quantization fp8), plan_bench (the planner on
+#      this machine's host CPU),
 #   4. scripts/spec-bench.sh (prompt-lookup speculative decoding on qwen3-0.6b dummies) and
 #      scripts/gpu_peers.py (PyTorch),
 #   5. scripts/model_gpu_check.py (our CUDA and CPU forward vs transformers, through
@@ -144,6 +145,10 @@ if ! skip bench; then
   timeout 150 "$BIN/forward_bench" --cases tuning >>"$OUT/forward_bench.jsonl" \
     2>>"$OUT/forward_bench.err"
   echo "forward_bench tuning rc=$?"
+  # float8 layer weights (the few-row GEMM at batch 1, cuBLASLt at 32 and 128), bf16's peer above
+  timeout 200 "$BIN/forward_bench" --cases decode,prefill --quantization fp8 \
+    >"$OUT/forward_bench_fp8.jsonl" 2>"$OUT/forward_bench_fp8.err"
+  echo "forward_bench --quantization fp8 rc=$?"
   if (( $(nvidia-smi -L | wc -l) >= 2 )); then  # tensor parallelism over two of the GPUs
     timeout 300 "$BIN/forward_bench" --cases decode,prefill --tensor-parallel 2 \
       >"$OUT/forward_bench_tp2.jsonl" 2>"$OUT/forward_bench_tp2.err"
@@ -242,11 +247,12 @@ for p in lines("peers.jsonl"):
 gather = os.path.join(out, "gather.md")
 if os.path.exists(gather):
     print("\n" + open(gather).read())
-fwd = lines("forward_bench.jsonl")
-if fwd:
-    print("\n### model forward (bench/gpu/forward_bench.cu)\n")
-    for f in fwd: print("- `" + json.dumps(f) + "`")
-    print()
+for name, title in (("forward_bench.jsonl", "bf16"), ("forward_bench_fp8.jsonl", "fp8")):
+    fwd = lines(name)
+    if fwd:
+        print(f"\n### model forward, {title} (bench/gpu/forward_bench.cu)\n")
+        for f in fwd: print("- `" + json.dumps(f) + "`")
+        print()
 spec = os.path.join(out, "spec-bench.md")
 if os.path.exists(spec):
     print("\n### speculative decoding (scripts/spec-bench.sh)\n")
