@@ -300,14 +300,22 @@ int main(int argc, char** argv) {
     fill_random(w, total_n, 7);
     fill_random(x, max_rows * Is, 8);
     BENCH_CUDA(cudaDeviceSynchronize());
-    const auto pass = [&](model::cuda::Gemm& g, int batch) {
+    // The 32 layers' four GEMMs, each as lin(x, rows, in, offset of the matrix, out, y, ...).
+    using Linear = std::function<void(const uint16_t* x, int rows, size_t in, size_t offset,
+                                      size_t out, void* y, DType dt, bool acc)>;
+    const auto layers = [&](int batch, const Linear& lin) {
       for (size_t l = 0; l < 32; ++l) {
-        const uint16_t* wl = w + l * layer_n;
-        die(g.linear(x, batch, Hs, wl, Qs + 2 * KVs, yf, DType::kF32), "qkv");
-        die(g.linear(x, batch, Qs, wl + qkv_n, Hs, yf, DType::kF32, true), "o");
-        die(g.linear(x, batch, Hs, wl + qkv_n + o_n, 2 * Is, yb, DType::kBF16), "gu");
-        die(g.linear(x, batch, Is, wl + qkv_n + o_n + gu_n, Hs, yf, DType::kF32, true), "down");
+        const size_t o = l * layer_n;
+        lin(x, batch, Hs, o, Qs + 2 * KVs, yf, DType::kF32, false);
+        lin(x, batch, Qs, o + qkv_n, Hs, yf, DType::kF32, true);
+        lin(x, batch, Hs, o + qkv_n + o_n, 2 * Is, yb, DType::kBF16, false);
+        lin(x, batch, Is, o + qkv_n + o_n + gu_n, Hs, yf, DType::kF32, true);
       }
+    };
+    const auto pass = [&](model::cuda::Gemm& g, int batch) {
+      layers(batch,
+             [&](const uint16_t* xx, int rows, size_t in, size_t off, size_t out, void* y, DType dt,
+                 bool acc) { die(g.linear(xx, rows, in, w + off, out, y, dt, acc), "linear"); });
       die(g.linear(x, batch, Hs, w + 32 * layer_n, Vs, yf, DType::kF32), "lm_head");
     };
     const double bytes = total_n * 2.0;
@@ -329,17 +337,6 @@ int main(int argc, char** argv) {
       fill_random(wq, layers_n / 2, 9);
       const std::vector<float> one(8, 1.0f);
       BENCH_CUDA(cudaMemcpy(scales, one.data(), 8 * 4, cudaMemcpyHostToDevice));
-      using Linear = std::function<void(const uint16_t* x, int rows, size_t in, size_t offset,
-                                        size_t out, void* y, DType dt, bool acc)>;
-      const auto layers = [&](int batch, const Linear& lin) {
-        for (size_t l = 0; l < 32; ++l) {
-          const size_t o = l * layer_n;
-          lin(x, batch, Hs, o, Qs + 2 * KVs, yf, DType::kF32, false);
-          lin(x, batch, Qs, o + qkv_n, Hs, yf, DType::kF32, true);
-          lin(x, batch, Hs, o + qkv_n + o_n, 2 * Is, yb, DType::kBF16, false);
-          lin(x, batch, Is, o + qkv_n + o_n + gu_n, Hs, yf, DType::kF32, true);
-        }
-      };
       const auto cublas_fp8 = [&](int batch) {
         layers(batch, [&](const uint16_t* xx, int rows, size_t in, size_t off, size_t out, void* y,
                           DType dt, bool acc) {
