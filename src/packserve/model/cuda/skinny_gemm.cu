@@ -123,9 +123,9 @@ __device__ __forceinline__ void block_products(float (&acc)[NT][4], const Frag<N
   }
 }
 
-// Three CTAs per SM (at most 80 registers; no spill).
+// Four CTAs per SM for one x tile (at most 64 registers), three for two (80); no spill.
 template <int NT>
-__global__ void __launch_bounds__(kWarps * 32, 3) skinny_kernel(Args a) {
+__global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 4 : 3) skinny_kernel(Args a) {
   __shared__ float partial[kWarps][NT * 8][kTileRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = blockIdx.x * kTileRows;
@@ -136,26 +136,14 @@ __global__ void __launch_bounds__(kWarps * 32, 3) skinny_kernel(Args a) {
   const uint8_t* w_row0 = a.w + static_cast<size_t>(min(n0 + g, a.out - 1)) * a.in;
   const uint8_t* w_row1 = a.w + static_cast<size_t>(min(n0 + g + 8, a.out - 1)) * a.in;
 
-  // One x tile: the next block's loads are issued before the current block's products. Two
-  // tiles: one block at a time, so that three CTAs fit an SM (their warps overlap the loads).
+  // One block at a time: the loads of the SM's other warps (four CTAs of one x tile or three of
+  // two per SM) overlap a warp's products. Loading the next block ahead of them took more
+  // registers, fewer CTAs and was slower (docs/forward-cuda.md "Few-row GEMM").
   float acc[NT][4] = {};
-  if constexpr (NT == 1) {
-    if (kb_begin < kb_end) {
-      Frag<NT> cur;
-      load_frag(cur, a, kb_begin, w_row0, w_row1, g, t);
-      for (int kb = kb_begin; kb < kb_end; ++kb) {
-        Frag<NT> next;
-        if (kb + 1 < kb_end) load_frag(next, a, kb + 1, w_row0, w_row1, g, t);
-        block_products(acc, cur);
-        cur = next;
-      }
-    }
-  } else {
-    for (int kb = kb_begin; kb < kb_end; ++kb) {
-      Frag<NT> f;
-      load_frag(f, a, kb, w_row0, w_row1, g, t);
-      block_products(acc, f);
-    }
+  for (int kb = kb_begin; kb < kb_end; ++kb) {
+    Frag<NT> f;
+    load_frag(f, a, kb, w_row0, w_row1, g, t);
+    block_products(acc, f);
   }
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
