@@ -16,15 +16,17 @@
 // m16n8k16, bf16 in, f32 accumulate; a product's columns are a fixed permutation of the
 // block's, the same for w and x). One block at a time per warp, four CTAs per SM for up to 8
 // rows and three for 9-16 (the other warps' loads hide a warp's products). The warps' sums
-// meet in shared memory and are added in warp order, then scaled and stored once. (bf16 weights
-// through this kernel, and a split-K version with x shared per 128 weight rows, measured slower
-// than cuBLASLt: docs/forward-cuda.md "Few-row float8 GEMM".) Numerics: f32 accumulation in a fixed
-// order that depends only on `in` (not on rows or on the other rows' values): a row's result is the
-// same bits whatever rows share the call. It is not cuBLASLt's W8A8 product: x is not rounded to
-// e4m3. Requirements (else kInvalidArgument naming the argument): 0 <= rows <= kSkinnyMaxRows (rows
-// == 0 is a no-op), in > 0 and a multiple of 16, out > 0, no null pointer, x and wq 16-byte
-// aligned, y bf16 or f32, accumulate only into f32. Built for sm_90 as the rest of the CUDA code
-// (bf16 mma.sync). CUDA graphs: a plain launch, capturable. Thread-safety: a pure launch.
+// meet in shared memory and are added in warp order, then scaled and stored once. (bf16
+// weights through this kernel, and a split-K version with x shared per 128 weight rows,
+// measured slower than cuBLASLt: docs/forward-cuda.md "Few-row GEMM".)
+// Numerics: f32 accumulation in a fixed order that depends only on `in` (not on rows or on
+// the other rows' values): a row's result is the same bits whatever rows share the call. It
+// is not cuBLASLt's W8A8 product: x is not rounded to e4m3.
+// Requirements (else kInvalidArgument naming the argument): 0 <= rows <= kSkinnyMaxRows
+// (rows == 0 is a no-op), in > 0 and a multiple of 16, out > 0, no null pointer, x and wq
+// 16-byte aligned, y bf16 or f32, accumulate only into f32. Built for sm_90 as the rest of
+// the CUDA code (bf16 mma.sync).
+// CUDA graphs: a plain launch, capturable. Thread-safety: a pure launch.
 #pragma once
 
 #include <cstdint>
