@@ -46,6 +46,20 @@ __device__ float block_sum(float v) {
   return total;
 }
 
+// Reduces v over the CTA with op, warp by warp in order (blockDim.x a multiple of 32, <= 1024;
+// every thread gets the result); `red` holds blockDim.x / 32 values.
+template <typename T, typename Op>
+__device__ T block_reduce(T v, Op op, T* red) {
+  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  __syncthreads();  // red may still be read by the previous reduction
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = red[0];
+  const int num_warps = static_cast<int>(blockDim.x / 32);
+  for (int w = 1; w < num_warps; ++w) v = op(v, red[w]);
+  return v;
+}
+
 __global__ void embed_gather_kernel(const uint16_t* embed, const int32_t* token_ids, int hidden,
                                     float* x) {
   const size_t r = blockIdx.x;
@@ -242,16 +256,11 @@ __global__ void fill_random_kernel(void* out, size_t n, bool bf16, uint64_t seed
   }
 }
 
-// Block maximum of v >= 0 (blockDim.x == kRowThreads); every thread gets it.
+// Block maximum of v (blockDim.x == kRowThreads); every thread gets it.
 __device__ float block_max(float v) {
   __shared__ float warp_max[kRowThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  __syncthreads();  // warp_max may still be read by the previous call
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = warp_max[0];
-  for (int w = 1; w < kRowThreads / 32; ++w) v = fmaxf(v, warp_max[w]);
-  return v;
+  return block_reduce(
+      v, [](float a, float b) { return fmaxf(a, b); }, warp_max);
 }
 
 // row_absmax (ops.h): one CTA per row.
@@ -398,18 +407,6 @@ __device__ SampleSmem sample_smem(double* smem, int vocab) {
   s.bin_mass = reinterpret_cast<uint64_t*>(s.block_sums);
   s.bin_count = reinterpret_cast<uint32_t*>(s.bin_mass + kSampleWarps * kDigitBins);
   return s;
-}
-
-// Reduces v over the CTA with op (every thread gets the result); `red` holds kSampleWarps.
-template <typename T, typename Op>
-__device__ T block_reduce(T v, Op op, T* red) {
-  for (int off = 16; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
-  __syncthreads();  // red may still be read by the previous reduction
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = red[0];
-  for (int w = 1; w < kSampleWarps; ++w) v = op(v, red[w]);
-  return v;
 }
 
 // Block sums of the weights (temperature_sample.h's lanes and order) into s.block_sums.
