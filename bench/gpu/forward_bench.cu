@@ -16,10 +16,12 @@
 //     warm-up; model TFLOP/s = (GEMM FLOPs + causal attention FLOPs) / time.
 //   decode_gemms_b{1,32,128}: the decode step's GEMMs alone (32 x {Wqkv, Wo, Wgu, Wd} + LM
 //     head, distinct random weights, 15 GB), eager with L2 flush, median of 5; GB/s of weights.
-//     One line per weight type and path: "bf16"/"cublas" (Gemm::linear), "fp8"/"cublas" (the
-//     layer matrices in e4m3, x quantized per GEMM: row_absmax + quantize_fp8 + linear_fp8),
+//     One line per weight type and path: "bf16"/"cublas" (Gemm::linear timed per shape),
+//     "fp8"/"cublas" (the layer matrices in e4m3, x quantized per GEMM: row_absmax +
+//     quantize_fp8 + linear_fp8, the heuristic's algorithm as the forward's default),
+//     "fp8"/"cublas-tuned" (the same, timed per shape),
 //     and for B <= kSkinnyMaxRows "fp8"/"skinny" (skinny_linear_fp8, x not quantized); the
-//     LM head is bf16 through cuBLASLt in all three.
+//     LM head is bf16 through cuBLASLt in all of them.
 //   prefill_8k_gemms: the same 32 x 4 GEMM shapes ([8192, 4096] x Wqkv^T, x Wo^T, x Wgu^T,
 //     x Wd^T) through the backend's Gemm alone, CUDA events, median of 5; TFLOP/s vs the
 //     measured cuBLAS bf16 rate.
@@ -337,14 +339,17 @@ int main(int argc, char** argv) {
       fill_random(wq, layers_n / 2, 9);
       const std::vector<float> one(8, 1.0f);
       BENCH_CUDA(cudaMemcpy(scales, one.data(), 8 * 4, cudaMemcpyHostToDevice));
-      const auto cublas_fp8 = [&](int batch) {
+      // The forward's default (GemmTuning::kHeuristic) and timed per shape.
+      auto heuristic = model::cuda::Gemm::create(timer.stream(), model::GemmTuning::kHeuristic);
+      die(heuristic.status(), "gemm");
+      const auto cublas_fp8 = [&](model::cuda::Gemm& fg, int batch) {
         layers(batch, [&](const uint16_t* xx, int rows, size_t in, size_t off, size_t out, void* y,
                           DType dt, bool acc) {
           const int c = static_cast<int>(in);
           die(model::cuda::row_absmax(xx, rows, c, amax, timer.stream()), "row_absmax");
           die(model::cuda::quantize_fp8(xx, rows, c, amax, rows, xq, scales + 4, timer.stream()),
               "quantize_fp8");
-          die(g.value().linear_fp8(xq, scales + 4, rows, in, wq + off, scales, out, y, dt, acc),
+          die(fg.linear_fp8(xq, scales + 4, rows, in, wq + off, scales, out, y, dt, acc),
               "linear_fp8");
         });
         die(g.value().linear(x, batch, Hs, w + 32 * layer_n, Vs, yf, DType::kF32), "lm_head");
@@ -373,7 +378,10 @@ int main(int argc, char** argv) {
           return timer.eager_ms([&](cudaStream_t) { f(); }, 2, 5);
         };
         report(batch, "bf16", "cublas", eager([&] { pass(g.value(), batch); }), bytes);
-        report(batch, "fp8", "cublas", eager([&] { cublas_fp8(batch); }), bytes_fp8);
+        report(batch, "fp8", "cublas", eager([&] { cublas_fp8(heuristic.value(), batch); }),
+               bytes_fp8);
+        report(batch, "fp8", "cublas-tuned", eager([&] { cublas_fp8(g.value(), batch); }),
+               bytes_fp8);
         if (batch <= model::cuda::kSkinnyMaxRows) {
           report(batch, "fp8", "skinny", eager([&] { skinny_fp8(batch); }), bytes_fp8);
         }

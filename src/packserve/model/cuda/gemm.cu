@@ -154,10 +154,9 @@ Result<std::unique_ptr<Gemm::Plan>> Gemm::make_plan(const Key& key, Heuristic& h
   return Result<std::unique_ptr<Plan>>(std::move(plan));
 }
 
-Status Gemm::tune_bucket_top(const Key& bucket_key, const uint16_t* x, int64_t x_rows,
-                             const uint16_t* w) {
+Status Gemm::tune_bucket_top(const Key& bucket_key, const Operands& ops, int64_t x_rows) {
   const auto [rows, in, out, y_dtype, fp8] = bucket_key;
-  const size_t row_bytes = static_cast<size_t>(in) * 2;
+  const size_t row_bytes = static_cast<size_t>(in) * (fp8 ? 1 : 2);
   const size_t x_bytes = static_cast<size_t>(rows) * row_bytes;
   const size_t y_bytes = static_cast<size_t>(rows) * static_cast<size_t>(out) *
                          (static_cast<DType>(y_dtype) == DType::kF32 ? 4 : 2);
@@ -166,30 +165,41 @@ Status Gemm::tune_bucket_top(const Key& bucket_key, const uint16_t* x, int64_t x
   // x: the caller's rows, repeated.
   for (int64_t r = 0; r < rows; r += x_rows) {
     PS_MODEL_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(scratch.as<std::byte>() + static_cast<size_t>(r) * row_bytes, x,
+        cudaMemcpyAsync(scratch.as<std::byte>() + static_cast<size_t>(r) * row_bytes, ops.x,
                         static_cast<size_t>(std::min(x_rows, rows - r)) * row_bytes,
                         cudaMemcpyDeviceToDevice, stream_));
   }
   Heuristic h;
   PS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, make_plan(bucket_key, h));
-  PS_RETURN_IF_ERROR(time_candidates(*plan, h, rows, out, scratch.as<uint16_t>(), w,
+  PS_RETURN_IF_ERROR(set_scales(*plan, ops));
+  PS_RETURN_IF_ERROR(time_candidates(*plan, h, rows, out, scratch.as<std::byte>(), ops.w,
                                      scratch.as<std::byte>() + x_bytes, /*accumulate=*/false,
                                      static_cast<DType>(y_dtype) == DType::kF32));
   plans_.emplace(bucket_key, std::move(plan));
   return ok_status();
 }
 
-Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, const uint16_t* w,
-                                         void* y, bool accumulate) {
+Status Gemm::set_scales(Plan& plan, const Operands& ops) {
+  if (ops.w_scale == nullptr) return ok_status();  // bf16
+  // The scales are per call (each layer has its own w_scale); a captured graph keeps them.
+  PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ops.w_scale, sizeof ops.w_scale));
+  PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
+      plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &ops.x_scale, sizeof ops.x_scale));
+  return ok_status();
+}
+
+Result<Gemm::Plan*> Gemm::plan_for(const Key& key, const Operands& ops, void* y, bool accumulate) {
   if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
   const auto [rows, in, out, y_dtype, fp8] = key;
   Heuristic h;
   PS_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, make_plan(key, h));
-  const bool timed = tuning_ != GemmTuning::kHeuristic && rows <= kMaxTunedRows && !fp8;
+  PS_RETURN_IF_ERROR(set_scales(*plan, ops));
+  const bool timed = tuning_ != GemmTuning::kHeuristic && rows <= kMaxTunedRows;
   const Key bucket_key{tune_bucket(rows), in, out, y_dtype, fp8};
   const bool by_bucket = timed && tuning_ == GemmTuning::kPerBucket;
   const auto cache = [&] {
-    const Plan* p = plan.get();
+    Plan* p = plan.get();
     plans_.emplace(key, std::move(plan));
     return p;
   };
@@ -201,7 +211,7 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
     // every row count of the bucket (timed at the first row count seen instead, an algorithm
     // timed at 40 rows ran 41-48 rows 1.13x slower than timing them did; benchmarks.md).
     if (!capturing && !plans_.contains(bucket_key)) {
-      PS_RETURN_IF_ERROR(tune_bucket_top(bucket_key, x, rows, w));
+      PS_RETURN_IF_ERROR(tune_bucket_top(bucket_key, ops, rows));
     }
     if (take_bucket_algo(key, *plan)) return cache();
   }
@@ -211,15 +221,14 @@ Result<const Gemm::Plan*> Gemm::plan_for(const Key& key, const uint16_t* x, cons
     return uncached_.get();
   }
   if (timed) {
-    PS_RETURN_IF_ERROR(time_candidates(*plan, h, rows, out, x, w, y, accumulate,
+    PS_RETURN_IF_ERROR(time_candidates(*plan, h, rows, out, ops.x, ops.w, y, accumulate,
                                        static_cast<DType>(y_dtype) == DType::kF32));
   }
   return cache();
 }
 
 Status Gemm::time_candidates(Plan& plan, const Heuristic& h, int64_t rows, int64_t out,
-                             const uint16_t* x, const uint16_t* w, void* y, bool accumulate,
-                             bool f32_out) {
+                             const void* x, const void* w, void* y, bool accumulate, bool f32_out) {
   // Candidates: the heuristic's picks, plus split-K variants of those that support it (the
   // small-row GEMMs with few output tiles leave SMs idle; cuBLASLt checks each variant, and the
   // reduction goes through the workspace in f32, without atomics).
@@ -346,9 +355,9 @@ Status Gemm::linear(const uint16_t* x, int64_t rows, int64_t in, const uint16_t*
                     void* y, DType y_dtype, bool accumulate) {
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_call(x, rows, in, w, out, y, y_dtype, accumulate));
-  PS_ASSIGN_OR_RETURN(
-      const Plan* plan,
-      plan_for(Key{rows, in, out, static_cast<int>(y_dtype), false}, x, w, y, accumulate));
+  PS_ASSIGN_OR_RETURN(const Plan* plan,
+                      plan_for(Key{rows, in, out, static_cast<int>(y_dtype), false}, Operands{x, w},
+                               y, accumulate));
   return matmul(*plan, x, rows, in, w, out, y, accumulate);
 }
 
@@ -368,14 +377,10 @@ Status Gemm::linear_fp8(const uint8_t* xq, const float* x_scale, int64_t rows, i
   if (misaligned(xq) || misaligned(wq) || misaligned(y)) {
     return invalid_argument("gemm: float8 x, w and y must be 16-byte aligned");
   }
-  PS_ASSIGN_OR_RETURN(const Plan* plan,
-                      plan_for(Key{rows, in, out, static_cast<int>(y_dtype), true}, nullptr,
-                               nullptr, y, accumulate));
-  // The scales are per call (each layer has its own w_scale); a captured graph keeps them.
-  PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof w_scale));
-  PS_LT_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
-      plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof x_scale));
+  const Operands ops{xq, wq, x_scale, w_scale};
+  PS_ASSIGN_OR_RETURN(Plan * plan, plan_for(Key{rows, in, out, static_cast<int>(y_dtype), true},
+                                            ops, y, accumulate));
+  PS_RETURN_IF_ERROR(set_scales(*plan, ops));
   return matmul(*plan, xq, rows, in, wq, out, y, accumulate);
 }
 

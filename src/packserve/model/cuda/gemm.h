@@ -7,8 +7,8 @@
 // scalars: cuBLASLt's per-tensor scaling; its per-row "outer vector" scales are refused on sm_90,
 // CUBLAS_STATUS_INVALID_VALUE on the H200):
 //   y[r, o] = x_scale * w_scale * sum_k xq[r, k] wq[o, k]      (f32 accumulate)
-// (--quantization fp8: ops.h quantize_fp8 makes both operands). Its algorithm is always the
-// heuristic's first pick (no timing).
+// (--quantization fp8: ops.h quantize_fp8 makes both operands). Its algorithm is chosen as
+// linear's (below), timed on the call's own scales.
 //
 // Algorithm per shape (rows, in, out, y dtype), chosen once and cached (GemmTuning):
 //   * kPerShape and rows <= kMaxTunedRows (decode-sized): the first eager call of the shape
@@ -105,21 +105,27 @@ class Gemm {
   Gemm() = default;
   void release();
   struct Heuristic;  // cuBLASLt's picks for a shape (gemm.cu)
+  struct Operands {  // a call's x and w (bf16 or e4m3) and, for float8, their device scales
+    const void* x = nullptr;
+    const void* w = nullptr;
+    const float* x_scale = nullptr;
+    const float* w_scale = nullptr;
+  };
   // The descriptors of `key`'s shape with the heuristic's picks (h) and the first as algo.
   Result<std::unique_ptr<Plan>> make_plan(const Key& key, Heuristic& h) const;
   // Times the bucket's own shape (its largest row count) on scratch x (the caller's x_rows
   // rows of x, repeated) and y, and caches it under the bucket's key. Without memory for the
   // scratch the bucket stays untimed (no error).
-  Status tune_bucket_top(const Key& bucket_key, const uint16_t* x, int64_t x_rows,
-                         const uint16_t* w);
+  Status tune_bucket_top(const Key& bucket_key, const Operands& ops, int64_t x_rows);
   // The timed algorithm of `key`'s bucket when cuBLASLt accepts it for `plan`'s shape.
   bool take_bucket_algo(const Key& key, Plan& plan) const;
   // Times the picks and their split-K variants; the fastest goes into plan.algo.
-  Status time_candidates(Plan& plan, const Heuristic& h, int64_t rows, int64_t out,
-                         const uint16_t* x, const uint16_t* w, void* y, bool accumulate,
-                         bool f32_out);
-  Result<const Plan*> plan_for(const Key& key, const uint16_t* x, const uint16_t* w, void* y,
-                               bool accumulate);
+  Status time_candidates(Plan& plan, const Heuristic& h, int64_t rows, int64_t out, const void* x,
+                         const void* w, void* y, bool accumulate, bool f32_out);
+  // The cached plan of `key`, made (and with tuning timed on ops) at its first call.
+  Result<Plan*> plan_for(const Key& key, const Operands& ops, void* y, bool accumulate);
+  // Points a float8 plan at the call's scales (no-op for bf16 operands).
+  static Status set_scales(Plan& plan, const Operands& ops);
   // Checks the sizes, pointers and dtype of a linear call (kInvalidArgument naming them).
   Status check_call(const void* x, int64_t rows, int64_t in, const void* w, int64_t out,
                     const void* y, DType y_dtype, bool accumulate) const;

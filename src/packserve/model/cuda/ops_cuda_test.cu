@@ -428,69 +428,96 @@ TEST(ModelCudaOps, QuantizeFp8MatchesTheHostRounding) {
 // linear_fp8 against float64 on the same e4m3 values and scales: y = x_scale w_scale sum_k xq
 // wq, into bf16 and accumulated into f32 (tolerances below). Random finite e4m3 bytes (no NaN
 // pattern), scales of 2^-8..2^8 (a missing one shows); row counts 1..600 (decode to prefill).
+// Every tuning mode: timing writes into y or scratch (accumulate) with the call's scales, and
+// with buckets the 20-row call times its bucket's 32 rows on scratch copies of its e4m3 rows.
 // Bad calls: in not a multiple of 16, a pointer off 16-byte alignment, a null scale.
 TEST(ModelCudaOps, GemmLinearFp8MatchesFloat64) {
   SKIP_WITHOUT_DEVICE();
-  Rng rng(9);
-  auto g = Gemm::create(nullptr, GemmTuning::kPerBucket);  // fp8 is never timed
-  ASSERT_TRUE(g.ok()) << g.status().to_string();
-  const auto random_scales = [&](size_t n) {
-    std::vector<float> v(n);
-    for (float& s : v)
-      s = std::ldexp(1.0f + static_cast<float>(rng.uniform()),
-                     static_cast<int>(rng.uniform_int(-8, 8)));
-    return v;
-  };
-  for (const int rows : {1, 7, 64, 600}) {
-    const int in = 256, out = 208;
-    const auto xq = random_fp8(rng, static_cast<size_t>(rows) * in),
-               wq = random_fp8(rng, size_t{out} * in);
-    const auto xs = random_scales(1), ws = random_scales(1);
-    auto y0 = random_f32(static_cast<size_t>(rows) * out, rng, 0.0, 1.0);
-    auto* dxq = to_device(xq);
-    auto* dwq = to_device(wq);
-    auto* dxs = to_device(xs);
-    auto* dws = to_device(ws);
-    auto* dyf = to_device(y0);
-    uint16_t* dyb = nullptr;
-    ASSERT_EQ(cudaMalloc(&dyb, static_cast<size_t>(rows) * out * 2), cudaSuccess);
-    Status st = g.value().linear_fp8(dxq, dxs, rows, in, dwq, dws, out, dyb, DType::kBF16);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    st = g.value().linear_fp8(dxq, dxs, rows, in, dwq, dws, out, dyf, DType::kF32, true);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    std::vector<double> ref(static_cast<size_t>(rows) * out);
-    double max_ref = 0;
-    for (int r = 0; r < rows; ++r) {
-      for (int o = 0; o < out; ++o) {
-        double sum = 0;
-        for (int i = 0; i < in; ++i) sum += fp8_value(xq[r * in + i]) * fp8_value(wq[o * in + i]);
-        ref[r * out + o] = sum * xs[0] * ws[0];
-        max_ref = std::max(max_ref, std::abs(ref[r * out + o] + y0[r * out + o]));
+  for (GemmTuning tuning :
+       {GemmTuning::kPerBucket, GemmTuning::kPerShape, GemmTuning::kHeuristic}) {
+    SCOPED_TRACE(static_cast<int>(tuning));
+    Rng rng(9);
+    auto g = Gemm::create(nullptr, tuning);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const auto random_scales = [&](size_t n) {
+      std::vector<float> v(n);
+      for (float& s : v)
+        s = std::ldexp(1.0f + static_cast<float>(rng.uniform()),
+                       static_cast<int>(rng.uniform_int(-8, 8)));
+      return v;
+    };
+    for (const int rows : {1, 7, 20, 64, 600}) {
+      const int in = 256, out = 208;
+      const auto xq = random_fp8(rng, static_cast<size_t>(rows) * in),
+                 wq = random_fp8(rng, size_t{out} * in);
+      const auto xs = random_scales(1), ws = random_scales(1);
+      auto y0 = random_f32(static_cast<size_t>(rows) * out, rng, 0.0, 1.0);
+      auto* dxq = to_device(xq);
+      auto* dwq = to_device(wq);
+      auto* dxs = to_device(xs);
+      auto* dws = to_device(ws);
+      auto* dyf = to_device(y0);
+      uint16_t* dyb = nullptr;
+      ASSERT_EQ(cudaMalloc(&dyb, static_cast<size_t>(rows) * out * 2), cudaSuccess);
+      Status st = g.value().linear_fp8(dxq, dxs, rows, in, dwq, dws, out, dyb, DType::kBF16);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      st = g.value().linear_fp8(dxq, dxs, rows, in, dwq, dws, out, dyf, DType::kF32, true);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      std::vector<double> ref(static_cast<size_t>(rows) * out);
+      double max_ref = 0;
+      for (int r = 0; r < rows; ++r) {
+        for (int o = 0; o < out; ++o) {
+          double sum = 0;
+          for (int i = 0; i < in; ++i) sum += fp8_value(xq[r * in + i]) * fp8_value(wq[o * in + i]);
+          ref[r * out + o] = sum * xs[0] * ws[0];
+          max_ref = std::max(max_ref, std::abs(ref[r * out + o] + y0[r * out + o]));
+        }
       }
+      // Hopper's float8 products accumulate with fewer bits between promotions to f32 than
+      // bf16 ones: 1e-3 of max |ref| (against 1e-4), plus a bf16 rounding for the bf16 y.
+      const auto yb = to_host(dyb, ref.size());
+      const auto yf = to_host(dyf, ref.size());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(bf16_to_float(yb[i]), ref[i], std::ldexp(std::abs(ref[i]), -8) + 1e-3 * max_ref)
+            << "gemm fp8 -> bf16 " << i << ", rows " << rows;
+        ASSERT_NEAR(yf[i], ref[i] + y0[i], 1e-3 * max_ref)
+            << "gemm fp8 f32 accumulate " << i << ", rows " << rows;
+      }
+      if (rows == 7) {
+        EXPECT_EQ(
+            g.value().linear_fp8(dxq, dxs, rows, 200, dwq, dws, out, dyb, DType::kBF16).code(),
+            StatusCode::kInvalidArgument);  // in % 16 != 0
+        EXPECT_EQ(
+            g.value().linear_fp8(dxq + 8, dxs, rows, 240, dwq, dws, out, dyb, DType::kBF16).code(),
+            StatusCode::kInvalidArgument);  // x off 16-byte alignment
+        EXPECT_EQ(
+            g.value().linear_fp8(dxq, nullptr, rows, in, dwq, dws, out, dyb, DType::kBF16).code(),
+            StatusCode::kInvalidArgument);
+      }
+      cudaFree(dxq), cudaFree(dwq), cudaFree(dxs), cudaFree(dws), cudaFree(dyf), cudaFree(dyb);
     }
-    // Hopper's float8 products accumulate with fewer bits between promotions to f32 than
-    // bf16 ones: 1e-3 of max |ref| (against 1e-4), plus a bf16 rounding for the bf16 y.
-    const auto yb = to_host(dyb, ref.size());
-    const auto yf = to_host(dyf, ref.size());
-    for (size_t i = 0; i < ref.size(); ++i) {
-      ASSERT_NEAR(bf16_to_float(yb[i]), ref[i], std::ldexp(std::abs(ref[i]), -8) + 1e-3 * max_ref)
-          << "gemm fp8 -> bf16 " << i << ", rows " << rows;
-      ASSERT_NEAR(yf[i], ref[i] + y0[i], 1e-3 * max_ref)
-          << "gemm fp8 f32 accumulate " << i << ", rows " << rows;
+    const int tuned = g.value().num_tuned_shapes(), borrowed = g.value().num_bucket_shapes();
+    switch (tuning) {
+      case GemmTuning::kPerBucket:
+        EXPECT_EQ(g.value().num_cached_shapes(), 12);  // 5 row counts and bucket 32, x 2 dtypes
+        EXPECT_GE(tuned, 1);
+        EXPECT_LE(tuned, 8);     // 1, 7, 32 and 64 rows; never 20 or 600
+        EXPECT_GE(borrowed, 1);  // a 20-row shape took its bucket's algorithm
+        EXPECT_LE(borrowed, 2);
+        break;
+      case GemmTuning::kPerShape:
+        EXPECT_EQ(g.value().num_cached_shapes(), 10);
+        EXPECT_GE(tuned, 1);
+        EXPECT_LE(tuned, 8);  // never the 600-row shapes
+        EXPECT_EQ(borrowed, 0);
+        break;
+      case GemmTuning::kHeuristic:
+        EXPECT_EQ(g.value().num_cached_shapes(), 10);
+        EXPECT_EQ(tuned, 0);
+        EXPECT_EQ(borrowed, 0);
+        break;
     }
-    if (rows == 7) {
-      EXPECT_EQ(g.value().linear_fp8(dxq, dxs, rows, 200, dwq, dws, out, dyb, DType::kBF16).code(),
-                StatusCode::kInvalidArgument);  // in % 16 != 0
-      EXPECT_EQ(
-          g.value().linear_fp8(dxq + 8, dxs, rows, 240, dwq, dws, out, dyb, DType::kBF16).code(),
-          StatusCode::kInvalidArgument);  // x off 16-byte alignment
-      EXPECT_EQ(
-          g.value().linear_fp8(dxq, nullptr, rows, in, dwq, dws, out, dyb, DType::kBF16).code(),
-          StatusCode::kInvalidArgument);
-    }
-    cudaFree(dxq), cudaFree(dwq), cudaFree(dxs), cudaFree(dws), cudaFree(dyf), cudaFree(dyb);
   }
-  EXPECT_EQ(g.value().num_tuned_shapes(), 0);
 }
 
 // skinny_linear_fp8 (skinny_gemm.h) against float64 on the same inputs: e4m3 weights (every

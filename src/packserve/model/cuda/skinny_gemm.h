@@ -11,14 +11,16 @@
 // Kernel: one CTA of 8 warps per 16 weight rows (outputs); the CTA's warps split `in` into
 // contiguous ranges of 128-column blocks. Per block a lane loads 32 contiguous columns of two
 // weight rows (16-byte loads that bypass L1, with a 256-byte L2 prefetch) and of its x rows
-// (through L1), turns e4m3 into bf16 exactly (the bits shifted into a bf16, then times 2^120,
-// the difference of the exponent biases) and runs eight tensor-core products (mma.sync
+// (through L1), turns e4m3 into bf16 exactly (a sign-filling byte permute, a shift and a mask
+// put the bits in a bf16, then times 2^120, the difference of the exponent biases) and runs
+// eight tensor-core products (mma.sync
 // m16n8k16, bf16 in, f32 accumulate; a product's columns are a fixed permutation of the
 // block's, the same for w and x). One block at a time per warp, four CTAs per SM for up to 8
 // rows and three for 9-16 (the other warps' loads hide a warp's products). The warps' sums
 // meet in shared memory and are added in warp order, then scaled and stored once. (bf16
-// weights through this kernel, and a split-K version with x shared per 128 weight rows,
-// measured slower than cuBLASLt: docs/forward-cuda.md "Few-row GEMM".)
+// weights through this kernel, a split-K version with x shared per 128 weight rows, and a
+// stream-K kernel for 17-32 rows measured slower than cuBLASLt in a decode step:
+// docs/forward-cuda.md "Few-row GEMM".)
 // Numerics: f32 accumulation in a fixed order that depends only on `in` (not on rows or on
 // the other rows' values): a row's result is the same bits whatever rows share the call. It
 // is not cuBLASLt's W8A8 product: x is not rounded to e4m3.
