@@ -44,7 +44,7 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 // shifted left by 4 a lane is [ssss seee emmm 0000] (the next lane's spill lands in bits 3..0),
 // and the mask 0x87F0 keeps the sign at bit 15 and e4m3's exponent and mantissa at bf16's
 // low exponent and high mantissa bits: a bf16 of 2^-120 the e4m3 value (subnormals included),
-// then times 2^120 (the difference of the exponent biases). No NaN: 0x7F/0xFF become 480.
+// then times 2^120 (the difference of the exponent biases). No NaN: 0x7F/0xFF become +-480.
 // (Three integer instructions per pair; the byte_perm into the lanes' high halves, shift and
 // two masks it replaced took four: decode_gemms b1 0.69 -> 0.74 of copy bandwidth.)
 template <bool Lo>

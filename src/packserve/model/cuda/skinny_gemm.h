@@ -13,11 +13,11 @@
 // weight rows (16-byte loads that bypass L1, with a 256-byte L2 prefetch) and of its x rows
 // (through L1), turns e4m3 into bf16 exactly (a sign-filling byte permute, a shift and a mask
 // put the bits in a bf16, then times 2^120, the difference of the exponent biases) and runs
-// eight tensor-core products (mma.sync
-// m16n8k16, bf16 in, f32 accumulate; a product's columns are a fixed permutation of the
-// block's, the same for w and x). One block at a time per warp, four CTAs per SM for up to 8
-// rows and three for 9-16 (the other warps' loads hide a warp's products). The warps' sums
-// meet in shared memory and are added in warp order, then scaled and stored once. (bf16
+// eight tensor-core products (mma.sync m16n8k16, bf16 in, f32 accumulate; a product's columns
+// are a fixed permutation of the block's, the same for w and x). One block at a time per
+// warp, four CTAs per SM for up to 8 rows and three for 9-16 (the other warps' loads hide a
+// warp's products). The warps' sums meet in shared memory and are added in warp order, then
+// scaled and stored once. (bf16
 // weights through this kernel, a split-K version with x shared per 128 weight rows, and a
 // stream-K kernel for 17-32 rows measured slower than cuBLASLt in a decode step:
 // docs/forward-cuda.md "Few-row GEMM".)
