@@ -5,7 +5,8 @@
 #   3. bench/gpu/attention_bench (ceilings + our kernels), gather_bench (the streaming ceiling
 #      of a few SMs), forward_bench (bf16, and --quantization fp8), plan_bench (the planner on
 #      this machine's host CPU),
-#   4. scripts/spec-bench.sh (prompt-lookup speculative decoding on qwen3-0.6b dummies) and
+#   4. scripts/spec-bench.sh (prompt-lookup speculative decoding on qwen3-0.6b dummies, and
+#      float8 against bf16 weights end to end) and
 #      scripts/gpu_peers.py (PyTorch),
 #   5. scripts/model_gpu_check.py (our CUDA and CPU forward vs transformers, through
 #      forward_logits and packserve, on the copy dummy models; HF_ARGS="--inits copy,random"
@@ -188,6 +189,13 @@ if ! skip spec; then  # speculative decoding against one token per step (scripts
   BIN="$BIN/packserve" BACKEND=cuda ARCHS=qwen3-0.6b BATCHES="1 16" CAPTURE_AFTER=2 \
     OUT="$OUT" timeout 120 scripts/spec-bench.sh >/dev/null 2>"$OUT/spec-bench.err"
   echo "spec-bench rc=$?"
+  # float8 against bf16 weights end to end (one token per step, the same table's columns)
+  fp8_out=$(mktemp -d)
+  BIN="$BIN/packserve" BACKEND=cuda ARCHS=qwen3-0.6b BATCHES="4 16" CAPTURE_AFTER=2 SPECS=0 \
+    INITS=random QUANT="none fp8" PROMPT_LEN=256 MAX_TOKENS=128 OUT="$fp8_out" \
+    timeout 120 scripts/spec-bench.sh >/dev/null 2>"$OUT/fp8-generate.err"
+  echo "fp8 generate rc=$?"
+  cp "$fp8_out/spec-bench.md" "$OUT/fp8-generate.md" 2>/dev/null; rm -rf "$fp8_out"
 fi
 if ! skip peers; then
   PYTHONUNBUFFERED=1 timeout 300 python3 scripts/gpu_peers.py ${PEERS_ARGS:-} >"$OUT/peers.jsonl" 2>"$OUT/peers.err"
@@ -257,6 +265,10 @@ spec = os.path.join(out, "spec-bench.md")
 if os.path.exists(spec):
     print("\n### speculative decoding (scripts/spec-bench.sh)\n")
     print(open(spec).read())
+fp8gen = os.path.join(out, "fp8-generate.md")
+if os.path.exists(fp8gen):
+    print("\n### float8 against bf16 weights, `packserve generate` (scripts/spec-bench.sh)\n")
+    print(open(fp8gen).read())
 hf = lines("hf.jsonl")
 if hf:
     print("\n### CUDA forward vs transformers (scripts/model_gpu_check.py)\n")
