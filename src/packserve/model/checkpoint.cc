@@ -2,9 +2,11 @@
 #include "packserve/model/checkpoint.h"
 
 #include <set>
+#include <string_view>
 
 #include "packserve/common/log.h"
 #include "packserve/model/config.h"
+#include "packserve/model/fp8_weights.h"
 #include "packserve/model/safetensors.h"
 
 namespace packserve::model {
@@ -22,10 +24,38 @@ Status take(const SafetensorsCheckpoint& ckpt, const std::string& name, std::set
   return ok_status();
 }
 
+// A float8 linear weight (fp8_weights.h): its bytes and scale, dequantized to `dtype`.
+// Otherwise as take().
+Status take_linear(const SafetensorsCheckpoint& ckpt, const std::string& name, DType dtype,
+                   std::set<std::string>& used, HostTensor& out) {
+  if (!ckpt.contains(name)) return take(ckpt, name, used, out);
+  PS_ASSIGN_OR_RETURN(const auto raw, ckpt.raw(name));
+  if (raw.first->dtype_name != "F8_E4M3") return take(ckpt, name, used, out);
+  const std::string per_row = name + "_scale", block = name + "_scale_inv";
+  const bool has_block = ckpt.contains(block);
+  if (!has_block && !ckpt.contains(per_row)) {
+    return invalid_argument(name + ": float8 weight without " + per_row + " or " + block);
+  }
+  const std::string& scale_name = has_block ? block : per_row;
+  PS_ASSIGN_OR_RETURN(const HostTensor scale, ckpt.tensor(scale_name));
+  PS_ASSIGN_OR_RETURN(
+      out, dequantize_fp8_weight(name, raw.second, raw.first->shape, scale,
+                                 has_block ? Fp8ScaleKind::kBlock : Fp8ScaleKind::kPerTensorOrRow,
+                                 dtype));
+  used.insert(name);
+  used.insert(scale_name);
+  return ok_status();
+}
+
 bool ignorable(const std::string& name, const ModelConfig& config) {
   if (name == "lm_head.weight" && config.tie_word_embeddings) return true;
-  const std::string_view suffix = "rotary_emb.inv_freq";
-  return name.size() >= suffix.size() && name.ends_with(suffix);
+  // Static activation and K/V scales of float8 checkpoints: activations are quantized per step
+  // (--quantization fp8) and K/V stay in the model's dtype.
+  for (const std::string_view suffix :
+       {"rotary_emb.inv_freq", ".input_scale", ".k_scale", ".v_scale"}) {
+    if (name.ends_with(suffix)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -77,7 +107,10 @@ Result<ModelWeights> load_checkpoint(const std::string& dir) {
         {"mlp.down_proj.weight", &l.down_proj},
     };
     for (const auto& [suffix, tensor] : tensors) {
-      s = take(ckpt, layer_tensor_name(i, suffix), used, *tensor);
+      const std::string name = layer_tensor_name(i, suffix);
+      const bool linear = std::string_view(suffix).ends_with("_proj.weight");
+      s = linear ? take_linear(ckpt, name, c.dtype, used, *tensor)
+                 : take(ckpt, name, used, *tensor);
       if (!s.ok()) return error(s);
     }
   }

@@ -8,7 +8,10 @@
 //   (Qwen2), model.layers.N.self_attn.{q,k}_norm.weight (Qwen3),
 //   model.layers.N.mlp.{gate,up,down}_proj.weight.
 // The checkpoint's dtype is the stored dtype of model.embed_tokens.weight (config.dtype is set
-// to it; every other tensor must have the same dtype). When tied, lm_head is a copy of the
+// to it; every other tensor must have the same dtype). Float8 checkpoints: a layer's linear
+// weights (*_proj.weight) may be F8_E4M3 with a `.weight_scale` or `.weight_scale_inv` tensor
+// beside them; they are dequantized to that dtype when loaded (fp8_weights.h), and their
+// `.input_scale`, `.k_scale` and `.v_scale` tensors are ignored. When tied, lm_head is a copy of the
 // embed_tokens view. A tensor the architecture does not use (other than lm_head.weight when
 // tied and *.rotary_emb.inv_freq) is an error: it means config.json and the weights disagree.
 // Errors name the directory or file, the tensor and what was expected.

@@ -222,6 +222,12 @@ Result<HostTensor> SafetensorsFile::tensor(std::string_view name) const {
   return t;
 }
 
+Result<std::span<const std::byte>> SafetensorsFile::bytes(std::string_view name) const {
+  const SafetensorsEntry* e = find(name);
+  if (e == nullptr) return not_found(path_ + ": no tensor \"" + std::string(name) + "\"");
+  return std::span<const std::byte>(data_ + e->begin_bytes, e->end_bytes - e->begin_bytes);
+}
+
 Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   SafetensorsCheckpoint ckpt;
@@ -284,6 +290,17 @@ Result<HostTensor> SafetensorsCheckpoint::tensor(std::string_view name) const {
     return not_found(dir_ + ": checkpoint has no tensor \"" + std::string(name) + "\"");
   }
   return files_[it->second]->tensor(name);
+}
+
+Result<std::pair<const SafetensorsEntry*, std::span<const std::byte>>> SafetensorsCheckpoint::raw(
+    std::string_view name) const {
+  const auto it = where_.find(name);
+  if (it == where_.end()) {
+    return not_found(dir_ + ": checkpoint has no tensor \"" + std::string(name) + "\"");
+  }
+  const SafetensorsFile& f = *files_[it->second];
+  PS_ASSIGN_OR_RETURN(const std::span<const std::byte> b, f.bytes(name));
+  return std::make_pair(f.find(name), b);
 }
 
 std::vector<std::string> SafetensorsCheckpoint::tensor_names() const {

@@ -26,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "packserve/common/status.h"
@@ -58,6 +59,9 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   // A view of tensor `name`; kNotFound naming the file when absent, kUnimplemented for a
   // dtype other than BF16/F16/F32.
   Result<HostTensor> tensor(std::string_view name) const;
+  // The bytes of tensor `name` whatever its dtype (valid while this file lives); kNotFound
+  // naming the file when absent.
+  Result<std::span<const std::byte>> bytes(std::string_view name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
@@ -82,6 +86,10 @@ class SafetensorsCheckpoint {
   bool contains(std::string_view name) const { return where_.find(name) != where_.end(); }
   // kNotFound naming the tensor and the directory when absent.
   Result<HostTensor> tensor(std::string_view name) const;
+  // Tensor `name`'s entry (dtype as written, shape) and bytes, whatever its dtype (valid while
+  // this checkpoint lives); kNotFound as tensor().
+  Result<std::pair<const SafetensorsEntry*, std::span<const std::byte>>> raw(
+      std::string_view name) const;
   std::vector<std::string> tensor_names() const;  // sorted
   const std::string& dir() const { return dir_; }
 

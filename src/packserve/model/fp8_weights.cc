@@ -1,0 +1,103 @@
+// fp8_weights.cc: e4m3_value and dequantize_fp8_weight (fp8_weights.h).
+#include "packserve/model/fp8_weights.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+namespace packserve::model {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// The block edge of a scale dimension: the smallest power of two b with ceil(dim / b) == n,
+// or 0 when there is none.
+int64_t block_edge(int64_t dim, int64_t n) {
+  if (n < 1) return 0;
+  int64_t b = 1;
+  while (b < (dim + n - 1) / n) b *= 2;
+  return (dim + b - 1) / b == n ? b : 0;
+}
+
+}  // namespace
+
+float e4m3_value(uint8_t byte) {
+  const int exponent = (byte >> 3) & 0xF, mantissa = byte & 0x7;
+  if (exponent == 0xF && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  const float magnitude = exponent == 0
+                              ? std::ldexp(static_cast<float>(mantissa), -9)
+                              : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  return (byte & 0x80) != 0 ? -magnitude : magnitude;
+}
+
+Result<HostTensor> dequantize_fp8_weight(const std::string& name, std::span<const std::byte> bytes,
+                                         const std::vector<int64_t>& shape, const HostTensor& scale,
+                                         Fp8ScaleKind kind, DType dtype) {
+  const auto bad = [&](const std::string& what) { return invalid_argument(name + ": " + what); };
+  if (shape.size() != 2 || shape[0] < 1 || shape[1] < 1) {
+    return bad("float8 weight of shape " + shape_str(shape) + ", expected [out, in]");
+  }
+  const int64_t out = shape[0], in = shape[1];
+  if (static_cast<int64_t>(bytes.size()) != out * in) {
+    return bad(std::to_string(bytes.size()) + " bytes for shape " + shape_str(shape));
+  }
+  if (dtype != DType::kBF16 && dtype != DType::kF16 && dtype != DType::kF32) {
+    return bad(std::string("dequantized to ") + std::string(dtype_name(dtype)) +
+               ", expected bf16, f16 or f32");
+  }
+  // The scale of (o, i) is scale[(o / row_block) * scale_cols + i / col_block].
+  int64_t row_block = 1, col_block = in, scale_cols = 1;
+  const int64_t scales = scale.num_elements();
+  const std::string scale_shape = scale.name + " of shape " + shape_str(scale.shape);
+  if (kind == Fp8ScaleKind::kPerTensorOrRow) {
+    if (scales == 1 && scale.shape.size() <= 1) {
+      row_block = out;
+    } else if (scales != out ||
+               !(scale.shape.size() == 1 || (scale.shape.size() == 2 && scale.shape[1] == 1))) {
+      return bad(scale_shape + ": expected [], [1], [" + std::to_string(out) + "] or [" +
+                 std::to_string(out) + ", 1] (per tensor or per output row)");
+    }
+  } else {
+    row_block = scale.shape.size() == 2 ? block_edge(out, scale.shape[0]) : 0;
+    col_block = scale.shape.size() == 2 ? block_edge(in, scale.shape[1]) : 0;
+    if (row_block == 0 || col_block == 0) {
+      return bad(scale_shape + ": expected [ceil(" + std::to_string(out) + " / B0), ceil(" +
+                 std::to_string(in) + " / B1)] for power-of-two blocks B0 x B1");
+    }
+    scale_cols = scale.shape[1];
+  }
+  for (int64_t k = 0; k < scales; ++k) {
+    if (!std::isfinite(scale.at(k))) {
+      return bad(scale.name + "[" + std::to_string(k) + "] = " + std::to_string(scale.at(k)) +
+                 ", expected a finite scale");
+    }
+  }
+  HostTensor t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = shape;
+  auto storage = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(out * in) *
+                                                          dtype_size_bytes(dtype));
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      const auto at = static_cast<size_t>(o * in + i);
+      const float v = e4m3_value(static_cast<uint8_t>(bytes[at]));
+      if (std::isnan(v)) {
+        return bad("element [" + std::to_string(o) + ", " + std::to_string(i) +
+                   "] is a float8 NaN (byte 0x" +
+                   (static_cast<uint8_t>(bytes[at]) == 0xFF ? "ff" : "7f") + ")");
+      }
+      const float s = scale.at((o / row_block) * scale_cols + i / col_block);
+      store_from_float(storage->data(), at, dtype, v * s);
+    }
+  }
+  t.data = storage->data();
+  t.owner = std::shared_ptr<const void>(storage, storage->data());
+  return t;
+}
+
+}  // namespace packserve::model
