@@ -17,6 +17,7 @@
 #include "packserve/common/rng.h"
 #include "packserve/model/checkpoint.h"
 #include "packserve/model/config.h"
+#include "packserve/model/forward_test_util.h"
 #include "packserve/model/test_dir.h"
 
 namespace packserve::model {
@@ -210,22 +211,13 @@ std::vector<std::byte> f32_bytes(const std::vector<float>& values) {
   return b;
 }
 
-// A 2-layer Llama (H = 8, Q = 8, KV = 4, I = 16, V = 10) whose linear weights are float8 with
-// a different scale format per projection, next to the bf16 checkpoint of their dequantized
-// values (computed here): both load to the same bytes. The float8 one also carries
-// input_scale / k_scale / v_scale tensors, which are ignored. Then: a float8 weight without
-// its scale is refused, naming both.
+// forward_test_util.h's 2-layer Llama (H = 128, Q = 256, KV = 128, I = 256) in bf16, its linear
+// weights float8 with a different scale format per projection (blocks of 64 x 64), next to the bf16
+// checkpoint of their dequantized values (computed here): both load to the same bytes. The float8
+// one also carries input_scale / k_scale / v_scale tensors, which are ignored. Then: a float8
+// weight without its scale is refused, naming both.
 TEST(Fp8Weights, Fp8CheckpointLoadsAsItsDequantizedBf16Twin) {
-  ModelConfig c;
-  c.arch = Architecture::kLlama;
-  c.vocab_size = 10;
-  c.hidden_size = 8;
-  c.intermediate_size = 16;
-  c.num_layers = 2;
-  c.num_qo_heads = 2;
-  c.num_kv_heads = 1;
-  c.head_dim = 4;
-  c.max_position_embeddings = 64;
+  ModelConfig c = testing_util::llama_config();
   c.dtype = DType::kBF16;
   Rng rng(5);
   std::vector<RawTensor> fp8, bf16;
@@ -247,16 +239,17 @@ TEST(Fp8Weights, Fp8CheckpointLoadsAsItsDequantizedBf16Twin) {
     struct Linear {
       const char* suffix;
       int64_t out, in;
-      std::vector<int64_t> scale_shape;  // block scales: 4 x 4 blocks
+      std::vector<int64_t> scale_shape;  // block scales: 64 x 64 blocks
       bool block;
     };
+    constexpr int64_t kB = 64;
     const Linear linears[] = {
         {"self_attn.q_proj.weight", q, h, {}, false},
         {"self_attn.k_proj.weight", kv, h, {kv}, false},
         {"self_attn.v_proj.weight", kv, h, {kv, 1}, false},
-        {"self_attn.o_proj.weight", h, q, {2, 2}, true},
+        {"self_attn.o_proj.weight", h, q, {h / kB, q / kB}, true},
         {"mlp.gate_proj.weight", inter, h, {1}, false},
-        {"mlp.up_proj.weight", inter, h, {4, 2}, true},
+        {"mlp.up_proj.weight", inter, h, {inter / kB, h / kB}, true},
         {"mlp.down_proj.weight", h, inter, {h}, false},
     };
     for (const Linear& lin : linears) {
@@ -273,7 +266,7 @@ TEST(Fp8Weights, Fp8CheckpointLoadsAsItsDequantizedBf16Twin) {
         for (int64_t i = 0; i < lin.in; ++i) {
           const size_t k = n == 1       ? 0
                            : !lin.block ? static_cast<size_t>(o)
-                                        : static_cast<size_t>(o / 4 * lin.scale_shape[1] + i / 4);
+                                        : static_cast<size_t>(o / kB * lin.scale_shape[1] + i / kB);
           values[static_cast<size_t>(o * lin.in + i)] =
               reference_e4m3(static_cast<uint8_t>(bytes[static_cast<size_t>(o * lin.in + i)])) *
               scales[k];
