@@ -49,10 +49,11 @@ Status take_linear(const SafetensorsCheckpoint& ckpt, const std::string& name, D
 
 bool ignorable(const std::string& name, const ModelConfig& config) {
   if (name == "lm_head.weight" && config.tie_word_embeddings) return true;
-  // Static activation and K/V scales of float8 checkpoints: activations are quantized per step
-  // (--quantization fp8) and K/V stay in the model's dtype.
+  // Static activation scales (and FBGEMM's bound on them) and K/V scales of float8
+  // checkpoints: activations are quantized per step (--quantization fp8) and K/V stay in the
+  // model's dtype.
   for (const std::string_view suffix :
-       {"rotary_emb.inv_freq", ".input_scale", ".k_scale", ".v_scale"}) {
+       {"rotary_emb.inv_freq", ".input_scale", ".input_scale_ub", ".k_scale", ".v_scale"}) {
     if (name.ends_with(suffix)) return true;
   }
   return false;

@@ -11,10 +11,10 @@
 // to it; every other tensor must have the same dtype). Float8 checkpoints: a layer's linear
 // weights (*_proj.weight) may be F8_E4M3 with a `.weight_scale` or `.weight_scale_inv` tensor
 // beside them; they are dequantized to that dtype when loaded (fp8_weights.h), and their
-// `.input_scale`, `.k_scale` and `.v_scale` tensors are ignored. When tied, lm_head is a copy of the
-// embed_tokens view. A tensor the architecture does not use (other than lm_head.weight when
-// tied and *.rotary_emb.inv_freq) is an error: it means config.json and the weights disagree.
-// Errors name the directory or file, the tensor and what was expected.
+// `.input_scale`, `.input_scale_ub`, `.k_scale` and `.v_scale` tensors are ignored.
+// When tied, lm_head is a copy of the embed_tokens view. A tensor the architecture does not use
+// (other than lm_head.weight when tied and *.rotary_emb.inv_freq) is an error: it means config.json
+// and the weights disagree. Errors name the directory or file, the tensor and what was expected.
 // Thread-safety: free functions; the result is immutable and shareable.
 #pragma once
 

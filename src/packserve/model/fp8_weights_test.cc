@@ -211,11 +211,11 @@ std::vector<std::byte> f32_bytes(const std::vector<float>& values) {
   return b;
 }
 
-// forward_test_util.h's 2-layer Llama (H = 128, Q = 256, KV = 128, I = 256) in bf16, its linear
-// weights float8 with a different scale format per projection (blocks of 64 x 64), next to the bf16
-// checkpoint of their dequantized values (computed here): both load to the same bytes. The float8
-// one also carries input_scale / k_scale / v_scale tensors, which are ignored. Then: a float8
-// weight without its scale is refused, naming both.
+// forward_test_util.h's 2-layer Llama (H = 128, Q = 256, KV = 128, I = 256) in bf16, its
+// linear weights float8 with a different scale format per projection (blocks of 64 x 64), next
+// to the bf16 checkpoint of their dequantized values (computed here): both load to the same
+// bytes. The float8 one also carries input_scale / input_scale_ub / k_scale / v_scale tensors,
+// which are ignored. Then: a float8 weight without its scale is refused, naming both.
 TEST(Fp8Weights, Fp8CheckpointLoadsAsItsDequantizedBf16Twin) {
   ModelConfig c = testing_util::llama_config();
   c.dtype = DType::kBF16;
@@ -274,8 +274,8 @@ TEST(Fp8Weights, Fp8CheckpointLoadsAsItsDequantizedBf16Twin) {
       }
       bf16.push_back({name, "BF16", {lin.out, lin.in}, bf16_bytes(values)});
     }
-    for (const char* extra :
-         {"self_attn.q_proj.input_scale", "self_attn.k_scale", "self_attn.v_scale"}) {
+    for (const char* extra : {"self_attn.q_proj.input_scale", "mlp.down_proj.input_scale_ub",
+                              "self_attn.k_scale", "self_attn.v_scale"}) {
       fp8.push_back({layer_tensor_name(l, extra), "F32", {}, f32_bytes({1.0f})});
     }
   }
