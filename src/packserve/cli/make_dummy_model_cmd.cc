@@ -2,7 +2,8 @@
 // "Loading"): a complete checkpoint directory with seeded random weights for the shape of a
 // known model (model/dummy_model.h; docs/model.md).
 // Writes one JSON line to stdout: {"dir", "arch", "dtype", "seed", "init", "vocab_size",
-// "num_params", "weight_bytes", "seconds"}.
+// "num_params", "float8", "weight_bytes" (in the dtype, as if no weight were float8),
+// "seconds"}.
 // Exit codes (commands.h): 0 success; 2 bad input (unknown arch or init, --copy-distance out of
 // range, --tokenizer without a loadable tokenizer.json); 1 an I/O failure while writing.
 #include <chrono>
@@ -27,6 +28,7 @@ struct MakeDummyModelArgs {
   int threads = 0;
   std::string init = "random";
   int copy_distance = 7;
+  bool float8 = false;
 };
 
 int run_make_dummy_model(const MakeDummyModelArgs& args) {
@@ -49,6 +51,7 @@ int run_make_dummy_model(const MakeDummyModelArgs& args) {
   options.tokenizer_dir = args.tokenizer_dir;
   options.dtype = *dtype;
   options.num_threads = args.threads;
+  options.float8 = args.float8;
   const auto start = std::chrono::steady_clock::now();
   auto made = model::make_dummy_model(options);
   if (!made.ok()) {
@@ -77,6 +80,7 @@ int run_make_dummy_model(const MakeDummyModelArgs& args) {
       {"init", model::dummy_init_name(*init)},
       {"vocab_size", c.vocab_size},
       {"num_params", num_params},
+      {"float8", args.float8},
       {"weight_bytes", num_params * static_cast<int64_t>(dtype_size_bytes(*dtype))},
       {"seconds", seconds}};
   std::cout << out.dump() << "\n";
@@ -119,6 +123,10 @@ void register_make_dummy_model_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--copy-distance", args->copy_distance,
                   "--init copy: the token after position n is the one at n - this (1..64)")
       ->capture_default_str();
+  cmd->add_flag("--float8", args->float8,
+                "store every layer's linear weights as F8_E4M3 with a per-tensor "
+                "<name>_scale, as a compressed-tensors float8 checkpoint (loaded back "
+                "dequantized; docs/model.md)");
   cmd->callback([args, &exit_code] { exit_code = run_make_dummy_model(*args); });
 }
 

@@ -18,6 +18,7 @@
 #include "packserve/common/rng.h"
 #include "packserve/model/checkpoint.h"
 #include "packserve/model/dummy_tokenizer.h"
+#include "packserve/model/fp8_weights.h"
 #include "packserve/model/ops_cpu.h"
 #include "packserve/model/safetensors.h"
 #include "packserve/tokenizer/tokenizer.h"
@@ -75,7 +76,8 @@ enum class Fill {
 };
 
 struct TensorPlan {
-  SafetensorsTensorSpec spec;
+  SafetensorsTensorSpec spec;  // spec.float8: the tensor's values quantized (write_float8)
+  bool float8_scale = false;   // the scale of the float8 tensor before it (f32 [])
   Fill fill = Fill::kNormal;
   double base = 0, std = 0;
   std::string stream;            // kNormal: the stream's name; the tensor's own unless shared
@@ -115,6 +117,22 @@ std::vector<TensorPlan> plan_tensors(const ModelConfig& c, const DummyModelOptio
     add(n("mlp.gate_proj.weight"), {c.intermediate_size, h}, false);
     add(n("mlp.up_proj.weight"), {c.intermediate_size, h}, false);
     add(n("mlp.down_proj.weight"), {h, c.intermediate_size}, false);
+  }
+  if (options.float8) {  // every layer's linear weights, each followed by its scale
+    std::vector<TensorPlan> with_scales;
+    for (TensorPlan& p : plans) {
+      const bool linear =
+          p.spec.name.starts_with("model.layers.") && p.spec.name.ends_with("_proj.weight");
+      const std::string name = p.spec.name;
+      with_scales.push_back(std::move(p));
+      if (!linear) continue;
+      with_scales.back().spec.float8 = true;
+      TensorPlan scale;
+      scale.spec = SafetensorsTensorSpec{name + "_scale", DType::kF32, {}};
+      scale.float8_scale = true;
+      with_scales.push_back(std::move(scale));
+    }
+    plans = std::move(with_scales);
   }
   add("model.norm.weight", {h}, true);
   if (!c.tie_word_embeddings) add("lm_head.weight", {c.vocab_size, h}, false);
@@ -351,6 +369,41 @@ void fill_chunk(const TensorPlan& plan, uint64_t seed, int64_t chunk, int64_t co
   }
 }
 
+// A float8 tensor (and its scale, the next plan): its values as the model's dtype would hold
+// them, quantized with one scale, max |value| / 448 (1 when all are 0), chunk by chunk twice
+// (the maximum first). Written by this thread alone.
+Status write_float8(SafetensorsWriter& writer, const TensorPlan& plan,
+                    const DummyModelOptions& options, const CopyHead* copy, float& scale) {
+  int64_t numel = 1;
+  for (int64_t d : plan.spec.shape) numel *= d;
+  const int64_t num_chunks = (numel + kChunkElements - 1) / kChunkElements;
+  std::vector<float> values;
+  std::vector<std::byte> rounded(static_cast<size_t>(kChunkElements) * 4);
+  const auto each_chunk = [&](auto&& fn) -> Status {
+    for (int64_t chunk = 0; chunk < num_chunks; ++chunk) {
+      const int64_t count = std::min(kChunkElements, numel - chunk * kChunkElements);
+      fill_chunk(plan, options.seed, chunk, count, copy, values, rounded.data());
+      for (float& v : values) v = round_to_dtype(v, options.dtype);
+      PS_RETURN_IF_ERROR(fn());
+    }
+    return ok_status();
+  };
+  float amax = 0.0f;
+  PS_RETURN_IF_ERROR(each_chunk([&] {
+    for (float v : values) amax = std::max(amax, std::fabs(v));
+    return ok_status();
+  }));
+  scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+  std::vector<std::byte> bytes;
+  return each_chunk([&] {
+    bytes.resize(values.size());
+    for (size_t j = 0; j < values.size(); ++j) {
+      bytes[j] = static_cast<std::byte>(e4m3_from_float(values[j] / scale));
+    }
+    return writer.write(bytes);
+  });
+}
+
 Status write_weights(const std::string& path, const std::vector<TensorPlan>& plans,
                      const DummyModelOptions& options, const CopyHead* copy) {
   std::vector<SafetensorsTensorSpec> specs;
@@ -363,7 +416,16 @@ Status write_weights(const std::string& path, const std::vector<TensorPlan>& pla
   std::vector<std::byte> buffer(static_cast<size_t>(threads) * static_cast<size_t>(kChunkElements) *
                                 element_bytes);
   std::vector<std::vector<float>> scratch(static_cast<size_t>(threads));
+  float float8_scale = 1.0f;  // of the last float8 tensor
   for (const TensorPlan& plan : plans) {
+    if (plan.spec.float8) {
+      PS_RETURN_IF_ERROR(write_float8(writer, plan, options, copy, float8_scale));
+      continue;
+    }
+    if (plan.float8_scale) {
+      PS_RETURN_IF_ERROR(writer.write(std::as_bytes(std::span(&float8_scale, 1))));
+      continue;
+    }
     int64_t numel = 1;
     for (int64_t d : plan.spec.shape) numel *= d;
     const int64_t num_chunks = (numel + kChunkElements - 1) / kChunkElements;

@@ -57,6 +57,10 @@ struct DummyModelOptions {
   int num_threads = 0;       // weight generation threads; 0: hardware concurrency
   DummyInit init = DummyInit::kRandom;
   int copy_distance = 7;  // kCopy: how far back layer 0 looks, 1..64
+  // Every layer's linear weights (*_proj.weight) stored as F8_E4M3 with a per-tensor
+  // "<name>_scale" (f32 []): the dtype's values / (max |value| / 448), rounded to nearest even
+  // (fp8_weights.h reads them back); a float8 checkpoint as compressed-tensors writes one.
+  bool float8 = false;
 };
 
 // kCopy's layer-0 attention score (q . k / sqrt(head_dim), before softmax) is a function of the

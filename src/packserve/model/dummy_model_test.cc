@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +15,8 @@
 
 #include "packserve/model/checkpoint.h"
 #include "packserve/model/dummy_tokenizer.h"
+#include "packserve/model/fp8_weights.h"
+#include "packserve/model/safetensors.h"
 #include "packserve/model/test_dir.h"
 #include "packserve/tokenizer/chat_template.h"
 #include "packserve/tokenizer/tokenizer.h"
@@ -144,6 +148,67 @@ TEST(DummyModel, TinyRoundTripsThroughLoadCheckpoint) {
     EXPECT_TRUE(tokenizer::Tokenizer::from_dir(*made).ok());
     EXPECT_TRUE(tokenizer::ChatTemplate::from_dir(*made, std::nullopt).ok());
   }
+}
+
+// --float8: the same seed's bf16 model with every layer's linear weights quantized per tensor.
+// Each weight loads back (dequantized, fp8_weights.h) as e4m3_from_float(w / s) * s with
+// s = max |w| / 448 of the bf16 weights w, element by element; the largest element exactly.
+// The file holds F8_E4M3 weights and f32 [] scales; the rest is the bf16 model's, bit for bit.
+TEST(DummyModel, Float8StoresTheBf16WeightsQuantizedPerTensor) {
+  TestDir dir("dummy_float8");
+  DummyModelOptions options;
+  options.arch = "tiny";
+  options.out_dir = dir.path() + "/bf16";
+  auto plain = make_dummy_model(options);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  options.out_dir = dir.path() + "/fp8";
+  options.float8 = true;
+  options.num_threads = 3;
+  auto fp8 = make_dummy_model(options);
+  ASSERT_TRUE(fp8.ok()) << fp8.status().to_string();
+  auto file = SafetensorsFile::open(*fp8 + "/model.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  const SafetensorsEntry* q = (*file)->find("model.layers.1.self_attn.q_proj.weight");
+  const SafetensorsEntry* qs = (*file)->find("model.layers.1.self_attn.q_proj.weight_scale");
+  ASSERT_TRUE(q != nullptr && qs != nullptr);
+  EXPECT_EQ(q->dtype_name, "F8_E4M3");
+  EXPECT_EQ(qs->dtype_name, "F32");
+  EXPECT_TRUE(qs->shape.empty());
+  EXPECT_EQ((*file)->find("model.layers.1.input_layernorm.weight")->dtype_name, "BF16");
+  auto a = load_checkpoint(*plain);
+  auto b = load_checkpoint(*fp8);
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string() << b.status().to_string();
+  ASSERT_EQ(b->config.dtype, DType::kBF16);
+  for (size_t l = 0; l < a->layers.size(); ++l) {
+    const LayerWeights &x = a->layers[l], &y = b->layers[l];
+    for (const auto& [w, w8] : {std::pair{&x.q_proj, &y.q_proj},
+                                {&x.k_proj, &y.k_proj},
+                                {&x.v_proj, &y.v_proj},
+                                {&x.o_proj, &y.o_proj},
+                                {&x.gate_proj, &y.gate_proj},
+                                {&x.up_proj, &y.up_proj},
+                                {&x.down_proj, &y.down_proj}}) {
+      SCOPED_TRACE(w->name);
+      float amax = 0;
+      for (int64_t i = 0; i < w->num_elements(); ++i) amax = std::max(amax, std::fabs(w->at(i)));
+      const float s = amax / 448.0f;
+      for (int64_t i = 0; i < w->num_elements(); ++i) {
+        const float want =
+            round_to_dtype(e4m3_value(e4m3_from_float(w->at(i) / s)) * s, DType::kBF16);
+        ASSERT_EQ(w8->at(i), want) << "element " << i;
+        if (std::fabs(w->at(i)) == amax) {
+          ASSERT_EQ(std::fabs(w8->at(i)), amax);
+        }
+      }
+    }
+    for (const auto& [t, t8] : {std::pair{&x.input_norm, &y.input_norm},
+                                {&x.post_attention_norm, &y.post_attention_norm},
+                                {&x.q_norm, &y.q_norm}}) {
+      ASSERT_EQ(std::memcmp(t->data, t8->data, t->num_bytes()), 0) << t->name;
+    }
+  }
+  ASSERT_EQ(std::memcmp(a->embed_tokens.data, b->embed_tokens.data, a->embed_tokens.num_bytes()),
+            0);
 }
 
 TEST(DummyModel, TinyVariantsLoad) {

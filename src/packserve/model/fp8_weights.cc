@@ -34,6 +34,24 @@ float e4m3_value(uint8_t byte) {
   return (byte & 0x80) != 0 ? -magnitude : magnitude;
 }
 
+uint8_t e4m3_from_float(float x) {
+  if (std::isnan(x)) return 0x7F;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const float a = std::fabs(x);
+  if (a >= 448.0f) return sign | 0x7E;
+  // The grid step at a: 2^-9 below the smallest normal (2^-6), else 2^(exponent - 3). a / step
+  // is exact (a power-of-two scaling); rounding it to an integer, ties to even, rounds a.
+  int exponent = 0;
+  (void)std::frexp(a, &exponent);                 // a = f * 2^exponent, f in [0.5, 1)
+  const int e = a < 0x1p-6f ? -6 : exponent - 1;  // a's binade; the subnormals' below 2^-6
+  const float units = std::nearbyint(std::ldexp(a, 3 - e));  // in [0, 16]: 8 + mantissa
+  if (e == -6 && units < 8.0f) return sign | static_cast<uint8_t>(units);  // subnormal
+  // units == 16 carries into the next binade (mantissa 0).
+  const int binade = units == 16.0f ? e + 1 : e;
+  const int mantissa = units == 16.0f ? 0 : static_cast<int>(units) - 8;
+  return sign | static_cast<uint8_t>(((binade + 7) << 3) | mantissa);
+}
+
 Result<HostTensor> dequantize_fp8_weight(const std::string& name, std::span<const std::byte> bytes,
                                          const std::vector<int64_t>& shape, const HostTensor& scale,
                                          Fp8ScaleKind kind, DType dtype) {

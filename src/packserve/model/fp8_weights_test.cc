@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -52,6 +53,30 @@ TEST(Fp8Weights, E4m3DecodesEveryByte) {
   EXPECT_EQ(e4m3_value(0x01), std::ldexp(1.0f, -9));
   EXPECT_EQ(e4m3_value(0x08), std::ldexp(1.0f, -6));
   EXPECT_TRUE(std::signbit(e4m3_value(0x80)));
+}
+
+// Every finite value encodes to its own byte; the midpoint of two neighbours to the even one
+// (mantissa's low bit 0); values past 448 saturate; NaN is 0x7F.
+TEST(Fp8Weights, E4m3EncodesToNearestEven) {
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7F) == 0x7F) continue;
+    const auto byte = static_cast<uint8_t>(b);
+    const float v = e4m3_value(byte);
+    // (-0 and +0 keep their signs.)
+    EXPECT_EQ(e4m3_from_float(v), byte) << "byte " << b << " value " << v;
+    if ((b & 0x7F) == 0x7E) continue;  // 448: no finite neighbour above
+    const auto next = static_cast<uint8_t>(b + 1);
+    const float mid = (v + e4m3_value(next)) / 2;
+    const uint8_t even = (byte & 1) == 0 ? byte : next;
+    EXPECT_EQ(e4m3_from_float(mid), even) << "midpoint of bytes " << b << " and " << b + 1;
+    EXPECT_EQ(e4m3_from_float(std::nextafter(mid, 0.0f)), byte) << "below the midpoint " << b;
+  }
+  EXPECT_EQ(e4m3_from_float(460.0f), 0x7E);
+  EXPECT_EQ(e4m3_from_float(1e30f), 0x7E);
+  EXPECT_EQ(e4m3_from_float(-1e30f), 0xFE);
+  EXPECT_EQ(e4m3_from_float(std::numeric_limits<float>::infinity()), 0x7E);
+  EXPECT_EQ(e4m3_from_float(NAN), 0x7F);
+  EXPECT_EQ(e4m3_from_float(std::ldexp(1.0f, -11)), 0x00);  // a quarter of the smallest step
 }
 
 // n random finite e4m3 bytes.

@@ -310,7 +310,7 @@ std::vector<std::string> SafetensorsCheckpoint::tensor_names() const {
 }
 
 uint64_t SafetensorsTensorSpec::num_bytes() const {
-  uint64_t n = dtype_size_bytes(dtype);
+  uint64_t n = float8 ? 1 : dtype_size_bytes(dtype);
   for (int64_t d : shape) n *= static_cast<uint64_t>(d);
   return n;
 }
@@ -332,9 +332,10 @@ Result<SafetensorsWriter> SafetensorsWriter::create(
       if (d < 0) return invalid_argument(path + ": tensor \"" + t.name + "\": negative dimension");
     }
     const uint64_t end = offset + t.num_bytes();
-    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, end}}};
+    header[t.name] = {
+        {"dtype", t.float8 ? std::string_view("F8_E4M3") : safetensors_dtype_name(t.dtype)},
+        {"shape", t.shape},
+        {"data_offsets", {offset, end}}};
     w.ends_bytes_.push_back(end);
     offset = end;
   }

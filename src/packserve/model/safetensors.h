@@ -106,6 +106,7 @@ struct SafetensorsTensorSpec {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
+  bool float8 = false;  // F8_E4M3 bytes (dtype unused): float8 checkpoints (fp8_weights.h)
   uint64_t num_bytes() const;
 };
 
