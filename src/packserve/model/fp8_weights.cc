@@ -1,4 +1,4 @@
-// fp8_weights.cc: e4m3_value and dequantize_fp8_weight (fp8_weights.h).
+// fp8_weights.cc: e4m3_value, e4m3_from_float and dequantize_fp8_weight (fp8_weights.h).
 #include "packserve/model/fp8_weights.h"
 
 #include <cmath>
@@ -39,8 +39,9 @@ uint8_t e4m3_from_float(float x) {
   const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
   const float a = std::fabs(x);
   if (a >= 448.0f) return sign | 0x7E;
-  // The grid step at a: 2^-9 below the smallest normal (2^-6), else 2^(exponent - 3). a / step
-  // is exact (a power-of-two scaling); rounding it to an integer, ties to even, rounds a.
+  // The grid step in a's binade e (a in [2^e, 2^(e+1))) is 2^(e - 3), and 2^-9 below the
+  // smallest normal 2^-6. a / step is exact (a power-of-two scaling); rounding it to an
+  // integer, ties to even, rounds a.
   int exponent = 0;
   (void)std::frexp(a, &exponent);                 // a = f * 2^exponent, f in [0.5, 1)
   const int e = a < 0x1p-6f ? -6 : exponent - 1;  // a's binade; the subnormals' below 2^-6
