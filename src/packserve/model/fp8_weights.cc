@@ -1,9 +1,14 @@
 // fp8_weights.cc: e4m3_value, e4m3_from_float and dequantize_fp8_weight (fp8_weights.h).
 #include "packserve/model/fp8_weights.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <thread>
+
+#include "packserve/common/worker_pool.h"
 
 namespace packserve::model {
 namespace {
@@ -89,10 +94,19 @@ Result<HostTensor> dequantize_fp8_weight(const std::string& name, std::span<cons
     }
     scale_cols = scale.shape[1];
   }
+  std::vector<float> scale_values(static_cast<size_t>(scales));
   for (int64_t k = 0; k < scales; ++k) {
+    scale_values[static_cast<size_t>(k)] = scale.at(k);
     if (!std::isfinite(scale.at(k))) {
       return bad(scale.name + "[" + std::to_string(k) + "] = " + std::to_string(scale.at(k)) +
                  ", expected a finite scale");
+    }
+  }
+  const auto* in_bytes = reinterpret_cast<const uint8_t*>(bytes.data());
+  for (int64_t at = 0; at < out * in; ++at) {  // (the first NaN, before any work)
+    if ((in_bytes[at] & 0x7F) == 0x7F) {
+      return bad("element [" + std::to_string(at / in) + ", " + std::to_string(at % in) +
+                 "] is a float8 NaN (byte 0x" + (in_bytes[at] == 0xFF ? "ff" : "7f") + ")");
     }
   }
   HostTensor t;
@@ -101,18 +115,35 @@ Result<HostTensor> dequantize_fp8_weight(const std::string& name, std::span<cons
   t.shape = shape;
   auto storage = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(out * in) *
                                                           dtype_size_bytes(dtype));
-  for (int64_t o = 0; o < out; ++o) {
-    for (int64_t i = 0; i < in; ++i) {
-      const auto at = static_cast<size_t>(o * in + i);
-      const float v = e4m3_value(static_cast<uint8_t>(bytes[at]));
-      if (std::isnan(v)) {
-        return bad("element [" + std::to_string(o) + ", " + std::to_string(i) +
-                   "] is a float8 NaN (byte 0x" +
-                   (static_cast<uint8_t>(bytes[at]) == 0xFF ? "ff" : "7f") + ")");
+  static const std::array<float, 256> kValues = [] {
+    std::array<float, 256> v{};
+    for (int b = 0; b < 256; ++b) v[static_cast<size_t>(b)] = e4m3_value(static_cast<uint8_t>(b));
+    return v;
+  }();
+  // Rows in tasks of about 2^20 elements over the host's threads (an 8B model's layers are
+  // 7e9 of them); each row walks its scale blocks.
+  std::byte* dst = storage->data();
+  const int64_t rows_per_task = std::max<int64_t>(1, (int64_t{1} << 20) / in);
+  const int64_t tasks = (out + rows_per_task - 1) / rows_per_task;
+  const auto task = [&](int64_t k) {
+    for (int64_t o = k * rows_per_task; o < std::min(out, (k + 1) * rows_per_task); ++o) {
+      const float* row_scales = scale_values.data() + (o / row_block) * scale_cols;
+      for (int64_t c = 0; c < scale_cols; ++c) {
+        const float sc = row_scales[c];
+        const auto first = static_cast<size_t>(o * in + c * col_block);
+        const auto last = static_cast<size_t>(o * in + std::min(in, (c + 1) * col_block));
+        for (size_t at = first; at < last; ++at) {
+          store_from_float(dst, at, dtype, kValues[in_bytes[at]] * sc);
+        }
       }
-      const float s = scale.at((o / row_block) * scale_cols + i / col_block);
-      store_from_float(storage->data(), at, dtype, v * s);
     }
+  };
+  const int threads = static_cast<int>(std::min<int64_t>(
+      tasks, std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 16)));
+  if (threads <= 1) {
+    for (int64_t k = 0; k < tasks; ++k) task(k);
+  } else {
+    WorkerPool(threads).run(tasks, task);
   }
   t.data = storage->data();
   t.owner = std::shared_ptr<const void>(storage, storage->data());
