@@ -13,12 +13,6 @@
 namespace packserve::model {
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 // The block edge of a scale dimension: the smallest power of two b with ceil(dim / b) == n,
 // or 0 when there is none.
 int64_t block_edge(int64_t dim, int64_t n) {
@@ -63,11 +57,11 @@ Result<HostTensor> dequantize_fp8_weight(const std::string& name, std::span<cons
                                          Fp8ScaleKind kind, DType dtype) {
   const auto bad = [&](const std::string& what) { return invalid_argument(name + ": " + what); };
   if (shape.size() != 2 || shape[0] < 1 || shape[1] < 1) {
-    return bad("float8 weight of shape " + shape_str(shape) + ", expected [out, in]");
+    return bad("float8 weight of shape " + shape_text(shape) + ", expected [out, in]");
   }
   const int64_t out = shape[0], in = shape[1];
   if (static_cast<int64_t>(bytes.size()) != out * in) {
-    return bad(std::to_string(bytes.size()) + " bytes for shape " + shape_str(shape));
+    return bad(std::to_string(bytes.size()) + " bytes for shape " + shape_text(shape));
   }
   if (dtype != DType::kBF16 && dtype != DType::kF16 && dtype != DType::kF32) {
     return bad(std::string("dequantized to ") + std::string(dtype_name(dtype)) +
@@ -76,7 +70,7 @@ Result<HostTensor> dequantize_fp8_weight(const std::string& name, std::span<cons
   // The scale of (o, i) is scale[(o / row_block) * scale_cols + i / col_block].
   int64_t row_block = 1, col_block = in, scale_cols = 1;
   const int64_t scales = scale.num_elements();
-  const std::string scale_shape = scale.name + " of shape " + shape_str(scale.shape);
+  const std::string scale_shape = scale.name + " of shape " + shape_text(scale.shape);
   if (kind == Fp8ScaleKind::kPerTensorOrRow) {
     if (scales == 1 && scale.shape.size() <= 1) {
       row_block = out;
@@ -96,11 +90,12 @@ Result<HostTensor> dequantize_fp8_weight(const std::string& name, std::span<cons
   }
   std::vector<float> scale_values(static_cast<size_t>(scales));
   for (int64_t k = 0; k < scales; ++k) {
-    scale_values[static_cast<size_t>(k)] = scale.at(k);
-    if (!std::isfinite(scale.at(k))) {
-      return bad(scale.name + "[" + std::to_string(k) + "] = " + std::to_string(scale.at(k)) +
+    const float v = scale.at(k);
+    if (!std::isfinite(v)) {
+      return bad(scale.name + "[" + std::to_string(k) + "] = " + std::to_string(v) +
                  ", expected a finite scale");
     }
+    scale_values[static_cast<size_t>(k)] = v;
   }
   const auto* in_bytes = reinterpret_cast<const uint8_t*>(bytes.data());
   for (int64_t at = 0; at < out * in; ++at) {  // (the first NaN, before any work)

@@ -34,12 +34,6 @@ uint64_t element_size_bytes(std::string_view dtype) {
   return it == kSizes.end() ? 0 : it->second;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 std::string describe(const Json& value) {
   std::string s = value.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";

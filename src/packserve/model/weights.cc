@@ -6,7 +6,6 @@
 #include "packserve/model/checkpoint.h"
 
 namespace packserve::model {
-namespace {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -16,6 +15,8 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   }
   return s + "]";
 }
+
+namespace {
 
 // Checks one tensor. `expected_present` false means the architecture has no such tensor, so a
 // present one is a mismatch between config.json and the weights.

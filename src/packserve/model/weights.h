@@ -53,6 +53,9 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
+// "[d0, d1, ...]", as error messages write shapes.
+std::string shape_text(const std::vector<int64_t>& shape);
+
 // Checks every tensor's presence, shape and dtype against `weights.config`; errors name the
 // tensor and the expected shape: `model.layers.3.self_attn.k_proj.weight: shape [512, 896],
 // expected [1024, 896]`.
