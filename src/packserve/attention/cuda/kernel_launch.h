@@ -8,7 +8,7 @@
 //   persistent_smem_bytes / persistent_occupancy  resources of one (head_dim, dtype) kernel
 //   launch_merge       merge_states.cu: combines partial states in the plan's merge order
 //   launch_kv_append   kv_append.cu
-// The persistent and merge kernels are programmatic dependent launches (launch_programmatic):
+// The persistent and merge kernels are programmatic dependent launches (programmatic_launch.cuh):
 // each may start during the tail of the kernel before it and waits for that grid
 // (griddepcontrol.wait) before it touches memory an earlier kernel writes.
 // All return kUnimplemented naming (head_dim, dtype) when that kernel is not compiled.
@@ -18,34 +18,11 @@
 
 #include "packserve/attention/cuda/cuda_check.h"
 #include "packserve/attention/cuda/persistent_kernel.cuh"
+#include "packserve/attention/cuda/programmatic_launch.cuh"
 #include "packserve/common/dtype.h"
 #include "packserve/common/status.h"
 
 namespace packserve::attention::cuda {
-
-// Launches `kernel` with programmatic stream serialization (sm_90): its blocks may be scheduled
-// once every block of the kernel before it in `stream` has run griddepcontrol.launch_dependents
-// or exited, so its launch and start overlap that kernel's tail. The kernel must run
-// griddepcontrol.wait (which returns once the earlier grid has completed and its writes are
-// visible) before it reads or writes anything an earlier kernel writes, and before it exits
-// (so that its own completion implies the earlier grid's, for the kernel after it). Where the
-// previous work is not a kernel, or before sm_90, the launch serialises as usual.
-template <typename... Args>
-Status launch_programmatic(void (*kernel)(Args...), dim3 grid, dim3 block, size_t smem_bytes,
-                           cudaStream_t stream, const Args&... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  PS_CUDA_RETURN_IF_ERROR(cudaLaunchKernelEx(&config, kernel, args...));
-  return ok_status();
-}
 
 Status launch_persistent(int head_dim, DType dtype, const KernelParams& params, int num_ctas,
                          cudaStream_t stream);

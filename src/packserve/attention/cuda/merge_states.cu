@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(kMergeThreads, 2) merge_states_kernel(const Me
   const int32_t* indptr = p.plan + p.off_merge_indptr;
   const int32_t* slots = p.plan + p.off_merge_slots;
   // The next attention launch may be scheduled as soon as every merge block runs: it waits for
-  // this grid before it touches the partial states (kernel_launch.h launch_programmatic).
+  // this grid before it touches the partial states (programmatic_launch.cuh).
   allow_dependent_launch();
   // The plan's merge map does not depend on the attention kernel, so a thread reads it first
   // and waits for the attention grid only before the partial states.

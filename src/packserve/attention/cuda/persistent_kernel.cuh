@@ -92,6 +92,7 @@
 #include <cstdint>
 
 #include "packserve/attention/cuda/fast_div.h"
+#include "packserve/attention/cuda/programmatic_launch.cuh"
 #include "packserve/attention/cuda/run_cuda.h"
 #include "packserve/attention/cuda/tile_mma.cuh"
 #include "packserve/attention/cuda/wgmma.cuh"
@@ -826,21 +827,6 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     }
   }
   __syncthreads();  // the next pass rewrites q, pos and the ring
-}
-
-// Programmatic dependent launches (kernel_launch.h launch_programmatic); no-ops before sm_90,
-// where launches serialise as usual.
-// Returns once the previous grid in the stream has completed and its writes are visible.
-__device__ __forceinline__ void wait_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-// Lets the next kernel in the stream be scheduled once every block of this grid has run it.
-__device__ __forceinline__ void allow_dependent_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-#endif
 }
 
 template <int HeadDim, typename T>

@@ -1,13 +1,18 @@
 // device_util.cuh: CUDA helpers of the model's CUDA backend (model/cuda only): runtime errors
-// as Status (kInternal with the call text, the CUDA error name and file:line) and an owning
-// device allocation. Thread-safety: none (a value owned by one backend).
+// as Status (kInternal with the call text, the CUDA error name and file:line), an owning
+// device allocation, and the step kernels' launch (launch_step_kernel). Thread-safety: none
+// (a value owned by one backend); launch_step_kernel is a pure launch.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
+
+#include "packserve/attention/cuda/programmatic_launch.cuh"
 
 #include "packserve/common/status.h"
 
@@ -64,6 +69,35 @@ class DeviceMemory {
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
+
+// Whether launch_step_kernel makes programmatic launches: unless the environment sets
+// PACKSERVE_PROGRAMMATIC_LAUNCH=0 (read once; there to measure what they give).
+inline bool programmatic_step_launches() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PACKSERVE_PROGRAMMATIC_LAUNCH");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
+// Launches one of the forward step's kernels (ops.cu's row and element-wise kernels,
+// skinny_gemm.cu) as a programmatic dependent launch (programmatic_launch.cuh), so that its
+// launch and its first loads of constant data (weights) overlap the tail of the kernel before
+// it. Every kernel launched here must call wait_for_previous_grid() on every path before it
+// touches memory an earlier kernel writes (and before it exits). Returns the launch's error.
+template <typename... Params, typename... Args>
+cudaError_t launch_step_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
+                               cudaStream_t stream, Args&&... args) {
+  return attention::cuda::launch_kernel(programmatic_step_launches(), kernel, grid, block,
+                                        smem_bytes, stream, std::forward<Args>(args)...);
+}
+
+// The start of a kernel launched by launch_step_kernel: waits for the kernel before it, then
+// lets the next one be scheduled (its blocks then wait in turn, in slots this grid's leave).
+__device__ __forceinline__ void step_kernel_start() {
+  attention::cuda::wait_for_previous_grid();
+  attention::cuda::allow_dependent_launch();
+}
 
 }  // namespace packserve::model::cuda
 

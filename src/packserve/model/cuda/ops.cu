@@ -18,6 +18,7 @@ namespace packserve::model::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
+
 constexpr int kQuantizeCtas = 264;  // quantize_fp8's grid at most (two per H100 / H200 SM)
 
 __device__ __forceinline__ float load_bf16(const uint16_t* p, size_t i) {
@@ -62,6 +63,7 @@ __device__ T block_reduce(T v, Op op, T* red) {
 
 __global__ void embed_gather_kernel(const uint16_t* embed, const int32_t* token_ids, int hidden,
                                     float* x) {
+  step_kernel_start();
   const size_t r = blockIdx.x;
   const uint16_t* e = embed + static_cast<size_t>(token_ids[r]) * hidden;
   for (int j = threadIdx.x; j < hidden; j += blockDim.x) x[r * hidden + j] = load_bf16(e, j);
@@ -69,6 +71,7 @@ __global__ void embed_gather_kernel(const uint16_t* embed, const int32_t* token_
 
 __global__ void rmsnorm_kernel(const float* x, const int32_t* row_index, int hidden, const float* w,
                                float eps, uint16_t* y) {
+  step_kernel_start();
   const size_t i = blockIdx.x;
   const size_t s = row_index != nullptr ? static_cast<size_t>(row_index[i]) : i;
   const float* xr = x + s * hidden;
@@ -86,6 +89,7 @@ __global__ void rmsnorm_kernel(const float* x, const int32_t* row_index, int hid
 constexpr int kMaxVec = 8;
 __global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int hidden,
                                    const float* w, float eps, uint16_t* y) {
+  step_kernel_start();
   const size_t i = blockIdx.x;
   const size_t s = row_index != nullptr ? static_cast<size_t>(row_index[i]) : i;
   const int n4 = hidden / 4;
@@ -114,6 +118,7 @@ __global__ void rmsnorm_vec_kernel(const float* x, const int32_t* row_index, int
 
 __global__ void rope_cos_sin_kernel(const int32_t* positions, const double* inv_freq, int half,
                                     double attention_factor, float* cos_sin) {
+  step_kernel_start();
   const size_t r = blockIdx.x;
   const double pos = static_cast<double>(positions[r]);
   for (int p = threadIdx.x; p < half; p += blockDim.x) {
@@ -130,6 +135,7 @@ __global__ void rope_cos_sin_kernel(const int32_t* positions, const double* inv_
 constexpr int kEpilogueWarps = 8;
 template <int kPerLane>
 __global__ void qkv_epilogue_kernel(QkvEpilogueArgs a) {
+  step_kernel_start();
   constexpr int kDim = kPerLane * 32, kHalf = kDim / 2, kHalfSlots = kPerLane / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int head = blockIdx.y * kEpilogueWarps + warp;
@@ -187,6 +193,7 @@ __global__ void qkv_epilogue_kernel(QkvEpilogueArgs a) {
 
 // 8 elements (16 bytes of gate, of up and of y) per thread; inner % 8 == 0.
 __global__ void silu_mul_vec_kernel(const uint16_t* gate_up, size_t rows, int inner, uint16_t* y) {
+  step_kernel_start();
   const size_t n8 = rows * inner / 8;
   const int inner8 = inner / 8;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n8;
@@ -216,6 +223,7 @@ __global__ void add_f32_kernel(float* y, const float* x, size_t n) {
 }
 
 __global__ void silu_mul_kernel(const uint16_t* gate_up, size_t rows, int inner, uint16_t* y) {
+  step_kernel_start();
   const size_t n = rows * inner;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -290,9 +298,10 @@ __global__ void quantize_fp8_kernel(const uint16_t* x, int rows, int cols, const
   }
 }
 
-Status launched(const char* what) {
-  const cudaError_t e = cudaGetLastError();
+// The launch's error `e` (by default the last error, for <<<>>> launches) as Status.
+Status launched(const char* what, cudaError_t e = cudaGetLastError()) {
   if (e == cudaSuccess) return ok_status();
+  (void)cudaGetLastError();  // a failed launch also sets the thread's last error
   return internal_error(std::string(what) + " launch failed: " + cudaGetErrorName(e) + " (" +
                         cudaGetErrorString(e) + ")");
 }
@@ -1101,8 +1110,8 @@ Status embed_gather(const uint16_t* embed, const int32_t* token_ids, int rows, i
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(hidden, "hidden"));
-  embed_gather_kernel<<<rows, kRowThreads, 0, stream>>>(embed, token_ids, hidden, x);
-  return launched("embed_gather");
+  return launched("embed_gather", launch_step_kernel(embed_gather_kernel, rows, kRowThreads, 0,
+                                                      stream, embed, token_ids, hidden, x));
 }
 
 Status rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden, const float* w,
@@ -1110,12 +1119,10 @@ Status rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden, c
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(hidden, "hidden"));
-  if (hidden % 4 == 0 && hidden <= 4 * kMaxVec * kRowThreads) {
-    rmsnorm_vec_kernel<<<rows, kRowThreads, 0, stream>>>(x, row_index, hidden, w, eps, y);
-  } else {
-    rmsnorm_kernel<<<rows, kRowThreads, 0, stream>>>(x, row_index, hidden, w, eps, y);
-  }
-  return launched("rmsnorm");
+  const bool vec = hidden % 4 == 0 && hidden <= 4 * kMaxVec * kRowThreads;
+  return launched("rmsnorm", launch_step_kernel(vec ? rmsnorm_vec_kernel : rmsnorm_kernel, rows,
+                                                kRowThreads, 0, stream, x, row_index, hidden, w,
+                                                eps, y));
 }
 
 Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, int head_dim,
@@ -1123,9 +1130,9 @@ Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, 
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(head_dim, "head_dim"));
-  rope_cos_sin_kernel<<<rows, 64, 0, stream>>>(positions, inv_freq, head_dim / 2, attention_factor,
-                                               cos_sin);
-  return launched("rope_cos_sin");
+  return launched("rope_cos_sin",
+                  launch_step_kernel(rope_cos_sin_kernel, rows, 64, 0, stream, positions, inv_freq,
+                                     head_dim / 2, attention_factor, cos_sin));
 }
 
 Status qkv_epilogue(const QkvEpilogueArgs& a, StreamHandle stream) {
@@ -1145,10 +1152,10 @@ Status qkv_epilogue(const QkvEpilogueArgs& a, StreamHandle stream) {
                   static_cast<unsigned>((a.num_qo_heads + 2 * a.num_kv_heads + kEpilogueWarps - 1) /
                                         kEpilogueWarps));
   const int threads = 32 * kEpilogueWarps;
-  if (a.head_dim == 64) qkv_epilogue_kernel<2><<<grid, threads, 0, stream>>>(a);
-  if (a.head_dim == 128) qkv_epilogue_kernel<4><<<grid, threads, 0, stream>>>(a);
-  if (a.head_dim == 256) qkv_epilogue_kernel<8><<<grid, threads, 0, stream>>>(a);
-  return launched("qkv_epilogue");
+  const auto kernel = a.head_dim == 64    ? qkv_epilogue_kernel<2>
+                      : a.head_dim == 128 ? qkv_epilogue_kernel<4>
+                                          : qkv_epilogue_kernel<8>;
+  return launched("qkv_epilogue", launch_step_kernel(kernel, grid, threads, 0, stream, a));
 }
 
 Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, StreamHandle stream) {
@@ -1156,12 +1163,11 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(inner, "inner"));
   const size_t n = static_cast<size_t>(rows) * inner;
-  if (inner % 8 == 0) {
-    silu_mul_vec_kernel<<<grid_for(n / 8), 256, 0, stream>>>(gate_up, rows, inner, y);
-  } else {
-    silu_mul_kernel<<<grid_for(n), 256, 0, stream>>>(gate_up, rows, inner, y);
-  }
-  return launched("silu_mul");
+  const bool vec = inner % 8 == 0;
+  return launched("silu_mul",
+                  launch_step_kernel(vec ? silu_mul_vec_kernel : silu_mul_kernel,
+                                     grid_for(vec ? n / 8 : n), 256, 0, stream, gate_up,
+                                     static_cast<size_t>(rows), inner, y));
 }
 
 Status row_absmax(const uint16_t* x, int rows, int cols, float* amax, StreamHandle stream) {

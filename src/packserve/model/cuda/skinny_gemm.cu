@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "packserve/model/cuda/device_util.cuh"
 #include "packserve/model/cuda/skinny_gemm.h"
 
 namespace packserve::model::cuda {
@@ -31,7 +32,7 @@ __device__ __forceinline__ uint4 load_stream(const void* p) {
   return v;
 }
 
-__device__ __forceinline__ uint4 load_x(const void* p) {
+__device__ __forceinline__ uint4 load_x16(const void* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));
 }
 
@@ -88,22 +89,32 @@ struct Frag {
   uint4 x[NT][4];
 };
 
+// The weight pieces of block kb (they depend on no earlier kernel).
 template <int NT>
-__device__ __forceinline__ void load_frag(Frag<NT>& f, const Args& a, int kb, const uint8_t* w_row0,
-                                          const uint8_t* w_row1, int g, int t) {
+__device__ __forceinline__ void load_w(Frag<NT>& f, const Args& a, int kb, const uint8_t* w_row0,
+                                       const uint8_t* w_row1, int t) {
   const int col = kb * kBlockCols + 32 * t;  // the lane's first column
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // 16-column halves (in % 16 == 0: each wholly in or out)
     const bool in_range = col + 16 * h < a.in;
     f.w[0][h] = in_range ? load_stream(w_row0 + col + 16 * h) : make_uint4(0, 0, 0, 0);
     f.w[1][h] = in_range ? load_stream(w_row1 + col + 16 * h) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <int NT>
+__device__ __forceinline__ void load_x(Frag<NT>& f, const Args& a, int kb, int g, int t) {
+  const int col = kb * kBlockCols + 32 * t;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const bool in_range = col + 16 * h < a.in;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int xr = 8 * nt + g;
       const bool ok = in_range && xr < a.rows;
       const uint16_t* xp = a.x + static_cast<size_t>(xr) * a.in + col + 16 * h;
-      f.x[nt][2 * h] = ok ? load_x(xp) : make_uint4(0, 0, 0, 0);
-      f.x[nt][2 * h + 1] = ok ? load_x(xp + 8) : make_uint4(0, 0, 0, 0);
+      f.x[nt][2 * h] = ok ? load_x16(xp) : make_uint4(0, 0, 0, 0);
+      f.x[nt][2 * h + 1] = ok ? load_x16(xp + 8) : make_uint4(0, 0, 0, 0);
     }
   }
 }
@@ -147,10 +158,18 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 4 : 3) skinny_kernel(Ar
   // One block at a time: the loads of the SM's other warps (four CTAs of one x tile or three of
   // two per SM) overlap a warp's products. Loading the next block ahead of them took more
   // registers, fewer CTAs and was slower (docs/forward-cuda.md "Few-row GEMM").
+  // A programmatic launch (device_util.cuh launch_step_kernel): the first block's weights are
+  // requested during the tail of the kernel before, which writes x (and y). The next kernel is
+  // left to start as this grid's blocks exit: letting it be scheduled once they all run
+  // (allow_dependent_launch here) made the float8 decode steps at batch 16 1.16x slower
+  // (H200, benchmarks.md "Programmatic launches in the decode step").
   float acc[NT][4] = {};
+  Frag<NT> f;
+  if (kb_begin < kb_end) load_w(f, a, kb_begin, w_row0, w_row1, t);
+  attention::cuda::wait_for_previous_grid();
   for (int kb = kb_begin; kb < kb_end; ++kb) {
-    Frag<NT> f;
-    load_frag(f, a, kb, w_row0, w_row1, g, t);
+    if (kb != kb_begin) load_w(f, a, kb, w_row0, w_row1, t);
+    load_x(f, a, kb, g, t);
     block_products(acc, f);
   }
 #pragma unroll
@@ -216,15 +235,11 @@ Status skinny_linear_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint
                y,
                y_dtype == DType::kF32,
                accumulate};
-  const auto s = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>((out + kTileRows - 1) / kTileRows));
-  if (rows <= 8) {
-    skinny_kernel<1><<<grid, kWarps * 32, 0, s>>>(a);
-  } else {
-    skinny_kernel<2><<<grid, kWarps * 32, 0, s>>>(a);
-  }
-  const cudaError_t e = cudaGetLastError();
+  const cudaError_t e = launch_step_kernel(rows <= 8 ? skinny_kernel<1> : skinny_kernel<2>, grid,
+                                           kWarps * 32, 0, static_cast<cudaStream_t>(stream), a);
   if (e != cudaSuccess) {
+    (void)cudaGetLastError();
     return internal_error(std::string("skinny_linear_fp8: launch failed: ") + cudaGetErrorName(e));
   }
   return ok_status();
