@@ -6,9 +6,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -70,25 +70,27 @@ class DeviceMemory {
   size_t bytes_ = 0;
 };
 
-// Whether launch_step_kernel makes programmatic launches: unless the environment sets
-// PACKSERVE_PROGRAMMATIC_LAUNCH=0 (read once; there to measure what they give).
-inline bool programmatic_step_launches() {
-  static const bool enabled = [] {
+// The most rows of a step whose kernels launch_step_kernel launches programmatically: 8, or
+// the environment's PACKSERVE_PROGRAMMATIC_LAUNCH (read once; 0: none; there to measure what
+// they give).
+inline int programmatic_step_rows() {
+  static const int rows = [] {
     const char* v = std::getenv("PACKSERVE_PROGRAMMATIC_LAUNCH");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return v == nullptr ? 8 : std::max(0, std::atoi(v));
   }();
-  return enabled;
+  return rows;
 }
 
 // Launches one of the forward step's kernels (ops.cu's row and element-wise kernels,
-// skinny_gemm.cu) as a programmatic dependent launch (programmatic_launch.cuh), so that its
-// launch and its first loads of constant data (weights) overlap the tail of the kernel before
-// it. Every kernel launched here must call wait_for_previous_grid() on every path before it
-// touches memory an earlier kernel writes (and before it exits). Returns the launch's error.
+// skinny_gemm.cu) for a step of `rows` rows; up to programmatic_step_rows() rows as a
+// programmatic dependent launch (programmatic_launch.cuh), so that its launch and its first
+// loads of constant data (weights) overlap the tail of the kernel before it. Every kernel
+// launched here must call wait_for_previous_grid() on every path before it touches memory an
+// earlier kernel writes (and before it exits). Returns the launch's error.
 template <typename... Params, typename... Args>
-cudaError_t launch_step_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
-                               cudaStream_t stream, Args&&... args) {
-  return attention::cuda::launch_kernel(programmatic_step_launches(), kernel, grid, block,
+cudaError_t launch_step_kernel(int rows, void (*kernel)(Params...), dim3 grid, dim3 block,
+                               size_t smem_bytes, cudaStream_t stream, Args&&... args) {
+  return attention::cuda::launch_kernel(rows <= programmatic_step_rows(), kernel, grid, block,
                                         smem_bytes, stream, std::forward<Args>(args)...);
 }
 

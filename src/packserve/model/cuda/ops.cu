@@ -1110,7 +1110,7 @@ Status embed_gather(const uint16_t* embed, const int32_t* token_ids, int rows, i
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(hidden, "hidden"));
-  return launched("embed_gather", launch_step_kernel(embed_gather_kernel, rows, kRowThreads, 0,
+  return launched("embed_gather", launch_step_kernel(rows, embed_gather_kernel, rows, kRowThreads, 0,
                                                       stream, embed, token_ids, hidden, x));
 }
 
@@ -1120,7 +1120,7 @@ Status rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden, c
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(hidden, "hidden"));
   const bool vec = hidden % 4 == 0 && hidden <= 4 * kMaxVec * kRowThreads;
-  return launched("rmsnorm", launch_step_kernel(vec ? rmsnorm_vec_kernel : rmsnorm_kernel, rows,
+  return launched("rmsnorm", launch_step_kernel(rows, vec ? rmsnorm_vec_kernel : rmsnorm_kernel, rows,
                                                 kRowThreads, 0, stream, x, row_index, hidden, w,
                                                 eps, y));
 }
@@ -1131,7 +1131,7 @@ Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, 
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(head_dim, "head_dim"));
   return launched("rope_cos_sin",
-                  launch_step_kernel(rope_cos_sin_kernel, rows, 64, 0, stream, positions, inv_freq,
+                  launch_step_kernel(rows, rope_cos_sin_kernel, rows, 64, 0, stream, positions, inv_freq,
                                      head_dim / 2, attention_factor, cos_sin));
 }
 
@@ -1155,7 +1155,7 @@ Status qkv_epilogue(const QkvEpilogueArgs& a, StreamHandle stream) {
   const auto kernel = a.head_dim == 64    ? qkv_epilogue_kernel<2>
                       : a.head_dim == 128 ? qkv_epilogue_kernel<4>
                                           : qkv_epilogue_kernel<8>;
-  return launched("qkv_epilogue", launch_step_kernel(kernel, grid, threads, 0, stream, a));
+  return launched("qkv_epilogue", launch_step_kernel(a.rows, kernel, grid, threads, 0, stream, a));
 }
 
 Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, StreamHandle stream) {
@@ -1165,7 +1165,7 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
   const size_t n = static_cast<size_t>(rows) * inner;
   const bool vec = inner % 8 == 0;
   return launched("silu_mul",
-                  launch_step_kernel(vec ? silu_mul_vec_kernel : silu_mul_kernel,
+                  launch_step_kernel(rows, vec ? silu_mul_vec_kernel : silu_mul_kernel,
                                      grid_for(vec ? n / 8 : n), 256, 0, stream, gate_up,
                                      static_cast<size_t>(rows), inner, y));
 }

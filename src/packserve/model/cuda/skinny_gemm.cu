@@ -236,7 +236,7 @@ Status skinny_linear_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint
                y_dtype == DType::kF32,
                accumulate};
   const dim3 grid(static_cast<unsigned>((out + kTileRows - 1) / kTileRows));
-  const cudaError_t e = launch_step_kernel(rows <= 8 ? skinny_kernel<1> : skinny_kernel<2>, grid,
+  const cudaError_t e = launch_step_kernel(a.rows, rows <= 8 ? skinny_kernel<1> : skinny_kernel<2>, grid,
                                            kWarps * 32, 0, static_cast<cudaStream_t>(stream), a);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
