@@ -275,6 +275,9 @@ struct CudaForwardBackend::Impl {
   // linear_fp8.
   Status linear(const uint16_t* x, int64_t R, const cuda::Matrix& w, void* y, DType y_dtype,
                 bool accumulate = false);
+  // Whether linear takes the few-row kernel for w at R rows (then the step runs the gate/up
+  // GEMM and silu_mul as one skinny_gate_up_silu_fp8).
+  bool skinny(int64_t R, const cuda::Matrix& w) const;
   attention::BatchLayout layout;
   attention::Plan plan;
   std::map<cuda::GraphKey, cuda::CachedGraph> graphs;

@@ -76,11 +76,16 @@ const char* step_op_name(StepOp op) {
   return "?";
 }
 
+bool CudaForwardBackend::Impl::skinny(int64_t R, const cuda::Matrix& w) const {
+  return w.fp8 != nullptr && R <= options.skinny_gemm_rows &&
+         cuda::skinny_fits(R, static_cast<int64_t>(w.cols));
+}
+
 Status CudaForwardBackend::Impl::linear(const uint16_t* x_in, int64_t R, const cuda::Matrix& w,
                                         void* y, DType y_dtype, bool accumulate) {
   const auto rows = static_cast<int64_t>(w.rows), cols = static_cast<int64_t>(w.cols);
   if (w.fp8 == nullptr) return gemm->linear(x_in, R, cols, w.bf16, rows, y, y_dtype, accumulate);
-  if (R <= options.skinny_gemm_rows && cuda::skinny_fits(R, cols)) {
+  if (skinny(R, w)) {
     return cuda::skinny_linear_fp8(x_in, R, cols, w.fp8, w.scale, rows, y, y_dtype, accumulate,
                                    stream);
   }
@@ -156,10 +161,17 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     PS_RETURN_IF_ERROR(
         cuda::rmsnorm(x, nullptr, R, static_cast<int>(H), w.post_norm, eps, h, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kPostNorm));
-    PS_RETURN_IF_ERROR(linear(h, R, w.gate_up, gate_up, DType::kBF16));
-    PS_RETURN_IF_ERROR(mark(StepOp::kGateUpGemm));
-    PS_RETURN_IF_ERROR(cuda::silu_mul(gate_up, R, static_cast<int>(I), act, stream));
-    PS_RETURN_IF_ERROR(mark(StepOp::kSiluMul));
+    if (skinny(R, w.gate_up)) {  // the GEMM and silu_mul in one kernel
+      PS_RETURN_IF_ERROR(cuda::skinny_gate_up_silu_fp8(h, R, static_cast<int64_t>(H), w.gate_up.fp8,
+                                                       w.gate_up.scale, static_cast<int64_t>(I),
+                                                       act, stream));
+      PS_RETURN_IF_ERROR(mark(StepOp::kGateUpGemm));
+    } else {
+      PS_RETURN_IF_ERROR(linear(h, R, w.gate_up, gate_up, DType::kBF16));
+      PS_RETURN_IF_ERROR(mark(StepOp::kGateUpGemm));
+      PS_RETURN_IF_ERROR(cuda::silu_mul(gate_up, R, static_cast<int>(I), act, stream));
+      PS_RETURN_IF_ERROR(mark(StepOp::kSiluMul));
+    }
     PS_RETURN_IF_ERROR(linear(act, R, w.down, x, DType::kF32, /*accumulate=*/tp_rank == 0));
     if (tp != nullptr) PS_RETURN_IF_ERROR(tp->all_reduce_sum(tp_rank, x, R * H, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kDownGemm));

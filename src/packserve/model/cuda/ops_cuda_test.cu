@@ -595,6 +595,69 @@ TEST(ModelCudaOps, SkinnyLinearFp8MatchesFloat64) {
   }
 }
 
+// skinny_gate_up_silu_fp8 (skinny_gemm.h): act bit for bit equal to skinny_linear_fp8 into a
+// bf16 gate_up followed by silu_mul, and within bf16 rounding of float64 silu(g) * u on the
+// rounded g and u; rows 1..16 (both kernels), inner with a partial 8-row group, `in` with a
+// partial column block. act is poisoned and its guard stays so. Bad calls are refused.
+TEST(ModelCudaOps, SkinnyGateUpSiluFp8EqualsTheGemmThenSiluMul) {
+  SKIP_WITHOUT_DEVICE();
+  Rng rng(23);
+  struct Shape {
+    int in, inner;
+  };
+  for (const Shape sh : {Shape{16, 8}, Shape{144, 20}, Shape{1024, 1000}, Shape{4624, 24}}) {
+    for (const int rows : {1, 5, 8, 9, 16}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " in " + std::to_string(sh.in) + " inner " +
+                   std::to_string(sh.inner));
+      const size_t in = sh.in, inner = sh.inner, guard = 64, n = rows * inner;
+      const auto x = random_bf16(rows * in, rng);
+      const auto wq = random_fp8(rng, 2 * inner * in);
+      const std::vector<float> ws = {0.0137f};
+      auto* dx = to_device(x);
+      auto* dwq = to_device(wq);
+      auto* dws = to_device(ws);
+      auto* dgu = to_device(std::vector<uint16_t>(2 * n, 0x7fc0));
+      auto* dref = to_device(std::vector<uint16_t>(n + guard, 0x7fc0));
+      auto* dact = to_device(std::vector<uint16_t>(n + guard, 0x7fc0));
+      Status st = skinny_linear_fp8(dx, rows, sh.in, dwq, dws, 2 * sh.inner, dgu, DType::kBF16,
+                                    false, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      ASSERT_TRUE(silu_mul(dgu, rows, sh.inner, dref, nullptr).ok());
+      st = skinny_gate_up_silu_fp8(dx, rows, sh.in, dwq, dws, sh.inner, dact, nullptr);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      const auto act = to_host(dact, n + guard);
+      const auto ref = to_host(dref, n);
+      const auto gu = to_host(dgu, 2 * n);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(act[i], ref[i]) << "act " << i << " differs from gemm + silu_mul";
+        const size_t r = i / inner, m = i % inner;
+        const double g = bf16_to_float(gu[r * 2 * inner + m]);
+        const double u = bf16_to_float(gu[r * 2 * inner + inner + m]);
+        const double want = g / (1.0 + std::exp(-g)) * u;
+        ASSERT_NEAR(bf16_to_float(act[i]), want, std::ldexp(std::abs(want), -7) + 1e-30)
+            << "act " << i << " against float64";
+      }
+      for (size_t i = n; i < n + guard; ++i) ASSERT_EQ(act[i], 0x7fc0) << "written past at " << i;
+      cudaFree(dx), cudaFree(dwq), cudaFree(dws), cudaFree(dgu), cudaFree(dref), cudaFree(dact);
+    }
+  }
+  auto* dx = to_device(std::vector<uint16_t>(256, 0));
+  auto* dwq = to_device(std::vector<uint8_t>(512, 0));
+  auto* dws = to_device(std::vector<float>{1.0f});
+  auto* dact = to_device(std::vector<uint16_t>(256, 0));
+  const auto code = [&](int64_t rows, int64_t in, int64_t inner, uint16_t* a) {
+    return skinny_gate_up_silu_fp8(dx, rows, in, dwq, dws, inner, a, nullptr).code();
+  };
+  constexpr auto kBad = StatusCode::kInvalidArgument;
+  EXPECT_EQ(code(17, 16, 16, dact), kBad);    // rows
+  EXPECT_EQ(code(1, 24, 16, dact), kBad);     // in % 16
+  EXPECT_EQ(code(1, 16, 0, dact), kBad);      // inner
+  EXPECT_EQ(code(1, 16, 16, nullptr), kBad);  // no act
+  EXPECT_EQ(code(0, 16, 16, dact), StatusCode::kOk);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaFree(dx), cudaFree(dwq), cudaFree(dws), cudaFree(dact);
+}
+
 // Every e4m3 byte decodes exactly (one-hot x, scale 1), and bad calls are refused.
 TEST(ModelCudaOps, SkinnyLinearFp8DecodesEveryByteAndRefusesBadCalls) {
   SKIP_WITHOUT_DEVICE();

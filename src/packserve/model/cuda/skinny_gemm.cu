@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -79,6 +80,9 @@ struct Args {
   int out;
   void* y;
   bool y_f32, accumulate;
+  // > 0: the gated mode (skinny_gate_up_silu_fp8): w is [2 inner, in], y the bf16 [rows, inner]
+  // act; a CTA takes 8 gate rows and their 8 up rows.
+  int inner;
 };
 
 // One lane's share of a 128-column block: its 32 columns of weight rows g and g + 8 (two
@@ -152,8 +156,13 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 4 : 3) skinny_kernel(Ar
   const int per_warp = (blocks + kWarps - 1) / kWarps;
   const int kb_begin = warp * per_warp;
   const int kb_end = min(blocks, kb_begin + per_warp);
-  const uint8_t* w_row0 = a.w + static_cast<size_t>(min(n0 + g, a.out - 1)) * a.in;
-  const uint8_t* w_row1 = a.w + static_cast<size_t>(min(n0 + g + 8, a.out - 1)) * a.in;
+  // Tile rows g and g + 8: weight rows n0 + g and n0 + g + 8, or in the gated mode gate row
+  // m0 + g and its up row inner + m0 + g (m0 = 8 blockIdx.x).
+  const int m0 = blockIdx.x * 8;
+  const size_t r0 = a.inner > 0 ? min(m0 + g, a.inner - 1) : min(n0 + g, a.out - 1);
+  const size_t r1 = a.inner > 0 ? a.inner + r0 : min(n0 + g + 8, a.out - 1);
+  const uint8_t* w_row0 = a.w + r0 * a.in;
+  const uint8_t* w_row1 = a.w + r1 * a.in;
 
   // One block at a time: the loads of the SM's other warps (four CTAs of one x tile or three of
   // two per SM) overlap a warp's products. Loading the next block ahead of them took more
@@ -182,6 +191,25 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 4 : 3) skinny_kernel(Ar
   }
   __syncthreads();
   const float scale = *a.w_scale;
+  if (a.inner > 0) {
+    // As skinny_linear_fp8 into a bf16 gate_up, then silu_mul_vec_kernel (ops.cu): the same
+    // roundings and the same float operations.
+    for (int i = threadIdx.x; i < NT * 8 * 8; i += blockDim.x) {
+      const int xr = i / 8, j = i % 8, m = m0 + j;
+      if (xr >= a.rows || m >= a.inner) continue;
+      float sg = 0.0f, su = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) {
+        sg += partial[k][xr][j];
+        su += partial[k][xr][j + 8];
+      }
+      const float gv = __bfloat162float(__float2bfloat16_rn(scale * sg));
+      const float uv = __bfloat162float(__float2bfloat16_rn(scale * su));
+      static_cast<__nv_bfloat16*>(a.y)[static_cast<size_t>(xr) * a.inner + m] =
+          __float2bfloat16_rn(gv / (1.0f + __expf(-gv)) * uv);
+    }
+    return;
+  }
   for (int i = threadIdx.x; i < NT * 8 * kTileRows; i += blockDim.x) {
     const int xr = i / kTileRows, wr = i % kTileRows, n = n0 + wr;
     if (xr >= a.rows || n >= a.out) continue;
@@ -198,13 +226,11 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 4 : 3) skinny_kernel(Ar
   }
 }
 
-}  // namespace
-
-Status skinny_linear_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint8_t* wq,
-                         const float* w_scale, int64_t out, void* y, DType y_dtype, bool accumulate,
-                         attention::cuda::StreamHandle stream) {
-  const auto bad = [](const std::string& what) {
-    return invalid_argument("skinny_linear_fp8: " + what);
+// The checks both entry points share (skinny_gemm.h "Requirements"), then the launch.
+Status launch_skinny(const char* name, const Args& a, int64_t rows, int64_t in, int64_t out,
+                     unsigned grid, attention::cuda::StreamHandle stream) {
+  const auto bad = [name](const std::string& what) {
+    return invalid_argument(std::string(name) + ": " + what);
   };
   if (rows < 0 || rows > kSkinnyMaxRows) {
     return bad("rows = " + std::to_string(rows) + ", expected 0.." +
@@ -217,32 +243,54 @@ Status skinny_linear_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint
   if (out <= 0 || out > (int64_t{1} << 30)) {
     return bad("out = " + std::to_string(out) + ", expected positive");
   }
-  if (x == nullptr || wq == nullptr || w_scale == nullptr || y == nullptr) {
-    return bad("x, wq, w_scale and y must not be null");
+  if (a.x == nullptr || a.w == nullptr || a.w_scale == nullptr || a.y == nullptr) {
+    return bad(std::string("x, wq, w_scale and ") + (a.inner > 0 ? "act" : "y") +
+               " must not be null");
   }
   const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
-  if (misaligned(x) || misaligned(wq)) return bad("x and wq must be 16-byte aligned");
+  if (misaligned(a.x) || misaligned(a.w)) return bad("x and wq must be 16-byte aligned");
+  const cudaError_t e =
+      launch_step_kernel(a.rows, rows <= 8 ? skinny_kernel<1> : skinny_kernel<2>, dim3(grid),
+                         kWarps * 32, 0, static_cast<cudaStream_t>(stream), a);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return internal_error(std::string(name) + ": launch failed: " + cudaGetErrorName(e));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status skinny_linear_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint8_t* wq,
+                         const float* w_scale, int64_t out, void* y, DType y_dtype, bool accumulate,
+                         attention::cuda::StreamHandle stream) {
+  const auto bad = [](const std::string& what) {
+    return invalid_argument("skinny_linear_fp8: " + what);
+  };
   if (y_dtype != DType::kF32 && y_dtype != DType::kBF16) {
     return bad("y dtype " + std::string(dtype_name(y_dtype)) + ", expected f32 or bf16");
   }
   if (accumulate && y_dtype != DType::kF32) return bad("accumulate needs an f32 y");
-  const Args a{x,
-               static_cast<int>(rows),
-               static_cast<int>(in),
-               wq,
-               w_scale,
-               static_cast<int>(out),
-               y,
-               y_dtype == DType::kF32,
-               accumulate};
-  const dim3 grid(static_cast<unsigned>((out + kTileRows - 1) / kTileRows));
-  const cudaError_t e = launch_step_kernel(a.rows, rows <= 8 ? skinny_kernel<1> : skinny_kernel<2>, grid,
-                                           kWarps * 32, 0, static_cast<cudaStream_t>(stream), a);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return internal_error(std::string("skinny_linear_fp8: launch failed: ") + cudaGetErrorName(e));
+  const auto clamp = [](int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, 0, 1 << 30)); };
+  const Args a{x, clamp(rows), clamp(in), wq, w_scale, clamp(out), y, y_dtype == DType::kF32,
+               accumulate, 0};
+  return launch_skinny("skinny_linear_fp8", a, rows, in, out,
+                       static_cast<unsigned>((std::max<int64_t>(out, 0) + kTileRows - 1) / kTileRows),
+                       stream);
+}
+
+Status skinny_gate_up_silu_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint8_t* wq,
+                               const float* w_scale, int64_t inner, uint16_t* act,
+                               attention::cuda::StreamHandle stream) {
+  if (inner <= 0 || inner > (int64_t{1} << 29)) {
+    return invalid_argument("skinny_gate_up_silu_fp8: inner = " + std::to_string(inner) +
+                            ", expected positive");
   }
-  return ok_status();
+  const auto clamp = [](int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, 0, 1 << 30)); };
+  const Args a{x, clamp(rows), clamp(in), wq, w_scale, clamp(2 * inner), act, false, false,
+               static_cast<int>(inner)};
+  return launch_skinny("skinny_gate_up_silu_fp8", a, rows, in, 2 * inner,
+                       static_cast<unsigned>((inner + 7) / 8), stream);
 }
 
 }  // namespace packserve::model::cuda

@@ -53,4 +53,16 @@ Status skinny_linear_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint
                          const float* w_scale, int64_t out, void* y, DType y_dtype, bool accumulate,
                          attention::cuda::StreamHandle stream);
 
+// The decode step's gate/up GEMM and silu_mul (ops.h) in one kernel:
+//   act [rows, inner] = bf16(silu(g) * u),  g = bf16(w_scale * x wq[0, inner)^T),
+//                                          u = bf16(w_scale * x wq[inner, 2 inner)^T)
+// wq the fused [2 inner, in] e4m3 gate/up matrix (gate rows first), act bf16. The same bits as
+// skinny_linear_fp8 into a bf16 [rows, 2 inner] buffer followed by silu_mul: a CTA takes 8 gate
+// rows and their 8 up rows instead of 16 consecutive rows, and applies silu_mul's arithmetic to
+// its sums (one launch and one round trip of gate_up less per layer). Requirements as
+// skinny_linear_fp8's (act not null); inner > 0 else kInvalidArgument.
+Status skinny_gate_up_silu_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint8_t* wq,
+                               const float* w_scale, int64_t inner, uint16_t* act,
+                               attention::cuda::StreamHandle stream);
+
 }  // namespace packserve::model::cuda
