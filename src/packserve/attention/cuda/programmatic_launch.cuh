@@ -56,8 +56,8 @@ cudaError_t launch_kernel(bool programmatic, void (*kernel)(Params...), dim3 gri
 template <typename... Params, typename... Args>
 Status launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
                            cudaStream_t stream, Args&&... args) {
-  PS_CUDA_RETURN_IF_ERROR(launch_kernel(true, kernel, grid, block, smem_bytes, stream,
-                                        std::forward<Args>(args)...));
+  PS_CUDA_RETURN_IF_ERROR(
+      launch_kernel(true, kernel, grid, block, smem_bytes, stream, std::forward<Args>(args)...));
   return ok_status();
 }
 

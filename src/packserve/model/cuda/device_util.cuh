@@ -13,7 +13,6 @@
 #include <utility>
 
 #include "packserve/attention/cuda/programmatic_launch.cuh"
-
 #include "packserve/common/status.h"
 
 namespace packserve::model::cuda {

@@ -18,7 +18,6 @@ namespace packserve::model::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
-
 constexpr int kQuantizeCtas = 264;  // quantize_fp8's grid at most (two per H100 / H200 SM)
 
 __device__ __forceinline__ float load_bf16(const uint16_t* p, size_t i) {
@@ -1110,8 +1109,8 @@ Status embed_gather(const uint16_t* embed, const int32_t* token_ids, int rows, i
   if (rows == 0) return ok_status();
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(hidden, "hidden"));
-  return launched("embed_gather", launch_step_kernel(rows, embed_gather_kernel, rows, kRowThreads, 0,
-                                                      stream, embed, token_ids, hidden, x));
+  return launched("embed_gather", launch_step_kernel(rows, embed_gather_kernel, rows, kRowThreads,
+                                                     0, stream, embed, token_ids, hidden, x));
 }
 
 Status rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden, const float* w,
@@ -1120,9 +1119,9 @@ Status rmsnorm(const float* x, const int32_t* row_index, int rows, int hidden, c
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(hidden, "hidden"));
   const bool vec = hidden % 4 == 0 && hidden <= 4 * kMaxVec * kRowThreads;
-  return launched("rmsnorm", launch_step_kernel(rows, vec ? rmsnorm_vec_kernel : rmsnorm_kernel, rows,
-                                                kRowThreads, 0, stream, x, row_index, hidden, w,
-                                                eps, y));
+  return launched("rmsnorm",
+                  launch_step_kernel(rows, vec ? rmsnorm_vec_kernel : rmsnorm_kernel, rows,
+                                     kRowThreads, 0, stream, x, row_index, hidden, w, eps, y));
 }
 
 Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, int head_dim,
@@ -1131,8 +1130,8 @@ Status rope_cos_sin(const int32_t* positions, int rows, const double* inv_freq, 
   PS_RETURN_IF_ERROR(check_positive(rows, "rows"));
   PS_RETURN_IF_ERROR(check_positive(head_dim, "head_dim"));
   return launched("rope_cos_sin",
-                  launch_step_kernel(rows, rope_cos_sin_kernel, rows, 64, 0, stream, positions, inv_freq,
-                                     head_dim / 2, attention_factor, cos_sin));
+                  launch_step_kernel(rows, rope_cos_sin_kernel, rows, 64, 0, stream, positions,
+                                     inv_freq, head_dim / 2, attention_factor, cos_sin));
 }
 
 Status qkv_epilogue(const QkvEpilogueArgs& a, StreamHandle stream) {
@@ -1164,10 +1163,9 @@ Status silu_mul(const uint16_t* gate_up, int rows, int inner, uint16_t* y, Strea
   PS_RETURN_IF_ERROR(check_positive(inner, "inner"));
   const size_t n = static_cast<size_t>(rows) * inner;
   const bool vec = inner % 8 == 0;
-  return launched("silu_mul",
-                  launch_step_kernel(rows, vec ? silu_mul_vec_kernel : silu_mul_kernel,
-                                     grid_for(vec ? n / 8 : n), 256, 0, stream, gate_up,
-                                     static_cast<size_t>(rows), inner, y));
+  return launched("silu_mul", launch_step_kernel(rows, vec ? silu_mul_vec_kernel : silu_mul_kernel,
+                                                 grid_for(vec ? n / 8 : n), 256, 0, stream, gate_up,
+                                                 static_cast<size_t>(rows), inner, y));
 }
 
 Status row_absmax(const uint16_t* x, int rows, int cols, float* amax, StreamHandle stream) {

@@ -226,6 +226,9 @@ __global__ void __launch_bounds__(kWarps * 32, NT == 1 ? 4 : 3) skinny_kernel(Ar
   }
 }
 
+// A size as the kernel's int (out of range values are refused by launch_skinny).
+int to_int(int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, 0, int64_t{1} << 30)); }
+
 // The checks both entry points share (skinny_gemm.h "Requirements"), then the launch.
 Status launch_skinny(const char* name, const Args& a, int64_t rows, int64_t in, int64_t out,
                      unsigned grid, attention::cuda::StreamHandle stream) {
@@ -271,12 +274,19 @@ Status skinny_linear_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint
     return bad("y dtype " + std::string(dtype_name(y_dtype)) + ", expected f32 or bf16");
   }
   if (accumulate && y_dtype != DType::kF32) return bad("accumulate needs an f32 y");
-  const auto clamp = [](int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, 0, 1 << 30)); };
-  const Args a{x, clamp(rows), clamp(in), wq, w_scale, clamp(out), y, y_dtype == DType::kF32,
-               accumulate, 0};
-  return launch_skinny("skinny_linear_fp8", a, rows, in, out,
-                       static_cast<unsigned>((std::max<int64_t>(out, 0) + kTileRows - 1) / kTileRows),
-                       stream);
+  const Args a{.x = x,
+               .rows = to_int(rows),
+               .in = to_int(in),
+               .w = wq,
+               .w_scale = w_scale,
+               .out = to_int(out),
+               .y = y,
+               .y_f32 = y_dtype == DType::kF32,
+               .accumulate = accumulate,
+               .inner = 0};
+  return launch_skinny(
+      "skinny_linear_fp8", a, rows, in, out,
+      static_cast<unsigned>((std::max<int64_t>(out, 0) + kTileRows - 1) / kTileRows), stream);
 }
 
 Status skinny_gate_up_silu_fp8(const uint16_t* x, int64_t rows, int64_t in, const uint8_t* wq,
@@ -284,11 +294,18 @@ Status skinny_gate_up_silu_fp8(const uint16_t* x, int64_t rows, int64_t in, cons
                                attention::cuda::StreamHandle stream) {
   if (inner <= 0 || inner > (int64_t{1} << 29)) {
     return invalid_argument("skinny_gate_up_silu_fp8: inner = " + std::to_string(inner) +
-                            ", expected positive");
+                            ", expected 1..2^29");
   }
-  const auto clamp = [](int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, 0, 1 << 30)); };
-  const Args a{x, clamp(rows), clamp(in), wq, w_scale, clamp(2 * inner), act, false, false,
-               static_cast<int>(inner)};
+  const Args a{.x = x,
+               .rows = to_int(rows),
+               .in = to_int(in),
+               .w = wq,
+               .w_scale = w_scale,
+               .out = to_int(2 * inner),
+               .y = act,
+               .y_f32 = false,
+               .accumulate = false,
+               .inner = static_cast<int>(inner)};
   return launch_skinny("skinny_gate_up_silu_fp8", a, rows, in, 2 * inner,
                        static_cast<unsigned>((inner + 7) / 8), stream);
 }
