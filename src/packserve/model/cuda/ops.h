@@ -50,8 +50,8 @@
 // Every function checks its sizes (kInvalidArgument naming the argument), launches
 // asynchronously on `stream` and returns kInternal when the launch fails. The kernels of a
 // decode step's chain (embed_gather, rope_cos_sin, rmsnorm, qkv_epilogue, silu_mul) are
-// programmatic launches (device_util.cuh launch_step_kernel): each waits for the kernel before
-// it, then lets the next one be scheduled.
+// programmatic launches for up to 8 rows (device_util.cuh launch_step_kernel): each waits for
+// the kernel before it, then lets the next one be scheduled.
 // Thread-safety: pure launches; distinct outputs may be written from several threads.
 #pragma once
 
