@@ -29,8 +29,8 @@
 // 16-byte aligned, y bf16 or f32, accumulate only into f32. Built for sm_90 as the rest of
 // the CUDA code (bf16 mma.sync).
 // Launch: programmatic for up to 8 rows (device_util.cuh launch_step_kernel: the first weight
-// block is loaded before the wait for the kernel before), capturable in CUDA graphs. Thread-safety: a pure
-// launch.
+// block is loaded before the wait for the kernel before), capturable in CUDA graphs.
+// Thread-safety: a pure launch.
 #pragma once
 
 #include <cstdint>
