@@ -55,6 +55,10 @@ BatchSpec random_batch_spec(uint64_t seed, const RandomBatchOptions& options) {
     spec.dtype =
         options.dtypes[rng.uniform_int(0, static_cast<int64_t>(options.dtypes.size()) - 1)];
   }
+  if (options.kv_fp8) {
+    spec.kv_fp8 = true;
+    if (spec.dtype == DType::kF32) spec.dtype = DType::kBF16;
+  }
   if (options.num_qo_heads > 0 && options.num_kv_heads > 0) {
     spec.num_qo_heads = options.num_qo_heads;
     spec.num_kv_heads = options.num_kv_heads;
@@ -158,7 +162,7 @@ Result<BatchData> insert_batch(const BatchData& others, const BatchData& inserte
   const BatchLayout& b = inserted.layout;
   if (a.num_qo_heads != b.num_qo_heads || a.num_kv_heads != b.num_kv_heads ||
       a.head_dim != b.head_dim || a.page_size != b.page_size || a.dtype != b.dtype ||
-      others.sm_scale != inserted.sm_scale) {
+      a.kv_fp8 != b.kv_fp8 || others.sm_scale != inserted.sm_scale) {
     return invalid_argument("insert_batch: shapes, dtypes or sm_scale differ");
   }
   if (at < 0 || at > a.batch_size()) {

@@ -27,6 +27,8 @@ struct RandomBatchOptions {
   int64_t max_work = 6'000'000;
   int max_requests = 12;      // requests drawn: 1 .. max_requests (fewer if the budget runs out)
   std::vector<DType> dtypes;  // drawn from these; empty = f32, f16 and bf16
+  // A float8 KV cache (BatchSpec::kv_fp8); a drawn f32 dtype becomes bf16.
+  bool kv_fp8 = false;
   bool allow_prefixes = true;
   // Fixed shape fields; 0 = draw as described above.
   int num_qo_heads = 0;  // with num_kv_heads

@@ -38,13 +38,17 @@ struct BatchLayout {
   int head_dim = 0;            // 64, 128 or 256
   int page_size = 0;           // tokens per page, 1..256
   int num_pages = 0;           // pages in the pool; every page index must be < num_pages
-  DType dtype = DType::kBF16;  // Q, K and V element type
+  DType dtype = DType::kBF16;  // Q and output element type; K and V too unless kv_fp8
+  // K and V pages hold float8 e4m3 bytes (a float8 KV cache, scale 1: the bytes are the
+  // values) instead of `dtype` elements. Only with dtype f16 or bf16.
+  bool kv_fp8 = false;
 
   std::vector<int32_t> qo_indptr;         // [batch_size + 1], qo_indptr[0] = 0
   std::vector<int32_t> kv_page_indptr;    // [batch_size + 1], kv_page_indptr[0] = 0
   std::vector<int32_t> kv_page_indices;   // [kv_page_indptr[batch_size]]
   std::vector<int32_t> kv_last_page_len;  // [batch_size], each in [1, page_size]
 
+  DType kv_dtype() const { return kv_fp8 ? DType::kFP8E4M3 : dtype; }  // of k_pages, v_pages
   int batch_size() const { return static_cast<int>(kv_last_page_len.size()); }
   int group_size() const { return num_qo_heads / num_kv_heads; }
   int total_rows() const { return qo_indptr.empty() ? 0 : qo_indptr.back(); }
@@ -77,7 +81,8 @@ struct BatchLayout {
 // offending index and what was expected, e.g.
 //   "kv_page_indptr[3] = 17 < kv_page_indptr[2] = 20: offsets must be non-decreasing".
 // Rules: head counts > 0 and num_qo_heads % num_kv_heads == 0, group_size <= kMaxGroupSize;
-// head_dim in kSupportedHeadDims; page_size in [1, 256]; dtype f32/f16/bf16; qo_indptr and
+// head_dim in kSupportedHeadDims; page_size in [1, 256]; dtype f32/f16/bf16 (f16/bf16 with
+// kv_fp8); qo_indptr and
 // kv_page_indptr of length batch_size + 1, starting at 0, non-decreasing, ending at the
 // length of their arrays; every page index in [0, num_pages); kv_last_page_len in
 // [1, page_size]; each request has >= 1 page and q_len >= 1 and q_len <= kv_len.

@@ -129,6 +129,18 @@ TEST(BatchLayoutValidate, RejectsUnknownDtype) {
   expect_rejected(l, "dtype");
 }
 
+TEST(BatchLayoutValidate, Fp8KvNeedsA16BitDtype) {
+  BatchLayout l = good_layout();
+  l.kv_fp8 = true;
+  for (DType d : {DType::kF16, DType::kBF16}) {
+    l.dtype = d;
+    EXPECT_TRUE(validate(l).ok());
+    EXPECT_EQ(l.kv_dtype(), DType::kFP8E4M3);
+  }
+  l.dtype = DType::kF32;
+  expect_rejected(l, "kv_fp8 with dtype = f32");
+}
+
 TEST(BatchLayoutValidate, RejectsNegativeNumPages) {
   BatchLayout l = good_layout();
   l.num_pages = -1;

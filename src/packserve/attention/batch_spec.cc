@@ -113,7 +113,7 @@ Status check_keys(const json& object, std::initializer_list<const char*> allowed
 Result<BatchSpec> parse_json(const json& root) {
   PS_RETURN_IF_ERROR(check_keys(root,
                                 {"num_qo_heads", "num_kv_heads", "head_dim", "page_size", "dtype",
-                                 "seed", "prefixes", "requests"},
+                                 "kv_dtype", "seed", "prefixes", "requests"},
                                 ""));
   BatchSpec spec;
   PS_ASSIGN_OR_RETURN(spec.num_qo_heads, read_int(root, "num_qo_heads", ""));
@@ -123,6 +123,15 @@ Result<BatchSpec> parse_json(const json& root) {
   if (!root.contains("dtype")) return invalid_argument("dtype: missing required field");
   PS_ASSIGN_OR_RETURN(std::string dtype_text, read_string(root, "dtype", ""));
   PS_ASSIGN_OR_RETURN(spec.dtype, parse_dtype(dtype_text));
+  if (root.contains("kv_dtype")) {
+    PS_ASSIGN_OR_RETURN(std::string kv_text, read_string(root, "kv_dtype", ""));
+    if (kv_text == "fp8_e4m3") {
+      spec.kv_fp8 = true;
+    } else if (kv_text != dtype_text) {
+      return invalid_argument("kv_dtype: expected \"fp8_e4m3\" or the dtype \"" + dtype_text +
+                              "\", got \"" + kv_text + "\"");
+    }
+  }
   if (root.contains("seed")) {
     const json& seed = root.at("seed");
     if (!seed.is_number_integer() || (!seed.is_number_unsigned() && seed.get<int64_t>() < 0)) {
@@ -200,6 +209,7 @@ Status validate_spec(const BatchSpec& spec) {
   shape.head_dim = spec.head_dim;
   shape.page_size = spec.page_size;
   shape.dtype = spec.dtype;
+  shape.kv_fp8 = spec.kv_fp8;
   shape.qo_indptr = {0};
   shape.kv_page_indptr = {0};
   PS_RETURN_IF_ERROR(validate(shape));  // heads, divisibility, group size, head_dim, page_size
@@ -311,6 +321,7 @@ std::string to_json(const BatchSpec& spec) {
   root["head_dim"] = spec.head_dim;
   root["page_size"] = spec.page_size;
   root["dtype"] = std::string(dtype_name(spec.dtype));
+  if (spec.kv_fp8) root["kv_dtype"] = std::string(dtype_name(DType::kFP8E4M3));
   root["seed"] = spec.seed;
   json prefixes = json::array();
   for (const PrefixSpec& p : spec.prefixes) {
@@ -357,6 +368,7 @@ Result<BatchData> build_batch(const BatchSpec& spec, const BuildOptions& options
   layout.head_dim = spec.head_dim;
   layout.page_size = ps;
   layout.dtype = spec.dtype;
+  layout.kv_fp8 = spec.kv_fp8;
   layout.qo_indptr = {0};
   layout.kv_page_indptr = {0};
   std::vector<int32_t> logical;  // logical page ids, request-major
@@ -390,17 +402,18 @@ Result<BatchData> build_batch(const BatchSpec& spec, const BuildOptions& options
   for (size_t i = 0; i < logical.size(); ++i) layout.kv_page_indices[i] = physical[logical[i]];
   PS_CHECK(validate(layout).ok()) << validate(layout).to_string();
 
-  const size_t elem = dtype_size_bytes(spec.dtype);
-  const auto fill = [&](std::vector<std::byte>& buffer, size_t elements, uint64_t salt) {
-    buffer.resize(elements * elem);
+  const auto fill = [&](std::vector<std::byte>& buffer, size_t elements, DType dtype,
+                        uint64_t salt) {
+    buffer.resize(elements * dtype_size_bytes(dtype));
     Rng rng(spec.seed ^ salt);
     for (size_t i = 0; i < elements; ++i) {
-      store_from_float(buffer.data(), i, spec.dtype, static_cast<float>(rng.normal()));
+      store_from_float(buffer.data(), i, dtype, static_cast<float>(rng.normal()));
     }
   };
-  fill(data.q, layout.q_elements(), kSaltQ);
-  fill(data.k_pages, layout.kv_page_elements(), kSaltK);
-  fill(data.v_pages, layout.kv_page_elements(), kSaltV);
+  const DType kv_dtype = layout.kv_dtype();
+  fill(data.q, layout.q_elements(), spec.dtype, kSaltQ);
+  fill(data.k_pages, layout.kv_page_elements(), kv_dtype, kSaltK);
+  fill(data.v_pages, layout.kv_page_elements(), kv_dtype, kSaltV);
   if (options.poison_unused_slots) {
     const size_t token_elements = static_cast<size_t>(spec.num_kv_heads) * spec.head_dim;
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -410,8 +423,8 @@ Result<BatchData> build_batch(const BatchSpec& spec, const BuildOptions& options
       for (int slot = layout.kv_last_page_len[r]; slot < ps; ++slot) {
         const size_t base = (page * ps + slot) * token_elements;
         for (size_t e = 0; e < token_elements; ++e) {
-          store_from_float(data.k_pages.data(), base + e, spec.dtype, nan);
-          store_from_float(data.v_pages.data(), base + e, spec.dtype, nan);
+          store_from_float(data.k_pages.data(), base + e, kv_dtype, nan);
+          store_from_float(data.v_pages.data(), base + e, kv_dtype, nan);
         }
       }
     }

@@ -51,6 +51,7 @@ struct BatchSpec {
   int head_dim = 64;
   int page_size = 16;
   DType dtype = DType::kBF16;
+  bool kv_fp8 = false;  // "kv_dtype": "fp8_e4m3": K and V pages of e4m3 bytes (BatchLayout)
   uint64_t seed = 0;
   std::vector<PrefixSpec> prefixes;
   std::vector<RequestSpec> requests;  // >= 1
@@ -90,7 +91,7 @@ struct BuildOptions {
 };
 
 // Validates the spec and builds the batch (see the builder invariants above). Q, K and V are
-// N(0, 1) draws rounded to the dtype; sm_scale = 1 / sqrt(head_dim).
+// N(0, 1) draws rounded to the dtype (K and V to e4m3 with kv_fp8); sm_scale = 1 / sqrt(head_dim).
 Result<BatchData> build_batch(const BatchSpec& spec, const BuildOptions& options = {});
 
 }  // namespace packserve::attention

@@ -139,6 +139,22 @@ TEST(BatchSpecParse, RejectsUnknownDtype) {
   expect_parse_error(example_with("\"bf16\"", "\"fp8\""), "dtype: expected one of");
 }
 
+TEST(BatchSpecParse, Fp8KvDtype) {
+  const Result<BatchSpec> spec =
+      parse_batch_spec(example_with("\"dtype\":\"bf16\"", "\"dtype\":\"bf16\",\"kv_dtype\":\"fp8_e4m3\""));
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  EXPECT_TRUE(spec->kv_fp8);
+  EXPECT_TRUE(parse_batch_spec(to_json(*spec))->kv_fp8);  // round trip
+  const Result<BatchSpec> same =
+      parse_batch_spec(example_with("\"dtype\":\"bf16\"", "\"dtype\":\"bf16\",\"kv_dtype\":\"bf16\""));
+  ASSERT_TRUE(same.ok());
+  EXPECT_FALSE(same->kv_fp8);
+  expect_parse_error(example_with("\"dtype\":\"bf16\"", "\"dtype\":\"bf16\",\"kv_dtype\":\"f16\""),
+                     "kv_dtype: expected \"fp8_e4m3\" or the dtype \"bf16\", got \"f16\"");
+  expect_parse_error(example_with("\"dtype\":\"bf16\"", "\"dtype\":\"f32\",\"kv_dtype\":\"fp8_e4m3\""),
+                     "a float8 KV cache needs dtype f16 or bf16");
+}
+
 TEST(BatchSpecParse, LoadReportsUnreadableFile) {
   const Result<BatchSpec> spec = load_batch_spec("/nonexistent/batch.json");
   ASSERT_FALSE(spec.ok());
@@ -354,6 +370,35 @@ TEST(BatchSpecBuild, SameSpecSameBytesOtherSeedOtherBytes) {
   ASSERT_TRUE(c.ok());
   EXPECT_NE(a->q, c->q);
   EXPECT_NE(a->v_pages, c->v_pages);
+}
+
+TEST(BatchSpecBuild, Fp8KvPagesAreE4m3Bytes) {
+  BatchSpec spec = small_spec();
+  spec.dtype = DType::kBF16;
+  spec.kv_fp8 = true;
+  const Result<BatchData> data = build_batch(spec);
+  ASSERT_TRUE(data.ok()) << data.status().to_string();
+  ASSERT_EQ(data->k_pages.size(), data->layout.kv_page_elements());
+  ASSERT_EQ(data->q.size(), data->layout.q_elements() * 2);
+  int nonzero = 0;
+  for (std::byte b : data->k_pages) nonzero += b != std::byte{0};
+  EXPECT_GT(nonzero, static_cast<int>(data->k_pages.size()) / 2);
+  // The same draws as an f32 batch (its values are the draws), rounded to e4m3.
+  spec.kv_fp8 = false;
+  spec.dtype = DType::kF32;
+  const Result<BatchData> wide = build_batch(spec, BuildOptions{false});
+  ASSERT_TRUE(wide.ok());
+  const Result<BatchData> narrow = build_batch([&] {
+    BatchSpec s = spec;
+    s.dtype = DType::kBF16;
+    s.kv_fp8 = true;
+    return s;
+  }(), BuildOptions{false});
+  for (size_t i = 0; i < narrow->layout.kv_page_elements(); ++i) {
+    const float v = load_as_float(wide->v_pages.data(), i, wide->layout.dtype);
+    ASSERT_EQ(load_as_float(narrow->v_pages.data(), i, DType::kFP8E4M3),
+              round_to_dtype(v, DType::kFP8E4M3)) << i;
+  }
 }
 
 TEST(BatchSpecBuild, NoPoisonOption) {

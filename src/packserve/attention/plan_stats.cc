@@ -12,6 +12,7 @@ PlanStats compute_plan_stats(const Plan& plan, const BatchLayout& layout) {
   const int64_t g = layout.group_size();
   const int64_t d = layout.head_dim;
   const auto e = static_cast<int64_t>(dtype_size_bytes(layout.dtype));
+  const auto e_kv = static_cast<int64_t>(dtype_size_bytes(layout.kv_dtype()));
   constexpr int64_t kF32Bytes = 4;
   const int64_t heads = plan.num_kv_heads;
   stats.num_work_items = static_cast<int64_t>(plan.items.size()) * heads;
@@ -20,7 +21,7 @@ PlanStats compute_plan_stats(const Plan& plan, const BatchLayout& layout) {
   for (const WorkItem& it : plan.items) {
     const int64_t folded = static_cast<int64_t>(it.num_rows()) * g;
     const int64_t tiles = (folded + it.tile.tile_q - 1) / it.tile.tile_q;
-    stats.kv_bytes_read += heads * tiles * it.kv_tokens() * 2 * d * e;
+    stats.kv_bytes_read += heads * tiles * it.kv_tokens() * 2 * d * e_kv;
     stats.q_bytes_read += heads * folded * d * e;
     if (it.cta >= 0 && it.cta < plan.num_ctas) {
       stats.cta_cost[it.cta] += plan.cost(folded, it.kv_tokens());
@@ -41,7 +42,7 @@ PlanStats compute_plan_stats(const Plan& plan, const BatchLayout& layout) {
   for (size_t i = 0; i < used.size(); ++i) {
     if (i + 1 == used.size() || used[i + 1].first != used[i].first) unique_tokens += used[i].second;
   }
-  stats.kv_bytes_unique = unique_tokens * layout.num_kv_heads * 2 * d * e;
+  stats.kv_bytes_unique = unique_tokens * layout.num_kv_heads * 2 * d * e_kv;
   stats.output_bytes_written =
       static_cast<int64_t>(layout.total_rows()) * layout.num_qo_heads * d * e;
   const int64_t slot_bytes = d * e + kF32Bytes;  // o in the dtype, lse in f32

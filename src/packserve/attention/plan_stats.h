@@ -3,17 +3,17 @@
 //
 // Every byte count is for ONE attention layer and counts all KV heads. Element sizes:
 // Q, K, V, the output and a partial state's o are layout.dtype (2 bytes for bf16/f16, 4 for
-// f32); a partial state's lse is f32. (Seed 002 §5.1 keeps every intermediate in FP32; the
+// f32), K and V 1 byte with kv_fp8 (e_kv below, else e_kv = e); a partial state's lse is f32. (Seed 002 §5.1 keeps every intermediate in FP32; the
 // CUDA executor, whose traffic these count, rounds a partial o once as it rounds the output;
 // the CPU executor keeps it in f32, plan.h.) Formulas (g = group_size,
 // d = head_dim, e = dtype bytes, H = num_kv_heads, tiles(i) = ceil(num_rows(i) * g /
 // tile_q(i)); every item is run once per KV head, plan.h):
 //   num_work_items       = items * H (the (item, head) pairs the grid runs)
 //   num_merges           = merge entries * H (the (row, head) outputs merged)
-//   kv_bytes_read        = H * sum over items of tiles(i) * kv_tokens(i) * 2 * d * e
+//   kv_bytes_read        = H * sum over items of tiles(i) * kv_tokens(i) * 2 * d * e_kv
 //                          (K and V of one head, re-read once per query tile)
 //   kv_bytes_unique      = sum over distinct physical pages of used_tokens(page) *
-//                          num_kv_heads * 2 * d * e, where used_tokens(page) is the most tokens
+//                          num_kv_heads * 2 * d * e_kv, where used_tokens(page) is the most tokens
 //                          any request uses in that page (page_size, or last_page_len for a
 //                          request's last page)
 //   q_bytes_read         = H * sum over items of num_rows(i) * g * d * e

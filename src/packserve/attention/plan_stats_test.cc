@@ -40,6 +40,14 @@ TEST(PlanStats, BalancedGoldenPlanByHand) {
   EXPECT_DOUBLE_EQ(s.cta_cost[0], 225.0);
   EXPECT_DOUBLE_EQ(s.cta_cost[1], 219.0);
   EXPECT_DOUBLE_EQ(s.imbalance, 225.0 / 222.0);
+  // A float8 KV cache: one byte per K/V element, the rest unchanged.
+  BatchLayout fp8 = b.layout();
+  fp8.kv_fp8 = true;
+  const PlanStats f = compute_plan_stats(*plan, fp8);
+  EXPECT_EQ(f.kv_bytes_read, s.kv_bytes_read / 2);
+  EXPECT_EQ(f.kv_bytes_unique, s.kv_bytes_unique / 2);
+  EXPECT_EQ(f.q_bytes_read, s.q_bytes_read);
+  EXPECT_EQ(f.partial_bytes_written, s.partial_bytes_written);
 }
 
 TEST(PlanStats, UniqueBytesCountEachPageOnceAtItsMostUsedLength) {

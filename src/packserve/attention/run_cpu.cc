@@ -164,6 +164,9 @@ void load_f32(std::span<const std::byte> data, size_t offset, int count, DType d
         dst[d] = f16_to_float(h);
       }
       return;
+    case DType::kFP8E4M3:
+      for (int d = 0; d < count; ++d) dst[d] = e4m3_value(static_cast<uint8_t>(src[d]));
+      return;
   }
 }
 
@@ -208,8 +211,8 @@ struct Executor {
                layout.num_kv_heads +
            kv_head) *
           d_head;
-      load_f32(tensors.k_pages, base, d_head, layout.dtype, s.k.data() + t * d_head);
-      load_f32(tensors.v_pages, base, d_head, layout.dtype, s.v.data() + t * d_head);
+      load_f32(tensors.k_pages, base, d_head, layout.kv_dtype(), s.k.data() + t * d_head);
+      load_f32(tensors.v_pages, base, d_head, layout.kv_dtype(), s.v.data() + t * d_head);
     }
     s.q.resize(d_head);
     s.acc.resize(d_head);

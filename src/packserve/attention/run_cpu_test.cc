@@ -246,6 +246,21 @@ TEST(RunCpu, SharedPrefixPlanMatchesReference) {
   EXPECT_GT(shared_items, 0) << "the generator drew no shared prefix: the test is vacuous";
 }
 
+// A float8 KV cache: K and V are e4m3 bytes, which the executor reads exactly (as the
+// reference does), so the tolerance is that of the 16-bit inputs.
+TEST(RunCpu, Fp8KvPlanWithMergesMatchesReference) {
+  testing::RandomBatchOptions fp8;
+  fp8.kv_fp8 = true;
+  for (uint64_t seed = 150; seed < 150 + kNumRandomBatches / 2; ++seed) {
+    const BatchSpec spec = testing::random_batch_spec(seed, fp8);
+    SCOPED_TRACE("seed " + std::to_string(seed) + " spec " + to_json(spec));
+    const BatchData data = build(spec);
+    ASSERT_TRUE(data.layout.kv_fp8);
+    ASSERT_EQ(data.k_pages.size(), data.layout.kv_page_elements());  // one byte each
+    expect_matches_reference(data, run(split_plan(data.layout, 3), data, 2));
+  }
+}
+
 TEST(RunCpu, ThreadCountDoesNotChangeBits) {
   for (uint64_t seed = 300; seed < 306; ++seed) {
     const BatchData data = build(testing::random_batch_spec(seed));

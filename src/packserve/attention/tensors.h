@@ -2,9 +2,9 @@
 // the CPU executor (run_cpu.h) and the float64 reference (reference.h) read them.
 //
 //   q        [total_rows, num_qo_heads, head_dim]            elements of layout.dtype
-//   k_pages  [num_pages, page_size, num_kv_heads, head_dim]  elements of layout.dtype
+//   k_pages  [num_pages, page_size, num_kv_heads, head_dim]  elements of layout.kv_dtype()
 //   v_pages  same shape as k_pages
-// f16/bf16 elements are their 16-bit patterns (common/dtype.h). Scores are
+// f16/bf16 elements are their 16-bit patterns, e4m3 ones their bytes (common/dtype.h). Scores are
 // sm_scale * dot(q, k) (natural-log domain; lse values elsewhere are base 2).
 // Thread-safety: a view; the viewed buffers must outlive it and stay unchanged while used.
 #pragma once
@@ -29,19 +29,22 @@ struct AttentionTensors {
 // kInvalidArgument naming the tensor when a size does not match the layout (which must have
 // passed validate()) or sm_scale is not finite and > 0.
 inline Status check_tensors(const BatchLayout& layout, const AttentionTensors& tensors) {
-  const size_t elem = dtype_size_bytes(layout.dtype);
-  const auto check = [&](std::span<const std::byte> t, size_t elements, const char* name) {
+  const auto check = [&](std::span<const std::byte> t, size_t elements, DType dtype,
+                         const char* name) {
+    const size_t elem = dtype_size_bytes(dtype);
     if (t.size() != elements * elem) {
       return invalid_argument(std::string(name) + ": " + std::to_string(t.size()) +
                               " bytes, expected " + std::to_string(elements * elem) + " (" +
                               std::to_string(elements) + " elements of " +
-                              std::string(dtype_name(layout.dtype)) + ")");
+                              std::string(dtype_name(dtype)) + ")");
     }
     return ok_status();
   };
-  PS_RETURN_IF_ERROR(check(tensors.q, layout.q_elements(), "q"));
-  PS_RETURN_IF_ERROR(check(tensors.k_pages, layout.kv_page_elements(), "k_pages"));
-  PS_RETURN_IF_ERROR(check(tensors.v_pages, layout.kv_page_elements(), "v_pages"));
+  PS_RETURN_IF_ERROR(check(tensors.q, layout.q_elements(), layout.dtype, "q"));
+  PS_RETURN_IF_ERROR(
+      check(tensors.k_pages, layout.kv_page_elements(), layout.kv_dtype(), "k_pages"));
+  PS_RETURN_IF_ERROR(
+      check(tensors.v_pages, layout.kv_page_elements(), layout.kv_dtype(), "v_pages"));
   if (!(tensors.sm_scale > 0.0f) || tensors.sm_scale > 1e30f) {
     return invalid_argument("sm_scale = " + std::to_string(tensors.sm_scale) +
                             ": expected a finite value > 0");

@@ -151,6 +151,7 @@ int run_verify(const AttentionCmdArgs& args) {
                {"threads", args.threads},
                {"device", args.device},
                {"dtype", std::string(dtype_name(layout.dtype))},
+               {"kv_dtype", std::string(dtype_name(layout.kv_dtype()))},
                {"requests", layout.batch_size()},
                {"total_rows", layout.total_rows()},
                {"plan_us", p.plan_us}};
@@ -208,6 +209,7 @@ int run_bench(const AttentionCmdArgs& args) {
                {"deterministic", args.deterministic},
                {"ctas", p.ctas},
                {"device", args.device},
+               {"kv_dtype", std::string(dtype_name(layout.kv_dtype()))},
                {"requests", layout.batch_size()},
                {"total_rows", layout.total_rows()},
                {"kv_bytes_needed", stats.kv_bytes_unique},

@@ -1,6 +1,7 @@
 #include "packserve/common/dtype.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace packserve {
@@ -10,6 +11,7 @@ std::string_view dtype_name(DType dtype) {
     case DType::kF32: return "f32";
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
+    case DType::kFP8E4M3: return "fp8_e4m3";
   }
   return "?";
 }
@@ -58,16 +60,46 @@ uint16_t float_to_f16(float f) {
   return static_cast<uint16_t>(sign | (value >> 13));
 }
 
+float e4m3_value(uint8_t byte) {
+  const int exponent = (byte >> 3) & 0xF, mantissa = byte & 0x7;
+  if (exponent == 0xF && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  const float magnitude = exponent == 0
+                              ? std::ldexp(static_cast<float>(mantissa), -9)
+                              : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  return (byte & 0x80) != 0 ? -magnitude : magnitude;
+}
+
+uint8_t e4m3_from_float(float x) {
+  if (std::isnan(x)) return 0x7F;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const float a = std::fabs(x);
+  if (a >= 448.0f) return sign | 0x7E;
+  // The grid step in a's binade e (a in [2^e, 2^(e+1))) is 2^(e - 3), and 2^-9 below the
+  // smallest normal 2^-6. a / step is exact (a power-of-two scaling); rounding it to an
+  // integer, ties to even, rounds a.
+  int exponent = 0;
+  (void)std::frexp(a, &exponent);                 // a = f * 2^exponent, f in [0.5, 1)
+  const int e = a < 0x1p-6f ? -6 : exponent - 1;  // a's binade; the subnormals' below 2^-6
+  const float units = std::nearbyint(std::ldexp(a, 3 - e));  // in [0, 16]: 8 + mantissa
+  if (e == -6 && units < 8.0f) return sign | static_cast<uint8_t>(units);  // subnormal
+  // units == 16 carries into the next binade (mantissa 0).
+  const int binade = units == 16.0f ? e + 1 : e;
+  const int mantissa = units == 16.0f ? 0 : static_cast<int>(units) - 8;
+  return sign | static_cast<uint8_t>(((binade + 7) << 3) | mantissa);
+}
+
 float round_to_dtype(float f, DType dtype) {
   switch (dtype) {
     case DType::kF32: return f;
     case DType::kF16: return f16_to_float(float_to_f16(f));
     case DType::kBF16: return bf16_to_float(float_to_bf16(f));
+    case DType::kFP8E4M3: return e4m3_value(e4m3_from_float(f));
   }
   return f;
 }
 
 float load_as_float(const std::byte* data, size_t i, DType dtype) {
+  if (dtype == DType::kFP8E4M3) return e4m3_value(static_cast<uint8_t>(data[i]));
   if (dtype == DType::kF32) {
     float f;
     std::memcpy(&f, data + i * 4, 4);
@@ -79,6 +111,10 @@ float load_as_float(const std::byte* data, size_t i, DType dtype) {
 }
 
 void store_from_float(std::byte* data, size_t i, DType dtype, float f) {
+  if (dtype == DType::kFP8E4M3) {
+    data[i] = static_cast<std::byte>(e4m3_from_float(f));
+    return;
+  }
   if (dtype == DType::kF32) {
     std::memcpy(data + i * 4, &f, 4);
     return;

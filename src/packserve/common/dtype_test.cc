@@ -54,5 +54,21 @@ TEST(DType, LoadStoreRoundTrip) {
   EXPECT_EQ(round_to_dtype(0.1f, DType::kF16), f16_to_float(float_to_f16(0.1f)));
 }
 
+// The float8 storage type: one byte, e4m3 (its byte conversions are tested bit for bit in
+// model/fp8_weights_test.cc), never a parsed compute dtype.
+TEST(DType, Fp8E4m3IsAOneByteStorageType) {
+  EXPECT_EQ(dtype_size_bytes(DType::kFP8E4M3), 1u);
+  EXPECT_EQ(dtype_name(DType::kFP8E4M3), "fp8_e4m3");
+  EXPECT_FALSE(parse_dtype("fp8_e4m3").ok());
+  std::byte buffer[4] = {};
+  store_from_float(buffer, 2, DType::kFP8E4M3, 1.3f);  // e4m3 neighbours 1.25 and 1.375
+  EXPECT_EQ(static_cast<uint8_t>(buffer[2]), 0x3A);
+  EXPECT_EQ(load_as_float(buffer, 2, DType::kFP8E4M3), 1.25f);
+  EXPECT_EQ(static_cast<uint8_t>(buffer[1]), 0u);  // the neighbours untouched
+  EXPECT_EQ(round_to_dtype(1000.0f, DType::kFP8E4M3), 448.0f);  // saturated
+  store_from_float(buffer, 0, DType::kFP8E4M3, std::numeric_limits<float>::quiet_NaN());
+  EXPECT_TRUE(std::isnan(load_as_float(buffer, 0, DType::kFP8E4M3)));
+}
+
 }  // namespace
 }  // namespace packserve

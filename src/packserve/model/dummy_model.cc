@@ -366,6 +366,9 @@ void fill_chunk(const TensorPlan& plan, uint64_t seed, int64_t chunk, int64_t co
     case DType::kF32:
       std::memcpy(out, values.data(), n * 4);
       break;
+    case DType::kFP8E4M3:  // (not a model dtype: make-dummy-model refuses it)
+      for (size_t j = 0; j < n; ++j) out[j] = static_cast<std::byte>(e4m3_from_float(values[j]));
+      break;
   }
 }
 

@@ -1,4 +1,4 @@
-// fp8_weights.cc: e4m3_value, e4m3_from_float and dequantize_fp8_weight (fp8_weights.h).
+// fp8_weights.cc: dequantize_fp8_weight (fp8_weights.h).
 #include "packserve/model/fp8_weights.h"
 
 #include <algorithm>
@@ -23,34 +23,6 @@ int64_t block_edge(int64_t dim, int64_t n) {
 }
 
 }  // namespace
-
-float e4m3_value(uint8_t byte) {
-  const int exponent = (byte >> 3) & 0xF, mantissa = byte & 0x7;
-  if (exponent == 0xF && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
-  const float magnitude = exponent == 0
-                              ? std::ldexp(static_cast<float>(mantissa), -9)
-                              : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
-  return (byte & 0x80) != 0 ? -magnitude : magnitude;
-}
-
-uint8_t e4m3_from_float(float x) {
-  if (std::isnan(x)) return 0x7F;
-  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const float a = std::fabs(x);
-  if (a >= 448.0f) return sign | 0x7E;
-  // The grid step in a's binade e (a in [2^e, 2^(e+1))) is 2^(e - 3), and 2^-9 below the
-  // smallest normal 2^-6. a / step is exact (a power-of-two scaling); rounding it to an
-  // integer, ties to even, rounds a.
-  int exponent = 0;
-  (void)std::frexp(a, &exponent);                 // a = f * 2^exponent, f in [0.5, 1)
-  const int e = a < 0x1p-6f ? -6 : exponent - 1;  // a's binade; the subnormals' below 2^-6
-  const float units = std::nearbyint(std::ldexp(a, 3 - e));  // in [0, 16]: 8 + mantissa
-  if (e == -6 && units < 8.0f) return sign | static_cast<uint8_t>(units);  // subnormal
-  // units == 16 carries into the next binade (mantissa 0).
-  const int binade = units == 16.0f ? e + 1 : e;
-  const int mantissa = units == 16.0f ? 0 : static_cast<int>(units) - 8;
-  return sign | static_cast<uint8_t>(((binade + 7) << 3) | mantissa);
-}
 
 Result<HostTensor> dequantize_fp8_weight(const std::string& name, std::span<const std::byte> bytes,
                                          const std::vector<int64_t>& shape, const HostTensor& scale,

@@ -35,10 +35,7 @@
 
 namespace packserve::model {
 
-// The value of an e4m3 byte (NaN for 0x7F and 0xFF).
-float e4m3_value(uint8_t byte);
-// The e4m3 byte nearest x (ties to even), saturated to +-448; NaN -> 0x7F.
-uint8_t e4m3_from_float(float x);
+// (e4m3_value and e4m3_from_float, the byte conversions, are in common/dtype.h.)
 
 enum class Fp8ScaleKind {
   kPerTensorOrRow,  // "<prefix>.weight_scale"

@@ -105,6 +105,8 @@ std::string_view safetensors_dtype_name(DType dtype) {
       return "F16";
     case DType::kBF16:
       return "BF16";
+    case DType::kFP8E4M3:
+      return "F8_E4M3";
   }
   return "?";
 }
