@@ -14,9 +14,13 @@
 //   mixed                  128 decode rows + one 2k prefill chunk: one launch vs two
 //   overhead_8             plan + upload + run (+ sync) of 8 decode rows (kv 128), host wall
 //                          time, eager vs graph replay
+//   *_fp8kv  (--cases fp8kv) decode_b{32,128,512}, the PAT trees (prefix policy) and
+//                          prefill_48 over a float8 KV cache (e4m3 pages, DeviceBatch::kv_fp8);
+//                          bytes and bounds count one byte per K/V element. Their peers are
+//                          the bf16 rows of the same names in the same process.
 // Timing (bench_harness.cuh): eager = median of 20 runs each after an L2 flush; graph = median
 // per call of graph replays of 10 back-to-back calls. K/V/Q are random bf16 on the device.
-// Usage: attention_bench [--cases decode,pat,prefill,wide,mixed,overhead] [--timeline DIR]
+// Usage: attention_bench [--cases decode,pat,prefill,wide,mixed,overhead,fp8kv] [--timeline DIR]
 //                        [--cost-alpha A] [--cost-item X] [--cost-wide-key W]
 //   --cost-alpha, --cost-item, --cost-wide-key: the planner's CostModel::alpha, ::item and
 //   ::wide_key (plan.h) for every case instead of the defaults (to calibrate them).
@@ -51,6 +55,7 @@ using attention::cuda::DeviceBuffer;
 using attention::cuda::Workspace;
 
 constexpr int kQoHeads = 32, kKvHeads = 8, kHeadDim = 128, kPageSize = 16;
+bool g_kv_fp8 = false;  // layouts built now have float8 K/V pages (the fp8kv cases)
 
 void die(const Status& s, const char* what) {
   if (!s.ok()) {
@@ -69,6 +74,7 @@ struct LayoutBuilder {
     l.head_dim = kHeadDim;
     l.page_size = kPageSize;
     l.dtype = DType::kBF16;
+    l.kv_fp8 = g_kv_fp8;
     l.qo_indptr = {0};
     l.kv_page_indptr = {0};
   }
@@ -103,12 +109,14 @@ struct LayoutBuilder {
   }
 };
 
-int64_t kv_token_bytes() { return int64_t{kKvHeads} * kHeadDim * 2 * 2; }
+int64_t kv_token_bytes(const BatchLayout& l) {
+  return int64_t{kKvHeads} * kHeadDim * 2 * static_cast<int64_t>(dtype_size_bytes(l.kv_dtype()));
+}
 
 int64_t bytes_needed(const BatchLayout& l) {
   int64_t tokens = 0;
   for (int r = 0; r < l.batch_size(); ++r) tokens += l.kv_len(r);
-  return tokens * kv_token_bytes();
+  return tokens * kv_token_bytes(l);
 }
 int64_t bytes_unique(const BatchLayout& l) {  // each physical page once (full pages counted)
   std::vector<char> seen(l.num_pages, 0);
@@ -121,7 +129,7 @@ int64_t bytes_unique(const BatchLayout& l) {  // each physical page once (full p
       tokens += i + 1 < l.num_pages_of(r) ? kPageSize : l.kv_last_page_len[r];
     }
   }
-  return tokens * kv_token_bytes();
+  return tokens * kv_token_bytes(l);
 }
 double useful_flops(const BatchLayout& l) {  // QK and PV over causal-visible pairs
   double pairs = 0;
@@ -151,10 +159,12 @@ std::unique_ptr<Prepared> prepare(const BatchLayout& l, Policy policy, int num_c
   die(p->out.reserve(q_elems * 2), "out");
   fill_random(p->q.get(), q_elems, 11);
   if (share_kv == nullptr) {
-    die(p->k.reserve(l.kv_page_elements() * 2), "k");
-    die(p->v.reserve(l.kv_page_elements() * 2), "v");
-    fill_random(p->k.get(), l.kv_page_elements(), 12);
-    fill_random(p->v.get(), l.kv_page_elements(), 13);
+    const size_t kv_bytes = l.kv_page_elements() * dtype_size_bytes(l.kv_dtype());
+    die(p->k.reserve(kv_bytes), "k");
+    die(p->v.reserve(kv_bytes), "v");
+    auto fill = l.kv_fp8 ? fill_random_e4m3 : fill_random;
+    fill(p->k.get(), l.kv_page_elements(), 12);
+    fill(p->v.get(), l.kv_page_elements(), 13);
   }
   const std::vector<int32_t> positions = l.row_positions();
   die(p->pos.upload(positions.data(), positions.size() * 4), "positions");
@@ -166,6 +176,7 @@ std::unique_ptr<Prepared> prepare(const BatchLayout& l, Policy policy, int num_c
   p->view.q_positions = static_cast<const int32_t*>(p->pos.get());
   p->view.kv_page_indptr = static_cast<const int32_t*>(p->kvp.get());
   p->view.kv_page_indices = static_cast<const int32_t*>(p->kvi.get());
+  p->view.kv_fp8 = l.kv_fp8;
   p->view.page_size = kPageSize;
   p->view.sm_scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   p->view.out = p->out.get();
@@ -317,7 +328,7 @@ BatchLayout prefill_layout() {
 int main(int argc, char** argv) {
   using namespace packserve;
   using namespace packserve::bench;
-  std::string cases = "decode,pat,prefill,wide,mixed,overhead";
+  std::string cases = "decode,pat,prefill,wide,mixed,overhead,fp8kv";
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--cases") cases = argv[i + 1];
     if (std::string(argv[i]) == "--timeline") g_timeline_dir = argv[i + 1];
@@ -397,6 +408,22 @@ int main(int argc, char** argv) {
     r.bytes = static_cast<double>(bytes_needed(ml));
     r.flops = useful_flops(ml);
     report(c, r);
+  }
+  if (want("fp8kv")) {
+    g_kv_fp8 = true;
+    for (int batch : {32, 128, 512}) {
+      const BatchLayout l = decode_layout(batch, 1000 + batch);
+      time_case(t, c, "decode_b" + std::to_string(batch) + "_fp8kv", l,
+                attention::Policy::kBalanced, ctas, 0);
+    }
+    const BatchLayout t1 = tree_layout({1, 4, 64}, {2048, 512, 256});
+    const BatchLayout t2 = tree_layout({1, 256}, {4096, 128});
+    time_case(t, c, "pat_[1,4,64]_[2048,512,256]_fp8kv", t1, attention::Policy::kPrefix, ctas,
+              static_cast<double>(bytes_unique(t1)));
+    time_case(t, c, "pat_[1,256]_[4096,128]_fp8kv", t2, attention::Policy::kPrefix, ctas,
+              static_cast<double>(bytes_unique(t2)));
+    time_case(t, c, "prefill_48_fp8kv", prefill_layout(), attention::Policy::kBalanced, ctas, 0);
+    g_kv_fp8 = false;
   }
   if (want("overhead")) {
     LayoutBuilder b;

@@ -8,6 +8,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -54,6 +55,29 @@ __global__ inline void fill_random_b16(uint16_t* out, size_t n, uint32_t seed) {
 
 inline void fill_random(void* p, size_t n_b16, uint32_t seed) {
   fill_random_b16<<<1024, 256>>>(static_cast<uint16_t*>(p), n_b16, seed);
+  BENCH_CUDA(cudaGetLastError());
+}
+
+// The same draws as e4m3 bytes (a float8 KV cache; saturated, never NaN).
+__global__ inline void fill_random_e4m3_kernel(uint8_t* out, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    float acc = 0.0f;
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed ^ static_cast<uint32_t>(i >> 32);
+    for (int k = 0; k < 4; ++k) {
+      h ^= h >> 16;
+      h *= 0x7feb352du;
+      h ^= h >> 15;
+      h *= 0x846ca68bu;
+      h ^= h >> 16;
+      acc += static_cast<float>(h & 0xffffff) * (1.0f / 16777216.0f);
+    }
+    out[i] = __nv_cvt_float_to_fp8((acc - 2.0f) * 1.7320508f, __NV_SATFINITE, __NV_E4M3);
+  }
+}
+
+inline void fill_random_e4m3(void* p, size_t n, uint32_t seed) {
+  fill_random_e4m3_kernel<<<1024, 256>>>(static_cast<uint8_t*>(p), n, seed);
   BENCH_CUDA(cudaGetLastError());
 }
 

@@ -85,6 +85,7 @@ struct GpuBatch {
     view.q_positions = static_cast<const int32_t*>(q_positions.get());
     view.kv_page_indptr = static_cast<const int32_t*>(kv_page_indptr.get());
     view.kv_page_indices = static_cast<const int32_t*>(kv_page_indices.get());
+    view.kv_fp8 = l.kv_fp8;
     view.page_size = l.page_size;
     view.sm_scale = data.sm_scale;
     view.out = out.get();

@@ -6,6 +6,7 @@
 //   prepare_persistent raises the kernel's dynamic shared-memory limit (call once, before any
 //                      launch or graph capture)
 //   persistent_smem_bytes / persistent_occupancy  resources of one (head_dim, dtype) kernel
+//                      (the occupancy both KV variants allow)
 //   launch_merge       merge_states.cu: combines partial states in the plan's merge order
 //   launch_kv_append   kv_append.cu
 // The persistent and merge kernels are programmatic dependent launches (programmatic_launch.cuh):
@@ -24,16 +25,20 @@
 
 namespace packserve::attention::cuda {
 
-Status launch_persistent(int head_dim, DType dtype, const KernelParams& params, int num_ctas,
-                         cudaStream_t stream);
+// fp8_kv: the pages hold e4m3 bytes (DeviceBatch::kv_fp8), the kernel's float8 variant.
+Status launch_persistent(int head_dim, DType dtype, bool fp8_kv, const KernelParams& params,
+                         int num_ctas, cudaStream_t stream);
 Status prepare_persistent(int head_dim, DType dtype);
 Result<int> persistent_smem_bytes(int head_dim, DType dtype);
 Result<int> persistent_occupancy(int head_dim, DType dtype);  // CTAs per SM
 
 // Per-head-dim translation units (persistent_kernel_hd{64,128,256}.cu).
-Status launch_persistent_hd64(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s);
-Status launch_persistent_hd128(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s);
-Status launch_persistent_hd256(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s);
+Status launch_persistent_hd64(bool bf16, bool fp8_kv, const KernelParams& p, int num_ctas,
+                               cudaStream_t s);
+Status launch_persistent_hd128(bool bf16, bool fp8_kv, const KernelParams& p, int num_ctas,
+                               cudaStream_t s);
+Status launch_persistent_hd256(bool bf16, bool fp8_kv, const KernelParams& p, int num_ctas,
+                               cudaStream_t s);
 Status prepare_persistent_hd64(bool bf16, int* ctas_per_sm);
 Status prepare_persistent_hd128(bool bf16, int* ctas_per_sm);
 Status prepare_persistent_hd256(bool bf16, int* ctas_per_sm);

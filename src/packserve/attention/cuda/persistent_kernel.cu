@@ -1,5 +1,6 @@
 // persistent_kernel.cu: dispatch of the persistent attention kernel on (head_dim, dtype).
-// Compiled: head_dim 64/128/256 x bf16/f16 (one translation unit per head_dim).
+// Compiled: head_dim 64/128/256 x bf16/f16 x KV of that type or float8 e4m3 (one translation
+// unit per head_dim).
 #include <string>
 
 #include "packserve/attention/cuda/kernel_launch.h"
@@ -17,17 +18,17 @@ bool compiled_dtype(DType dtype) { return dtype == DType::kBF16 || dtype == DTyp
 
 }  // namespace
 
-Status launch_persistent(int head_dim, DType dtype, const KernelParams& params, int num_ctas,
-                         cudaStream_t stream) {
+Status launch_persistent(int head_dim, DType dtype, bool fp8_kv, const KernelParams& params,
+                         int num_ctas, cudaStream_t stream) {
   if (!compiled_dtype(dtype)) return not_compiled(head_dim, dtype);
   const bool bf16 = dtype == DType::kBF16;
   switch (head_dim) {
     case 64:
-      return launch_persistent_hd64(bf16, params, num_ctas, stream);
+      return launch_persistent_hd64(bf16, fp8_kv, params, num_ctas, stream);
     case 128:
-      return launch_persistent_hd128(bf16, params, num_ctas, stream);
+      return launch_persistent_hd128(bf16, fp8_kv, params, num_ctas, stream);
     case 256:
-      return launch_persistent_hd256(bf16, params, num_ctas, stream);
+      return launch_persistent_hd256(bf16, fp8_kv, params, num_ctas, stream);
     default:
       return not_compiled(head_dim, dtype);
   }

@@ -91,6 +91,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "packserve/attention/cuda/e4m3_convert.cuh"
 #include "packserve/attention/cuda/fast_div.h"
 #include "packserve/attention/cuda/programmatic_launch.cuh"
 #include "packserve/attention/cuda/run_cuda.h"
@@ -122,7 +123,8 @@ struct KernelParams {
   int num_kv_heads = 0;
   int group_size = 0;
   FastDiv group_div;             // folded row -> (item row, head of the group)
-  float sm_scale_log2 = 0.0f;    // sm_scale * log2(e)
+  float sm_scale_log2 = 0.0f;    // sm_scale * log2(e) (times DeviceBatch::k_scale)
+  float v_scale = 1.0f;          // multiplies o / l: DeviceBatch::v_scale, 1 without float8 KV
   uint64_t* timeline = nullptr;  // DeviceBatch::timeline (null: no records)
   // 1: the wide kernel (wide_kernel.cuh) ran the plan's wide items just before this launch;
   // this kernel starts at the first narrow item's ticket. 0: it runs every item.
@@ -243,14 +245,14 @@ __device__ __forceinline__ bool online_softmax(float (&s)[Nb][4], int key_pos0, 
 // Epilogue of one folded row held in accumulator fragments (per thread columns 8 j + 2 t4 and
 // + 1 of row hr of each n8 block j): o / l rounded to T into the final output of query row
 // `row`, qo head `head` (writes_final), or into partial slot `slot` with lse = m + log2 l.
-template <typename T, int HeadDim>
+template <typename T, int HeadDim, bool kFp8Kv = false>
 __device__ __forceinline__ void store_row(const KernelParams& p, bool writes_final, int row,
                                           int head, size_t slot, const float (&o)[HeadDim / 8][4],
                                           int hr, float m, float l) {
   using Mma = MmaOp<T>;
   using Pair = decltype(Mma::pair(0.0f, 0.0f));
   const int t4 = threadIdx.x % 4;
-  const float inv_l = 1.0f / l;
+  const float inv_l = kFp8Kv ? p.v_scale / l : 1.0f / l;
   if (writes_final) {
     T* dst = static_cast<T*>(p.out) + (static_cast<size_t>(row) * p.num_qo_heads + head) * HeadDim;
 #pragma unroll
@@ -306,7 +308,7 @@ struct ItemDesc {
 // One q pass: folded rows [f_begin, f_begin + n_pass) of the item, Mb row blocks of 16 per warp.
 // rec: the item's timeline record where this thread marks the pass's phases (thread 0 of the
 // item's first pass when recording), else null.
-template <int HeadDim, typename T, int WarpsQ, int Mb, bool kQuad = false>
+template <int HeadDim, typename T, bool kFp8Kv, int WarpsQ, int Mb, bool kQuad = false>
 __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& it, int f_begin,
                                          int n_pass, uint64_t* rec, unsigned char* smem,
                                          int quad_groups = 1) {
@@ -353,6 +355,15 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   };
   T* q_s = reinterpret_cast<T*>(smem);
   T* kv_s = q_s + kQRows * HeadDim;
+  // Float8 KV (kFp8Kv): the ring's stages hold e4m3 bytes, the stage's K rows [kStageKv][HeadDim]
+  // (each key's bytes in order) then its V rows, right after one stage of T at kv_s: the stage
+  // being computed is converted into that one (convert_stage), in the layout the T path reads
+  // from its ring, so the products below are the same code.
+  constexpr int kStage8Bytes = 2 * kStageKv * HeadDim;
+  unsigned char* kv8_s = reinterpret_cast<unsigned char*>(kv_s + Tr::kStageElems);
+  static_assert(!kFp8Kv || kQRows * HeadDim * 2 + Tr::kStageElems * 2 + kStages * kStage8Bytes <=
+                               Tr::kTileBytes,
+                "the float8 ring and its converted stage must fit in the tile area");
   int* pos_s = reinterpret_cast<int*>(smem + Tr::kTileBytes);
   float* m_s = reinterpret_cast<float*>(pos_s + kPassRowsMax);
   float* l_s = m_s + kWarps * 16;
@@ -455,6 +466,75 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       cp_async_16_pair(dst, src, dst + kVBytes, src + p.v_minus_k, row);
     }
   };
+  // The float8 stage's copies (kFp8Kv): a key's row is HeadDim bytes, kC8 16-byte chunks; lane
+  // `lane` copies chunk lane % kC8 of keys that its own warp looks up (so the row comes by
+  // shuffle as above): owner index j = 2 kKeysPerWarpIter i + lane / kC8 of the warp's 16, whose
+  // key (lane_token's formula) is the one below. Quad pass: every warp owns every token, so
+  // rows go in order, row r = 16 head + token.
+  auto load_stage8 = [&](int stage, int bound, int page_ids) {
+    constexpr int kC8 = HeadDim / 16;
+    constexpr int kIters8 = kStageKv * kC8 / kThreads;
+    static_assert(kIters8 * 2 == kIters, "a float8 stage takes half the copies");
+    const int sub = lane / kC8, chunk = lane % kC8;
+    const int tok = lane_token(stage);
+    const int quot = p.page_div.div(tok);
+    const int my_row = tok < bound ? page_ids * p.page_size + p.page_div.mod(tok, quot) : -1;
+    const uint32_t row_bytes = static_cast<uint32_t>(p.num_kv_heads) * HeadDim;
+    const int head0 = kQuad && stage >= end_stages ? it.kv_head + 4 : it.kv_head;
+    const char* k_src = static_cast<const char*>(p.k_pages) +
+                        (static_cast<uint32_t>(head0) * HeadDim + chunk * 16);
+    asm("" : "+l"(k_src));
+    const uint32_t dst0 = smem_addr(kv8_s + (stage % kStages) * kStage8Bytes) + chunk * 16;
+    // (rolled at head_dim 256, where o takes 128 registers in every pass: 268 -> 168 bytes of
+    // spills; unrolled below it, without spills)
+    constexpr int kUnroll8 = HeadDim == 256 ? 1 : kIters8;
+#pragma unroll kUnroll8
+    for (int i = 0; i < kIters8; ++i) {
+      int r, owner;
+      if constexpr (kQuad) {
+        r = tid / kC8 + kThreads / kC8 * i;
+        owner = r % 16;
+      } else {
+        owner = 2 * kKeysPerWarpIter * i + sub;
+        r = warp * kKeysPerWarpIter + sub % kKeysPerWarpIter +
+            kKeysPerIter * (2 * i + sub / kKeysPerWarpIter);
+      }
+      const int row = __shfl_sync(0xffffffffu, my_row, owner);
+      const char* src = k_src +
+                        static_cast<uint64_t>(static_cast<uint32_t>(max(row, 0))) * row_bytes +
+                        (kQuad ? r / 16 * HeadDim : 0);
+      const uint32_t dst = dst0 + r * HeadDim;
+      cp_async_16_pair(dst, src, dst + kStageKv * HeadDim, src + p.v_minus_k, row);
+    }
+  };
+  auto issue_stage = [&](int stage, int bound, int page_ids) {
+    if constexpr (kFp8Kv) {
+      load_stage8(stage, bound, page_ids);
+    } else {
+      load_stage(stage, bound, page_ids);
+    }
+  };
+  // Float8 stage `stage` (landed) into the T stage at kv_s, exactly (e4m3_convert.cuh): each
+  // thread converts 16 bytes of a row into its two 16-byte chunks of the tile.
+  auto convert_stage = [&](int stage) {
+    constexpr int kC8 = HeadDim / 16;
+    const unsigned char* src = kv8_s + (stage % kStages) * kStage8Bytes;
+#pragma unroll 1
+    for (int i = 0; i < 2 * kStageKv * kC8 / kThreads; ++i) {
+      const int c = tid + i * kThreads;
+      const int row = c / kC8, chunk = c % kC8;  // K rows, then V rows from kStageKv on
+      const uint4 v = *reinterpret_cast<const uint4*>(src + c * 16);
+      using Cvt = E4m3To<T>;
+      const uint4 lo = make_uint4(Cvt::template pair<true>(v.x), Cvt::template pair<false>(v.x),
+                                  Cvt::template pair<true>(v.y), Cvt::template pair<false>(v.y));
+      const uint4 hi = make_uint4(Cvt::template pair<true>(v.z), Cvt::template pair<false>(v.z),
+                                  Cvt::template pair<true>(v.w), Cvt::template pair<false>(v.w));
+      T* tile = kv_s + (row >= kStageKv ? kStageKv * HeadDim : 0);
+      const int r = row % kStageKv;
+      *reinterpret_cast<uint4*>(tile + tile_offset(r, 2 * chunk, kStageKv)) = lo;
+      *reinterpret_cast<uint4*>(tile + tile_offset(r, 2 * chunk + 1, kStageKv)) = hi;
+    }
+  };
 
   // Prologue before the row positions are known (they only lower the end): bounded by kv_end.
   // Keys in [kv_hi, kv_end) it loads are masked (they exceed every row's position); stages it
@@ -488,7 +568,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   cp_async_commit();
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < prologue_stages) load_stage(s, it.kv_end, s == 0 ? page_id0 : page_id1);
+    if (s < prologue_stages) issue_stage(s, it.kv_end, s == 0 ? page_id0 : page_id1);
     cp_async_commit();
   }
   if (tid < kRows) pos_s[tid] = row_pos;
@@ -585,7 +665,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       if (f / 4 == warp && h < group) {
         const int head = 4 * q + warp;  // of the ticket's
         const size_t slot = static_cast<size_t>(it.partial_begin + head * hd_slots) * group + h;
-        store_row<T, HeadDim>(p, it.writes_final, item_rows[0], (it.kv_head + head) * group + h,
+        store_row<T, HeadDim, kFp8Kv>(p, it.writes_final, item_rows[0], (it.kv_head + head) * group + h,
                               slot, o[0], hr, m_run[0][hr], l_run[0][hr]);
       }
       m_run[0][hr] = -INFINITY;
@@ -599,16 +679,22 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   int next_pages = kStages - 1 < num_stages ? lookup_page(kStages - 1, kv_hi) : 0;
   for (int stage = 0; stage < num_stages; ++stage) {
     cp_async_wait<kStages - 2>();
-    if constexpr (kWgmma) fence_proxy_async();  // the copies are read by wgmma (async proxy)
+    // (the copies are read by wgmma, the async proxy; float8 stages by convert_stage)
+    if constexpr (kWgmma && !kFp8Kv) fence_proxy_async();
     __syncthreads();  // stage landed for all threads; everyone is done with stage - 1
     if (rec != nullptr && stage == 0) timeline_phase(rec, kTimelineFirstStage);
     if (stage + kStages - 1 < num_stages) {
-      load_stage(stage + kStages - 1, kv_hi, next_pages);
+      issue_stage(stage + kStages - 1, kv_hi, next_pages);
       if (stage + kStages < num_stages) next_pages = lookup_page(stage + kStages, kv_hi);
     }
     cp_async_commit();
+    if constexpr (kFp8Kv) {
+      convert_stage(stage);
+      if constexpr (kWgmma) fence_proxy_async();  // generic writes read by wgmma
+      __syncthreads();                            // the converted stage visible
+    }
 
-    const T* k_tile = kv_s + (stage % kStages) * Tr::kStageElems;
+    const T* k_tile = kFp8Kv ? kv_s : kv_s + (stage % kStages) * Tr::kStageElems;
     const T* v_tile = k_tile + kStageKv * HeadDim;
     int stage_pos = it.kv_begin + stage * kStageTokens;
     uint32_t q_group = 0;  // quad pass: the byte offset of the stage's head group's q rows
@@ -768,7 +854,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         if (f >= n_pass) continue;
         const int fi = f_begin + f;
         const int k = p.group_div.div(fi), h = p.group_div.mod(fi, k);
-        store_row<T, HeadDim>(p, it.writes_final, it.writes_final ? item_rows[k] : 0,
+        store_row<T, HeadDim, kFp8Kv>(p, it.writes_final, it.writes_final ? item_rows[k] : 0,
                               it.kv_head * group + h,
                               static_cast<size_t>(it.partial_begin + k) * group + h, o[mb], hr,
                               m_run[mb][hr], l_run[mb][hr]);
@@ -810,7 +896,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         acc0 += v.x * scale;
         acc1 += v.y * scale;
       }
-      const float inv_l = 1.0f / l;
+      const float inv_l = kFp8Kv ? p.v_scale / l : 1.0f / l;
       const int fi = f_begin + f;
       const int k = p.group_div.div(fi), h = p.group_div.mod(fi, k);
       if (it.writes_final) {
@@ -829,7 +915,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   __syncthreads();  // the next pass rewrites q, pos and the ring
 }
 
-template <int HeadDim, typename T>
+// kFp8Kv: the K/V pages hold e4m3 bytes (DeviceBatch::kv_fp8).
+template <int HeadDim, typename T, bool kFp8Kv>
 __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm)
     persistent_attention_kernel(const KernelParams p) {
   // Every tile base must be aligned to its row stride, 2 * HeadDim bytes (ldmatrix_lane_offset):
@@ -901,24 +988,24 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     // Deterministic plans: the pass size (and so the code path and the warps' key split, which
     // fix the summation order) is the tile_q the planner derived from the rows' own requests,
     // never from how many rows the item holds.
-    constexpr int kMaxPass = Tr::kMaxPassRows;
+    constexpr int kMaxPass = kFp8Kv ? 64 : Tr::kMaxPassRows;
     const int want = deterministic ? min(tile_q, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
     const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
     if (quad_ticket >= 0) {
-      run_pass<HeadDim, T, 1, 1, true>(p, it, 0, 16, rec, smem,
+      run_pass<HeadDim, T, kFp8Kv, 1, 1, true>(p, it, 0, 16, rec, smem,
                                        half_ticket >= 0 ? 1 : min(2, (heads - kv_head) / 4));
     } else {
       for (int f_begin = 0; f_begin < n_folded; f_begin += pass) {
         const int n_pass = min(pass, n_folded - f_begin);
         uint64_t* pass_rec = f_begin == 0 ? rec : nullptr;
         if (pass == 16) {
-          run_pass<HeadDim, T, 1, 1>(p, it, f_begin, n_pass, pass_rec, smem);
+          run_pass<HeadDim, T, kFp8Kv, 1, 1>(p, it, f_begin, n_pass, pass_rec, smem);
         } else if (pass == 32) {
-          run_pass<HeadDim, T, 2, 1>(p, it, f_begin, n_pass, pass_rec, smem);
+          run_pass<HeadDim, T, kFp8Kv, 2, 1>(p, it, f_begin, n_pass, pass_rec, smem);
         } else if (pass == 64) {
-          run_pass<HeadDim, T, 4, 1>(p, it, f_begin, n_pass, pass_rec, smem);
+          run_pass<HeadDim, T, kFp8Kv, 4, 1>(p, it, f_begin, n_pass, pass_rec, smem);
         } else if constexpr (kMaxPass == 128) {  // pass == 128
-          run_pass<HeadDim, T, 4, 2>(p, it, f_begin, n_pass, pass_rec, smem);
+          run_pass<HeadDim, T, kFp8Kv, 4, 2>(p, it, f_begin, n_pass, pass_rec, smem);
         }
       }
     }

@@ -1,6 +1,9 @@
-// persistent_kernel_hd64.cu: the head_dim 64 instances of persistent_kernel.cuh (bf16, f16).
+// persistent_kernel_hd64.cu: the head_dim 64 instances of persistent_kernel.cuh (bf16, f16; KV of the
+// same type or float8).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <algorithm>
 
 #include "packserve/attention/cuda/cuda_check.h"
 #include "packserve/attention/cuda/kernel_launch.h"
@@ -10,25 +13,34 @@ namespace packserve::attention::cuda {
 namespace {
 
 template <typename T>
-Status launch(const KernelParams& p, int num_ctas, cudaStream_t s) {
-  return launch_programmatic(persistent_attention_kernel<64, T>, dim3(num_ctas), dim3(kThreads),
-                             KernelTraits<64>::kSmemBytes, s, p);
+Status launch(bool fp8_kv, const KernelParams& p, int num_ctas, cudaStream_t s) {
+  return launch_programmatic(fp8_kv ? persistent_attention_kernel<64, T, true>
+                                    : persistent_attention_kernel<64, T, false>,
+                             dim3(num_ctas), dim3(kThreads), KernelTraits<64>::kSmemBytes, s, p);
 }
 
+// Both KV variants' shared-memory limit; the CTAs per SM that both allow.
 template <typename T>
 Status prepare(int* ctas_per_sm) {
-  PS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(persistent_attention_kernel<64, T>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               KernelTraits<64>::kSmemBytes));
-  PS_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      ctas_per_sm, persistent_attention_kernel<64, T>, kThreads, KernelTraits<64>::kSmemBytes));
+  *ctas_per_sm = 1 << 20;
+  for (auto* kernel :
+       {persistent_attention_kernel<64, T, false>, persistent_attention_kernel<64, T, true>}) {
+    PS_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, KernelTraits<64>::kSmemBytes));
+    int n = 0;
+    PS_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, kernel, kThreads, KernelTraits<64>::kSmemBytes));
+    *ctas_per_sm = std::min(*ctas_per_sm, n);
+  }
   return ok_status();
 }
 
 }  // namespace
 
-Status launch_persistent_hd64(bool bf16, const KernelParams& p, int num_ctas, cudaStream_t s) {
-  return bf16 ? launch<__nv_bfloat16>(p, num_ctas, s) : launch<__half>(p, num_ctas, s);
+Status launch_persistent_hd64(bool bf16, bool fp8_kv, const KernelParams& p, int num_ctas,
+                               cudaStream_t s) {
+  return bf16 ? launch<__nv_bfloat16>(fp8_kv, p, num_ctas, s)
+              : launch<__half>(fp8_kv, p, num_ctas, s);
 }
 Status prepare_persistent_hd64(bool bf16, int* ctas_per_sm) {
   return bf16 ? prepare<__nv_bfloat16>(ctas_per_sm) : prepare<__half>(ctas_per_sm);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "packserve/attention/cuda/cuda_check.h"
 #include "packserve/attention/cuda/kernel_launch.h"
@@ -55,6 +56,13 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
     return invalid_argument("batch.sm_scale = " + std::to_string(b.sm_scale) +
                             ": expected a finite value > 0");
   }
+  for (const auto& [name, scale] : {std::pair{"k_scale", b.k_scale}, {"v_scale", b.v_scale}}) {
+    if (!(scale > 0.0f) || !std::isfinite(scale) || (!b.kv_fp8 && scale != 1.0f)) {
+      return invalid_argument("batch." + std::string(name) + " = " + std::to_string(scale) +
+                              (b.kv_fp8 ? ": expected a finite value > 0"
+                                        : ": expected 1 (the pages are not float8)"));
+    }
+  }
   const HeadConfig& h = ws.heads();
   const PlanBufferLayout& l = ws.layout();
   KernelParams p;
@@ -80,20 +88,21 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   p.num_kv_heads = h.num_kv_heads;
   p.group_size = h.group_size();
   p.group_div = FastDiv::make(h.group_size());
-  p.sm_scale_log2 = b.sm_scale * 1.4426950408889634f;
+  p.sm_scale_log2 = b.sm_scale * b.k_scale * 1.4426950408889634f;  // (k_scale = 1: the same)
+  p.v_scale = b.v_scale;
   p.timeline = b.timeline;
   // The plan's wide items (the leading tickets) on the wide kernel, then the rest on the
   // persistent kernel. Correct for any plan a captured graph replays: the wide kernel claims
   // only the wide tickets there are (none is fine), and without it the persistent kernel
   // runs every item.
-  if (h.head_dim == 128 && ws.num_wide_items() > 0 && b.timeline == nullptr &&
+  if (h.head_dim == 128 && ws.num_wide_items() > 0 && b.timeline == nullptr && !b.kv_fp8 &&
       wide_kernel_enabled()) {
     PS_ASSIGN_OR_RETURN(const int sms, wide_kernel_ctas());
     PS_RETURN_IF_ERROR(launch_wide_hd128(h.dtype == DType::kBF16, p, sms, stream));
     p.skip_wide = 1;
   }
   PS_RETURN_IF_ERROR(
-      launch_persistent(h.head_dim, h.dtype, p, l.num_ctas * h.num_kv_heads, stream));
+      launch_persistent(h.head_dim, h.dtype, b.kv_fp8, p, l.num_ctas * h.num_kv_heads, stream));
 
   MergeParams m;
   m.plan = ws.plan_buffer();

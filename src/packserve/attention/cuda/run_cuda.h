@@ -45,6 +45,14 @@ struct DeviceBatch {
   const void* q = nullptr;        // [total_rows, num_qo_heads, head_dim] of dtype
   const void* k_pages = nullptr;  // [num_pages, page_size, num_kv_heads, head_dim]
   const void* v_pages = nullptr;  // same shape as k_pages
+  // Float8 KV cache: the pages hold e4m3 bytes, whose values times k_scale (v_scale) are the
+  // keys (values); else elements of dtype, and the scales must stay 1. k_scale folds into the
+  // softmax scale, v_scale into the output's normalisation (o / l). The wide kernel
+  // (wide_kernel.cuh) has no float8 variant: such a plan's wide items run on the persistent
+  // kernel.
+  bool kv_fp8 = false;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
   // [total_rows]: the position of each query row in its request's context,
   // BatchLayout::row_position (kv_len - q_len + i for row i of its request); the causal mask.
   // Per row rather than derived from the layout's qo_indptr and kv_last_page_len so that a
@@ -80,7 +88,8 @@ Status supports_plan(const Plan& plan, DType dtype);
 
 // Executes the plan last uploaded into `workspace` on `batch` (see the contract above).
 // Errors: kFailedPrecondition when no plan was uploaded; kInvalidArgument naming the field
-// when batch pointers are null or page_size/sm_scale are out of range; kInternal with the
+// when batch pointers are null or page_size/sm_scale/k_scale/v_scale are out of range (scales
+// other than 1 without kv_fp8 too); kInternal with the
 // CUDA call text and file:line when a launch fails. Asynchronous: kernel faults surface at
 // the caller's next synchronisation.
 Status run_cuda(const Workspace& workspace, const DeviceBatch& batch, StreamHandle stream);
@@ -99,7 +108,8 @@ Result<KernelOccupancy> kernel_occupancy(int head_dim, DType dtype);
 // Writes new K/V rows of a step into their pages:
 //   k_pages[page[i], slot[i], h, :] = k_new[i, h, :] (same for v) for i < num_rows.
 // k_new/v_new: [num_rows, num_kv_heads, head_dim] of dtype; page/slot: [num_rows] int32,
-// device. Rows must name distinct (page, slot) pairs. kInvalidArgument on null pointers or
+// device. dtype kFP8E4M3: the rows are e4m3 bytes already (a float8 KV cache). Rows must name
+// distinct (page, slot) pairs. kInvalidArgument on null pointers or
 // num_rows < 0; kInternal on a launch failure.
 struct KvAppendArgs {
   const void* k_new = nullptr;

@@ -214,6 +214,116 @@ TEST(RunCuda, EveryPolicyMatchesCpuAndReferenceOnRandomBatches) {
   }
 }
 
+// Every policy's plan, deterministic or not, on `ctas` queues against the reference.
+void expect_policies_match(const BatchData& data, int ctas, const char* what) {
+  const Result<std::vector<double>> ref = reference_attention(data.layout, data.tensors());
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  for (Policy policy : kPolicies) {
+    for (bool deterministic : {false, true}) {
+      SCOPED_TRACE(std::string(policy_name(policy)) + (deterministic ? " deterministic" : "") +
+                   " ctas " + std::to_string(ctas));
+      expect_matches(data.layout, plan_and_run_gpu(data, policy, deterministic, ctas), *ref,
+                     what);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// A float8 KV cache (DeviceBatch::kv_fp8): the pages hold e4m3 bytes, converted exactly in
+// each stage, so the tolerance is the 16-bit one against a reference on the same bytes. Random
+// batches (every policy, the CPU executor as the second oracle), then shapes that reach each
+// pass: 16/32-row decode and prefill passes at head_dim 64/128/256, the wgmma 64- and 128-row
+// passes, quad tickets, plans with wide items (run on the persistent kernel: the wide kernel
+// has no float8 variant), page sizes 1, 3 and 16.
+TEST(RunCuda, Fp8KvEveryPolicyMatchesCpuAndReference) {
+  SKIP_WITHOUT_DEVICE();
+  testing::RandomBatchOptions fp8 = gpu_options();
+  fp8.kv_fp8 = true;
+  for (uint64_t seed = 600; seed < 616; ++seed) {
+    const BatchSpec spec = testing::random_batch_spec(seed, fp8);
+    SCOPED_TRACE("seed " + std::to_string(seed) + " spec " + to_json(spec));
+    const BatchData data = build(spec);
+    ASSERT_TRUE(data.layout.kv_fp8);
+    const int ctas = kCtaCounts[seed % 4];
+    expect_policies_match(data, ctas, "float8 KV vs reference");
+    if (::testing::Test::HasFatalFailure()) return;
+    const Result<Plan> plan = make_plan(data.layout, DeviceShape{ctas}, {});
+    ASSERT_TRUE(plan.ok());
+    std::vector<float> cpu(data.layout.q_elements());
+    ASSERT_TRUE(run_cpu(*plan, data.layout, data.tensors(), cpu).ok());
+    expect_matches(data.layout, plan_and_run_gpu(data, Policy::kBalanced, false, ctas),
+                   std::vector<double>(cpu.begin(), cpu.end()), "float8 KV vs cpu executor");
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(RunCuda, Fp8KvEveryPassShape) {
+  SKIP_WITHOUT_DEVICE();
+  struct Case {
+    int kv, group, head_dim, page_size;
+    DType dtype;
+  };
+  for (const Case& c : {Case{2, 4, 128, 16, DType::kBF16}, Case{2, 8, 128, 3, DType::kF16},
+                        Case{8, 4, 128, 16, DType::kBF16}, Case{4, 2, 64, 1, DType::kF16},
+                        Case{4, 4, 256, 16, DType::kBF16}}) {
+    BatchSpec spec;
+    spec.num_kv_heads = c.kv;
+    spec.num_qo_heads = c.kv * c.group;
+    spec.head_dim = c.head_dim;
+    spec.page_size = c.page_size;
+    spec.dtype = c.dtype;
+    spec.kv_fp8 = true;
+    spec.seed = 41 + static_cast<uint64_t>(c.head_dim + c.group);
+    spec.prefixes = {{"p", 48 * c.page_size, ""}};
+    // prefill filling 128-row passes, a chunk over cached keys, short prefills, decode rows
+    // over the prefix (quad tickets where the heads allow) and alone; at head_dim 128 a
+    // 256 x 2048 request (wide items).
+    spec.requests = {{200, 200, ""}, {33, 500, ""}, {7, 71, ""}, {1, 1, ""}};
+    if (c.head_dim == 128) spec.requests.push_back({256, 2048, ""});
+    for (int i = 0; i < 24; ++i) {
+      spec.requests.push_back({1, 48 * c.page_size + 1 + (i * 37) % 300, "p"});
+      if (i % 3 == 0) spec.requests.push_back({1, 1 + (i * 53) % 128, ""});
+    }
+    SCOPED_TRACE(to_json(spec));
+    const BatchData data = build(spec);
+    for (int ctas : {3, 132}) {
+      expect_policies_match(data, ctas, "float8 KV pass");
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// k_scale and v_scale: out = v_scale * softmax(sm_scale * k_scale * q.k) v, the reference's
+// attention with sm_scale * k_scale, times v_scale.
+TEST(RunCuda, Fp8KvScalesFoldIntoTheSoftmaxAndTheOutput) {
+  SKIP_WITHOUT_DEVICE();
+  testing::RandomBatchOptions fp8 = gpu_options();
+  fp8.kv_fp8 = true;
+  const BatchData data = build(testing::random_batch_spec(620, fp8));
+  const float k_scale = 0.375f, v_scale = 3.0f;
+  AttentionTensors scaled = data.tensors();
+  scaled.sm_scale *= k_scale;
+  Result<std::vector<double>> ref = reference_attention(data.layout, scaled);
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  for (double& x : *ref) x *= v_scale;
+  const Result<Plan> plan = make_plan(data.layout, DeviceShape{32}, {});
+  ASSERT_TRUE(plan.ok());
+  Result<Workspace> ws = Workspace::create(capacity_for(data.layout, 32), heads_of(data.layout));
+  ASSERT_TRUE(ws.ok());
+  GpuBatch gpu;
+  ASSERT_TRUE(gpu.assign(data).ok());
+  ASSERT_TRUE(ws->upload(*plan, nullptr).ok());
+  ASSERT_TRUE(gpu.poison_output(nullptr).ok());
+  DeviceBatch view = gpu.view;
+  view.k_scale = k_scale;
+  view.v_scale = v_scale;
+  ASSERT_TRUE(run_cuda(*ws, view, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const Result<std::vector<float>> out = gpu.read_output(data.layout);
+  ASSERT_TRUE(out.ok());
+  expect_matches(data.layout, *out, *ref, "scaled float8 KV");
+}
+
 // Edge shapes the random draw reaches rarely: page sizes 1, 3, 256, head_dim 256, a long
 // prefill with a chunked tail, a 2-page shared prefix.
 TEST(RunCuda, EdgeShapes) {
@@ -538,6 +648,7 @@ TEST(RunCuda, DeterministicPlansGiveBatchIndependentBits) {
   for (uint64_t seed = 500; seed < 508; ++seed) {
     testing::RandomBatchOptions small = gpu_options();
     small.max_requests = 3;
+    small.kv_fp8 = seed % 2 == 1;  // (and a float8 KV cache)
     const BatchSpec alone_spec = testing::random_batch_spec(seed, small);
     SCOPED_TRACE("seed " + std::to_string(seed) + " spec " + to_json(alone_spec));
     const BatchData alone = build(alone_spec);
@@ -547,6 +658,7 @@ TEST(RunCuda, DeterministicPlansGiveBatchIndependentBits) {
     same_shape.head_dim = alone_spec.head_dim;
     same_shape.page_size = alone_spec.page_size;
     same_shape.dtypes = {alone_spec.dtype};
+    same_shape.kv_fp8 = alone_spec.kv_fp8;
     const int ctas = kCtaCounts[seed % 4];
     const size_t alone_floats = alone.layout.q_elements();
     for (Policy policy : kPolicies) {
@@ -902,6 +1014,20 @@ TEST(RunCuda, ErrorsNameTheCause) {
   no_positions.q_positions = nullptr;
   const Status positions = run_cuda(*ws, no_positions, nullptr);
   EXPECT_EQ(positions.code(), StatusCode::kInvalidArgument) << positions.to_string();
+  // KV scales: only with float8 pages, and finite > 0 there.
+  DeviceBatch scaled = gpu.view;
+  scaled.v_scale = 2.0f;
+  const Status not_fp8 = run_cuda(*ws, scaled, nullptr);
+  EXPECT_EQ(not_fp8.code(), StatusCode::kInvalidArgument) << not_fp8.to_string();
+  EXPECT_NE(not_fp8.message().find("batch.v_scale = 2.000000: expected 1"), std::string::npos)
+      << not_fp8.to_string();
+  scaled.kv_fp8 = true;
+  scaled.v_scale = 1.0f;
+  scaled.k_scale = -1.0f;
+  const Status negative = run_cuda(*ws, scaled, nullptr);
+  EXPECT_NE(negative.message().find("batch.k_scale = -1.000000: expected a finite value > 0"),
+            std::string::npos)
+      << negative.to_string();
 }
 
 // KV append writes each new row into its (page, slot) and nothing else.

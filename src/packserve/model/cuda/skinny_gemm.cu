@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "packserve/attention/cuda/e4m3_convert.cuh"
 #include "packserve/model/cuda/device_util.cuh"
 #include "packserve/model/cuda/skinny_gemm.h"
 
@@ -22,7 +23,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kTileRows = 16;                                // weight rows per CTA
 constexpr int kBlockCols = 128;                              // columns per warp step
-__device__ constexpr uint32_t kBf16TwoPow120 = 0x7B807B80u;  // bf16x2 {2^120, 2^120}
 
 // A 16-byte load of weights, read once: not kept in L1, the next 256 bytes prefetched to L2.
 __device__ __forceinline__ uint4 load_stream(const void* p) {
@@ -41,27 +41,8 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// Two e4m3 bytes of q (bytes 0, 1 for Lo, 2, 3 for !Lo) as bf16x2, exactly. One prmt makes
-// each 16-bit lane [sign fill][byte] (the selector's high bit replicates the byte's sign);
-// shifted left by 4 a lane is [ssss seee emmm 0000] (the next lane's spill lands in bits 3..0),
-// and the mask 0x87F0 keeps the sign at bit 15 and e4m3's exponent and mantissa at bf16's
-// low exponent and high mantissa bits: a bf16 of 2^-120 the e4m3 value (subnormals included),
-// then times 2^120 (the difference of the exponent biases). No NaN: 0x7F/0xFF become +-480.
-// (Three integer instructions per pair; the byte_perm into the lanes' high halves, shift and
-// two masks it replaced took four: decode_gemms b1 0.69 -> 0.74 of copy bandwidth.)
-template <bool Lo>
-__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t q) {
-  uint32_t v;
-  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(v) : "r"(q), "n"(Lo ? 0x9180 : 0xB3A2));
-  v = (v << 4) & 0x87F087F0u;
-  __nv_bfloat162 b, s;
-  std::memcpy(&b, &v, 4);
-  std::memcpy(&s, &kBf16TwoPow120, 4);
-  b = __hmul2(b, s);
-  uint32_t out;
-  std::memcpy(&out, &b, 4);
-  return out;
-}
+// Two e4m3 bytes of q (bytes 0, 1 for Lo, 2, 3 for !Lo) as bf16x2, exactly (e4m3_convert.cuh).
+using attention::cuda::e4m3x2_to_bf16x2;
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                          uint32_t a3, uint32_t b0, uint32_t b1) {
