@@ -5,6 +5,7 @@
 //   e4m3x2_to_bf16x2<Lo>(q)  bytes 0, 1 (Lo) or 2, 3 of q as a bf16x2 (element order kept)
 //   e4m3x2_to_f16x2<Lo>(q)   the same as an f16x2 (one cvt)
 //   E4m3To<T>::pair<Lo>(q)   either, by the MMA input type T (__nv_bfloat16 or __half)
+//   bf16x2_to_f16x2(w, s)    a bf16x2 times s as an f16x2 (the attention kernel's q tile)
 // No NaN comes out of the bf16 path: 0x7F/0xFF become +-480 (a KV cache or weight quantized
 // with saturation never holds them).
 #pragma once
@@ -44,6 +45,16 @@ template <bool Lo>
 __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t q) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
       static_cast<__nv_fp8x2_storage_t>(Lo ? q & 0xFFFFu : q >> 16), __NV_E4M3);
+  uint32_t out;
+  std::memcpy(&out, &h, 4);
+  return out;
+}
+
+// Two bf16 (a bf16x2 word) times `scale`, rounded to an f16x2 (one cvt after the two shifts
+// and multiplies).
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t w, float scale) {
+  const __half2 h =
+      __floats2half2_rn(__uint_as_float(w << 16) * scale, __uint_as_float(w & 0xFFFF0000u) * scale);
   uint32_t out;
   std::memcpy(&out, &h, 4);
   return out;

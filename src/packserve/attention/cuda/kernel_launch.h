@@ -26,8 +26,11 @@
 namespace packserve::attention::cuda {
 
 // fp8_kv: the pages hold e4m3 bytes (DeviceBatch::kv_fp8), the kernel's float8 variant.
-Status launch_persistent(int head_dim, DType dtype, bool fp8_kv, const KernelParams& params,
-                         int num_ctas, cudaStream_t stream);
+// max_pass_rows: the most query rows any pass of the plan takes (Workspace::max_pass_rows); at
+// 64 or fewer, float8 at head_dim 128 runs the variant without 128-row passes (no spills; the
+// decode plans). Any plan runs correctly on either variant.
+Status launch_persistent(int head_dim, DType dtype, bool fp8_kv, int max_pass_rows,
+                         const KernelParams& params, int num_ctas, cudaStream_t stream);
 Status prepare_persistent(int head_dim, DType dtype);
 Result<int> persistent_smem_bytes(int head_dim, DType dtype);
 Result<int> persistent_occupancy(int head_dim, DType dtype);  // CTAs per SM
@@ -35,8 +38,8 @@ Result<int> persistent_occupancy(int head_dim, DType dtype);  // CTAs per SM
 // Per-head-dim translation units (persistent_kernel_hd{64,128,256}.cu).
 Status launch_persistent_hd64(bool bf16, bool fp8_kv, const KernelParams& p, int num_ctas,
                                cudaStream_t s);
-Status launch_persistent_hd128(bool bf16, bool fp8_kv, const KernelParams& p, int num_ctas,
-                               cudaStream_t s);
+Status launch_persistent_hd128(bool bf16, bool fp8_kv, int max_pass_rows, const KernelParams& p,
+                               int num_ctas, cudaStream_t s);
 Status launch_persistent_hd256(bool bf16, bool fp8_kv, const KernelParams& p, int num_ctas,
                                cudaStream_t s);
 Status prepare_persistent_hd64(bool bf16, int* ctas_per_sm);

@@ -18,15 +18,15 @@ bool compiled_dtype(DType dtype) { return dtype == DType::kBF16 || dtype == DTyp
 
 }  // namespace
 
-Status launch_persistent(int head_dim, DType dtype, bool fp8_kv, const KernelParams& params,
-                         int num_ctas, cudaStream_t stream) {
+Status launch_persistent(int head_dim, DType dtype, bool fp8_kv, int max_pass_rows,
+                         const KernelParams& params, int num_ctas, cudaStream_t stream) {
   if (!compiled_dtype(dtype)) return not_compiled(head_dim, dtype);
   const bool bf16 = dtype == DType::kBF16;
   switch (head_dim) {
     case 64:
       return launch_persistent_hd64(bf16, fp8_kv, params, num_ctas, stream);
     case 128:
-      return launch_persistent_hd128(bf16, fp8_kv, params, num_ctas, stream);
+      return launch_persistent_hd128(bf16, fp8_kv, max_pass_rows, params, num_ctas, stream);
     case 256:
       return launch_persistent_hd256(bf16, fp8_kv, params, num_ctas, stream);
     default:

@@ -76,6 +76,10 @@
 //   fit after its own q tile (KernelTraits::stages_for): 3 at head_dim <= 128 for P <= 64, 2 for
 //   P = 128 and at head_dim 256.
 //   the cross-warp combine reuses kv as [4][16][HeadDim + 8] f32 once the walk is done.
+//   Float8 KV: kv is one stage of f16 (the stage being computed, converted from e4m3 by the
+//   warps that read it) then the ring of e4m3 stages [stages][2][kStageKv][HeadDim] bytes,
+//   as deep as fits (KernelTraits::fp8_stages_for: 4 at head_dim <= 128 for P <= 64, 3 for
+//   P = 128, 2 at head_dim 256); q stays [P][HeadDim], converted to f16 in place (bf16 q).
 //   HeadDim 64: 57 KiB, 128: 113 KiB, 256: 161 KiB.
 //
 // Numerics. S = q.k accumulated in f32 (mma.m16n8k16 or wgmma); online softmax in base 2 with a
@@ -90,6 +94,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "packserve/attention/cuda/e4m3_convert.cuh"
 #include "packserve/attention/cuda/fast_div.h"
@@ -294,6 +299,15 @@ struct KernelTraits {
     const int fit = (kTileElems - rows * HeadDim) / kStageElems;
     return fit < kStages ? fit : kStages;
   }
+  // Float8 KV: a stage is kStageElems bytes of e4m3, and one stage of kStageElems 16-bit values
+  // holds the converted one (run_pass); the ring takes the stages that fit after both and the
+  // q tile, up to kStages8: at head_dim <= 128 three in flight (48 KiB) beside bf16's two
+  // (64 KiB), 2 at head_dim 256.
+  static constexpr int kStages8 = 4;
+  static constexpr int fp8_stages_for(int rows) {
+    const int fit = (kTileBytes - rows * HeadDim * 2 - kStageElems * 2) / kStageElems;
+    return fit < kStages8 ? fit : kStages8;
+  }
   static_assert(kWarps * 16 * kScratchStride * 4 <= stages_for(32) * kStageElems * 2,
                 "combine scratch must fit in the KV ring");
   static_assert(stages_for(kMaxPassRows) >= 2, "the largest pass needs a double-buffered ring");
@@ -313,8 +327,12 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
                                          int n_pass, uint64_t* rec, unsigned char* smem,
                                          int quad_groups = 1) {
   using Tr = KernelTraits<HeadDim>;
-  using Mma = MmaOp<T>;
-  using Pair = decltype(Mma::pair(0.0f, 0.0f));  // two T in one 32-bit word
+  // The products' input type: T, or f16 over float8 KV (Tc below), whose e4m3 values f16
+  // holds exactly and converts in one instruction a pair; q and o stay T in global memory.
+  using Tc = std::conditional_t<kFp8Kv, __half, T>;
+  using Mma = MmaOp<Tc>;
+  using Out = MmaOp<T>;                          // the outputs' and partial states' type
+  using Pair = decltype(Out::pair(0.0f, 0.0f));  // two T in one 32-bit word
   constexpr int kRows = WarpsQ * 16 * Mb;
   static_assert(Mb == 1 || WarpsQ == kWarps, "two row blocks per warp only with all warps on q");
   // Quad pass (plan_buffer.h is_quad_item): one query row's <= 4 folded rows for each of the
@@ -331,7 +349,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   constexpr int kQuadGroups = 2;
   constexpr int kQRows = kQuad ? 16 * kQuadGroups : kRows;       // rows of the q tile
   constexpr int kStageTokens = kQuad ? kStageKv / 4 : kStageKv;  // tokens (of each head)
-  constexpr int kStages = Tr::stages_for(kQRows);
+  constexpr int kStages = kFp8Kv ? Tr::fp8_stages_for(kQRows) : Tr::stages_for(kQRows);
   static_assert(kStages >= 2, "the q tile leaves no room for a double-buffered KV ring");
   constexpr int kWarpsKv = kWarps / WarpsQ;
   constexpr int kKeysPerWarp = kStageKv / kWarpsKv;  // 16, 32 or 64
@@ -353,12 +371,12 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       return swizzle<HeadDim>(row, chunk);
     }
   };
-  T* q_s = reinterpret_cast<T*>(smem);
-  T* kv_s = q_s + kQRows * HeadDim;
+  Tc* q_s = reinterpret_cast<Tc*>(smem);
+  Tc* kv_s = q_s + kQRows * HeadDim;
   // Float8 KV (kFp8Kv): the ring's stages hold e4m3 bytes, the stage's K rows [kStageKv][HeadDim]
-  // (each key's bytes in order) then its V rows, right after one stage of T at kv_s: the stage
-  // being computed is converted into that one (convert_stage), in the layout the T path reads
-  // from its ring, so the products below are the same code.
+  // (each key's bytes in order) then its V rows, right after one stage of Tc at kv_s: the stage
+  // being computed is converted into that one (convert_stage), in the layout the 16-bit path
+  // reads from its ring, so the products below are the same code.
   constexpr int kStage8Bytes = 2 * kStageKv * HeadDim;
   unsigned char* kv8_s = reinterpret_cast<unsigned char*>(kv_s + Tr::kStageElems);
   static_assert(!kFp8Kv || kQRows * HeadDim * 2 + Tr::kStageElems * 2 + kStages * kStage8Bytes <=
@@ -431,9 +449,9 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // i % kPeriod's swizzle, so its tile address is that key's plus a constant, which folds into
   // the copy's immediate offset.
   constexpr int kPeriod = kKeysPerIter >= 8 ? 1 : 8 / kKeysPerIter;
-  constexpr uint32_t kPeriodBytes = kPeriod * kKeysPerIter * (kWgmma ? 64 : HeadDim) * sizeof(T);
+  constexpr uint32_t kPeriodBytes = kPeriod * kKeysPerIter * (kWgmma ? 64 : HeadDim) * sizeof(Tc);
   auto load_stage = [&](int stage, int bound, int page_ids) {
-    T* k_dst = kv_s + (stage % kStages) * Tr::kStageElems;
+    Tc* k_dst = kv_s + (stage % kStages) * Tr::kStageElems;
     constexpr uint32_t kVBytes = kStageKv * HeadDim * sizeof(T);  // V's tile after K's
     const int key0 = tid / Tr::kChunks, chunk = tid % Tr::kChunks;
     const int tok = lane_token(stage);
@@ -514,25 +532,52 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       load_stage(stage, bound, page_ids);
     }
   };
-  // Float8 stage `stage` (landed) into the T stage at kv_s, exactly (e4m3_convert.cuh): each
-  // thread converts 16 bytes of a row into its two 16-byte chunks of the tile.
+  // Float8 stage `stage` (landed) into the f16 stage at kv_s, exactly (e4m3_convert.cuh), 16
+  // bytes of a row into their two 16-byte chunks of the tile at a time. In a pass whose warps
+  // each read only their own key rows (WarpsQ 1: K and V rows [16 w, +16), the quad pass's
+  // too) each warp converts its rows itself, so only the warp waits for them; in the others
+  // every thread converts a share of the stage and all wait at a barrier.
+  constexpr bool kWarpLocal = WarpsQ == 1;
   auto convert_stage = [&](int stage) {
     constexpr int kC8 = HeadDim / 16;
+    constexpr int kWorkers = kWarpLocal ? 32 : kThreads;
+    constexpr int kRowsEach = kWarpLocal ? kKeysPerWarp : kStageKv;  // of K, and as many of V
+    const int worker = kWarpLocal ? lane : tid;
+    const int row0 = kWarpLocal ? warp * kKeysPerWarp : 0;
     const unsigned char* src = kv8_s + (stage % kStages) * kStage8Bytes;
 #pragma unroll 1
-    for (int i = 0; i < 2 * kStageKv * kC8 / kThreads; ++i) {
-      const int c = tid + i * kThreads;
-      const int row = c / kC8, chunk = c % kC8;  // K rows, then V rows from kStageKv on
-      const uint4 v = *reinterpret_cast<const uint4*>(src + c * 16);
-      using Cvt = E4m3To<T>;
+    for (int i = 0; i < 2 * kRowsEach * kC8 / kWorkers; ++i) {
+      const int c = worker + i * kWorkers;
+      const int kv = c / (kRowsEach * kC8);  // 0: K, 1: V
+      const int r = row0 + c % (kRowsEach * kC8) / kC8, chunk = c % kC8;
+      const uint4 v =
+          *reinterpret_cast<const uint4*>(src + (kv * kStageKv + r) * HeadDim + chunk * 16);
+      using Cvt = E4m3To<Tc>;
       const uint4 lo = make_uint4(Cvt::template pair<true>(v.x), Cvt::template pair<false>(v.x),
                                   Cvt::template pair<true>(v.y), Cvt::template pair<false>(v.y));
       const uint4 hi = make_uint4(Cvt::template pair<true>(v.z), Cvt::template pair<false>(v.z),
                                   Cvt::template pair<true>(v.w), Cvt::template pair<false>(v.w));
-      T* tile = kv_s + (row >= kStageKv ? kStageKv * HeadDim : 0);
-      const int r = row % kStageKv;
+      Tc* tile = kv_s + kv * kStageKv * HeadDim;
       *reinterpret_cast<uint4*>(tile + tile_offset(r, 2 * chunk, kStageKv)) = lo;
       *reinterpret_cast<uint4*>(tile + tile_offset(r, 2 * chunk + 1, kStageKv)) = hi;
+    }
+  };
+  // A bf16 q tile over float8 KV becomes f16 in place (once, when it has landed), times 2^-6:
+  // exact for 2^-10 <= |q| < 2^22 (f16's 11 significant bits hold bf16's 8), an absolute error
+  // <= 2^-19 below. The softmax scale carries the 2^6 back.
+  constexpr bool kQToF16 = kFp8Kv && !std::is_same_v<T, __half>;
+  constexpr float kQScale = 1.0f / 64.0f;
+  const float sm_scale_log2 = kQToF16 ? p.sm_scale_log2 / kQScale : p.sm_scale_log2;
+  auto convert_q = [&] {
+    uint4* tile = reinterpret_cast<uint4*>(q_s);
+#pragma unroll 1
+    for (int c = tid; c < kQRows * HeadDim / 8; c += kThreads) {
+      uint4 v = tile[c];
+      v.x = bf16x2_to_f16x2(v.x, kQScale);
+      v.y = bf16x2_to_f16x2(v.y, kQScale);
+      v.z = bf16x2_to_f16x2(v.z, kQScale);
+      v.w = bf16x2_to_f16x2(v.w, kQScale);
+      tile[c] = v;
     }
   };
 
@@ -540,10 +585,11 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // Keys in [kv_hi, kv_end) it loads are masked (they exceed every row's position); stages it
   // loads past num_stages are never read. Its page ids and the row position are loaded before
   // any copy is issued.
-  static_assert(kStages <= 3, "the prologue holds at most two stages' page ids");
+  static_assert(kStages <= 4, "the prologue holds at most three stages' page ids");
   const int prologue_stages = kQuad ? quad_groups * end_stages : end_stages;
   const int page_id0 = prologue_stages > 0 ? lookup_page(0, it.kv_end) : 0;
   const int page_id1 = kStages > 2 && prologue_stages > 1 ? lookup_page(1, it.kv_end) : 0;
+  const int page_id2 = kStages > 3 && prologue_stages > 2 ? lookup_page(2, it.kv_end) : 0;
   const int row_pos = pos_row >= 0 ? p.q_positions[pos_row] : -1;  // pad rows see nothing
 #pragma unroll 1
   for (int c = tid; c < kQRows * Tr::kChunks; c += kThreads) {
@@ -568,7 +614,9 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   cp_async_commit();
 #pragma unroll 1
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < prologue_stages) issue_stage(s, it.kv_end, s == 0 ? page_id0 : page_id1);
+    if (s < prologue_stages) {
+      issue_stage(s, it.kv_end, s == 0 ? page_id0 : (s == 1 ? page_id1 : page_id2));
+    }
     cp_async_commit();
   }
   if (tid < kRows) pos_s[tid] = row_pos;
@@ -628,7 +676,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     auto row_pos = [&] {
       return make_int2(pos_s[block_row(mb) + g], pos_s[block_row(mb) + g + 8]);
     };
-    return online_softmax(s, key_pos0, unmasked, it.kv_end, row_pos, p.sm_scale_log2, m_run[mb],
+    return online_softmax(s, key_pos0, unmasked, it.kv_end, row_pos, sm_scale_log2, m_run[mb],
                           l_run[mb], alpha);
   };
   // Rows that kept their max have alpha = 1 exactly: a warp whose rows all kept it skips the
@@ -689,13 +737,18 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     }
     cp_async_commit();
     if constexpr (kFp8Kv) {
+      if (kQToF16 && stage == 0) convert_q();  // (read by every warp: the barrier below)
       convert_stage(stage);
       if constexpr (kWgmma) fence_proxy_async();  // generic writes read by wgmma
-      __syncthreads();                            // the converted stage visible
+      if (kWarpLocal && stage > 0) {
+        __syncwarp();  // the warp's converted rows visible to its lanes
+      } else {
+        __syncthreads();  // the converted stage (and q) visible
+      }
     }
 
-    const T* k_tile = kFp8Kv ? kv_s : kv_s + (stage % kStages) * Tr::kStageElems;
-    const T* v_tile = k_tile + kStageKv * HeadDim;
+    const Tc* k_tile = kFp8Kv ? kv_s : kv_s + (stage % kStages) * Tr::kStageElems;
+    const Tc* v_tile = k_tile + kStageKv * HeadDim;
     int stage_pos = it.kv_begin + stage * kStageTokens;
     uint32_t q_group = 0;  // quad pass: the byte offset of the stage's head group's q rows
     if constexpr (kQuad) {
@@ -724,7 +777,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
 #pragma unroll
         for (int kk = 0; kk < HeadDim / 16; ++kk) {
           const uint32_t step = (kk & 3) * 32;
-          WgmmaOp<T>::qk_m64n64k16(
+          WgmmaOp<Tc>::qk_m64n64k16(
               s, desc_advance(q_desc, (kk >> 2) * (kRows * 128) + mb * 64 * 128 + step),
               desc_advance(k_desc, (kk >> 2) * (kStageKv * 128) + step), kk > 0);
         }
@@ -733,7 +786,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       auto issue_pv = [&](int mb) {
 #pragma unroll
         for (int kb = 0; kb < kStageKv / 16; ++kb) {
-          WgmmaOp<T>::pv_m64n128k16(o[mb], a[kb], desc_advance(v_desc, kb * 16 * 128));
+          WgmmaOp<Tc>::pv_m64n128k16(o[mb], a[kb], desc_advance(v_desc, kb * 16 * 128));
         }
         wgmma_commit();
       };
@@ -903,11 +956,11 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         const int row = item_rows[k];
         T* dst = static_cast<T*>(p.out) + static_cast<size_t>(row) * hd_stride +
                  (it.kv_head * group + h) * HeadDim + d;
-        *reinterpret_cast<Pair*>(dst) = Mma::pair(acc0 * inv_l, acc1 * inv_l);
+        *reinterpret_cast<Pair*>(dst) = Out::pair(acc0 * inv_l, acc1 * inv_l);
       } else {
         const size_t slot = static_cast<size_t>(it.partial_begin + k) * group + h;
         st_keep_l2(static_cast<T*>(p.partial_o) + slot * HeadDim + d,
-                   Mma::pack(acc0 * inv_l, acc1 * inv_l));
+                   Out::pack(acc0 * inv_l, acc1 * inv_l));
         if (d == 0) st_keep_l2(p.partial_lse + slot, __float_as_uint(m_all + log2f(l)));
       }
     }
@@ -915,8 +968,10 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   __syncthreads();  // the next pass rewrites q, pos and the ring
 }
 
-// kFp8Kv: the K/V pages hold e4m3 bytes (DeviceBatch::kv_fp8).
-template <int HeadDim, typename T, bool kFp8Kv>
+// kFp8Kv: the K/V pages hold e4m3 bytes (DeviceBatch::kv_fp8). kMaxPass: the most query rows
+// of one pass (KernelTraits::kMaxPassRows; the head_dim 128 float8 variant with 64, whose
+// register allocation has no spills, takes plans without larger passes: launch_persistent).
+template <int HeadDim, typename T, bool kFp8Kv, int kMaxPass = KernelTraits<HeadDim>::kMaxPassRows>
 __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm)
     persistent_attention_kernel(const KernelParams p) {
   // Every tile base must be aligned to its row stride, 2 * HeadDim bytes (ldmatrix_lane_offset):
@@ -988,7 +1043,7 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     // Deterministic plans: the pass size (and so the code path and the warps' key split, which
     // fix the summation order) is the tile_q the planner derived from the rows' own requests,
     // never from how many rows the item holds.
-    constexpr int kMaxPass = kFp8Kv ? 64 : Tr::kMaxPassRows;
+    static_assert(kMaxPass == 64 || kMaxPass == Tr::kMaxPassRows, "passes of 64 or kMaxPassRows");
     const int want = deterministic ? min(tile_q, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
     const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
     if (quad_ticket >= 0) {

@@ -102,7 +102,8 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
     p.skip_wide = 1;
   }
   PS_RETURN_IF_ERROR(
-      launch_persistent(h.head_dim, h.dtype, b.kv_fp8, p, l.num_ctas * h.num_kv_heads, stream));
+      launch_persistent(h.head_dim, h.dtype, b.kv_fp8, ws.max_pass_rows(), p,
+                        l.num_ctas * h.num_kv_heads, stream));
 
   MergeParams m;
   m.plan = ws.plan_buffer();

@@ -9,12 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "packserve/attention/batch_spec.h"
+#include "packserve/common/dtype.h"
 #include "packserve/attention/cuda/gpu_batch.h"
 #include "packserve/attention/cuda/kernel_launch.h"
 #include "packserve/attention/cuda/persistent_kernel.cuh"
@@ -295,6 +297,61 @@ TEST(RunCuda, Fp8KvEveryPassShape) {
 
 // k_scale and v_scale: out = v_scale * softmax(sm_scale * k_scale * q.k) v, the reference's
 // attention with sm_scale * k_scale, times v_scale.
+// Float8 KV at head_dim 128 has two kernel variants (launch_persistent): plans whose passes all
+// take <= 64 rows (decode) run the one without 128-row passes, the others and every
+// deterministic plan the one with them. Workspace::max_pass_rows selects; both give the
+// reference's results on a decode-only batch.
+TEST(RunCuda, Fp8KvDecodePlansTakeTheVariantWithoutWidePasses) {
+  SKIP_WITHOUT_DEVICE();
+  BatchSpec spec;
+  spec.num_kv_heads = 2;
+  spec.num_qo_heads = 8;
+  spec.head_dim = 128;
+  spec.page_size = 16;
+  spec.dtype = DType::kBF16;
+  spec.kv_fp8 = true;
+  spec.seed = 77;
+  spec.prefixes = {{"p", 256, ""}};
+  for (int i = 0; i < 40; ++i) {
+    spec.requests.push_back({1, 257 + (i * 97) % 900, i % 2 == 0 ? "p" : ""});
+  }
+  const BatchData decode = build(spec);
+  spec.requests.push_back({300, 300, ""});  // a prefill: 1200 folded rows
+  const BatchData mixed = build(spec);
+  auto widest = [](const BatchData& data, Policy policy, bool deterministic) {
+    PlanOptions options;
+    options.policy = policy;
+    options.deterministic = deterministic;
+    const Result<Plan> plan = make_plan(data.layout, DeviceShape{16}, options);
+    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+    Result<Workspace> ws = Workspace::create(capacity_for(data.layout, 16), heads_of(data.layout));
+    EXPECT_TRUE(ws.ok()) << ws.status().to_string();
+    if (!plan.ok() || !ws.ok()) return -1;
+    EXPECT_EQ(ws->max_pass_rows(), 0);
+    const Status s = ws->upload(*plan, nullptr);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    int expected = deterministic ? 128 : 0;  // the item's folded rows up to its tile_q
+    for (const WorkItem& it : plan->items) {
+      expected = std::max(expected, std::min(it.num_rows() * 4, static_cast<int>(it.tile.tile_q)));
+    }
+    EXPECT_EQ(ws->max_pass_rows(), std::min(expected, 128));
+    return ws->max_pass_rows();
+  };
+  for (Policy policy : kPolicies) {
+    SCOPED_TRACE(policy_name(policy));
+    const int d = widest(decode, policy, false);
+    EXPECT_GE(d, 1);
+    // decode rows alone fold into 4 rows; the prefix policy's shared items hold many requests'
+    if (policy != Policy::kPrefix) EXPECT_LE(d, 64);
+    EXPECT_EQ(widest(decode, policy, true), 128);
+    EXPECT_EQ(widest(mixed, policy, false), 128);
+  }
+  for (int ctas : {5, 132}) {
+    expect_policies_match(decode, ctas, "float8 KV decode");
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 TEST(RunCuda, Fp8KvScalesFoldIntoTheSoftmaxAndTheOutput) {
   SKIP_WITHOUT_DEVICE();
   testing::RandomBatchOptions fp8 = gpu_options();
@@ -322,6 +379,33 @@ TEST(RunCuda, Fp8KvScalesFoldIntoTheSoftmaxAndTheOutput) {
   const Result<std::vector<float>> out = gpu.read_output(data.layout);
   ASSERT_TRUE(out.ok());
   expect_matches(data.layout, *out, *ref, "scaled float8 KV");
+}
+
+// Over float8 KV a bf16 q tile is computed as f16 times 2^-6 (persistent_kernel.cuh
+// convert_q): q far past f16's range (the N(0, 1) draws times 2^17, most above 65504) with
+// sm_scale times 2^-17, so the logits are those of the unscaled batch, stays finite and exact.
+TEST(RunCuda, Fp8KvBf16QueriesPastTheF16Range) {
+  SKIP_WITHOUT_DEVICE();
+  testing::RandomBatchOptions fp8 = gpu_options();
+  fp8.kv_fp8 = true;
+  BatchSpec spec = testing::random_batch_spec(621, fp8);
+  spec.dtype = DType::kBF16;
+  BatchData data = build(spec);
+  float max_q = 0.0f;
+  for (size_t i = 0; i + 2 <= data.q.size(); i += 2) {
+    uint16_t h;
+    std::memcpy(&h, &data.q[i], 2);
+    const float x = std::ldexp(bf16_to_float(h), 17);
+    max_q = std::max(max_q, std::fabs(x));
+    h = float_to_bf16(x);
+    std::memcpy(&data.q[i], &h, 2);
+  }
+  ASSERT_GT(max_q, 65504.0f * 4);
+  data.sm_scale = std::ldexp(data.sm_scale, -17);
+  for (int ctas : {7, 132}) {
+    expect_policies_match(data, ctas, "float8 KV, q past f16's range");
+    if (::testing::Test::HasFatalFailure()) return;
+  }
 }
 
 // Edge shapes the random draw reaches rarely: page sizes 1, 3, 256, head_dim 256, a long

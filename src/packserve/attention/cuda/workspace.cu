@@ -1,6 +1,8 @@
 // workspace.cu: Workspace allocation, region layout and plan upload (workspace.h).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -88,6 +90,7 @@ Workspace& Workspace::operator=(Workspace&& o) noexcept {
     base_ = std::exchange(o.base_, nullptr);
     total_bytes_ = std::exchange(o.total_bytes_, 0);
     has_plan_ = std::exchange(o.has_plan_, false);
+    max_pass_rows_ = o.max_pass_rows_;
   }
   return *this;
 }
@@ -161,6 +164,14 @@ Status Workspace::upload(const Plan& plan, StreamHandle stream) {
                                             static_cast<size_t>(r.count) * sizeof(int32_t),
                                             cudaMemcpyHostToDevice, stream));
   }
+  // (A deterministic plan counts as 128 whatever its items: its bits must not depend on which
+  // kernel variant the rest of the batch selects.)
+  int widest = b[kHdrDeterministic] != 0 ? 128 : 0;
+  for (int i = 0; i < b[kHdrNumItems] && widest < 128; ++i) {
+    const int32_t* f = b + layout_.off_items + static_cast<ptrdiff_t>(i) * kItemFields;
+    widest = std::max(widest, std::min((f[1] - f[0]) * heads_.group_size(), f[5]));  // rows, tile_q
+  }
+  max_pass_rows_ = std::min(widest, 128);
   has_plan_ = true;
   return ok_status();
 }

@@ -74,6 +74,10 @@ class Workspace {
   // is_wide_item), first in its dispatch order, and its merge entries.
   int num_wide_items() const { return has_plan_ ? staging_[kHdrNumWideItems] : 0; }
   int num_merges() const { return has_plan_ ? staging_[kHdrNumMerges] : 0; }
+  // The most query rows one pass of the persistent kernel takes over the uploaded plan's
+  // items: an item's folded rows (rows x group size) capped by its tile_q, at most 128, and
+  // 128 for a deterministic plan (persistent_kernel.cuh; 0 without a plan).
+  int max_pass_rows() const { return has_plan_ ? max_pass_rows_ : 0; }
   const PlanCapacity& capacity() const { return capacity_; }
   const PlanBufferLayout& layout() const { return layout_; }
   const HeadConfig& heads() const { return heads_; }
@@ -99,6 +103,7 @@ class Workspace {
   std::byte* base_ = nullptr;     // device allocation
   size_t total_bytes_ = 0;
   bool has_plan_ = false;
+  int max_pass_rows_ = 0;
 };
 
 }  // namespace packserve::attention::cuda
