@@ -876,6 +876,63 @@ TEST(RunCuda, AttentionWaitsForTheKernelBeforeIt) {
 // uploaded into the same workspace and a different batch copied into the same device arrays.
 // 128 queues split the requests, so both plans merge rows (the merge kernel is part of the
 // graph); each plan is replayed twice.
+// The float8 variant a graph captured keeps running whatever plan is uploaded later: a graph
+// captured over a decode plan (the 64-row variant) replays a plan with 128-row passes, and
+// one captured over that plan replays the decode plan, both with the reference's results.
+TEST(RunCuda, Fp8KvGraphReplayAcrossKernelVariants) {
+  SKIP_WITHOUT_DEVICE();
+  BatchSpec spec = decode_spec(5, 0, 0);
+  spec.kv_fp8 = true;
+  for (int i = 0; i < 160; ++i) spec.requests.push_back({1, 64 + (i * 37) % 200, ""});
+  const BatchData decode = build(spec);
+  spec.requests.resize(40);
+  spec.requests.push_back({100, 100, ""});  // 400 folded rows: 128-row passes
+  const BatchData mixed = build(spec);
+  const int ctas = 64;
+  const Result<Plan> decode_plan = make_plan(decode.layout, DeviceShape{ctas}, {});
+  const Result<Plan> mixed_plan = make_plan(mixed.layout, DeviceShape{ctas}, {});
+  ASSERT_TRUE(decode_plan.ok() && mixed_plan.ok());
+  for (const bool capture_decode : {true, false}) {
+    SCOPED_TRACE(capture_decode ? "captured over the decode plan" : "captured over the mixed plan");
+    Result<Workspace> ws =
+        Workspace::create(capacity_for(decode.layout, ctas), heads_of(decode.layout));
+    ASSERT_TRUE(ws.ok()) << ws.status().to_string();
+    GpuBatch gpu;
+    ASSERT_TRUE(gpu.assign(decode).ok());  // the larger batch: its arrays hold the other
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    ASSERT_TRUE(gpu.assign(capture_decode ? decode : mixed).ok());
+    ASSERT_TRUE(ws->upload(capture_decode ? *decode_plan : *mixed_plan, stream).ok());
+    EXPECT_EQ(ws->max_pass_rows() <= 64, capture_decode);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    const Status captured = run_cuda(*ws, gpu.view, stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    ASSERT_TRUE(captured.ok()) << captured.to_string();
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (const BatchData* data : {&decode, &mixed, &decode, &mixed}) {
+      SCOPED_TRACE(data == &decode ? "decode plan" : "mixed plan");
+      const void* q_before = gpu.view.q;
+      ASSERT_TRUE(gpu.assign(*data).ok());
+      ASSERT_EQ(gpu.view.q, q_before) << "each batch must fit the arrays the graph captured";
+      ASSERT_TRUE(ws->upload(data == &decode ? *decode_plan : *mixed_plan, stream).ok());
+      ASSERT_TRUE(gpu.poison_output(stream).ok());
+      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      const Result<std::vector<float>> out = gpu.read_output(data->layout);
+      ASSERT_TRUE(out.ok());
+      const Result<std::vector<double>> ref = reference_attention(data->layout, data->tensors());
+      ASSERT_TRUE(ref.ok());
+      expect_matches(data->layout, *out, *ref, "float8 graph replay");
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
 TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
   SKIP_WITHOUT_DEVICE();
   const BatchData first = build(decode_spec(1, 8, 900));
