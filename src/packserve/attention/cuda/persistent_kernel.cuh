@@ -537,18 +537,22 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
   // each read only their own key rows (WarpsQ 1: K and V rows [16 w, +16), the quad pass's
   // too) each warp converts its rows itself, so only the warp waits for them; in the others
   // every thread converts a share of the stage and all wait at a barrier.
+  // Those passes (mma.sync) take their K operands straight from the e4m3 ring instead
+  // (kRegK, the Q K^T loop below): only V is converted.
   constexpr bool kWarpLocal = WarpsQ == 1;
+  constexpr bool kRegK = kFp8Kv && kWarpLocal && !kWgmma;
   auto convert_stage = [&](int stage) {
     constexpr int kC8 = HeadDim / 16;
     constexpr int kWorkers = kWarpLocal ? 32 : kThreads;
     constexpr int kRowsEach = kWarpLocal ? kKeysPerWarp : kStageKv;  // of K, and as many of V
+    constexpr int kFirst = kRegK ? 1 : 0;  // the first of K (0) and V (1) converted
     const int worker = kWarpLocal ? lane : tid;
     const int row0 = kWarpLocal ? warp * kKeysPerWarp : 0;
     const unsigned char* src = kv8_s + (stage % kStages) * kStage8Bytes;
 #pragma unroll 1
-    for (int i = 0; i < 2 * kRowsEach * kC8 / kWorkers; ++i) {
+    for (int i = 0; i < (2 - kFirst) * kRowsEach * kC8 / kWorkers; ++i) {
       const int c = worker + i * kWorkers;
-      const int kv = c / (kRowsEach * kC8);  // 0: K, 1: V
+      const int kv = kFirst + c / (kRowsEach * kC8);  // 0: K, 1: V
       const int r = row0 + c % (kRowsEach * kC8) / kC8, chunk = c % kC8;
       const uint4 v =
           *reinterpret_cast<const uint4*>(src + (kv * kStageKv + r) * HeadDim + chunk * 16);
@@ -831,6 +835,47 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
           for (int j = 0; j < kNb; ++j)
             s[mb][j][0] = s[mb][j][1] = s[mb][j][2] = s[mb][j][3] = 0.0f;
         }
+        if constexpr (kRegK) {
+          // K from the e4m3 ring (kRegK): lane (g = lane / 4, t = lane % 4) loads the 16 bytes
+          // [64 h + 16 t, +16) of key row key_w + 8 j + g, four k16 steps' B fragments after
+          // one cvt a pair. The dot product does not depend on the order of its dimensions, so
+          // step kk' of the 64-dim half h takes logical dims 2 t + {0, 1} from physical dims
+          // 64 h + 16 t + 4 kk' + {0, 1} and 2 t + 8 + {0, 1} from + 2 + {0, 1}, and the q
+          // fragments (A) are read in the same order: two 16-byte loads of row g and of row
+          // g + 8 (chunks 8 h + 2 t, + 1) give the four steps' words.
+          static_assert(Mb == 1 && HeadDim % 64 == 0, "one row block, whole 64-dim halves");
+          const int g = lane >> 2, t = lane & 3;
+          const unsigned char* k8 = kv8_s + (stage % kStages) * kStage8Bytes +
+                                    (key_w + g) * HeadDim + 16 * t;
+          const int q_row = static_cast<int>(q_group / kRowBytes) + g;
+          using Cvt = E4m3To<Tc>;
+#pragma unroll
+          for (int h = 0; h < HeadDim / 64; ++h) {
+            uint4 qw[2][2];  // [row g, g + 8][chunk 8 h + 2 t + c]
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+#pragma unroll
+              for (int c = 0; c < 2; ++c) {
+                qw[r][c] = *reinterpret_cast<const uint4*>(
+                    q_s + swizzle<HeadDim>(q_row + 8 * r, 8 * h + 2 * t + c));
+              }
+            }
+#pragma unroll
+            for (int j = 0; j < kNb; ++j) {
+              const uint4 kw = *reinterpret_cast<const uint4*>(k8 + j * 8 * HeadDim + 64 * h);
+              const uint32_t kws[4] = {kw.x, kw.y, kw.z, kw.w};
+#pragma unroll
+              for (int step = 0; step < 4; ++step) {
+                const uint4& q0 = qw[0][step / 2];
+                const uint4& q1 = qw[1][step / 2];
+                const uint32_t a[4] = {step % 2 ? q0.z : q0.x, step % 2 ? q1.z : q1.x,
+                                       step % 2 ? q0.w : q0.y, step % 2 ? q1.w : q1.y};
+                Mma::run(s[0][j], a, Cvt::template pair<true>(kws[step]),
+                         Cvt::template pair<false>(kws[step]));
+              }
+            }
+          }
+        } else {
         const uint32_t k_lane = smem_addr(k_tile) + key_w * kRowBytes + k_lane_off;
 #pragma unroll
         for (int kk = 0; kk < HeadDim / 16; ++kk) {
@@ -850,6 +895,7 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
             }
           }
         }
+        }  // kRegK
 #pragma unroll
         for (int mb = 0; mb < Mb; ++mb) {
           float alpha[2];
