@@ -876,6 +876,45 @@ TEST(RunCuda, AttentionWaitsForTheKernelBeforeIt) {
 // uploaded into the same workspace and a different batch copied into the same device arrays.
 // 128 queues split the requests, so both plans merge rows (the merge kernel is part of the
 // graph); each plan is replayed twice.
+// Captures run_cuda over the batch `gpu` holds and the plan `ws` holds into a graph, then for
+// each replay assigns its batch into the captured arrays (they must fit), uploads its plan,
+// replays the graph on poisoned outputs and checks every output against the reference.
+struct Replay {
+  const BatchData* data;
+  const Plan* plan;
+  const char* name;
+};
+void capture_then_replay(Workspace& ws, GpuBatch& gpu, cudaStream_t stream,
+                         std::initializer_list<Replay> replays) {
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  const Status captured = run_cuda(ws, gpu.view, stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured.to_string();
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (const Replay& r : replays) {
+    SCOPED_TRACE(r.name);
+    const void* q_before = gpu.view.q;
+    const void* pages_before = gpu.view.kv_page_indices;
+    ASSERT_TRUE(gpu.assign(*r.data).ok());
+    ASSERT_EQ(gpu.view.q, q_before) << "each batch must fit the arrays the graph captured";
+    ASSERT_EQ(gpu.view.kv_page_indices, pages_before);
+    ASSERT_TRUE(ws.upload(*r.plan, stream).ok());
+    ASSERT_TRUE(gpu.poison_output(stream).ok());
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    const Result<std::vector<float>> out = gpu.read_output(r.data->layout);
+    ASSERT_TRUE(out.ok());
+    const Result<std::vector<double>> ref = reference_attention(r.data->layout, r.data->tensors());
+    ASSERT_TRUE(ref.ok());
+    expect_matches(r.data->layout, *out, *ref, "graph replay");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
 // The float8 variant a graph captured keeps running whatever plan is uploaded later: a graph
 // captured over a decode plan (the 64-row variant) replays a plan with 128-row passes, and
 // one captured over that plan replays the decode plan, both with the reference's results.
@@ -904,31 +943,8 @@ TEST(RunCuda, Fp8KvGraphReplayAcrossKernelVariants) {
     ASSERT_TRUE(gpu.assign(capture_decode ? decode : mixed).ok());
     ASSERT_TRUE(ws->upload(capture_decode ? *decode_plan : *mixed_plan, stream).ok());
     EXPECT_EQ(ws->max_pass_rows() <= 64, capture_decode);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    const Status captured = run_cuda(*ws, gpu.view, stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_TRUE(captured.ok()) << captured.to_string();
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (const BatchData* data : {&decode, &mixed, &decode, &mixed}) {
-      SCOPED_TRACE(data == &decode ? "decode plan" : "mixed plan");
-      const void* q_before = gpu.view.q;
-      ASSERT_TRUE(gpu.assign(*data).ok());
-      ASSERT_EQ(gpu.view.q, q_before) << "each batch must fit the arrays the graph captured";
-      ASSERT_TRUE(ws->upload(data == &decode ? *decode_plan : *mixed_plan, stream).ok());
-      ASSERT_TRUE(gpu.poison_output(stream).ok());
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      const Result<std::vector<float>> out = gpu.read_output(data->layout);
-      ASSERT_TRUE(out.ok());
-      const Result<std::vector<double>> ref = reference_attention(data->layout, data->tensors());
-      ASSERT_TRUE(ref.ok());
-      expect_matches(data->layout, *out, *ref, "float8 graph replay");
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    const Replay d{&decode, &*decode_plan, "decode plan"}, m{&mixed, &*mixed_plan, "mixed plan"};
+    capture_then_replay(*ws, gpu, stream, {d, m, d, m});
     cudaStreamDestroy(stream);
   }
 }
@@ -951,32 +967,8 @@ TEST(RunCuda, GraphReplayRunsANewPlanUploadedIntoTheSameWorkspace) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   ASSERT_TRUE(ws->upload(*plan1, stream).ok());
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Status captured = run_cuda(*ws, gpu.view, stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  ASSERT_TRUE(captured.ok()) << captured.to_string();
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-
-  for (const BatchData* data : {&first, &second, &first, &second}) {
-    SCOPED_TRACE(data == &first ? "first plan" : "second plan");
-    const void* q_before = gpu.view.q;
-    ASSERT_TRUE(gpu.assign(*data).ok());
-    ASSERT_EQ(gpu.view.q, q_before) << "the second batch must fit the first one's arrays";
-    ASSERT_TRUE(ws->upload(data == &first ? *plan1 : *plan2, stream).ok());
-    ASSERT_TRUE(gpu.poison_output(stream).ok());
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    const Result<std::vector<float>> out = gpu.read_output(data->layout);
-    ASSERT_TRUE(out.ok());
-    const Result<std::vector<double>> ref = reference_attention(data->layout, data->tensors());
-    ASSERT_TRUE(ref.ok());
-    expect_matches(data->layout, *out, *ref, "graph replay");
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
+  const Replay r1{&first, &*plan1, "first plan"}, r2{&second, &*plan2, "second plan"};
+  capture_then_replay(*ws, gpu, stream, {r1, r2, r1, r2});
   cudaStreamDestroy(stream);
 }
 
@@ -1011,40 +1003,13 @@ TEST(RunCuda, GraphReplayMixesPlansWithAndWithoutWideItems) {
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   for (const BatchData* captured : {&wide, &narrow}) {
     SCOPED_TRACE(captured == &wide ? "captured with wide items" : "captured without");
-    auto plan_of = [&](const BatchData* d) -> const Plan& {
-      return d == &wide ? *plan_wide : *plan_narrow;
-    };
     GpuBatch gpu;
     ASSERT_TRUE(gpu.assign(*captured).ok());
-    ASSERT_TRUE(ws->upload(plan_of(captured), stream).ok());
+    ASSERT_TRUE(ws->upload(captured == &wide ? *plan_wide : *plan_narrow, stream).ok());
     ASSERT_EQ(ws->num_wide_items() > 0, captured == &wide);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    const Status run = run_cuda(*ws, gpu.view, stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    ASSERT_TRUE(run.ok()) << run.to_string();
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (const BatchData* data : {&wide, &narrow, &wide, &narrow}) {
-      SCOPED_TRACE(data == &wide ? "replayed with wide items" : "replayed without");
-      const void* q_before = gpu.view.q;
-      const void* pages_before = gpu.view.kv_page_indices;
-      ASSERT_TRUE(gpu.assign(*data).ok());
-      ASSERT_EQ(gpu.view.q, q_before);
-      ASSERT_EQ(gpu.view.kv_page_indices, pages_before);
-      ASSERT_TRUE(ws->upload(plan_of(data), stream).ok());
-      ASSERT_TRUE(gpu.poison_output(stream).ok());
-      ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      const Result<std::vector<float>> out = gpu.read_output(data->layout);
-      ASSERT_TRUE(out.ok());
-      const Result<std::vector<double>> ref = reference_attention(data->layout, data->tensors());
-      ASSERT_TRUE(ref.ok());
-      expect_matches(data->layout, *out, *ref, "graph replay");
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    const Replay w{&wide, &*plan_wide, "replayed with wide items"},
+        n{&narrow, &*plan_narrow, "replayed without"};
+    capture_then_replay(*ws, gpu, stream, {w, n, w, n});
   }
   cudaStreamDestroy(stream);
 }
