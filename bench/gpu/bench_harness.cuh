@@ -34,21 +34,26 @@ inline double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// Fills n b16 values with N(0,1)-ish draws (sum of 4 uniforms, scaled), from a hash of i.
+// Element i's N(0,1)-ish draw (sum of 4 uniforms, scaled), from a hash of i.
+__device__ inline float random_draw(size_t i, uint32_t seed) {
+  float acc = 0.0f;
+  uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed ^ static_cast<uint32_t>(i >> 32);
+  for (int k = 0; k < 4; ++k) {
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    acc += static_cast<float>(h & 0xffffff) * (1.0f / 16777216.0f);
+  }
+  return (acc - 2.0f) * 1.7320508f;
+}
+
+// Fills n b16 values with random_draw.
 __global__ inline void fill_random_b16(uint16_t* out, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    float acc = 0.0f;
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed ^ static_cast<uint32_t>(i >> 32);
-    for (int k = 0; k < 4; ++k) {
-      h ^= h >> 16;
-      h *= 0x7feb352du;
-      h ^= h >> 15;
-      h *= 0x846ca68bu;
-      h ^= h >> 16;
-      acc += static_cast<float>(h & 0xffffff) * (1.0f / 16777216.0f);
-    }
-    __nv_bfloat16 v = __float2bfloat16_rn((acc - 2.0f) * 1.7320508f);
+    __nv_bfloat16 v = __float2bfloat16_rn(random_draw(i, seed));
     out[i] = *reinterpret_cast<uint16_t*>(&v);
   }
 }
@@ -62,17 +67,7 @@ inline void fill_random(void* p, size_t n_b16, uint32_t seed) {
 __global__ inline void fill_random_e4m3_kernel(uint8_t* out, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    float acc = 0.0f;
-    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed ^ static_cast<uint32_t>(i >> 32);
-    for (int k = 0; k < 4; ++k) {
-      h ^= h >> 16;
-      h *= 0x7feb352du;
-      h ^= h >> 15;
-      h *= 0x846ca68bu;
-      h ^= h >> 16;
-      acc += static_cast<float>(h & 0xffffff) * (1.0f / 16777216.0f);
-    }
-    out[i] = __nv_cvt_float_to_fp8((acc - 2.0f) * 1.7320508f, __NV_SATFINITE, __NV_E4M3);
+    out[i] = __nv_cvt_float_to_fp8(random_draw(i, seed), __NV_SATFINITE, __NV_E4M3);
   }
 }
 

@@ -37,7 +37,7 @@ Result<int> persistent_occupancy(int head_dim, DType dtype);  // CTAs per SM
 
 // Per-head-dim translation units (persistent_kernel_hd{64,128,256}.cu).
 Status launch_persistent_hd64(bool bf16, bool fp8_kv, const KernelParams& p, int num_ctas,
-                               cudaStream_t s);
+                              cudaStream_t s);
 Status launch_persistent_hd128(bool bf16, bool fp8_kv, int max_pass_rows, const KernelParams& p,
                                int num_ctas, cudaStream_t s);
 Status launch_persistent_hd256(bool bf16, bool fp8_kv, const KernelParams& p, int num_ctas,

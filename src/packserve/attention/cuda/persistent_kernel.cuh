@@ -499,8 +499,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
     const int my_row = tok < bound ? page_ids * p.page_size + p.page_div.mod(tok, quot) : -1;
     const uint32_t row_bytes = static_cast<uint32_t>(p.num_kv_heads) * HeadDim;
     const int head0 = kQuad && stage >= end_stages ? it.kv_head + 4 : it.kv_head;
-    const char* k_src = static_cast<const char*>(p.k_pages) +
-                        (static_cast<uint32_t>(head0) * HeadDim + chunk * 16);
+    const char* k_src =
+        static_cast<const char*>(p.k_pages) + (static_cast<uint32_t>(head0) * HeadDim + chunk * 16);
     asm("" : "+l"(k_src));
     const uint32_t dst0 = smem_addr(kv8_s + (stage % kStages) * kStage8Bytes) + chunk * 16;
     // (rolled at head_dim 256, where o takes 128 registers in every pass: 268 -> 168 bytes of
@@ -717,8 +717,9 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
       if (f / 4 == warp && h < group) {
         const int head = 4 * q + warp;  // of the ticket's
         const size_t slot = static_cast<size_t>(it.partial_begin + head * hd_slots) * group + h;
-        store_row<T, HeadDim, kFp8Kv>(p, it.writes_final, item_rows[0], (it.kv_head + head) * group + h,
-                              slot, o[0], hr, m_run[0][hr], l_run[0][hr]);
+        store_row<T, HeadDim, kFp8Kv>(p, it.writes_final, item_rows[0],
+                                      (it.kv_head + head) * group + h, slot, o[0], hr, m_run[0][hr],
+                                      l_run[0][hr]);
       }
       m_run[0][hr] = -INFINITY;
       l_run[0][hr] = 0.0f;
@@ -845,8 +846,8 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
           // g + 8 (chunks 8 h + 2 t, + 1) give the four steps' words.
           static_assert(Mb == 1 && HeadDim % 64 == 0, "one row block, whole 64-dim halves");
           const int g = lane >> 2, t = lane & 3;
-          const unsigned char* k8 = kv8_s + (stage % kStages) * kStage8Bytes +
-                                    (key_w + g) * HeadDim + 16 * t;
+          const unsigned char* k8 =
+              kv8_s + (stage % kStages) * kStage8Bytes + (key_w + g) * HeadDim + 16 * t;
           const int q_row = static_cast<int>(q_group / kRowBytes) + g;
           using Cvt = E4m3To<Tc>;
 #pragma unroll
@@ -876,25 +877,25 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
             }
           }
         } else {
-        const uint32_t k_lane = smem_addr(k_tile) + key_w * kRowBytes + k_lane_off;
+          const uint32_t k_lane = smem_addr(k_tile) + key_w * kRowBytes + k_lane_off;
 #pragma unroll
-        for (int kk = 0; kk < HeadDim / 16; ++kk) {
-          uint32_t a[Mb][4];
-#pragma unroll
-          for (int mb = 0; mb < Mb; ++mb) {
-            ldmatrix_x4(a[mb], (q_lane + q_group + (wq * Mb + mb) * 16 * kRowBytes) ^ (kk << 5));
-          }
-#pragma unroll
-          for (int j = 0; j < kNb / 2; ++j) {
-            uint32_t b[4];
-            ldmatrix_x4(b, (k_lane ^ (kk << 5)) + j * 16 * kRowBytes);
+          for (int kk = 0; kk < HeadDim / 16; ++kk) {
+            uint32_t a[Mb][4];
 #pragma unroll
             for (int mb = 0; mb < Mb; ++mb) {
-              Mma::run(s[mb][2 * j], a[mb], b[0], b[1]);
-              Mma::run(s[mb][2 * j + 1], a[mb], b[2], b[3]);
+              ldmatrix_x4(a[mb], (q_lane + q_group + (wq * Mb + mb) * 16 * kRowBytes) ^ (kk << 5));
+            }
+#pragma unroll
+            for (int j = 0; j < kNb / 2; ++j) {
+              uint32_t b[4];
+              ldmatrix_x4(b, (k_lane ^ (kk << 5)) + j * 16 * kRowBytes);
+#pragma unroll
+              for (int mb = 0; mb < Mb; ++mb) {
+                Mma::run(s[mb][2 * j], a[mb], b[0], b[1]);
+                Mma::run(s[mb][2 * j + 1], a[mb], b[2], b[3]);
+              }
             }
           }
-        }
         }  // kRegK
 #pragma unroll
         for (int mb = 0; mb < Mb; ++mb) {
@@ -954,9 +955,9 @@ __device__ __forceinline__ void run_pass(const KernelParams& p, const ItemDesc& 
         const int fi = f_begin + f;
         const int k = p.group_div.div(fi), h = p.group_div.mod(fi, k);
         store_row<T, HeadDim, kFp8Kv>(p, it.writes_final, it.writes_final ? item_rows[k] : 0,
-                              it.kv_head * group + h,
-                              static_cast<size_t>(it.partial_begin + k) * group + h, o[mb], hr,
-                              m_run[mb][hr], l_run[mb][hr]);
+                                      it.kv_head * group + h,
+                                      static_cast<size_t>(it.partial_begin + k) * group + h, o[mb],
+                                      hr, m_run[mb][hr], l_run[mb][hr]);
       }
     }
   } else {
@@ -1093,8 +1094,8 @@ __global__ void __launch_bounds__(kThreads, KernelTraits<HeadDim>::kMinCtasPerSm
     const int want = deterministic ? min(tile_q, kMaxPass) : min(min(n_folded, tile_q), kMaxPass);
     const int pass = want <= 16 ? 16 : (want <= 32 ? 32 : (want <= 64 ? 64 : 128));
     if (quad_ticket >= 0) {
-      run_pass<HeadDim, T, kFp8Kv, 1, 1, true>(p, it, 0, 16, rec, smem,
-                                       half_ticket >= 0 ? 1 : min(2, (heads - kv_head) / 4));
+      run_pass<HeadDim, T, kFp8Kv, 1, 1, true>(
+          p, it, 0, 16, rec, smem, half_ticket >= 0 ? 1 : min(2, (heads - kv_head) / 4));
     } else {
       for (int f_begin = 0; f_begin < n_folded; f_begin += pass) {
         const int n_pass = min(pass, n_folded - f_begin);

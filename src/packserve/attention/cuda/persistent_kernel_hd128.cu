@@ -1,5 +1,5 @@
-// persistent_kernel_hd128.cu: the head_dim 128 instances of persistent_kernel.cuh (bf16, f16; KV of the
-// same type or float8, the float8 one with 128-row passes and without).
+// persistent_kernel_hd128.cu: the head_dim 128 instances of persistent_kernel.cuh (bf16, f16; KV of
+// the same type or float8, the float8 one with 128-row passes and without).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -13,8 +13,7 @@ namespace packserve::attention::cuda {
 namespace {
 
 template <typename T>
-Status launch(bool fp8_kv, int max_pass_rows, const KernelParams& p, int num_ctas,
-              cudaStream_t s) {
+Status launch(bool fp8_kv, int max_pass_rows, const KernelParams& p, int num_ctas, cudaStream_t s) {
   auto* kernel = !fp8_kv               ? persistent_attention_kernel<128, T, false>
                  : max_pass_rows <= 64 ? persistent_attention_kernel<128, T, true, 64>
                                        : persistent_attention_kernel<128, T, true>;

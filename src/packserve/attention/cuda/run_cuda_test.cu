@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "packserve/attention/batch_spec.h"
-#include "packserve/common/dtype.h"
 #include "packserve/attention/cuda/gpu_batch.h"
 #include "packserve/attention/cuda/kernel_launch.h"
 #include "packserve/attention/cuda/persistent_kernel.cuh"
@@ -28,6 +27,7 @@
 #include "packserve/attention/plan_buffer.h"
 #include "packserve/attention/reference.h"
 #include "packserve/attention/run_cpu.h"
+#include "packserve/common/dtype.h"
 #include "testing/random_batch.h"
 
 namespace packserve::attention::cuda {
@@ -224,8 +224,7 @@ void expect_policies_match(const BatchData& data, int ctas, const char* what) {
     for (bool deterministic : {false, true}) {
       SCOPED_TRACE(std::string(policy_name(policy)) + (deterministic ? " deterministic" : "") +
                    " ctas " + std::to_string(ctas));
-      expect_matches(data.layout, plan_and_run_gpu(data, policy, deterministic, ctas), *ref,
-                     what);
+      expect_matches(data.layout, plan_and_run_gpu(data, policy, deterministic, ctas), *ref, what);
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
