@@ -77,7 +77,8 @@
 //   P = 128 and at head_dim 256.
 //   the cross-warp combine reuses kv as [4][16][HeadDim + 8] f32 once the walk is done.
 //   Float8 KV: kv is one stage of f16 (the stage being computed, converted from e4m3 by the
-//   warps that read it) then the ring of e4m3 stages [stages][2][kStageKv][HeadDim] bytes,
+//   warps that read it; only its V in the 16-row and quad passes, which take K from the ring:
+//   run_pass kRegK) then the ring of e4m3 stages [stages][2][kStageKv][HeadDim] bytes,
 //   as deep as fits (KernelTraits::fp8_stages_for: 4 at head_dim <= 128 for P <= 64, 3 for
 //   P = 128, 2 at head_dim 256); q stays [P][HeadDim], converted to f16 in place (bf16 q).
 //   HeadDim 64: 57 KiB, 128: 113 KiB, 256: 161 KiB.
