@@ -93,10 +93,13 @@ Result<PlanBufferLayout> plan_buffer_layout(const PlanCapacity& capacity) {
   return out;
 }
 
+int item_pass_rows(const Plan& plan, const WorkItem& item) {
+  return static_cast<int>(
+      std::min<int64_t>(static_cast<int64_t>(item.num_rows()) * plan.group_size, item.tile.tile_q));
+}
+
 bool is_wide_item(const Plan& plan, const WorkItem& item) {
-  return plan.head_dim == 128 && !plan.deterministic &&
-         std::min<int64_t>(static_cast<int64_t>(item.num_rows()) * plan.group_size,
-                           item.tile.tile_q) > 64;
+  return plan.head_dim == 128 && !plan.deterministic && item_pass_rows(plan, item) > 64;
 }
 
 bool is_quad_item(const Plan& plan, const WorkItem& item) {

@@ -104,6 +104,9 @@ inline constexpr double kWideKernelShare = 0.9;
 // The wide kernel's speed on wide items over the persistent kernel's, the least measured (H100,
 // fifteenth session: prefill_48 424 against 396 TFLOP/s; prefill_8k 498 against 434).
 inline constexpr double kWideKernelSpeedup = 1.07;
+// The query rows the persistent kernel's passes over `item` take before its per-kernel cap
+// (cuda/persistent_kernel.cuh): the item's folded rows (rows x group_size), at most its tile_q.
+int item_pass_rows(const Plan& plan, const WorkItem& item);
 bool is_wide_item(const Plan& plan, const WorkItem& item);
 bool runs_wide_phase(const Plan& plan);
 // Quad items: short single-query items (one row, group_size <= 4, so at most 4 folded rows; at

@@ -58,9 +58,9 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
   }
   for (const auto& [name, scale] : {std::pair{"k_scale", b.k_scale}, {"v_scale", b.v_scale}}) {
     if (!(scale > 0.0f) || !std::isfinite(scale) || (!b.kv_fp8 && scale != 1.0f)) {
-      return invalid_argument("batch." + std::string(name) + " = " + std::to_string(scale) +
-                              (b.kv_fp8 ? ": expected a finite value > 0"
-                                        : ": expected 1 (the pages are not float8)"));
+      return invalid_argument(
+          "batch." + std::string(name) + " = " + std::to_string(scale) +
+          (b.kv_fp8 ? ": expected a finite value > 0" : ": expected 1 (the pages are not float8)"));
     }
   }
   const HeadConfig& h = ws.heads();
@@ -101,9 +101,8 @@ Status run_cuda(const Workspace& ws, const DeviceBatch& b, StreamHandle stream) 
     PS_RETURN_IF_ERROR(launch_wide_hd128(h.dtype == DType::kBF16, p, sms, stream));
     p.skip_wide = 1;
   }
-  PS_RETURN_IF_ERROR(
-      launch_persistent(h.head_dim, h.dtype, b.kv_fp8, ws.max_pass_rows(), p,
-                        l.num_ctas * h.num_kv_heads, stream));
+  PS_RETURN_IF_ERROR(launch_persistent(h.head_dim, h.dtype, b.kv_fp8, ws.max_pass_rows(), p,
+                                       l.num_ctas * h.num_kv_heads, stream));
 
   MergeParams m;
   m.plan = ws.plan_buffer();

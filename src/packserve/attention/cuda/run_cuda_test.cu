@@ -294,8 +294,6 @@ TEST(RunCuda, Fp8KvEveryPassShape) {
   }
 }
 
-// k_scale and v_scale: out = v_scale * softmax(sm_scale * k_scale * q.k) v, the reference's
-// attention with sm_scale * k_scale, times v_scale.
 // Float8 KV at head_dim 128 has two kernel variants (launch_persistent): plans whose passes all
 // take <= 64 rows (decode) run the one without 128-row passes, the others and every
 // deterministic plan the one with them. Workspace::max_pass_rows selects; both give the
@@ -351,6 +349,8 @@ TEST(RunCuda, Fp8KvDecodePlansTakeTheVariantWithoutWidePasses) {
   }
 }
 
+// k_scale and v_scale: out = v_scale * softmax(sm_scale * k_scale * q.k) v, the reference's
+// attention with sm_scale * k_scale, times v_scale.
 TEST(RunCuda, Fp8KvScalesFoldIntoTheSoftmaxAndTheOutput) {
   SKIP_WITHOUT_DEVICE();
   testing::RandomBatchOptions fp8 = gpu_options();

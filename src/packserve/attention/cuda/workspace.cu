@@ -2,7 +2,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -166,11 +165,8 @@ Status Workspace::upload(const Plan& plan, StreamHandle stream) {
   }
   // (A deterministic plan counts as 128 whatever its items: its bits must not depend on which
   // kernel variant the rest of the batch selects.)
-  int widest = b[kHdrDeterministic] != 0 ? 128 : 0;
-  for (int i = 0; i < b[kHdrNumItems] && widest < 128; ++i) {
-    const int32_t* f = b + layout_.off_items + static_cast<ptrdiff_t>(i) * kItemFields;
-    widest = std::max(widest, std::min((f[1] - f[0]) * heads_.group_size(), f[5]));  // rows, tile_q
-  }
+  int widest = plan.deterministic ? 128 : 0;
+  for (const WorkItem& it : plan.items) widest = std::max(widest, item_pass_rows(plan, it));
   max_pass_rows_ = std::min(widest, 128);
   has_plan_ = true;
   return ok_status();
