@@ -53,6 +53,8 @@
 //   --quantization fp8: the decode and prefill cases with float8 e4m3 layer matrices
 //     (CudaForwardOptions::quantization); roofline_ms then counts a byte per layer weight. The
 //     gemms cases stay bf16.
+//   --kv-cache-dtype fp8: the decode and prefill cases with a float8 e4m3 KV pool
+//     (CudaForwardOptions::kv_cache_dtype); roofline_ms then counts a byte per K/V element.
 //   --skinny-rows N: CudaForwardOptions::skinny_gemm_rows (default kSkinnyMaxRows; 0: every fp8
 //     GEMM through cuBLASLt) for the decode and prefill cases.
 //   --tensor-parallel N: the decode and prefill cases on N devices (CudaForwardOptions::
@@ -61,7 +63,8 @@
 //     at one device's copy bandwidth.
 // Usage: forward_bench [--cases decode,prefill,gemms,tuning] [--batches 1,32,128]
 //                      [--cost-alpha 1] [--profile] [--tensor-parallel N]
-//                      [--quantization none|fp8] [--skinny-rows N]
+//                      [--quantization none|fp8] [--kv-cache-dtype auto|fp8]
+//                      [--skinny-rows N]
 //   (default: every case, batches 1,32,128, no per-op profile; needs ~55 GB of GPU memory)
 #include <chrono>
 #include <cstdio>
@@ -188,6 +191,7 @@ struct Args {
   std::vector<double> cost_alphas{1.0};
   int tensor_parallel = 1;
   bool fp8 = false;                               // --quantization fp8
+  bool fp8_kv = false;                            // --kv-cache-dtype fp8
   int skinny_rows = model::cuda::kSkinnyMaxRows;  // CudaForwardOptions::skinny_gemm_rows
 };
 
@@ -197,7 +201,7 @@ Args parse_args(int argc, char** argv) {
     std::fprintf(stderr,
                  "forward_bench: %s\nusage: forward_bench [--cases decode,prefill,gemms,tuning] "
                  "[--batches 1,32,128] [--cost-alpha 1,64] [--profile] [--tensor-parallel N] "
-                 "[--quantization none|fp8] [--skinny-rows N]\n",
+                 "[--quantization none|fp8] [--kv-cache-dtype auto|fp8] [--skinny-rows N]\n",
                  why.c_str());
     std::exit(2);
   };
@@ -209,6 +213,10 @@ Args parse_args(int argc, char** argv) {
       const std::string q = argv[++i];
       if (q != "none" && q != "fp8") usage("--quantization: '" + q + "', expected none or fp8");
       a.fp8 = q == "fp8";
+    } else if (arg == "--kv-cache-dtype" && i + 1 < argc) {
+      const std::string q = argv[++i];
+      if (q != "auto" && q != "fp8") usage("--kv-cache-dtype: '" + q + "', expected auto or fp8");
+      a.fp8_kv = q == "fp8";
     } else if (arg == "--skinny-rows" && i + 1 < argc) {
       const std::string v = argv[++i];
       char* end = nullptr;
@@ -463,6 +471,7 @@ int main(int argc, char** argv) {
   options.max_batch_page_ids = pool.num_pages;
   options.tensor_parallel = args.tensor_parallel;
   if (args.fp8) options.quantization = model::WeightQuantization::kFp8;
+  if (args.fp8_kv) options.kv_cache_dtype = model::KvCacheDtype::kFp8E4m3;
   options.skinny_gemm_rows = args.skinny_rows;
   auto created = CudaForwardBackend::create_random(c, pool, options, 1234);
   die(created.status(), "create_random");
@@ -475,16 +484,18 @@ int main(int argc, char** argv) {
   const double read_weight_bytes = (args.fp8 ? 1.0 : 2.0) * L * layer_params / tp + 2.0 * V * H;
   std::printf(
       "{\"model\":\"llama-3.1-8b shapes, random %s weights drawn on the device\","
-      "\"quantization\":\"%s\",\"tensor_parallel\":%d,\"weight_bytes\":%zu,"
+      "\"quantization\":\"%s\",\"kv_cache_dtype\":\"%s\",\"tensor_parallel\":%d,"
+      "\"weight_bytes\":%zu,"
       "\"kv_pool_bytes\":%zu,\"read_weight_bytes_per_step\":%.0f}\n",
-      args.fp8 ? "float8 e4m3 layer" : "bf16", args.fp8 ? "fp8" : "none", args.tensor_parallel,
-      m.weight_bytes(), m.kv_pool_bytes(), read_weight_bytes);
+      args.fp8 ? "float8 e4m3 layer" : "bf16", args.fp8 ? "fp8" : "none",
+      args.fp8_kv ? "fp8_e4m3" : "bf16", args.tensor_parallel, m.weight_bytes(), m.kv_pool_bytes(),
+      read_weight_bytes);
   std::fflush(stdout);
 
   Rng rng(5);
   for (int batch : args.decode ? args.batches : std::vector<int>{}) {
     ForwardBatch b = make_batch(batch, 1, kDecodeCtx, 0, rng);
-    const double kv_bytes = batch * double(kDecodeCtx) * L * KV * 2 * 2 / tp;
+    const double kv_bytes = batch * double(kDecodeCtx) * L * KV * 2 * (args.fp8_kv ? 1 : 2) / tp;
     const double roof_ms = (read_weight_bytes + kv_bytes) / (ceil.copy_gbps * 1e9) * 1e3;
     struct Mode {
       const char* name;

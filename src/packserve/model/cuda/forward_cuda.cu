@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "packserve/common/dtype.h"
 #include "packserve/model/cuda/forward_cuda_impl.cuh"
 #include "packserve/model/cuda/ops.h"
 #include "packserve/model/forward_batch.h"
@@ -57,6 +58,18 @@ Status check_fp8_device(int device, const ModelConfig& c) {
       return invalid_argument("quantization fp8: " + std::string(name) + " = " + str(v) +
                               " (of this rank): float8 GEMMs need a multiple of 16");
     }
+  }
+  return ok_status();
+}
+
+// The attention engine's float8 KV path converts e4m3 pairs with cvt (sm_89 and later).
+Status check_fp8_kv_device(int device) {
+  cudaDeviceProp prop{};
+  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  if (prop.major * 10 + prop.minor < 89) {
+    return unimplemented("kv_cache_dtype fp8_e4m3: device " + str(device) + " (" + prop.name +
+                         ", compute capability " + str(prop.major) + "." + str(prop.minor) +
+                         ") has no float8 conversions; expected 8.9 or later");
   }
   return ok_status();
 }
@@ -131,6 +144,9 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   // kFp8: the layers' matrices in mat8 (bytes, 256-byte alignment), their scales in vec.
   const bool fp8 = o.quantization == WeightQuantization::kFp8;
   if (fp8) PS_RETURN_IF_ERROR(check_fp8_device(o.device, c));
+  if (o.kv_cache_dtype == KvCacheDtype::kFp8E4m3) {
+    PS_RETURN_IF_ERROR(check_fp8_kv_device(o.device));
+  }
   size_t mat8_bytes = 0;
   struct MatrixAt {
     size_t at = 0, scale_at = 0, rows = 0, cols = 0;
@@ -205,9 +221,11 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   }
 
   layer_kv_elems = static_cast<size_t>(p.num_pages) * static_cast<size_t>(p.page_size) * KV;
-  PS_RETURN_IF_ERROR(kv.alloc(2 * L * layer_kv_elems * 2, "the KV pool (" + str(p.num_pages) +
-                                                              " pages x " + str(p.page_size) +
-                                                              " tokens x " + str(L) + " layers)"));
+  kv_elem_bytes = kv_fp8() ? 1 : 2;
+  PS_RETURN_IF_ERROR(kv.alloc(2 * L * layer_kv_elems * kv_elem_bytes,
+                              "the KV pool (" + str(p.num_pages) + " pages x " + str(p.page_size) +
+                                  " tokens x " + str(L) + " layers" +
+                                  (kv_fp8() ? ", e4m3)" : ")")));
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(kv.as<void>(), 0, kv.bytes(), stream));
 
   const size_t R = static_cast<size_t>(options.max_batch_rows);
@@ -568,12 +586,22 @@ Status CudaForwardBackend::read_kv_pages(int layer, std::vector<uint16_t>& k,
                             ")");
   }
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream));
-  k.resize(m.layer_kv_elems);
-  v.resize(m.layer_kv_elems);
-  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpy(k.data(), m.k_pages(static_cast<size_t>(layer)),
-                                           m.layer_kv_elems * 2, cudaMemcpyDeviceToHost));
-  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpy(v.data(), m.v_pages(static_cast<size_t>(layer)),
-                                           m.layer_kv_elems * 2, cudaMemcpyDeviceToHost));
+  const size_t l = static_cast<size_t>(layer), n = m.layer_kv_elems;
+  if (!m.kv_fp8()) {
+    k.resize(n);
+    v.resize(n);
+    PS_MODEL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(k.data(), m.k_pages(l), n * 2, cudaMemcpyDeviceToHost));
+    PS_MODEL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(v.data(), m.v_pages(l), n * 2, cudaMemcpyDeviceToHost));
+    return ok_status();
+  }
+  std::vector<uint8_t> bytes(n);  // every e4m3 value is a bf16 value: exact
+  for (auto [dst, src] : {std::pair{&k, m.k_pages(l)}, std::pair{&v, m.v_pages(l)}}) {
+    PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpy(bytes.data(), src, n, cudaMemcpyDeviceToHost));
+    dst->resize(n);
+    for (size_t i = 0; i < n; ++i) (*dst)[i] = float_to_bf16(e4m3_value(bytes[i]));
+  }
   return ok_status();
 }
 

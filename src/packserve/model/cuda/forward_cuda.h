@@ -42,6 +42,7 @@
 #include "packserve/model/cuda/skinny_gemm.h"
 #include "packserve/model/forward.h"
 #include "packserve/model/gemm_tuning.h"
+#include "packserve/model/kv_cache_dtype.h"
 #include "packserve/model/weight_quantization.h"
 #include "packserve/model/weights.h"
 
@@ -90,6 +91,9 @@ struct CudaForwardOptions {
   // skinny_linear_fp8 (skinny_gemm.h: our few-row kernel, x not quantized) instead of
   // quantizing x for cuBLASLt; 0 .. cuda::kSkinnyMaxRows, 0: cuBLASLt always.
   int skinny_gemm_rows = cuda::kSkinnyMaxRows;
+  // The KV pool's elements: bf16, or float8 e4m3 (one byte; kv_cache_dtype.h). kFp8E4m3 needs
+  // a device of compute capability 8.9 or later (kUnimplemented otherwise).
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   // Host threads that copy the logits from pinned staging into the caller's vector (the
   // caller's thread included); 0: half the hardware threads, at most 8.
   int logits_copy_threads = 0;

@@ -7,7 +7,8 @@
 //         Wgu [2 I, H], Wd [H, I]; each 256-byte aligned
 //   mat8  WeightQuantization::kFp8: the layers' matrices instead, e4m3 bytes, 256-byte aligned
 //   vec   f32 vectors: norms, Qwen2 biases, the e4m3 matrices' row scales
-//   kv    the pool: layer l's k at 2 l, v at 2 l + 1 (units of [num_pages, page_size, KV] bf16)
+//   kv    the pool: layer l's k at 2 l, v at 2 l + 1 (units of [num_pages, page_size, KV] bf16,
+//         or e4m3 bytes with KvCacheDtype::kFp8E4m3)
 //   scratch  activations for max_batch_rows
 //   meta  the step's int32 metadata (MetaLayout), capacity for max_batch_rows and
 //         max_batch_page_ids; fixed address (graphs read it)
@@ -262,6 +263,7 @@ struct CudaForwardBackend::Impl {
   float* final_norm = nullptr;
   std::vector<cuda::LayerDev> layers;
   size_t layer_kv_elems = 0;  // one layer's k (or v) pool, elements
+  size_t kv_elem_bytes = 2;   // 1 with KvCacheDtype::kFp8E4m3
   size_t meta_capacity = 0;   // int32 elements of meta / meta_pinned
   float* x = nullptr;
   float* qkv = nullptr;
@@ -318,7 +320,10 @@ struct CudaForwardBackend::Impl {
     gemm.reset();
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
   }
-  uint16_t* k_pages(size_t l) const { return kv.as<uint16_t>() + 2 * l * layer_kv_elems; }
+  bool kv_fp8() const { return options.kv_cache_dtype == KvCacheDtype::kFp8E4m3; }
+  std::byte* k_pages(size_t l) const {
+    return kv.as<std::byte>() + 2 * l * layer_kv_elems * kv_elem_bytes;
+  }
   static size_t argmax_top_offset(int A, int D) { return static_cast<size_t>(A + 2 * D) * 4; }
   static size_t argmax_bytes(int A, int D, bool top) {
     return argmax_top_offset(A, D) +
@@ -341,7 +346,9 @@ struct CudaForwardBackend::Impl {
     graphs.clear();
     return logits_dev.reserve(bytes, "logits");
   }
-  uint16_t* v_pages(size_t l) const { return kv.as<uint16_t>() + (2 * l + 1) * layer_kv_elems; }
+  std::byte* v_pages(size_t l) const {
+    return kv.as<std::byte>() + (2 * l + 1) * layer_kv_elems * kv_elem_bytes;
+  }
 
   Status setup(const ModelConfig& c, const KvPoolShape& p, const CudaForwardOptions& o);
   // forward_step.cu

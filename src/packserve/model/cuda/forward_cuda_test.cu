@@ -35,6 +35,14 @@ constexpr double kKvRelTol = 1e-2;
 constexpr double kFp8LogitsRelTol = 0.35;
 constexpr double kFp8ArgmaxAgreement = 0.5;
 constexpr double kFp8KvRelTol = 0.1;
+// --kv-cache-dtype fp8: bf16 GEMMs, K and V rounded to e4m3 (scale 1) when written. Each pool
+// element is then within half an e4m3 step (|x| / 16) of the CPU's f32 value, beside the bf16
+// path's own differences (kKvRelTol); the logits move by the attention's use of the rounded
+// K and V. Observed on the H200 over 2 layers: logits 0.10-0.14 of max |logit| (with float8
+// weights too), K/V 0.046-0.059, argmax 9-11 / 11; unconverted or misplaced bytes move them by
+// order 1.
+constexpr double kFp8KvCacheLogitsRelTol = 0.2;
+constexpr double kFp8KvCacheArgmaxAgreement = 0.6;
 
 bool has_device() {
   int n = 0;
@@ -125,12 +133,21 @@ std::vector<ForwardBatch> mixed_steps(int64_t vocab) {
 // heads), on as many devices, or all on device 0
 // (one_device: CudaForwardOptions::tensor_parallel_on_one_device, eager steps).
 // quantization kFp8: the GPU backend's layers in float8, within the kFp8 tolerances.
+// kv_cache_dtype kFp8E4m3: the GPU backend's KV pool in e4m3 bytes (half the bf16 pool's bytes),
+// each element checked against the CPU's within half an e4m3 step.
 void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tensor_parallel = 1,
                        bool one_device = false,
-                       WeightQuantization quantization = WeightQuantization::kNone) {
-  const bool fp8 = quantization == WeightQuantization::kFp8;
-  const double logits_tol = fp8 ? kFp8LogitsRelTol : kLogitsRelTol,
+                       WeightQuantization quantization = WeightQuantization::kNone,
+                       KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto) {
+  const bool fp8 = quantization == WeightQuantization::kFp8,
+             fp8_kv = kv_cache_dtype == KvCacheDtype::kFp8E4m3;
+  const double logits_tol = fp8      ? kFp8LogitsRelTol
+                            : fp8_kv ? kFp8KvCacheLogitsRelTol
+                                     : kLogitsRelTol,
                kv_tol = fp8 ? kFp8KvRelTol : kKvRelTol;
+  const double argmax_agreement = fp8      ? kFp8ArgmaxAgreement
+                                  : fp8_kv ? kFp8KvCacheArgmaxAgreement
+                                           : kArgmaxAgreement;
   const ModelWeights w = tu::make_weights(c);
   auto cpu = CpuForwardBackend::create(w, kPool, CpuForwardOptions{});
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
@@ -141,10 +158,18 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tenso
   options.tensor_parallel = tensor_parallel;
   options.tensor_parallel_on_one_device = one_device;
   options.quantization = quantization;
+  options.kv_cache_dtype = kv_cache_dtype;
   if (one_device) options.step.max_graph_rows = 0;
   auto gpu = CudaForwardBackend::create(w, kPool, options);
   ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
   EXPECT_EQ(gpu.value()->config().num_kv_heads, c.num_kv_heads);
+  if (fp8_kv) {  // a byte per K or V element instead of 2
+    CudaForwardOptions bf16_kv = options;
+    bf16_kv.kv_cache_dtype = KvCacheDtype::kAuto;
+    auto bf16 = CudaForwardBackend::create(w, kPool, bf16_kv);
+    ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
+    EXPECT_EQ(gpu.value()->kv_pool_bytes() * 2, bf16.value()->kv_pool_bytes());
+  }
   if (fp8) {  // the layers' matrices take a byte per weight (and a float per row) instead of 2
     const size_t layer_weights =
         static_cast<size_t>(c.num_layers) *
@@ -187,7 +212,7 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tenso
   std::printf("logits max-norm relative error %.3g, argmax agreement %d / %d\n", worst, agree,
               rows);
   EXPECT_LT(worst, logits_tol);
-  EXPECT_GE(agree, (fp8 ? kFp8ArgmaxAgreement : kArgmaxAgreement) * rows);
+  EXPECT_GE(agree, argmax_agreement * rows);
   // Layer 0's KV pages: written by the epilogue (and the page copy) from one bf16 rounding.
   std::vector<uint16_t> k, v;
   ASSERT_TRUE(gpu.value()->read_kv_pages(0, k, v).ok());
@@ -209,17 +234,26 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tenso
     kv_den = std::max({kv_den, std::abs(double(ck[i])), std::abs(double(cv[i]))});
   }
   std::printf("layer 0 kv pool max-norm relative error %.3g\n", kv_num / kv_den);
-  for (size_t i = 0, shown = 0; i < k.size() && shown < 6; ++i) {
+  // fp8_kv: half an e4m3 step of the GPU's own value (itself within kv_tol of the CPU's), or
+  // of a subnormal step (2^-9).
+  const auto allowed = [&](double cpu) {
+    return fp8_kv ? std::abs(cpu) / 16 + (1 + 1.0 / 16) * kv_tol * kv_den + 0x1p-10
+                  : kv_tol * kv_den;
+  };
+  int bad = 0;
+  for (size_t i = 0, shown = 0; i < k.size(); ++i) {
     const double dk = std::abs(double(bf16_to_float(k[i])) - ck[i]);
     const double dv = std::abs(double(bf16_to_float(v[i])) - cv[i]);
-    if (std::max(dk, dv) > kv_tol * kv_den) {
+    if (dk > allowed(ck[i]) || dv > allowed(cv[i])) {
+      ++bad;
+      if (shown++ >= 6) continue;
       std::printf("  kv mismatch page %zu slot %zu elem %zu: k gpu %g cpu %g, v gpu %g cpu %g\n",
                   i / local / kPool.page_size, i / local % kPool.page_size, i % local,
                   bf16_to_float(k[i]), ck[i], bf16_to_float(v[i]), cv[i]);
-      ++shown;
     }
   }
-  EXPECT_LT(kv_num / kv_den, kv_tol);
+  EXPECT_EQ(bad, 0) << "of " << k.size() << " layer 0 k and v elements";
+  if (!fp8_kv) EXPECT_LT(kv_num / kv_den, kv_tol);
 }
 
 TEST(CudaForward, LlamaMatchesCpuOnMixedSteps) {
@@ -261,6 +295,27 @@ TEST(CudaForward, Fp8Qwen2TracksCpuOnMixedSteps) {  // biases after a float8 pro
 TEST(CudaForward, Fp8Qwen3TracksCpuOnMixedStepsPrefixPolicy) {
   SKIP_WITHOUT_DEVICE();
   check_against_cpu(qwen3_config(), attention::Policy::kPrefix, 1, false, WeightQuantization::kFp8);
+}
+TEST(CudaForward, Fp8KvCacheLlamaTracksCpuOnMixedSteps) {
+  SKIP_WITHOUT_DEVICE();
+  check_against_cpu(llama_config(), attention::Policy::kBalanced, 1, false,
+                    WeightQuantization::kNone, KvCacheDtype::kFp8E4m3);
+}
+TEST(CudaForward, Fp8KvCacheQwen2TracksCpuOnMixedStepsPrefixPolicy) {  // biases before e4m3
+  SKIP_WITHOUT_DEVICE();
+  check_against_cpu(qwen2_config(), attention::Policy::kPrefix, 1, false, WeightQuantization::kNone,
+                    KvCacheDtype::kFp8E4m3);
+}
+TEST(CudaForward, Fp8KvCacheWithFp8WeightsQwen3TracksCpu) {
+  SKIP_WITHOUT_DEVICE();
+  check_against_cpu(qwen3_config(), attention::Policy::kBalanced, 1, false,
+                    WeightQuantization::kFp8, KvCacheDtype::kFp8E4m3);
+}
+// Each rank's pool of its KV heads in e4m3.
+TEST(CudaTensorParallel, OneDeviceFp8KvCacheLlamaTracksCpuOnMixedSteps) {
+  SKIP_WITHOUT_DEVICE();
+  check_against_cpu(llama_config(), attention::Policy::kBalanced, 2, true,
+                    WeightQuantization::kNone, KvCacheDtype::kFp8E4m3);
 }
 // Row-parallel o and down shards quantize their own halves of each row (a scale per rank).
 TEST(CudaTensorParallel, OneDeviceFp8LlamaTracksCpuOnMixedSteps) {

@@ -67,9 +67,11 @@ struct Backends {
 // GEMM autotune off: both backends then use the heuristic's algorithm for every shape, so
 // graph and eager run the very same kernels (with autotune each backend times its own).
 Backends make_backends(const ModelWeights& w, int max_graph_rows,
-                       WeightQuantization quantization = WeightQuantization::kNone) {
+                       WeightQuantization quantization = WeightQuantization::kNone,
+                       KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto) {
   CudaForwardOptions options;
   options.quantization = quantization;
+  options.kv_cache_dtype = kv_cache_dtype;
   options.max_batch_rows = 128;
   options.max_batch_page_ids = 64;
   options.gemm_tuning = GemmTuning::kHeuristic;
@@ -305,19 +307,13 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
   EXPECT_EQ(be.eager->num_cuda_graphs(), 0);
 }
 
-// Draw rows the device leaves to the host (ops.h sample_rows: a row whose maximum logit is
-// infinite) are drawn on the host from their logits, in a graph step and an eager one, beside
-// rows the device draws (near-flat logits over a 20,000-token vocabulary at top-p 0.99: the
-// radix descent; top-k 5; temperature), with the same tokens and logprobs as sample_draw of
-// eager's logits. The LM head's row kInfToken is +inf in column 0 and 0 elsewhere, so that
-// token's logit is +inf or -inf by the sign of the normed hidden state's first element.
 // Float8 layers: every GEMM's input is quantized into one scratch and each layer's matrix
 // brings its own scales, so a replay must quantize and scale as the eager step does.
-TEST(CudaForwardGraph, Fp8ReplayedDecodeStepsEqualEager) {
-  SKIP_WITHOUT_DEVICE();
+// Float8 KV pool: the replayed epilogue writes e4m3 bytes and the attention reads them.
+void expect_fp8_replays_equal_eager(WeightQuantization quantization, KvCacheDtype kv_cache_dtype) {
   const ModelConfig c = llama_bf16();
   const ModelWeights w = tu::make_weights(c);
-  Backends be = make_backends(w, 16, WeightQuantization::kFp8);
+  Backends be = make_backends(w, 16, quantization, kv_cache_dtype);
   ASSERT_TRUE(be.eager && be.graph);
   Rng rng(29);
   auto tokens = [&](int n) { return tu::random_tokens(n, c.vocab_size, rng); };
@@ -338,7 +334,21 @@ TEST(CudaForwardGraph, Fp8ReplayedDecodeStepsEqualEager) {
     EXPECT_EQ(prof.graph_replayed, step > 0);
   }
 }
+TEST(CudaForwardGraph, Fp8ReplayedDecodeStepsEqualEager) {
+  SKIP_WITHOUT_DEVICE();
+  expect_fp8_replays_equal_eager(WeightQuantization::kFp8, KvCacheDtype::kAuto);
+}
+TEST(CudaForwardGraph, Fp8KvCacheReplayedDecodeStepsEqualEager) {
+  SKIP_WITHOUT_DEVICE();
+  expect_fp8_replays_equal_eager(WeightQuantization::kNone, KvCacheDtype::kFp8E4m3);
+}
 
+// Draw rows the device leaves to the host (ops.h sample_rows: a row whose maximum logit is
+// infinite) are drawn on the host from their logits, in a graph step and an eager one, beside
+// rows the device draws (near-flat logits over a 20,000-token vocabulary at top-p 0.99: the
+// radix descent; top-k 5; temperature), with the same tokens and logprobs as sample_draw of
+// eager's logits. The LM head's row kInfToken is +inf in column 0 and 0 elsewhere, so that
+// token's logit is +inf or -inf by the sign of the normed hidden state's first element.
 TEST(CudaForwardGraph, DrawRowsLeftToTheHostEqualTheHostDraw) {
   SKIP_WITHOUT_DEVICE();
   ModelConfig c = llama_bf16();

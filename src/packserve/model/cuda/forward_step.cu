@@ -135,6 +135,7 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
   ep.page_size = pool.page_size;
   ep.eps = eps;
   ep.q_out = q;
+  ep.kv_fp8 = kv_fp8();
   for (size_t l = 0; l < layers.size(); ++l) {
     const cuda::LayerDev& w = layers[l];
     PS_RETURN_IF_ERROR(
@@ -151,6 +152,7 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     PS_RETURN_IF_ERROR(mark(StepOp::kQkvEpilogue));
     db.k_pages = ep.k_pages;
     db.v_pages = ep.v_pages;
+    db.kv_fp8 = ep.kv_fp8;
     PS_RETURN_IF_ERROR(acuda::run_cuda(*workspace, db, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kAttention));
     // Tensor parallelism: rank 0 adds its partial product to the residual, the others write
@@ -324,6 +326,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
   profile.validate_ms = clock.lap();
   if (n > 0) {
     layout = make_attention_layout(batch, c, pool, DType::kBF16);
+    layout.kv_fp8 = kv_fp8();
     PS_RETURN_IF_ERROR(attention::validate(layout));
     PS_ASSIGN_OR_RETURN(
         attention::Plan p,
@@ -487,12 +490,11 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
 }
 
 Status CudaForwardBackend::Impl::enqueue_page_copies(const ForwardBatch& batch) {
-  const size_t token_bytes = static_cast<size_t>(config.kv_size()) * 2;
+  const size_t token_bytes = static_cast<size_t>(config.kv_size()) * kv_elem_bytes;
   const size_t page_bytes = token_bytes * static_cast<size_t>(pool.page_size);
   for (size_t l = 0; l < layers.size(); ++l) {
     for (const kv::PageCopy& pc : batch.page_copies) {
-      for (uint16_t* base : {k_pages(l), v_pages(l)}) {
-        auto* b = reinterpret_cast<std::byte*>(base);
+      for (std::byte* b : {k_pages(l), v_pages(l)}) {
         PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
             b + static_cast<size_t>(pc.dst_page) * page_bytes,
             b + static_cast<size_t>(pc.src_page) * page_bytes,

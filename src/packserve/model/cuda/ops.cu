@@ -176,18 +176,28 @@ __global__ void qkv_epilogue_kernel(QkvEpilogueArgs a) {
       v[j + kHalfSlots] = x1 * c + x0 * s;
     }
   }
-  uint16_t* dst;
   if (head < a.num_qo_heads) {
-    dst = a.q_out + r * a.num_qo_heads * kDim + head * kDim;
-  } else {
-    const size_t slot =
-        (static_cast<size_t>(a.kv_page[r]) * a.page_size + static_cast<size_t>(a.kv_slot[r])) *
-        a.num_kv_heads * kDim;
-    dst = head < first_v ? a.k_pages + slot + (head - a.num_qo_heads) * kDim
-                         : a.v_pages + slot + (head - first_v) * kDim;
-  }
+    uint16_t* dst = a.q_out + r * a.num_qo_heads * kDim + head * kDim;
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) store_bf16(dst, j * 32 + lane, v[j]);
+    for (int j = 0; j < kPerLane; ++j) store_bf16(dst, j * 32 + lane, v[j]);
+    return;
+  }
+  const size_t at =
+      (static_cast<size_t>(a.kv_page[r]) * a.page_size + static_cast<size_t>(a.kv_slot[r])) *
+          a.num_kv_heads * kDim +
+      static_cast<size_t>(head < first_v ? head - a.num_qo_heads : head - first_v) * kDim;
+  void* pages = head < first_v ? a.k_pages : a.v_pages;
+  if (a.kv_fp8) {
+    auto* dst = static_cast<__nv_fp8_storage_t*>(pages) + at;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      dst[j * 32 + lane] = __nv_cvt_float_to_fp8(v[j], __NV_SATFINITE, __NV_E4M3);
+    }
+  } else {
+    uint16_t* dst = static_cast<uint16_t*>(pages) + at;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) store_bf16(dst, j * 32 + lane, v[j]);
+  }
 }
 
 // 8 elements (16 bytes of gate, of up and of y) per thread; inner % 8 == 0.

@@ -92,9 +92,12 @@ struct QkvEpilogueArgs {
   int head_dim = 0;  // 64, 128 or 256
   int page_size = 0;
   float eps = 1e-6f;
-  uint16_t* q_out = nullptr;    // [rows, Q] bf16
-  uint16_t* k_pages = nullptr;  // bf16 pages
-  uint16_t* v_pages = nullptr;
+  uint16_t* q_out = nullptr;  // [rows, Q] bf16
+  // [num_pages, page_size, num_kv_heads, head_dim]: bf16, or with kv_fp8 e4m3 bytes (each value
+  // rounded to nearest even, saturated at +-448: a float8 KV cache of scale 1).
+  void* k_pages = nullptr;
+  void* v_pages = nullptr;
+  bool kv_fp8 = false;
 };
 Status qkv_epilogue(const QkvEpilogueArgs& args, StreamHandle stream);
 

@@ -132,19 +132,26 @@ TEST(ModelCudaOps, RmsNormWithAndWithoutRowIndex) {
 
 // Bias + q/k norm + RoPE (Llama-3 scaled frequencies) + KV write into pages, vs float64;
 // cos/sin from the step's rope_cos_sin table or computed in the epilogue; head_dim 64/128/256;
-// a YaRN attention factor on cos and sin in one variant of each path.
+// a YaRN attention factor on cos and sin in one variant of each path. Variants 4-7: the same
+// into float8 e4m3 pages (kv_fp8): each byte within half an e4m3 step of the float64 value,
+// and the values past +-448 saturated (k and v scaled up by 100 there).
 TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(3);
-  for (int variant = 0; variant < 4; ++variant) {
-    const bool qwen3 = variant % 2 == 1, table = variant >= 2;
-    const double factor = variant == 1 || variant == 2 ? 1.1386 : 1.0;
-    SCOPED_TRACE(::testing::Message()
-                 << "qwen3 " << qwen3 << " table " << table << " factor " << factor);
-    const int hq = 4, hkv = 2, d = variant == 3 ? 256 : (qwen3 ? 128 : 64), rows = 5, ps = 4,
+  for (int variant = 0; variant < 8; ++variant) {
+    const bool qwen3 = variant % 2 == 1, table = variant % 4 >= 2, fp8 = variant >= 4;
+    const double factor = variant % 4 == 1 || variant % 4 == 2 ? 1.1386 : 1.0;
+    SCOPED_TRACE(::testing::Message() << "qwen3 " << qwen3 << " table " << table << " factor "
+                                      << factor << " fp8 " << fp8);
+    const int hq = 4, hkv = 2, d = variant % 4 == 3 ? 256 : (qwen3 ? 128 : 64), rows = 5, ps = 4,
               pages = 6;
     const int qs = hq * d, kvs = hkv * d, stride = qs + 2 * kvs;
     auto qkv = random_f32(static_cast<size_t>(rows) * stride, rng, 0.0, 1.5);
+    if (fp8 && !qwen3) {  // (Qwen3's k norm would undo the scaling)
+      for (int r = 0; r < rows; ++r) {
+        for (int i = qs; i < stride; ++i) qkv[static_cast<size_t>(r) * stride + i] *= 100.0f;
+      }
+    }
     auto bias = random_f32(stride, rng, 0.0, 0.5);
     auto qn = random_f32(d, rng, 1.0, 0.2), kn = random_f32(d, rng, 1.0, 0.2);
     const std::vector<double> freq =
@@ -163,12 +170,13 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
     a.kv_slot = to_device(slot);
     a.rows = rows, a.num_qo_heads = hq, a.num_kv_heads = hkv, a.head_dim = d, a.page_size = ps;
     a.eps = 1e-6f;
-    const size_t pool = static_cast<size_t>(pages) * ps * kvs;
+    a.kv_fp8 = fp8;
+    const size_t pool = static_cast<size_t>(pages) * ps * kvs, elem = fp8 ? 1 : 2;
     ASSERT_EQ(cudaMalloc(&a.q_out, static_cast<size_t>(rows) * qs * 2), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&a.k_pages, pool * 2), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&a.v_pages, pool * 2), cudaSuccess);
-    ASSERT_EQ(cudaMemset(a.k_pages, 0, pool * 2), cudaSuccess);
-    ASSERT_EQ(cudaMemset(a.v_pages, 0, pool * 2), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&a.k_pages, pool * elem), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&a.v_pages, pool * elem), cudaSuccess);
+    ASSERT_EQ(cudaMemset(a.k_pages, 0, pool * elem), cudaSuccess);
+    ASSERT_EQ(cudaMemset(a.v_pages, 0, pool * elem), cudaSuccess);
     float* cos_sin = nullptr;
     if (table) {
       ASSERT_EQ(cudaMalloc(&cos_sin, static_cast<size_t>(rows) * d * 4), cudaSuccess);
@@ -205,8 +213,28 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
       }
     }
     expect_bf16_near(to_host(a.q_out, q_ref.size()), q_ref, "q");
-    expect_bf16_near(to_host(a.k_pages, pool), k_ref, "k_pages");
-    expect_bf16_near(to_host(a.v_pages, pool), v_ref, "v_pages");
+    if (fp8) {
+      int saturated = 0;
+      for (const auto& [pages_dev, ref, name] :
+           {std::tuple{a.k_pages, &k_ref, "k_pages"}, std::tuple{a.v_pages, &v_ref, "v_pages"}}) {
+        const auto got = to_host(static_cast<const uint8_t*>(pages_dev), pool);
+        for (size_t i = 0; i < pool; ++i) {
+          const double want = (*ref)[i], value = e4m3_value(got[i]);
+          if (std::abs(want) > 448.0) {  // saturated, with the sign
+            ++saturated;
+            ASSERT_EQ(value, std::copysign(448.0, want)) << name << " element " << i;
+            continue;
+          }
+          // Half a step of e4m3 (3 mantissa bits; subnormal steps 2^-9), plus f32's rounding.
+          ASSERT_LE(std::abs(value - want), std::abs(want) / 16 * (1 + 1e-5) + 0x1p-10)
+              << name << " element " << i << ": e4m3 " << value << ", float64 " << want;
+        }
+      }
+      if (!qwen3) EXPECT_GT(saturated, 0);  // the scaled rows reach past 448
+    } else {
+      expect_bf16_near(to_host(static_cast<const uint16_t*>(a.k_pages), pool), k_ref, "k_pages");
+      expect_bf16_near(to_host(static_cast<const uint16_t*>(a.v_pages), pool), v_ref, "v_pages");
+    }
     for (const void* p : {(const void*)a.qkv, (const void*)a.bias, (const void*)a.q_norm,
                           (const void*)a.k_norm, (const void*)a.inv_freq, (const void*)a.positions,
                           (const void*)a.kv_page, (const void*)a.kv_slot, (const void*)a.q_out,

@@ -1,0 +1,17 @@
+// kv_cache_dtype.h: the element type of the CUDA backend's KV pool, a plain enum so that the
+// backend options and the command line name it without a CUDA header (docs/forward-cuda.md
+// "Float8 KV cache").
+#pragma once
+
+namespace packserve::model {
+
+enum class KvCacheDtype {
+  kAuto,  // the activations' type: bf16
+  // float8 e4m3, one byte per element: each new K and V value is rounded to e4m3 (saturating
+  // at +-448) with scale 1, as vLLM's --kv-cache-dtype fp8 without calibrated scales. Half the
+  // pool's bytes per token, so twice the tokens in the same memory; attention reads the pages
+  // through the attention engine's float8 path (attention/cuda/run_cuda.h, DeviceBatch::kv_fp8).
+  kFp8E4m3,
+};
+
+}  // namespace packserve::model
