@@ -148,4 +148,28 @@ TEST(BackendCli, QuantizationIsCheckedAndRefusedOnTheCpu) {
   EXPECT_TRUE(cpu.out.empty()) << cpu.out;
 }
 
+TEST(BackendCli, KvCacheDtypeIsCheckedAndRefusedOnTheCpu) {
+  const CliRun bad =
+      run_packserve(kGenerate + "--prompts " + prompts_file() + " --kv-cache-dtype int4");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--kv-cache-dtype: kv_cache_dtype 'int4': expected auto, fp8 or fp8_e4m3"),
+            std::string::npos)
+      << bad.err;
+  EXPECT_TRUE(bad.out.empty()) << bad.out;
+  for (const std::string name : {"fp8", "fp8_e4m3"}) {
+    const CliRun cpu =
+        run_packserve(kGenerate + "--prompts " + prompts_file() + " --kv-cache-dtype " + name);
+    EXPECT_EQ(cpu.exit_code, 2) << name;
+    EXPECT_NE(cpu.err.find("--kv-cache-dtype fp8: needs --backend cuda (the cpu backend keeps "
+                           "its KV pool in f32)"),
+              std::string::npos)
+        << cpu.err;
+    EXPECT_TRUE(cpu.out.empty()) << cpu.out;
+  }
+  // The default, and auto by name, run on the cpu.
+  const CliRun dflt =
+      run_packserve(kGenerate + "--prompts " + prompts_file() + " --kv-cache-dtype auto");
+  EXPECT_EQ(dflt.exit_code, 0) << dflt.err;
+}
+
 }  // namespace

@@ -41,6 +41,12 @@ void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& he
                      "larger ones quantize each GEMM input at run time with a scale per step; "
                      "the embedding and the LM head stay bf16; needs compute capability 8.9+)")
       ->capture_default_str();
+  cmd.add_option("--kv-cache-dtype", flags.kv_cache_dtype,
+                 help_prefix +
+                     "cuda: KV cache element type: auto (bf16) | fp8 | fp8_e4m3 (float8 e4m3, "
+                     "scale 1, saturating at +-448: half the KV bytes per token, about twice the "
+                     "pages; needs compute capability 8.9+)")
+      ->capture_default_str();
   cmd.add_option("--max-graph-rows", flags.max_graph_rows,
                  help_prefix +
                      "cuda: steps of at most this many rows run as replays of a CUDA graph "
@@ -66,6 +72,10 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   if (!quantization.ok()) {
     return invalid_argument("--quantization: " + quantization.status().message());
   }
+  auto kv_cache_dtype = model::parse_kv_cache_dtype(flags.kv_cache_dtype);
+  if (!kv_cache_dtype.ok()) {
+    return invalid_argument("--kv-cache-dtype: " + kv_cache_dtype.status().message());
+  }
   if (flags.max_graph_rows < 0) {
     return invalid_argument("--max-graph-rows: expected >= 0 (0: no CUDA graphs), got " +
                             std::to_string(flags.max_graph_rows));
@@ -88,6 +98,7 @@ Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
   options.gpu_memory_utilization = flags.gpu_memory_utilization;
   options.gemm_tuning = *tuning;
   options.quantization = *quantization;
+  options.kv_cache_dtype = *kv_cache_dtype;
   options.max_graph_rows = flags.max_graph_rows;
   options.graph_capture_after = flags.graph_capture_after;
   // A step has at most max_num_batched_tokens rows (sched/batch.h); the running-request cap

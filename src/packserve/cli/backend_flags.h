@@ -13,6 +13,9 @@
 //                                  chosen (default heuristic; model/cuda/gemm.h)
 //   --quantization none|fp8        the layers' weights in bf16 or float8 e4m3 (cuda only;
 //                                  default none; docs/forward-cuda.md "Float8 weights")
+//   --kv-cache-dtype auto|fp8|fp8_e4m3
+//                                  the KV pool's elements in bf16 or float8 e4m3 (cuda only;
+//                                  default auto; model/kv_cache_dtype.h)
 //   --max-graph-rows N             steps of at most N rows run as CUDA graph replays (default
 //                                  512; 0: every step eager)
 //   --graph-capture-after N        a step shape is captured at its N-th step (default 1)
@@ -37,6 +40,7 @@ struct BackendFlags {
   int tensor_parallel_size = 1;
   std::string gemm_tuning = "heuristic";
   std::string quantization = "none";
+  std::string kv_cache_dtype = "auto";
   int max_graph_rows = 512;
   int graph_capture_after = 1;
 };
@@ -48,7 +52,8 @@ void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& he
 // cpu_default_num_pages on the CPU), config.kv.page_size, config.plan and the step budget of
 // config.scheduler; then sets config.kv.num_pages to the pool actually created, so the engine's
 // page table matches the backend's pool. Logs the factory's summary line. Errors: as
-// make_forward_backend, --backend naming the choices.
+// make_forward_backend, --backend, --gemm-tuning, --quantization and --kv-cache-dtype naming
+// the choices.
 Result<model::CreatedBackend> make_engine_backend(const BackendFlags& flags,
                                                   const model::ModelWeights& weights,
                                                   int num_threads, int32_t cpu_default_num_pages,

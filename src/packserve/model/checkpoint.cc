@@ -51,7 +51,7 @@ bool ignorable(const std::string& name, const ModelConfig& config) {
   if (name == "lm_head.weight" && config.tie_word_embeddings) return true;
   // Static activation scales (and FBGEMM's bound on them) and K/V scales of float8
   // checkpoints: activations are quantized per step (--quantization fp8) and K/V stay in the
-  // model's dtype.
+  // model's dtype, or with --kv-cache-dtype fp8 round to e4m3 with scale 1.
   for (const std::string_view suffix :
        {"rotary_emb.inv_freq", ".input_scale", ".input_scale_ub", ".k_scale", ".v_scale"}) {
     if (name.ends_with(suffix)) return true;

@@ -91,6 +91,7 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
   cuda_options.plan = o.plan;
   cuda_options.gemm_tuning = o.gemm_tuning;
   cuda_options.quantization = o.quantization;
+  cuda_options.kv_cache_dtype = o.kv_cache_dtype;
   cuda_options.step.max_graph_rows = o.max_graph_rows;
   cuda_options.step.graph_capture_after = o.graph_capture_after;
   auto created = CudaForwardBackend::create(*o.weights, pool, cuda_options);
@@ -103,9 +104,11 @@ Result<CreatedBackend> make_cuda(const BackendOptions& o) {
                                   : "devices " + str(o.cuda_device) + ".." +
                                         str(o.cuda_device + o.tensor_parallel - 1) +
                                         ", tensor parallel " + str(o.tensor_parallel);
+  // The KV element type only when it is not the default bf16.
+  const std::string kv_dtype = o.kv_cache_dtype == KvCacheDtype::kFp8E4m3 ? " (fp8_e4m3)" : "";
   made.summary = "backend cuda (" + devices + "): weights " + gib((*created)->weight_bytes()) +
-                 ", KV pool " + gib((*created)->kv_pool_bytes()) + " = " + str(pool.num_pages) +
-                 " pages x " + str(pool.page_size) + " tokens" + sizing;
+                 ", KV pool " + gib((*created)->kv_pool_bytes()) + kv_dtype + " = " +
+                 str(pool.num_pages) + " pages x " + str(pool.page_size) + " tokens" + sizing;
   made.backend = std::move(created).value();
   made.pool = pool;
   return made;
@@ -125,6 +128,13 @@ Result<WeightQuantization> parse_weight_quantization(std::string_view name) {
   if (name == "none") return WeightQuantization::kNone;
   if (name == "fp8") return WeightQuantization::kFp8;
   return invalid_argument("quantization '" + std::string(name) + "': expected none or fp8");
+}
+
+Result<KvCacheDtype> parse_kv_cache_dtype(std::string_view name) {
+  if (name == "auto") return KvCacheDtype::kAuto;
+  if (name == "fp8" || name == "fp8_e4m3") return KvCacheDtype::kFp8E4m3;
+  return invalid_argument("kv_cache_dtype '" + std::string(name) +
+                          "': expected auto, fp8 or fp8_e4m3");
 }
 
 Result<GemmTuning> parse_gemm_tuning(std::string_view name) {
@@ -182,9 +192,10 @@ size_t gpu_non_kv_bytes(const ModelConfig& c, int32_t max_batch_rows, int32_t ma
   return mat * 2 + mat8 + vec * 4 + activations + logits + kGpuFixedReserveBytes;
 }
 
-size_t gpu_kv_page_bytes(const ModelConfig& c, int32_t page_size) {
+size_t gpu_kv_page_bytes(const ModelConfig& c, int32_t page_size, KvCacheDtype kv_cache_dtype) {
+  const size_t element_bytes = kv_cache_dtype == KvCacheDtype::kFp8E4m3 ? 1 : 2;
   return 2 * static_cast<size_t>(c.num_layers) * static_cast<size_t>(page_size) *
-         static_cast<size_t>(c.kv_size()) * 2;
+         static_cast<size_t>(c.kv_size()) * element_bytes;
 }
 
 size_t gpu_page_workspace_bytes(const ModelConfig& c) {
@@ -215,7 +226,7 @@ Result<GpuKvSizing> gpu_kv_pages_for_memory(const ModelConfig& config, size_t fr
       gpu_non_kv_bytes(config, o.max_batch_rows, o.max_sampling_rows, o.quantization);
   const double budget = std::floor(share - used - static_cast<double>(non_kv));
   const size_t page_bytes =
-      gpu_kv_page_bytes(config, o.page_size) + gpu_page_workspace_bytes(config);
+      gpu_kv_page_bytes(config, o.page_size, o.kv_cache_dtype) + gpu_page_workspace_bytes(config);
   if (budget < static_cast<double>(page_bytes) || page_bytes == 0) {
     return resource_exhausted(
         "the KV pool gets no page on the GPU: --gpu-memory-utilization " + std::to_string(u) +
@@ -247,6 +258,10 @@ Result<CreatedBackend> make_forward_backend(const BackendOptions& options) {
     return invalid_argument(
         "--quantization fp8: needs --backend cuda (the cpu backend computes in f32 from the "
         "checkpoint's values)");
+  }
+  if (kind == BackendKind::kCpu && options.kv_cache_dtype != KvCacheDtype::kAuto) {
+    return invalid_argument(
+        "--kv-cache-dtype fp8: needs --backend cuda (the cpu backend keeps its KV pool in f32)");
   }
   if (kind == BackendKind::kCpu && options.tensor_parallel != 1) {
     return invalid_argument("--tensor-parallel-size = " + str(options.tensor_parallel) +

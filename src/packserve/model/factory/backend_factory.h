@@ -29,6 +29,7 @@
 #include "packserve/model/config.h"
 #include "packserve/model/forward.h"
 #include "packserve/model/gemm_tuning.h"
+#include "packserve/model/kv_cache_dtype.h"
 #include "packserve/model/weight_quantization.h"
 #include "packserve/model/weights.h"
 
@@ -42,6 +43,9 @@ Result<BackendKind> parse_backend_kind(std::string_view name);
 Result<GemmTuning> parse_gemm_tuning(std::string_view name);
 // "none" | "fp8" (weight_quantization.h); kInvalidArgument naming the choices.
 Result<WeightQuantization> parse_weight_quantization(std::string_view name);
+// "auto" | "fp8" | "fp8_e4m3" (kv_cache_dtype.h; vLLM's names, fp8 = fp8_e4m3);
+// kInvalidArgument naming the choices.
+Result<KvCacheDtype> parse_kv_cache_dtype(std::string_view name);
 
 struct BackendOptions {
   BackendKind kind = BackendKind::kCpu;
@@ -62,6 +66,9 @@ struct BackendOptions {
   // The layers' matrices in bf16 or float8 (CudaForwardOptions::quantization); kFp8 with the
   // cpu backend is kInvalidArgument.
   WeightQuantization quantization = WeightQuantization::kNone;
+  // The KV pool's elements in bf16 or float8 e4m3 (CudaForwardOptions::kv_cache_dtype; sizes
+  // the pool through gpu_kv_page_bytes); kFp8E4m3 with the cpu backend is kInvalidArgument.
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int max_graph_rows = 512;     // CudaStepOptions::max_graph_rows (0: no CUDA graphs)
   int graph_capture_after = 1;  // CudaStepOptions::graph_capture_after (>= 1)
   // Query rows of the largest step (the engine's max_num_batched_tokens, at least its
@@ -102,8 +109,9 @@ inline constexpr int32_t kGpuMinLogitsRows = 64;
 size_t gpu_non_kv_bytes(const ModelConfig& config, int32_t max_batch_rows,
                         int32_t max_sampling_rows,
                         WeightQuantization quantization = WeightQuantization::kNone);
-// Bytes of one KV page on the GPU: k and v, every layer, bf16.
-size_t gpu_kv_page_bytes(const ModelConfig& config, int32_t page_size);
+// Bytes of one KV page on the GPU: k and v, every layer, bf16 (kAuto) or e4m3 (kFp8E4m3) bytes.
+size_t gpu_kv_page_bytes(const ModelConfig& config, int32_t page_size,
+                         KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto);
 // Bytes of the attention workspace that grow with the pool, per page: the backend plans for two
 // page ids per page (max_batch_page_ids), and each page id may become a work item, with its
 // plan-buffer entries (attention::kPlanInt32PerItemRow, plan_buffer.h) and a partial state per
@@ -115,9 +123,10 @@ struct GpuKvSizing {
   int32_t num_pages = 0;
   size_t budget_bytes = 0;  // utilization x total - (total - free) - non-KV bytes, >= 0
 };
-// num_pages = floor(budget / (KV page bytes + page workspace bytes)), capped at INT32_MAX, where
-// budget = gpu_memory_utilization * total_bytes - (total_bytes - free_bytes) - non-KV bytes
-// (memory already used by this or other processes counts against the share).
+// num_pages = floor(budget / (KV page bytes of options.kv_cache_dtype + page workspace bytes)),
+// capped at INT32_MAX, where budget = gpu_memory_utilization * total_bytes - (total_bytes -
+// free_bytes) - non-KV bytes (memory already used by this or other processes counts against
+// the share).
 // Errors: kInvalidArgument for utilization outside (0, 1] or free > total; kResourceExhausted
 // when not one page fits, naming the numbers and the flags that change them.
 Result<GpuKvSizing> gpu_kv_pages_for_memory(const ModelConfig& config, size_t free_bytes,

@@ -37,6 +37,12 @@ TEST(BackendFactory, ParsesKinds) {
   EXPECT_EQ(*parse_weight_quantization("fp8"), WeightQuantization::kFp8);
   EXPECT_EQ(parse_weight_quantization("int4").status().message(),
             "quantization 'int4': expected none or fp8");
+  EXPECT_EQ(*parse_kv_cache_dtype("auto"), KvCacheDtype::kAuto);
+  EXPECT_EQ(*parse_kv_cache_dtype("fp8"), KvCacheDtype::kFp8E4m3);  // vLLM: fp8 = fp8_e4m3
+  EXPECT_EQ(*parse_kv_cache_dtype("fp8_e4m3"), KvCacheDtype::kFp8E4m3);
+  const auto bad_kv = parse_kv_cache_dtype("int4");
+  EXPECT_EQ(bad_kv.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad_kv.status().message(), "kv_cache_dtype 'int4': expected auto, fp8 or fp8_e4m3");
   auto bad = parse_backend_kind("gpu");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
@@ -132,6 +138,13 @@ TEST(BackendFactory, BadOptionsNameTheField) {
             "--quantization fp8: needs --backend cuda (the cpu backend computes in f32 from the "
             "checkpoint's values)");
   o.quantization = WeightQuantization::kNone;
+  o.kv_cache_dtype = KvCacheDtype::kFp8E4m3;
+  const auto cpu_fp8_kv = make_forward_backend(o);
+  EXPECT_EQ(cpu_fp8_kv.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      cpu_fp8_kv.status().message(),
+      "--kv-cache-dtype fp8: needs --backend cuda (the cpu backend keeps its KV pool in f32)");
+  o.kv_cache_dtype = KvCacheDtype::kAuto;
   o.tensor_parallel = 2;
   auto cpu_tp = make_forward_backend(o);
   EXPECT_EQ(cpu_tp.status().code(), StatusCode::kInvalidArgument);
@@ -226,6 +239,40 @@ TEST(BackendFactory, Llama31_8bSizingOnAn80GiBDevice) {
   ASSERT_TRUE(busier.ok());
   EXPECT_EQ(busier->num_pages, static_cast<int32_t>((static_cast<size_t>(budget) - 20 * kGiB) /
                                                     ((2 << 20) + workspace)));
+}
+
+TEST(BackendFactory, Fp8KvCacheHalvesThePageAndAboutDoublesThePool) {
+  auto c = dummy_model_config("llama-3.1-8b", 128256);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  // 32 layers x (k + v) x 16 tokens x 8 kv heads x 128 x 1 byte (e4m3) = 1 MiB per page, half
+  // of bf16's 2 MiB.
+  EXPECT_EQ(gpu_kv_page_bytes(*c, 16, KvCacheDtype::kAuto), size_t{2} << 20);
+  EXPECT_EQ(gpu_kv_page_bytes(*c, 16, KvCacheDtype::kFp8E4m3), size_t{1} << 20);
+  EXPECT_EQ(gpu_kv_page_bytes(*c, 16, KvCacheDtype::kFp8E4m3) * 2, gpu_kv_page_bytes(*c, 16));
+
+  BackendOptions o;  // utilization 0.9, 2048 rows, 256 sampling rows
+  const size_t total = 80 * kGiB, free = 79 * kGiB;
+  auto bf16 = gpu_kv_pages_for_memory(*c, free, total, o);
+  ASSERT_TRUE(bf16.ok()) << bf16.status().to_string();
+  o.kv_cache_dtype = KvCacheDtype::kFp8E4m3;
+  auto fp8 = gpu_kv_pages_for_memory(*c, free, total, o);
+  ASSERT_TRUE(fp8.ok()) << fp8.status().to_string();
+  // The KV dtype changes the pages, not the budget (weights and activations stay as they are).
+  const double budget = std::floor(0.9 * static_cast<double>(total) - 1.0 * double(kGiB) -
+                                   static_cast<double>(gpu_non_kv_bytes(*c, 2048, 256)));
+  EXPECT_EQ(fp8->budget_bytes, static_cast<size_t>(budget));
+  EXPECT_EQ(fp8->budget_bytes, bf16->budget_bytes);
+  // Each page: 1 MiB of K/V plus the same workspace share as bf16's, two page ids x (13 int32
+  // + 32 q heads x (128 bf16 + an f32 lse)) = 16,744 B; far below INT32_MAX pages.
+  const size_t workspace = 2 * (13 * 4 + 32 * (128 * 2 + 4));
+  EXPECT_EQ(fp8->num_pages,
+            static_cast<int32_t>(static_cast<size_t>(budget) / ((1 << 20) + workspace)));
+  EXPECT_EQ(bf16->num_pages,
+            static_cast<int32_t>(static_cast<size_t>(budget) / ((2 << 20) + workspace)));
+  // About twice the pages: a bit less, as the workspace share does not halve.
+  EXPECT_GT(fp8->num_pages, bf16->num_pages);
+  EXPECT_LT(fp8->num_pages, 2 * bf16->num_pages);
+  EXPECT_GT(fp8->num_pages, 2 * bf16->num_pages * 98 / 100);
 }
 
 TEST(BackendFactory, GpuSizingErrors) {
