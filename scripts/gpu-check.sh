@@ -3,9 +3,9 @@
 #   1. the gpu-labelled tests (run_cuda_test: GPU vs CPU executor vs float64 reference)
 #   2. compute-sanitizer memcheck, racecheck, initcheck and synccheck on small mixed batches
 #   3. bench/gpu/attention_bench (ceilings + our kernels), gather_bench (the streaming ceiling
-#      of a few SMs), forward_bench (bf16, --quantization fp8, and fp8 decode with plain
-#      launches as the programmatic launches' peer), plan_bench (the planner on
-#      this machine's host CPU),
+#      of a few SMs), forward_bench (bf16, --quantization fp8, --kv-cache-dtype fp8, and fp8
+#      decode with plain launches as the programmatic launches' peer), plan_bench (the
+#      planner on this machine's host CPU),
 #   4. scripts/spec-bench.sh (prompt-lookup speculative decoding on qwen3-0.6b dummies, and
 #      float8 against bf16 weights end to end) and
 #      scripts/gpu_peers.py (PyTorch),
@@ -151,6 +151,10 @@ if ! skip bench; then
   timeout 200 "$BIN/forward_bench" --cases decode,prefill --quantization fp8 \
     >"$OUT/forward_bench_fp8.jsonl" 2>"$OUT/forward_bench_fp8.err"
   echo "forward_bench --quantization fp8 rc=$?"
+  # a float8 e4m3 KV pool under bf16 weights (--kv-cache-dtype fp8), bf16's peer above
+  timeout 200 "$BIN/forward_bench" --cases decode --kv-cache-dtype fp8 \
+    >"$OUT/forward_bench_fp8kv.jsonl" 2>"$OUT/forward_bench_fp8kv.err"
+  echo "forward_bench --kv-cache-dtype fp8 rc=$?"
   # the peer of the step kernels' programmatic launches (docs/forward-cuda.md "One step")
   PACKSERVE_PROGRAMMATIC_LAUNCH=0 timeout 100 "$BIN/forward_bench" --cases decode \
     --quantization fp8 --batches 1,8 >"$OUT/forward_bench_fp8_plain.jsonl" \
@@ -262,6 +266,7 @@ gather = os.path.join(out, "gather.md")
 if os.path.exists(gather):
     print("\n" + open(gather).read())
 for name, title in (("forward_bench.jsonl", "bf16"), ("forward_bench_fp8.jsonl", "fp8"),
+                    ("forward_bench_fp8kv.jsonl", "bf16 weights, fp8 KV cache"),
                     ("forward_bench_fp8_plain.jsonl",
                      "fp8, PACKSERVE_PROGRAMMATIC_LAUNCH=0 (plain launches)")):
     fwd = lines(name)
