@@ -42,15 +42,22 @@ Status validate_step_options(const CudaStepOptions& o) {
   return ok_status();
 }
 
-// WeightQuantization::kFp8: float8 tensor cores (sm_89 on) and K dimensions cuBLASLt takes.
-Status check_fp8_device(int device, const ModelConfig& c) {
+// kUnimplemented naming `what` and what it lacks unless the device has compute capability 8.9
+// or later (float8 e4m3).
+Status check_fp8_capability(int device, const std::string& what, const char* lacks) {
   cudaDeviceProp prop{};
   PS_MODEL_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
   if (prop.major * 10 + prop.minor < 89) {
-    return unimplemented("quantization fp8: device " + str(device) + " (" + prop.name +
+    return unimplemented(what + ": device " + str(device) + " (" + prop.name +
                          ", compute capability " + str(prop.major) + "." + str(prop.minor) +
-                         ") has no float8 tensor cores; expected 8.9 or later");
+                         ") has no " + lacks + "; expected 8.9 or later");
   }
+  return ok_status();
+}
+
+// WeightQuantization::kFp8: float8 tensor cores (sm_89 on) and K dimensions cuBLASLt takes.
+Status check_fp8_device(int device, const ModelConfig& c) {
+  PS_RETURN_IF_ERROR(check_fp8_capability(device, "quantization fp8", "float8 tensor cores"));
   for (const auto& [name, v] : {std::pair<const char*, int64_t>{"hidden_size", c.hidden_size},
                                 {"num_qo_heads * head_dim", c.q_size()},
                                 {"intermediate_size", c.intermediate_size}}) {
@@ -58,18 +65,6 @@ Status check_fp8_device(int device, const ModelConfig& c) {
       return invalid_argument("quantization fp8: " + std::string(name) + " = " + str(v) +
                               " (of this rank): float8 GEMMs need a multiple of 16");
     }
-  }
-  return ok_status();
-}
-
-// The attention engine's float8 KV path converts e4m3 pairs with cvt (sm_89 and later).
-Status check_fp8_kv_device(int device) {
-  cudaDeviceProp prop{};
-  PS_MODEL_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
-  if (prop.major * 10 + prop.minor < 89) {
-    return unimplemented("kv_cache_dtype fp8_e4m3: device " + str(device) + " (" + prop.name +
-                         ", compute capability " + str(prop.major) + "." + str(prop.minor) +
-                         ") has no float8 conversions; expected 8.9 or later");
   }
   return ok_status();
 }
@@ -145,7 +140,9 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   const bool fp8 = o.quantization == WeightQuantization::kFp8;
   if (fp8) PS_RETURN_IF_ERROR(check_fp8_device(o.device, c));
   if (o.kv_cache_dtype == KvCacheDtype::kFp8E4m3) {
-    PS_RETURN_IF_ERROR(check_fp8_kv_device(o.device));
+    // (the attention engine's float8 KV path converts e4m3 pairs with cvt: sm_89 on)
+    PS_RETURN_IF_ERROR(
+        check_fp8_capability(o.device, "kv_cache_dtype fp8_e4m3", "float8 conversions"));
   }
   size_t mat8_bytes = 0;
   struct MatrixAt {
