@@ -3,6 +3,8 @@
 // "Float8 KV cache").
 #pragma once
 
+#include <cstddef>
+
 namespace packserve::model {
 
 enum class KvCacheDtype {
@@ -13,5 +15,10 @@ enum class KvCacheDtype {
   // through the attention engine's float8 path (attention/cuda/run_cuda.h, DeviceBatch::kv_fp8).
   kFp8E4m3,
 };
+
+// Bytes of one K or V element in the pool: the backend's allocation and the factory's sizing.
+inline constexpr std::size_t kv_cache_element_bytes(KvCacheDtype d) {
+  return d == KvCacheDtype::kFp8E4m3 ? 1 : 2;
+}
 
 }  // namespace packserve::model

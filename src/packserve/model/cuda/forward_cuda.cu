@@ -218,8 +218,7 @@ Status CudaForwardBackend::Impl::setup(const ModelConfig& c, const KvPoolShape& 
   }
 
   layer_kv_elems = static_cast<size_t>(p.num_pages) * static_cast<size_t>(p.page_size) * KV;
-  kv_elem_bytes = kv_fp8() ? 1 : 2;
-  PS_RETURN_IF_ERROR(kv.alloc(2 * L * layer_kv_elems * kv_elem_bytes,
+  PS_RETURN_IF_ERROR(kv.alloc(2 * L * layer_kv_elems * kv_elem_bytes(),
                               "the KV pool (" + str(p.num_pages) + " pages x " + str(p.page_size) +
                                   " tokens x " + str(L) + " layers" +
                                   (kv_fp8() ? ", e4m3)" : ")")));

@@ -263,7 +263,6 @@ struct CudaForwardBackend::Impl {
   float* final_norm = nullptr;
   std::vector<cuda::LayerDev> layers;
   size_t layer_kv_elems = 0;  // one layer's k (or v) pool, elements
-  size_t kv_elem_bytes = 2;   // 1 with KvCacheDtype::kFp8E4m3
   size_t meta_capacity = 0;   // int32 elements of meta / meta_pinned
   float* x = nullptr;
   float* qkv = nullptr;
@@ -321,8 +320,9 @@ struct CudaForwardBackend::Impl {
     if (stream != nullptr) (void)cudaStreamDestroy(stream);
   }
   bool kv_fp8() const { return options.kv_cache_dtype == KvCacheDtype::kFp8E4m3; }
+  size_t kv_elem_bytes() const { return kv_cache_element_bytes(options.kv_cache_dtype); }
   std::byte* k_pages(size_t l) const {
-    return kv.as<std::byte>() + 2 * l * layer_kv_elems * kv_elem_bytes;
+    return kv.as<std::byte>() + 2 * l * layer_kv_elems * kv_elem_bytes();
   }
   static size_t argmax_top_offset(int A, int D) { return static_cast<size_t>(A + 2 * D) * 4; }
   static size_t argmax_bytes(int A, int D, bool top) {
@@ -347,7 +347,7 @@ struct CudaForwardBackend::Impl {
     return logits_dev.reserve(bytes, "logits");
   }
   std::byte* v_pages(size_t l) const {
-    return kv.as<std::byte>() + (2 * l + 1) * layer_kv_elems * kv_elem_bytes;
+    return kv.as<std::byte>() + (2 * l + 1) * layer_kv_elems * kv_elem_bytes();
   }
 
   Status setup(const ModelConfig& c, const KvPoolShape& p, const CudaForwardOptions& o);

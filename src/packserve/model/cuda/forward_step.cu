@@ -490,7 +490,7 @@ Status CudaForwardBackend::Impl::run(const ForwardBatch& batch, ForwardOutput& o
 }
 
 Status CudaForwardBackend::Impl::enqueue_page_copies(const ForwardBatch& batch) {
-  const size_t token_bytes = static_cast<size_t>(config.kv_size()) * kv_elem_bytes;
+  const size_t token_bytes = static_cast<size_t>(config.kv_size()) * kv_elem_bytes();
   const size_t page_bytes = token_bytes * static_cast<size_t>(pool.page_size);
   for (size_t l = 0; l < layers.size(); ++l) {
     for (const kv::PageCopy& pc : batch.page_copies) {

@@ -193,9 +193,8 @@ size_t gpu_non_kv_bytes(const ModelConfig& c, int32_t max_batch_rows, int32_t ma
 }
 
 size_t gpu_kv_page_bytes(const ModelConfig& c, int32_t page_size, KvCacheDtype kv_cache_dtype) {
-  const size_t element_bytes = kv_cache_dtype == KvCacheDtype::kFp8E4m3 ? 1 : 2;
   return 2 * static_cast<size_t>(c.num_layers) * static_cast<size_t>(page_size) *
-         static_cast<size_t>(c.kv_size()) * element_bytes;
+         static_cast<size_t>(c.kv_size()) * kv_cache_element_bytes(kv_cache_dtype);
 }
 
 size_t gpu_page_workspace_bytes(const ModelConfig& c) {
