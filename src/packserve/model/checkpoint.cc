@@ -1,8 +1,11 @@
 // checkpoint.cc: load_checkpoint (checkpoint.h).
 #include "packserve/model/checkpoint.h"
 
+#include <cmath>
 #include <set>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "packserve/common/log.h"
 #include "packserve/model/config.h"
@@ -47,13 +50,45 @@ Status take_linear(const SafetensorsCheckpoint& ckpt, const std::string& name, D
   return ok_status();
 }
 
+// Layer `layer`'s float8 KV cache scales (checkpoint.h names them) into l.k_scale / l.v_scale.
+Status take_kv_scales(const SafetensorsCheckpoint& ckpt, int64_t layer, std::set<std::string>& used,
+                      LayerWeights& l) {
+  const std::string both = layer_tensor_name(layer, "self_attn.kv_scale");
+  for (const auto& [which, scale] : {std::pair{"k", &l.k_scale}, std::pair{"v", &l.v_scale}}) {
+    const std::string w = which;
+    const std::string names[] = {
+        layer_tensor_name(layer, "self_attn." + w + "_scale"),
+        layer_tensor_name(layer, "self_attn." + w + "_proj." + w + "_scale"), both};
+    const std::string* found = nullptr;
+    for (const std::string& name : names) {
+      if (!ckpt.contains(name)) continue;
+      if (found != nullptr) {
+        return invalid_argument(name + ": a second " + w + " scale beside " + *found +
+                                " (expected one)");
+      }
+      found = &name;
+    }
+    if (found == nullptr) continue;
+    PS_ASSIGN_OR_RETURN(const HostTensor t, ckpt.tensor(*found));
+    if (t.num_elements() != 1 || t.shape.size() > 1) {
+      return invalid_argument(*found + ": shape " + shape_text(t.shape) + ", expected [] or [1]");
+    }
+    const float v = t.at(0);
+    if (!std::isfinite(v) || !(v > 0.0f)) {
+      return invalid_argument(*found + " = " + std::to_string(v) +
+                              ", expected a finite KV cache scale > 0");
+    }
+    *scale = v;
+    used.insert(*found);
+  }
+  return ok_status();
+}
+
 bool ignorable(const std::string& name, const ModelConfig& config) {
   if (name == "lm_head.weight" && config.tie_word_embeddings) return true;
-  // Static activation scales (and FBGEMM's bound on them) and K/V scales of float8
-  // checkpoints: activations are quantized per step (--quantization fp8) and K/V stay in the
-  // model's dtype, or with --kv-cache-dtype fp8 round to e4m3 with scale 1.
-  for (const std::string_view suffix :
-       {"rotary_emb.inv_freq", ".input_scale", ".input_scale_ub", ".k_scale", ".v_scale"}) {
+  // Static activation scales (and FBGEMM's bound on them) of float8 checkpoints: activations
+  // are quantized per step (--quantization fp8).
+  for (const std::string_view suffix : {"rotary_emb.inv_freq", ".input_scale", ".input_scale_ub"}) {
     if (name.ends_with(suffix)) return true;
   }
   return false;
@@ -114,6 +149,8 @@ Result<ModelWeights> load_checkpoint(const std::string& dir) {
                  : take(ckpt, name, used, *tensor);
       if (!s.ok()) return error(s);
     }
+    s = take_kv_scales(ckpt, i, used, l);
+    if (!s.ok()) return error(s);
   }
   s = validate_weights(w);
   if (!s.ok()) return error(s);

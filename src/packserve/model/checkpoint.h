@@ -11,7 +11,11 @@
 // to it; every other tensor must have the same dtype). Float8 checkpoints: a layer's linear
 // weights (*_proj.weight) may be F8_E4M3 with a `.weight_scale` or `.weight_scale_inv` tensor
 // beside them; they are dequantized to that dtype when loaded (fp8_weights.h), and their
-// `.input_scale`, `.input_scale_ub`, `.k_scale` and `.v_scale` tensors are ignored.
+// `.input_scale` and `.input_scale_ub` tensors are ignored. A layer's float8 KV cache scales
+// (LayerWeights::k_scale / v_scale, 1 when absent) are read from
+// model.layers.N.self_attn.{k,v}_scale (llm-compressor), self_attn.{k,v}_proj.{k,v}_scale
+// (ModelOpt) or one self_attn.kv_scale for both (older exports): each one finite number > 0 of
+// shape [] or [1], under one of those names only.
 // When tied, lm_head is a copy of the embed_tokens view. A tensor the architecture does not use
 // (other than lm_head.weight when tied and *.rotary_emb.inv_freq) is an error: it means config.json
 // and the weights disagree. Errors name the directory or file, the tensor and what was expected.

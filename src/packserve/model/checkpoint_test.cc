@@ -74,18 +74,20 @@ float value_of(size_t k, int64_t i) {
   return static_cast<float>((static_cast<int64_t>(k) * 3 + i) % 61) * 0.125f;
 }
 
-// Writes `tensors` (values value_of) into `file` in `dir`.
+// Writes `tensors` into the file `path`: the elements of a tensor named in `fixed` all hold its
+// value there, the others value_of.
 void write_tensors(const std::string& path, const std::vector<SafetensorsTensorSpec>& tensors,
-                   size_t first_index) {
+                   size_t first_index, const std::map<std::string, float>& fixed = {}) {
   auto writer = SafetensorsWriter::create(path, tensors);
   ASSERT_TRUE(writer.ok()) << writer.status().to_string();
   for (size_t k = 0; k < tensors.size(); ++k) {
     int64_t n = 1;
     for (int64_t d : tensors[k].shape) n *= d;
     std::vector<std::byte> bytes(static_cast<size_t>(n) * dtype_size_bytes(tensors[k].dtype));
+    const auto it = fixed.find(tensors[k].name);
     for (int64_t i = 0; i < n; ++i) {
       store_from_float(bytes.data(), static_cast<size_t>(i), tensors[k].dtype,
-                       value_of(first_index + k, i));
+                       it != fixed.end() ? it->second : value_of(first_index + k, i));
     }
     ASSERT_TRUE(writer->write(bytes).ok());
   }
@@ -93,10 +95,11 @@ void write_tensors(const std::string& path, const std::vector<SafetensorsTensorS
 }
 
 void write_checkpoint(const std::string& dir, const ModelConfig& c,
-                      const std::vector<SafetensorsTensorSpec>& tensors) {
+                      const std::vector<SafetensorsTensorSpec>& tensors,
+                      const std::map<std::string, float>& fixed = {}) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/config.json") << model_config_to_json(c);
-  write_tensors(dir + "/model.safetensors", tensors, 0);
+  write_tensors(dir + "/model.safetensors", tensors, 0, fixed);
 }
 
 void expect_error(const Status& s, StatusCode code, const std::vector<std::string>& parts) {
@@ -195,15 +198,59 @@ TEST(LoadCheckpointErrors, MissingFiles) {
   expect_error(load_checkpoint(dir.path()).status(), StatusCode::kNotFound, {"model.safetensors"});
 }
 
-// Writes the small Qwen3 checkpoint with `edit` applied to its tensor list; returns the status.
-Status load_edited(const std::string& dir,
-                   const std::function<void(std::vector<SafetensorsTensorSpec>&)>& edit) {
+// The small Qwen3 checkpoint with `edit` applied to its tensor list (values as write_tensors,
+// `fixed` included), loaded.
+Result<ModelWeights> load_edited_weights(
+    const std::string& dir, const std::function<void(std::vector<SafetensorsTensorSpec>&)>& edit,
+    const std::map<std::string, float>& fixed = {}) {
   const ModelConfig c = small_config(Architecture::kQwen3, false);
   auto tensors = expected_tensors(c);
   edit(tensors);
   std::filesystem::remove_all(dir);
-  write_checkpoint(dir, c, tensors);
-  return load_checkpoint(dir).status();
+  write_checkpoint(dir, c, tensors, fixed);
+  return load_checkpoint(dir);
+}
+
+// The same, its status.
+Status load_edited(const std::string& dir,
+                   const std::function<void(std::vector<SafetensorsTensorSpec>&)>& edit,
+                   const std::map<std::string, float>& fixed = {}) {
+  return load_edited_weights(dir, edit, fixed).status();
+}
+
+// A float8 checkpoint's KV cache scales under each of checkpoint.h's names, f32 or bf16, of
+// shape [] or [1], layer by layer; a scale the checkpoint lacks stays 1.
+TEST(LoadCheckpoint, KvCacheScalesUnderEveryName) {
+  TestDir dir("ckpt_kv_scales");
+  const auto add = [](std::vector<std::pair<std::string, std::vector<int64_t>>> scales) {
+    return [scales](std::vector<SafetensorsTensorSpec>& t) {
+      for (const auto& [name, shape] : scales) {
+        t.push_back({name, name.ends_with("v_scale") ? DType::kBF16 : DType::kF32, shape});
+      }
+    };
+  };
+  auto w = load_edited_weights(dir.path(),
+                               add({{"model.layers.0.self_attn.k_scale", {}},
+                                    {"model.layers.0.self_attn.v_proj.v_scale", {1}},
+                                    {"model.layers.1.self_attn.kv_scale", {1}}}),
+                               {{"model.layers.0.self_attn.k_scale", 0.25f},
+                                {"model.layers.0.self_attn.v_proj.v_scale", 3.5f},
+                                {"model.layers.1.self_attn.kv_scale", 0.125f}});
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(w->layers[0].k_scale, 0.25f);
+  EXPECT_EQ(w->layers[0].v_scale, 3.5f);
+  EXPECT_EQ(w->layers[1].k_scale, 0.125f);
+  EXPECT_EQ(w->layers[1].v_scale, 0.125f);
+  w = load_edited_weights(dir.path(),
+                          add({{"model.layers.1.self_attn.k_proj.k_scale", {}},
+                               {"model.layers.1.self_attn.v_scale", {}}}),
+                          {{"model.layers.1.self_attn.k_proj.k_scale", 6.0f},
+                           {"model.layers.1.self_attn.v_scale", 0.5f}});
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  EXPECT_EQ(w->layers[0].k_scale, 1.0f);
+  EXPECT_EQ(w->layers[0].v_scale, 1.0f);
+  EXPECT_EQ(w->layers[1].k_scale, 6.0f);
+  EXPECT_EQ(w->layers[1].v_scale, 0.5f);
 }
 
 TEST(LoadCheckpointErrors, MissingTensor) {
@@ -259,6 +306,40 @@ TEST(LoadCheckpointErrors, TensorTheArchitectureDoesNotHave) {
                   }),
       StatusCode::kInvalidArgument,
       {"model.layers.2.mlp.up_proj.weight: unexpected tensor", "num_hidden_layers = 2"});
+}
+
+// A KV cache scale that is not one number, not finite and > 0, given under two names, or of a
+// layer config.json does not have.
+TEST(LoadCheckpointErrors, KvCacheScales) {
+  TestDir dir("ckpt_bad");
+  const auto scale = [&](const std::vector<std::pair<std::string, std::vector<int64_t>>>& names,
+                         float value) {
+    std::map<std::string, float> fixed;
+    for (const auto& n : names) fixed[n.first] = value;
+    return load_edited(
+        dir.path(),
+        [&](auto& t) {
+          for (const auto& [name, shape] : names) t.push_back({name, DType::kF32, shape});
+        },
+        fixed);
+  };
+  expect_error(scale({{"model.layers.0.self_attn.k_scale", {2}}}, 1.0f),
+               StatusCode::kInvalidArgument,
+               {dir.path(), "model.layers.0.self_attn.k_scale: shape [2], expected [] or [1]"});
+  expect_error(scale({{"model.layers.1.self_attn.v_scale", {}}}, 0.0f),
+               StatusCode::kInvalidArgument,
+               {"model.layers.1.self_attn.v_scale = 0", "expected a finite KV cache scale > 0"});
+  expect_error(scale({{"model.layers.1.self_attn.kv_scale", {1}}}, -2.0f),
+               StatusCode::kInvalidArgument, {"model.layers.1.self_attn.kv_scale = -2"});
+  expect_error(
+      scale({{"model.layers.0.self_attn.k_scale", {}}, {"model.layers.0.self_attn.kv_scale", {}}},
+            1.0f),
+      StatusCode::kInvalidArgument,
+      {"model.layers.0.self_attn.kv_scale: a second k scale beside "
+       "model.layers.0.self_attn.k_scale"});
+  expect_error(scale({{"model.layers.2.self_attn.k_scale", {}}}, 1.0f),
+               StatusCode::kInvalidArgument,
+               {"model.layers.2.self_attn.k_scale: unexpected tensor", "num_hidden_layers = 2"});
 }
 
 TEST(LoadCheckpointErrors, UnsupportedArchitecture) {

@@ -9,8 +9,9 @@ namespace packserve::model {
 
 enum class KvCacheDtype {
   kAuto,  // the activations' type: bf16
-  // float8 e4m3, one byte per element: each new K and V value is rounded to e4m3 (saturating
-  // at +-448) with scale 1, as vLLM's --kv-cache-dtype fp8 without calibrated scales. Half the
+  // float8 e4m3, one byte per element: each new K (V) value is divided by its layer's k_scale
+  // (v_scale) and rounded to e4m3, saturating at +-448, as vLLM's --kv-cache-dtype fp8. The
+  // scales are a float8 checkpoint's calibrated ones (weights.h LayerWeights), else 1. Half the
   // pool's bytes per token, so twice the tokens in the same memory; attention reads the pages
   // through the attention engine's float8 path (attention/cuda/run_cuda.h, DeviceBatch::kv_fp8).
   kFp8E4m3,

@@ -45,6 +45,10 @@ struct HostTensor {
 struct LayerWeights {
   HostTensor input_norm, q_proj, k_proj, v_proj, q_bias, k_bias, v_bias, q_norm, k_norm, o_proj,
       post_attention_norm, gate_proj, up_proj, down_proj;
+  // A float8 KV cache's scales (a float8 checkpoint's calibrated k_scale / v_scale): a key
+  // (value) is stored as the e4m3 byte nearest key / k_scale and read back as byte * k_scale.
+  // 1 when the checkpoint has none; unused by a KV cache in the model's dtype.
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
 
 struct ModelWeights {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "packserve/common/dtype.h"
@@ -424,6 +425,8 @@ Status upload_weights(CudaForwardBackend::Impl& m, const ModelWeights& weights) 
   PS_RETURN_IF_ERROR(upload_tensor(weights.final_norm, m.final_norm, kF));
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     const LayerWeights& w = weights.layers[l];
+    m.layers[l].k_scale = w.k_scale;
+    m.layers[l].v_scale = w.v_scale;
     const cuda::LayerDev& d = m.layers[l];
     PS_RETURN_IF_ERROR(write_matrix(m, d.qkv,
                                     {host_part(w.q_proj, d.qkv, 0), host_part(w.k_proj, d.qkv, Q),
@@ -592,11 +595,14 @@ Status CudaForwardBackend::read_kv_pages(int layer, std::vector<uint16_t>& k,
         cudaMemcpy(v.data(), m.v_pages(l), n * 2, cudaMemcpyDeviceToHost));
     return ok_status();
   }
-  std::vector<uint8_t> bytes(n);  // every e4m3 value is a bf16 value: exact
-  for (auto [dst, src] : {std::pair{&k, m.k_pages(l)}, std::pair{&v, m.v_pages(l)}}) {
+  // Every e4m3 value is a bf16 value: exact with scale 1.
+  std::vector<uint8_t> bytes(n);
+  const cuda::LayerDev& d = m.layers[l];
+  for (auto [dst, src, scale] :
+       {std::tuple{&k, m.k_pages(l), d.k_scale}, std::tuple{&v, m.v_pages(l), d.v_scale}}) {
     PS_MODEL_CUDA_RETURN_IF_ERROR(cudaMemcpy(bytes.data(), src, n, cudaMemcpyDeviceToHost));
     dst->resize(n);
-    for (size_t i = 0; i < n; ++i) (*dst)[i] = float_to_bf16(e4m3_value(bytes[i]));
+    for (size_t i = 0; i < n; ++i) (*dst)[i] = float_to_bf16(e4m3_value(bytes[i]) * scale);
   }
   return ok_status();
 }

@@ -91,8 +91,9 @@ struct CudaForwardOptions {
   // skinny_linear_fp8 (skinny_gemm.h: our few-row kernel, x not quantized) instead of
   // quantizing x for cuBLASLt; 0 .. cuda::kSkinnyMaxRows, 0: cuBLASLt always.
   int skinny_gemm_rows = cuda::kSkinnyMaxRows;
-  // The KV pool's elements: bf16, or float8 e4m3 (one byte; kv_cache_dtype.h). kFp8E4m3 needs
-  // a device of compute capability 8.9 or later (kUnimplemented otherwise).
+  // The KV pool's elements: bf16, or float8 e4m3 (one byte; kv_cache_dtype.h) with each layer's
+  // LayerWeights::k_scale / v_scale (1 for create_random). kFp8E4m3 needs a device of compute
+  // capability 8.9 or later (kUnimplemented otherwise).
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   // Host threads that copy the logits from pinned staging into the caller's vector (the
   // caller's thread included); 0: half the hardware threads, at most 8.
@@ -196,7 +197,8 @@ class CudaForwardBackend final : public ForwardBackend {
   // CudaForwardOptions::max_sampling_rows).
   size_t logits_bytes() const;
   // Copies layer's k and v pages to the host (tests): [num_pages, page_size, kv_heads,
-  // head_dim] bf16 bits each (with tensor parallelism, rank 0's KV heads).
+  // head_dim] bf16 bits each (with tensor parallelism, rank 0's KV heads); a float8 pool's
+  // e4m3 values times the layer's k_scale / v_scale, rounded to bf16.
   Status read_kv_pages(int layer, std::vector<uint16_t>& k, std::vector<uint16_t>& v) const;
 
   struct Impl;

@@ -156,6 +156,7 @@ struct LayerDev {
   Matrix qkv, o, gate_up, down;  // [Q + 2 KV, H], [H, Q], [2 I, H], [H, I]
   float *input_norm = nullptr, *post_norm = nullptr, *qkv_b = nullptr, *q_norm = nullptr,
         *k_norm = nullptr;
+  float k_scale = 1.0f, v_scale = 1.0f;  // LayerWeights': used by a float8 KV pool
 };
 
 // int32 offsets of the step's metadata regions; every offset but the end depends only on

@@ -134,11 +134,12 @@ std::vector<ForwardBatch> mixed_steps(int64_t vocab) {
 // (one_device: CudaForwardOptions::tensor_parallel_on_one_device, eager steps).
 // quantization kFp8: the GPU backend's layers in float8, within the kFp8 tolerances.
 // kv_cache_dtype kFp8E4m3: the GPU backend's KV pool in e4m3 bytes (half the bf16 pool's bytes),
-// each element checked against the CPU's within half an e4m3 step.
+// each element checked against the CPU's within half an e4m3 step; kv_scales: with k_scale /
+// v_scale of 0.37 / 1.9 in layer 0 and 0.87 / 1.3 after (the CPU backend ignores them).
 void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tensor_parallel = 1,
                        bool one_device = false,
                        WeightQuantization quantization = WeightQuantization::kNone,
-                       KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto) {
+                       KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto, bool kv_scales = false) {
   const bool fp8 = quantization == WeightQuantization::kFp8,
              fp8_kv = kv_cache_dtype == KvCacheDtype::kFp8E4m3;
   const double logits_tol = fp8      ? kFp8LogitsRelTol
@@ -148,7 +149,11 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tenso
   const double argmax_agreement = fp8      ? kFp8ArgmaxAgreement
                                   : fp8_kv ? kFp8KvCacheArgmaxAgreement
                                            : kArgmaxAgreement;
-  const ModelWeights w = tu::make_weights(c);
+  ModelWeights w = tu::make_weights(c);
+  for (size_t l = 0; kv_scales && l < w.layers.size(); ++l) {
+    w.layers[l].k_scale = l == 0 ? 0.37f : 0.87f;
+    w.layers[l].v_scale = l == 0 ? 1.9f : 1.3f;
+  }
   auto cpu = CpuForwardBackend::create(w, kPool, CpuForwardOptions{});
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
   CudaForwardOptions options;
@@ -235,16 +240,17 @@ void check_against_cpu(const ModelConfig& c, attention::Policy policy, int tenso
   }
   std::printf("layer 0 kv pool max-norm relative error %.3g\n", kv_num / kv_den);
   // fp8_kv: half an e4m3 step of the GPU's own value (itself within kv_tol of the CPU's), or
-  // of a subnormal step (2^-9).
-  const auto allowed = [&](double cpu) {
-    return fp8_kv ? std::abs(cpu) / 16 + (1 + 1.0 / 16) * kv_tol * kv_den + 0x1p-10
+  // of a subnormal step (2^-9 times the scale), plus the bf16 rounding of the scaled value.
+  const auto allowed = [&](double cpu, float scale) {
+    return fp8_kv ? std::abs(cpu) * (1.0 / 16 + 1.0 / 256) + (1 + 1.0 / 16) * kv_tol * kv_den +
+                        0x1p-10 * scale
                   : kv_tol * kv_den;
   };
   int bad = 0;
   for (size_t i = 0, shown = 0; i < k.size(); ++i) {
     const double dk = std::abs(double(bf16_to_float(k[i])) - ck[i]);
     const double dv = std::abs(double(bf16_to_float(v[i])) - cv[i]);
-    if (dk > allowed(ck[i]) || dv > allowed(cv[i])) {
+    if (dk > allowed(ck[i], w.layers[0].k_scale) || dv > allowed(cv[i], w.layers[0].v_scale)) {
       ++bad;
       if (shown++ >= 6) continue;
       std::printf("  kv mismatch page %zu slot %zu elem %zu: k gpu %g cpu %g, v gpu %g cpu %g\n",
@@ -310,6 +316,18 @@ TEST(CudaForward, Fp8KvCacheWithFp8WeightsQwen3TracksCpu) {
   SKIP_WITHOUT_DEVICE();
   check_against_cpu(qwen3_config(), attention::Policy::kBalanced, 1, false,
                     WeightQuantization::kFp8, KvCacheDtype::kFp8E4m3);
+}
+// A float8 checkpoint's calibrated K/V scales: the epilogue stores key / k_scale and value /
+// v_scale, and attention reads them back times the scales (layer 0's pool checked with them).
+TEST(CudaForward, Fp8KvCacheWithCheckpointScalesLlamaTracksCpu) {
+  SKIP_WITHOUT_DEVICE();
+  check_against_cpu(llama_config(), attention::Policy::kBalanced, 1, false,
+                    WeightQuantization::kNone, KvCacheDtype::kFp8E4m3, /*kv_scales=*/true);
+}
+TEST(CudaForward, Fp8KvCacheWithCheckpointScalesQwen3TracksCpuPrefixPolicy) {
+  SKIP_WITHOUT_DEVICE();
+  check_against_cpu(qwen3_config(), attention::Policy::kPrefix, 1, false, WeightQuantization::kNone,
+                    KvCacheDtype::kFp8E4m3, /*kv_scales=*/true);
 }
 // Each rank's pool of its KV heads in e4m3.
 TEST(CudaTensorParallel, OneDeviceFp8KvCacheLlamaTracksCpuOnMixedSteps) {

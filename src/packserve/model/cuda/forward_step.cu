@@ -148,6 +148,10 @@ Status CudaForwardBackend::Impl::enqueue_device_step(const GraphKey& key, const 
     ep.k_norm = w.k_norm;
     ep.k_pages = k_pages(l);
     ep.v_pages = v_pages(l);
+    if (ep.kv_fp8) {
+      ep.k_scale = db.k_scale = w.k_scale;
+      ep.v_scale = db.v_scale = w.v_scale;
+    }
     PS_RETURN_IF_ERROR(cuda::qkv_epilogue(ep, stream));
     PS_RETURN_IF_ERROR(mark(StepOp::kQkvEpilogue));
     db.k_pages = ep.k_pages;

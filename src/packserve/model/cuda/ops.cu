@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cmath>
 #include <string>
+#include <utility>
 
 #include "packserve/model/cuda/device_util.cuh"
 #include "packserve/model/cuda/ops.h"
@@ -189,9 +191,10 @@ __global__ void qkv_epilogue_kernel(QkvEpilogueArgs a) {
   void* pages = head < first_v ? a.k_pages : a.v_pages;
   if (a.kv_fp8) {
     auto* dst = static_cast<__nv_fp8_storage_t*>(pages) + at;
+    const float scale = head < first_v ? a.k_scale : a.v_scale;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
-      dst[j * 32 + lane] = __nv_cvt_float_to_fp8(v[j], __NV_SATFINITE, __NV_E4M3);
+      dst[j * 32 + lane] = __nv_cvt_float_to_fp8(__fdiv_rn(v[j], scale), __NV_SATFINITE, __NV_E4M3);
     }
   } else {
     uint16_t* dst = static_cast<uint16_t*>(pages) + at;
@@ -1156,6 +1159,13 @@ Status qkv_epilogue(const QkvEpilogueArgs& a, StreamHandle stream) {
   }
   if ((a.q_norm == nullptr) != (a.k_norm == nullptr)) {
     return invalid_argument("q_norm, k_norm: expected both or neither");
+  }
+  for (const auto& [scale, name] : {std::pair{a.k_scale, "k_scale"}, {a.v_scale, "v_scale"}}) {
+    if (!(std::isfinite(scale) && scale > 0.0f) || (!a.kv_fp8 && scale != 1.0f)) {
+      return invalid_argument(
+          std::string(name) + " = " + std::to_string(scale) +
+          (a.kv_fp8 ? ": expected a finite scale > 0" : ": expected 1 without kv_fp8"));
+    }
   }
   const dim3 grid(static_cast<unsigned>(a.rows),
                   static_cast<unsigned>((a.num_qo_heads + 2 * a.num_kv_heads + kEpilogueWarps - 1) /

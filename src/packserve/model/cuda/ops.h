@@ -93,11 +93,14 @@ struct QkvEpilogueArgs {
   int page_size = 0;
   float eps = 1e-6f;
   uint16_t* q_out = nullptr;  // [rows, Q] bf16
-  // [num_pages, page_size, num_kv_heads, head_dim]: bf16, or with kv_fp8 e4m3 bytes (each value
-  // rounded to nearest even, saturated at +-448: a float8 KV cache of scale 1).
+  // [num_pages, page_size, num_kv_heads, head_dim]: bf16, or with kv_fp8 e4m3 bytes: each key
+  // (value) divided by k_scale (v_scale), rounded to nearest even and saturated at +-448 (the
+  // float8 KV cache of run_cuda.h's DeviceBatch::kv_fp8, whose k_scale / v_scale read it back).
+  // The scales are finite and > 0, and 1 without kv_fp8.
   void* k_pages = nullptr;
   void* v_pages = nullptr;
   bool kv_fp8 = false;
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
 Status qkv_epilogue(const QkvEpilogueArgs& args, StreamHandle stream);
 

@@ -134,15 +134,18 @@ TEST(ModelCudaOps, RmsNormWithAndWithoutRowIndex) {
 // cos/sin from the step's rope_cos_sin table or computed in the epilogue; head_dim 64/128/256;
 // a YaRN attention factor on cos and sin in one variant of each path. Variants 4-7: the same
 // into float8 e4m3 pages (kv_fp8): each byte within half an e4m3 step of the float64 value,
-// and the values past +-448 saturated (k and v scaled up by 100 there).
+// and the values past +-448 saturated (k and v scaled up by 100 there). Variants 8-9: float8
+// with k_scale 0.3 and v_scale 7, each byte within half a step of the value / its scale.
 TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
   SKIP_WITHOUT_DEVICE();
   Rng rng(3);
-  for (int variant = 0; variant < 8; ++variant) {
+  for (int variant = 0; variant < 10; ++variant) {
     const bool qwen3 = variant % 2 == 1, table = variant % 4 >= 2, fp8 = variant >= 4;
+    const float k_scale = variant >= 8 ? 0.3f : 1.0f, v_scale = variant >= 8 ? 7.0f : 1.0f;
     const double factor = variant % 4 == 1 || variant % 4 == 2 ? 1.1386 : 1.0;
-    SCOPED_TRACE(::testing::Message() << "qwen3 " << qwen3 << " table " << table << " factor "
-                                      << factor << " fp8 " << fp8);
+    SCOPED_TRACE(::testing::Message()
+                 << "qwen3 " << qwen3 << " table " << table << " factor " << factor << " fp8 "
+                 << fp8 << " scales " << k_scale << ", " << v_scale);
     const int hq = 4, hkv = 2, d = variant % 4 == 3 ? 256 : (qwen3 ? 128 : 64), rows = 5, ps = 4,
               pages = 6;
     const int qs = hq * d, kvs = hkv * d, stride = qs + 2 * kvs;
@@ -171,6 +174,8 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
     a.rows = rows, a.num_qo_heads = hq, a.num_kv_heads = hkv, a.head_dim = d, a.page_size = ps;
     a.eps = 1e-6f;
     a.kv_fp8 = fp8;
+    a.k_scale = k_scale;
+    a.v_scale = v_scale;
     const size_t pool = static_cast<size_t>(pages) * ps * kvs, elem = fp8 ? 1 : 2;
     ASSERT_EQ(cudaMalloc(&a.q_out, static_cast<size_t>(rows) * qs * 2), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&a.k_pages, pool * elem), cudaSuccess);
@@ -215,11 +220,12 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
     expect_bf16_near(to_host(a.q_out, q_ref.size()), q_ref, "q");
     if (fp8) {
       int saturated = 0;
-      for (const auto& [pages_dev, ref, name] :
-           {std::tuple{a.k_pages, &k_ref, "k_pages"}, std::tuple{a.v_pages, &v_ref, "v_pages"}}) {
+      for (const auto& [pages_dev, ref, scale, name] :
+           {std::tuple{a.k_pages, &k_ref, k_scale, "k_pages"},
+            std::tuple{a.v_pages, &v_ref, v_scale, "v_pages"}}) {
         const auto got = to_host(static_cast<const uint8_t*>(pages_dev), pool);
         for (size_t i = 0; i < pool; ++i) {
-          const double want = (*ref)[i], value = e4m3_value(got[i]);
+          const double want = (*ref)[i] / scale, value = e4m3_value(got[i]);
           if (std::abs(want) > 448.0) {  // saturated, with the sign
             ++saturated;
             ASSERT_EQ(value, std::copysign(448.0, want)) << name << " element " << i;
@@ -244,7 +250,7 @@ TEST(ModelCudaOps, QkvEpilogueMatchesFloat64) {
   }
 }
 
-TEST(ModelCudaOps, QkvEpilogueRejectsOneSidedNorm) {
+TEST(ModelCudaOps, QkvEpilogueRejectsBadArguments) {
   SKIP_WITHOUT_DEVICE();
   QkvEpilogueArgs a;
   a.rows = 1, a.num_qo_heads = 1, a.num_kv_heads = 1, a.head_dim = 64, a.page_size = 1;
@@ -255,6 +261,20 @@ TEST(ModelCudaOps, QkvEpilogueRejectsOneSidedNorm) {
   const Status s = qkv_epilogue(a, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("head_dim = 96"), std::string::npos) << s.to_string();
+  // Float8 KV scales: finite and > 0, and 1 without kv_fp8.
+  a.head_dim = 64;
+  const auto refused = [&](const std::string& part) {
+    const Status r = qkv_epilogue(a, nullptr);
+    EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << r.to_string();
+    EXPECT_NE(r.message().find(part), std::string::npos) << r.to_string();
+  };
+  a.v_scale = 2.0f;
+  refused("v_scale = 2.000000: expected 1 without kv_fp8");
+  a.kv_fp8 = true;
+  a.k_scale = 0.0f;
+  refused("k_scale = 0.000000: expected a finite scale > 0");
+  a.k_scale = std::numeric_limits<float>::infinity();
+  refused("k_scale = inf");
 }
 
 // inner 333: the scalar kernel; 336 (a multiple of 8): the 16-byte vector kernel.
