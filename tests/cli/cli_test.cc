@@ -186,6 +186,70 @@ TEST(SimulateCli, MalformedTraceNamesFileLineAndField) {
   std::filesystem::remove(trace);
 }
 
+// --kv-cache-dtype sets the cost model's KV element size: the pool from kv_capacity_bytes is
+// floor(capacity / (kv bytes per token * 16)) pages, worked out in cost_model_test.cc (H100
+// file: 26,226 bf16, 52,452 float8; H200 file: 55,313 and 110,626); auto keeps the file's own.
+TEST(SimulateCli, KvCacheDtypeSetsTheKvElementSizeAndThePool) {
+  auto simulate = [](const std::string& extra) {
+    return run_packserve("simulate --trace " + data("traces/mooncake_slice.jsonl") +
+                         " --max-requests 20 --json" + extra);
+  };
+  struct Case {
+    std::string flags;
+    const char* dtype;
+    int64_t kv_dtype_bytes;
+    int64_t pages;
+  };
+  const std::string h200 = " --cost-model " + data("cost_models/h200_llama31_8b.json");
+  const Case cases[] = {{"", "auto", 2, 26226},
+                        {" --kv-cache-dtype auto", "auto", 2, 26226},
+                        {" --kv-cache-dtype fp8", "fp8_e4m3", 1, 52452},
+                        {" --kv-cache-dtype fp8_e4m3", "fp8_e4m3", 1, 52452},
+                        {h200, "auto", 2, 55313},
+                        {h200 + " --kv-cache-dtype fp8", "fp8_e4m3", 1, 110626}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flags);
+    const CliRun r = simulate(c.flags);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json report = json::parse(r.out);
+    EXPECT_EQ(report.at("kv_cache_dtype"), c.dtype);
+    EXPECT_EQ(report.at("kv_dtype_bytes").get<int64_t>(), c.kv_dtype_bytes);
+    EXPECT_EQ(report.at("pages_total").get<int64_t>(), c.pages);
+    EXPECT_EQ(report.at("completed"), 20);
+    EXPECT_EQ(report.at("pages_leaked"), 0);
+  }
+  // auto is the cost model's own model.kv_dtype_bytes.
+  std::string text = read_file(data("cost_models/h100_llama31_8b.json"));
+  text.replace(text.find("\"dtype_bytes\": 2"), 16, "\"dtype_bytes\": 2, \"kv_dtype_bytes\": 1");
+  const auto fp8_file = write_temp("fp8_kv_cost_model.json", text);
+  const CliRun own = simulate(" --cost-model " + fp8_file.string());
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  const json report = json::parse(own.out);
+  EXPECT_EQ(report.at("kv_cache_dtype"), "auto");
+  EXPECT_EQ(report.at("kv_dtype_bytes").get<int64_t>(), 1);
+  EXPECT_EQ(report.at("pages_total").get<int64_t>(), 52452);
+  std::filesystem::remove(fp8_file);
+  // The text report names it too.
+  const CliRun readable = run_packserve("simulate --trace " + data("traces/mooncake_slice.jsonl") +
+                                        " --max-requests 20 --kv-cache-dtype fp8");
+  ASSERT_EQ(readable.exit_code, 0) << readable.err;
+  EXPECT_NE(
+      readable.out.find("kv cache dtype fp8_e4m3 (kv_dtype_bytes 1, 65536 KV bytes per token)"),
+      std::string::npos)
+      << readable.out;
+  EXPECT_NE(readable.out.find("pages total 52452"), std::string::npos) << readable.out;
+}
+
+TEST(SimulateCli, BadKvCacheDtypeExitsTwoNamingTheFlag) {
+  const CliRun r = run_packserve("simulate --trace " + data("traces/mooncake_slice.jsonl") +
+                                 " --kv-cache-dtype int4 --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("--kv-cache-dtype: kv_cache_dtype 'int4': expected auto, fp8 or fp8_e4m3"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(EngineFlagsCli, BadPolicyNamesTheFlagInEveryEngineCommand) {
   const auto prompts = write_temp("prompts.jsonl", "{\"prompt_ids\": [1, 2, 3]}\n");
   const std::string trace = data("traces/mooncake_slice.jsonl");

@@ -2,7 +2,9 @@
 // loads a trace window, replays it through the real scheduler + KV manager with the cost model
 // as the model (sched/simulator.h), prints a readable report or, with --json, one JSON object.
 // Every scheduler / KV / AIMD flag maps one-to-one to a config field of the same name
-// (dashes for underscores; AIMD fields carry an "aimd-" prefix). Exit codes (commands.h):
+// (dashes for underscores; AIMD fields carry an "aimd-" prefix). --kv-cache-dtype takes the
+// engine's names (model/factory/backend_factory.h) and sets the cost model's KV element size
+// (model/kv_cache_dtype.h); auto keeps the cost model's own. Exit codes (commands.h):
 // 0 success, 1 the replay failed a check (pages leaked, token counts inconsistent), 2 bad input.
 #include <cstdio>
 #include <iostream>
@@ -12,6 +14,8 @@
 
 #include "packserve/cli/commands.h"
 #include "packserve/common/shared_dir.h"
+#include "packserve/model/factory/backend_factory.h"
+#include "packserve/model/kv_cache_dtype.h"
 #include "packserve/sched/simulator.h"
 #include "packserve/trace/request_trace.h"
 
@@ -26,7 +30,8 @@ struct SimulateArgs {
   std::string format;  // empty: detect
   std::string policy = "fcfs";
   std::string packing = "none";
-  std::string cost_model_path;  // empty: data/cost_models/h100_llama31_8b.json
+  std::string cost_model_path;          // empty: data/cost_models/h100_llama31_8b.json
+  std::string kv_cache_dtype = "auto";  // auto: the cost model's kv_dtype_bytes
   trace::TraceWindow window;
   sched::SimulatorConfig sim;
   bool json_output = false;
@@ -37,17 +42,25 @@ int fail_input(const Status& status) {
   return 2;
 }
 
+// The report's name of the KV element type: the flag's choice, fp8 under its full name.
+const char* kv_cache_dtype_name(model::KvCacheDtype d) {
+  return d == model::KvCacheDtype::kFp8E4m3 ? "fp8_e4m3" : "auto";
+}
+
 json summary_json(const sched::LatencySummary& s) {
   return {{"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"mean", s.mean}, {"count", s.count}};
 }
 
 json report_json(const SimulationReport& r, const SimulateArgs& a, const trace::Trace& t,
-                 const sched::CostModel& cm, const sched::SimulatorConfig& sim) {
+                 const sched::CostModel& cm, model::KvCacheDtype kv_cache_dtype,
+                 const sched::SimulatorConfig& sim) {
   return {{"trace", t.source},
           {"format", std::string(trace::trace_format_name(t.format))},
           {"policy", a.policy},
           {"packing", a.packing},
           {"cost_model", cm.config().name},
+          {"kv_cache_dtype", kv_cache_dtype_name(kv_cache_dtype)},
+          {"kv_dtype_bytes", cm.config().kv_dtype_bytes},
           {"time_scale", a.window.time_scale},
           {"start_s", a.window.start_s},
           {"duration_s", a.window.duration_s},
@@ -82,7 +95,7 @@ json report_json(const SimulationReport& r, const SimulateArgs& a, const trace::
 }
 
 void print_text(const SimulationReport& r, const SimulateArgs& a, const trace::Trace& t,
-                const sched::CostModel& cm) {
+                const sched::CostModel& cm, model::KvCacheDtype kv_cache_dtype) {
   auto line = [](const char* name, const sched::LatencySummary& s) {
     std::printf("  %-5s ms  p50 %10.2f  p90 %10.2f  p99 %10.2f  mean %10.2f  (n=%lld)\n", name,
                 s.p50, s.p90, s.p99, s.mean, static_cast<long long>(s.count));
@@ -91,6 +104,9 @@ void print_text(const SimulationReport& r, const SimulateArgs& a, const trace::T
               std::string(trace::trace_format_name(t.format)).c_str(), a.policy.c_str(),
               a.packing.c_str(), a.window.time_scale);
   std::printf("cost model: %s\n", cm.config().name.c_str());
+  std::printf("kv cache dtype %s (kv_dtype_bytes %lld, %.0f KV bytes per token)\n",
+              kv_cache_dtype_name(kv_cache_dtype),
+              static_cast<long long>(cm.config().kv_dtype_bytes), cm.kv_bytes_per_token());
   std::printf("requests %lld, completed %lld, kv_exhausted %lld, makespan %.2f s\n",
               static_cast<long long>(r.requests), static_cast<long long>(r.completed),
               static_cast<long long>(r.kv_exhausted), r.makespan_s);
@@ -125,11 +141,20 @@ int run_simulate(SimulateArgs& a) {
   Result<sched::PackingAlgorithm> packing = sched::parse_packing_algorithm(a.packing);
   if (!packing.ok()) return fail_input(packing.status());
   a.sim.scheduler.packing = *packing;
+  Result<model::KvCacheDtype> kv_cache_dtype = model::parse_kv_cache_dtype(a.kv_cache_dtype);
+  if (!kv_cache_dtype.ok()) {
+    return fail_input(invalid_argument("--kv-cache-dtype: " + kv_cache_dtype.status().message()));
+  }
   if (a.cost_model_path.empty()) {
     a.cost_model_path = source_root() + "/data/cost_models/h100_llama31_8b.json";
   }
   Result<sched::CostModel> cost_model = sched::CostModel::load(a.cost_model_path);
   if (!cost_model.ok()) return fail_input(cost_model.status());
+  if (*kv_cache_dtype != model::KvCacheDtype::kAuto) {
+    sched::CostModelConfig c = cost_model->config();
+    c.kv_dtype_bytes = static_cast<int64_t>(model::kv_cache_element_bytes(*kv_cache_dtype));
+    *cost_model = sched::CostModel(c);
+  }
   Status valid = a.sim.validate();
   if (!valid.ok()) return fail_input(valid);
   Result<trace::Trace> t = trace::load_trace(a.trace_path, format, a.window);
@@ -140,9 +165,10 @@ int run_simulate(SimulateArgs& a) {
     return report.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (a.json_output) {
-    std::printf("%s\n", report_json(*report, a, *t, *cost_model, a.sim).dump().c_str());
+    std::printf("%s\n",
+                report_json(*report, a, *t, *cost_model, *kv_cache_dtype, a.sim).dump().c_str());
   } else {
-    print_text(*report, a, *t, *cost_model);
+    print_text(*report, a, *t, *cost_model, *kv_cache_dtype);
   }
   return report->pages_leaked == 0 && report->token_count_mismatches == 0 ? 0 : 1;
 }
@@ -167,6 +193,11 @@ void register_simulate_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--cost-model", a.cost_model_path,
                   "cost model JSON (default: data/cost_models/h100_llama31_8b.json)");
+  cmd->add_option("--kv-cache-dtype", a.kv_cache_dtype,
+                  "KV cache element type: auto (the cost model's model.kv_dtype_bytes) | fp8 | "
+                  "fp8_e4m3 (float8 e4m3, 1 byte: half the KV bytes per token, so less KV "
+                  "traffic per step and about twice the pages when --num-pages is 0)")
+      ->capture_default_str();
   cmd->add_option("--time-scale", a.window.time_scale,
                   "multiply inter-arrival times by this (< 1 = faster)")
       ->capture_default_str();

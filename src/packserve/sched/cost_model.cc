@@ -31,6 +31,14 @@ class JsonFields {
     out = v->get<int64_t>();
     return ok_status();
   }
+  // As get_int, but an absent key leaves `out` as it is.
+  Status get_optional_int(const char* key, int64_t& out) {
+    if (!obj_.contains(key)) {
+      seen_.insert(key);
+      return ok_status();
+    }
+    return get_int(key, out);
+  }
   Status get_double(const char* key, double& out) {
     const nlohmann::json* v = nullptr;
     PS_RETURN_IF_ERROR(find(key, v));
@@ -93,6 +101,12 @@ Status CostModelConfig::validate() const {
     return invalid_argument("model.num_qo_heads: expected a multiple of model.num_kv_heads (" +
                             num(double(num_kv_heads)) + "), got " + num(double(num_qo_heads)));
   }
+  if (kv_dtype_bytes != 1 && kv_dtype_bytes != 2 && kv_dtype_bytes != 4) {
+    return invalid_argument(
+        "model.kv_dtype_bytes: expected 1 (float8), 2 (bf16/fp16) or 4 (f32) bytes per K or V "
+        "element (default: model.dtype_bytes), got " +
+        num(double(kv_dtype_bytes)));
+  }
   const std::pair<const char*, double> rates[] = {
       {"device.hbm_bytes_per_s", hbm_bytes_per_s},
       {"device.gemm_flops_per_s", gemm_flops_per_s},
@@ -150,6 +164,8 @@ Result<CostModel> CostModel::parse(std::string_view json_text, const std::string
   PS_RETURN_IF_ERROR(m.get_int("intermediate_size", c.intermediate_size));
   PS_RETURN_IF_ERROR(m.get_int("vocab_size", c.vocab_size));
   PS_RETURN_IF_ERROR(m.get_int("dtype_bytes", c.dtype_bytes));
+  c.kv_dtype_bytes = c.dtype_bytes;  // a KV cache in the model's dtype unless the file says
+  PS_RETURN_IF_ERROR(m.get_optional_int("kv_dtype_bytes", c.kv_dtype_bytes));
   PS_RETURN_IF_ERROR(m.no_unknown_keys());
   JsonFields d(*device, "device.", source);
   PS_RETURN_IF_ERROR(d.get_double("hbm_bytes_per_s", c.hbm_bytes_per_s));
@@ -182,7 +198,7 @@ int64_t CostModel::linear_params_per_layer() const {
 
 double CostModel::kv_bytes_per_token() const {
   const CostModelConfig& c = config_;
-  return 2.0 * double(c.num_layers * c.num_kv_heads * c.head_dim * c.dtype_bytes);
+  return 2.0 * double(c.num_layers * c.num_kv_heads * c.head_dim * c.kv_dtype_bytes);
 }
 
 double CostModel::weight_bytes_per_step() const {

@@ -10,16 +10,20 @@
 //                     q_len * start_position + q_len * (q_len + 1) / 2
 //   kv_read_tokens  = sum over sequences of kv_len (each request's KV is read once per layer)
 // Step time:
-//   gemm_flops   = 2 * linear_params_per_layer * num_layers * rows + 2 * hidden * vocab *
-//   sample_rows attn_flops   = 4 * num_qo_heads * head_dim * num_layers * attention_pairs bytes =
-//   weight_bytes (layers + lm_head, read once per step)
+//   gemm_flops   = 2 * linear_params_per_layer * num_layers * rows
+//                + 2 * hidden * vocab * sample_rows
+//   attn_flops   = 4 * num_qo_heads * head_dim * num_layers * attention_pairs
+//   bytes        = weight_bytes (layers + lm_head, read once per step, at dtype_bytes)
 //                + kv_bytes_per_token * (kv_read_tokens + rows)   (read + write of new KV)
 //   step_time_s  = step_overhead_us * 1e-6
 //                + max(bytes / hbm_bytes_per_s,
 //                      gemm_flops / gemm_flops_per_s + attn_flops / attention_flops_per_s)
-// with kv_bytes_per_token = 2 (K and V) * num_layers * num_kv_heads * head_dim * dtype_bytes.
-// The KV pool holds floor(kv_capacity_bytes / (kv_bytes_per_token * page_size)) pages.
-// Invariants: a CostModel from parse/load is validated: every count >= 1, every rate > 0.
+// with kv_bytes_per_token = 2 (K and V) * num_layers * num_kv_heads * head_dim * kv_dtype_bytes.
+// The KV pool holds floor(kv_capacity_bytes / (kv_bytes_per_token * page_size)) pages. A float8
+// KV cache (kv_dtype_bytes 1) halves kv_bytes_per_token against bf16's 2, and the floor is
+// taken of the doubled quotient: 2n or 2n + 1 pages where bf16 gets n.
+// Invariants: a CostModel from parse/load is validated: every count >= 1, kv_dtype_bytes in
+// {1, 2, 4}, every rate > 0.
 // Thread-safety: immutable after construction.
 #pragma once
 
@@ -42,7 +46,12 @@ struct CostModelConfig {
   int64_t head_dim = 128;
   int64_t intermediate_size = 14336;
   int64_t vocab_size = 128256;
-  int64_t dtype_bytes = 2;  // bf16
+  int64_t dtype_bytes = 2;  // bytes per weight element (bf16); the weights' HBM traffic
+  // Bytes per K or V element in the KV pool: 1 (float8 e4m3), 2 (bf16/fp16) or 4 (f32). Prices
+  // the KV traffic and the pool's page count. The JSON key model.kv_dtype_bytes is optional:
+  // parse() sets it to dtype_bytes when absent (a bf16 model with a bf16 KV cache); set both
+  // when building a config in code.
+  int64_t kv_dtype_bytes = 2;
   // Device.
   double hbm_bytes_per_s = 3.0e12;        // achievable HBM bandwidth
   double gemm_flops_per_s = 6.0e14;       // achievable dense bf16 GEMM throughput
@@ -67,13 +76,14 @@ class CostModel {
   explicit CostModel(const CostModelConfig& config);  // must be valid (PS_CHECK)
 
   // The JSON object of docs/simulator.md: {"name", "model": {...}, "device": {...}}; every key
-  // required, unknown keys rejected; `source` names the file in messages.
+  // required except model.kv_dtype_bytes (default: model.dtype_bytes), unknown keys rejected;
+  // `source` names the file in messages.
   static Result<CostModel> parse(std::string_view json_text, const std::string& source);
   static Result<CostModel> load(const std::string& path);
 
   double step_time_ms(const StepWork& work) const;
-  double kv_bytes_per_token() const;
-  double weight_bytes_per_step() const;  // layers + lm_head (the embedding is a gather)
+  double kv_bytes_per_token() const;     // K and V of every layer, at kv_dtype_bytes
+  double weight_bytes_per_step() const;  // layers + lm_head at dtype_bytes (embedding: gather)
   int64_t linear_params_per_layer() const;
   // KV pages of page_size tokens that fit in kv_capacity_bytes.
   int64_t num_kv_pages(int64_t page_size) const;

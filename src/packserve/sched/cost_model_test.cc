@@ -49,6 +49,70 @@ TEST(CostModel, LongPrefillIsComputeBound) {
   EXPECT_EQ(m.step_time_ms(StepWork{}), 0.0);  // an empty step costs nothing
 }
 
+CostModelConfig fp8_kv(CostModelConfig c) {
+  c.kv_dtype_bytes = 1;
+  return c;
+}
+
+// A float8 KV cache halves the KV bytes of a token; the weights stay at dtype_bytes.
+TEST(CostModel, Fp8KvHalvesKvBytesAndWeightBytesStay) {
+  const CostModel bf16{CostModelConfig{}};
+  const CostModel fp8{fp8_kv(CostModelConfig{})};
+  EXPECT_DOUBLE_EQ(fp8.kv_bytes_per_token(), 65536.0);  // 2 * 32 * 8 * 128 * 1
+  EXPECT_DOUBLE_EQ(bf16.kv_bytes_per_token(), 131072.0);
+  // (32 * 218103808 + 4096 * 128256) * 2 = 15,009,316,864 bytes in both.
+  EXPECT_DOUBLE_EQ(fp8.weight_bytes_per_step(), 15009316864.0);
+  EXPECT_DOUBLE_EQ(bf16.weight_bytes_per_step(), 15009316864.0);
+}
+
+// Pages are floor(capacity / (kv_bytes_per_token * page_size)), taken per KV dtype: float8
+// gets 2n pages where bf16's quotient is n + f with f < 0.5, and 2n + 1 where f >= 0.5.
+TEST(CostModel, Fp8KvPagesAreTheFloorOfTheDoubledQuotient) {
+  // 55e9 / (131072 * 16) = 26226.04 -> 26226; 55e9 / (65536 * 16) = 52452.09 -> 52452.
+  EXPECT_EQ(CostModel{CostModelConfig{}}.num_kv_pages(16), 26226);
+  EXPECT_EQ(CostModel{fp8_kv(CostModelConfig{})}.num_kv_pages(16), 52452);
+  // 116e9 / (131072 * 16) = 55313.11 -> 55313; 116e9 / (65536 * 16) = 110626.22 -> 110626.
+  CostModelConfig h200;
+  h200.kv_capacity_bytes = 116.0e9;
+  EXPECT_EQ(CostModel{h200}.num_kv_pages(16), 55313);
+  EXPECT_EQ(CostModel{fp8_kv(h200)}.num_kv_pages(16), 110626);
+  // 100.75 bf16 pages of 16 tokens (2,097,152 bytes each): bf16 100, float8 floor(201.5) = 201.
+  CostModelConfig odd;
+  odd.kv_capacity_bytes = 2097152.0 * 100.75;
+  EXPECT_EQ(CostModel{odd}.num_kv_pages(16), 100);
+  EXPECT_EQ(CostModel{fp8_kv(odd)}.num_kv_pages(16), 201);
+  // page_size 1: 55e9 / 65536 = 839233.40 -> 839233 (bf16: 55e9 / 131072 = 419616.70 -> 419616).
+  EXPECT_EQ(CostModel{CostModelConfig{}}.num_kv_pages(1), 419616);
+  EXPECT_EQ(CostModel{fp8_kv(CostModelConfig{})}.num_kv_pages(1), 839233);
+}
+
+// A decode step of 64 rows at 4,096 tokens of context is memory bound in both dtypes (its
+// compute is ~1.9 ms: GEMMs 9.6e11 FLOP / 6e14, attention 1.4e11 / 4e14); float8 moves half the
+// KV bytes. A long prefill is compute bound, so the KV dtype does not change it.
+TEST(CostModel, Fp8KvShortensKvBoundStepsOnly) {
+  const CostModel bf16{CostModelConfig{}};
+  const CostModel fp8{fp8_kv(CostModelConfig{})};
+  StepWork decode;
+  decode.num_decode_rows = 64;
+  decode.num_sample_rows = 64;
+  decode.kv_read_tokens = 64 * 4096;
+  decode.attention_pairs = 64 * 4096;
+  const double weights = (32.0 * 218103808 + 4096.0 * 128256) * 2;
+  const double kv_tokens = 64.0 * 4096 + 64;  // read + the new rows written
+  EXPECT_NEAR(bf16.step_time_ms(decode), 1.5 + (weights + 131072.0 * kv_tokens) / 3e12 * 1e3,
+              1e-9);  // 17.959 ms
+  EXPECT_NEAR(fp8.step_time_ms(decode), 1.5 + (weights + 65536.0 * kv_tokens) / 3e12 * 1e3,
+              1e-9);  // 12.231 ms
+  EXPECT_LT(fp8.step_time_ms(decode), bf16.step_time_ms(decode));
+
+  StepWork prefill;
+  prefill.num_prefill_tokens = 8192;
+  prefill.num_sample_rows = 1;
+  prefill.attention_pairs = 8192LL * 8193 / 2;
+  prefill.kv_read_tokens = 8192;
+  EXPECT_DOUBLE_EQ(fp8.step_time_ms(prefill), bf16.step_time_ms(prefill));
+}
+
 TEST(CostModel, StepWorkOfBatchCountsCausalPairs) {
   ScheduledBatch b;
   ScheduledSequence prefill;
@@ -83,6 +147,9 @@ TEST(CostModel, BundledJsonIsTheDocumentedDefault) {
   EXPECT_DOUBLE_EQ(m->config().attention_flops_per_s, d.attention_flops_per_s);
   EXPECT_DOUBLE_EQ(m->config().kv_capacity_bytes, d.kv_capacity_bytes);
   EXPECT_DOUBLE_EQ(m->config().step_overhead_us, d.step_overhead_us);
+  // The file has no model.kv_dtype_bytes: the KV cache is in the model's dtype.
+  EXPECT_EQ(m->config().kv_dtype_bytes, 2);
+  EXPECT_EQ(m->config().kv_dtype_bytes, d.kv_dtype_bytes);
 }
 
 // The H200 file was fitted to packserve's CUDA forward on an H200 (forward_bench, graph-replayed
@@ -112,12 +179,12 @@ TEST(CostModel, H200FileReproducesTheMeasuredSteps) {
 }
 
 std::string json_with(const std::string& model_extra, const std::string& device_extra,
-                      const std::string& heads = "8") {
+                      const std::string& heads = "8", const std::string& dtype_bytes = "2") {
   return R"({"name": "t", "model": {"num_layers": 2, "hidden_size": 64, "num_qo_heads": 8,
     "num_kv_heads": )" +
          heads + R"(, "head_dim": 8, "intermediate_size": 128, "vocab_size": 100,
-    "dtype_bytes": 2)" +
-         model_extra + R"(}, "device": {"hbm_bytes_per_s": 1e12,
+    "dtype_bytes": )" +
+         dtype_bytes + model_extra + R"(}, "device": {"hbm_bytes_per_s": 1e12,
     "gemm_flops_per_s": 1e14, "attention_flops_per_s": 1e14, "kv_capacity_bytes": 1e9,
     "step_overhead_us": 0)" +
          device_extra + "}}";
@@ -148,6 +215,46 @@ TEST(CostModel, JsonValidation) {
   auto missing = CostModel::load("/nonexistent/cm.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+// model.kv_dtype_bytes is optional: absent, the KV cache is in model.dtype_bytes.
+TEST(CostModel, JsonKvDtypeBytesDefaultsToDtypeBytes) {
+  auto absent = CostModel::parse(json_with("", ""), "cm.json");
+  ASSERT_TRUE(absent.ok()) << absent.status().to_string();
+  EXPECT_EQ(absent->config().kv_dtype_bytes, 2);
+  EXPECT_DOUBLE_EQ(absent->kv_bytes_per_token(), 512.0);  // 2 * 2 layers * 8 heads * 8 * 2
+  // 1e9 / (512 * 16) = 122070.31 -> 122070 pages.
+  EXPECT_EQ(absent->num_kv_pages(16), 122070);
+  auto f32 = CostModel::parse(json_with("", "", "8", "4"), "cm.json");
+  ASSERT_TRUE(f32.ok()) << f32.status().to_string();
+  EXPECT_EQ(f32->config().kv_dtype_bytes, 4);
+
+  auto fp8 = CostModel::parse(json_with(", \"kv_dtype_bytes\": 1", ""), "cm.json");
+  ASSERT_TRUE(fp8.ok()) << fp8.status().to_string();
+  EXPECT_EQ(fp8->config().dtype_bytes, 2);
+  EXPECT_EQ(fp8->config().kv_dtype_bytes, 1);
+  EXPECT_DOUBLE_EQ(fp8->kv_bytes_per_token(), 256.0);  // 2 * 2 * 8 * 8 * 1
+  // 1e9 / (256 * 16) = 244140.625 -> 244140 pages.
+  EXPECT_EQ(fp8->num_kv_pages(16), 244140);
+  EXPECT_DOUBLE_EQ(fp8->weight_bytes_per_step(), absent->weight_bytes_per_step());
+}
+
+TEST(CostModel, JsonBadKvDtypeBytesNamesTheKey) {
+  for (const char* bad : {"0", "3", "-1", "8"}) {
+    SCOPED_TRACE(bad);
+    expect_bad(json_with(std::string(", \"kv_dtype_bytes\": ") + bad, ""),
+               std::string("model.kv_dtype_bytes: expected 1 (float8), 2 (bf16/fp16) or 4 (f32)"));
+    expect_bad(json_with(std::string(", \"kv_dtype_bytes\": ") + bad, ""),
+               std::string("got ") + bad);
+  }
+  expect_bad(json_with(", \"kv_dtype_bytes\": \"1\"", ""),
+             "model.kv_dtype_bytes: expected an integer, got \"1\"");
+  expect_bad(json_with(", \"kv_dtype_bytes\": 1.5", ""),
+             "model.kv_dtype_bytes: expected an integer, got 1.5");
+  // Absent, it takes model.dtype_bytes, which must then be a valid KV element size too.
+  expect_bad(json_with("", "", "8", "3"), "model.kv_dtype_bytes");
+  // A misspelling is still an unknown key, not a silent default.
+  expect_bad(json_with(", \"kv_dtype_byte\": 1", ""), "model.kv_dtype_byte: unknown key");
 }
 
 }  // namespace
