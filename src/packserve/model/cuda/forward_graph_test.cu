@@ -312,7 +312,13 @@ TEST(CudaForwardGraph, ReplayedDecodeStepsEqualEager) {
 // Float8 KV pool: the replayed epilogue writes e4m3 bytes and the attention reads them.
 void expect_fp8_replays_equal_eager(WeightQuantization quantization, KvCacheDtype kv_cache_dtype) {
   const ModelConfig c = llama_bf16();
-  const ModelWeights w = tu::make_weights(c);
+  ModelWeights w = tu::make_weights(c);
+  // A float8 KV pool with per-layer scales other than 1 (a checkpoint's), which the captured
+  // launches carry.
+  for (size_t l = 0; kv_cache_dtype == KvCacheDtype::kFp8E4m3 && l < w.layers.size(); ++l) {
+    w.layers[l].k_scale = 0.37f + 0.5f * static_cast<float>(l);
+    w.layers[l].v_scale = 1.9f / (1.0f + static_cast<float>(l));
+  }
   Backends be = make_backends(w, 16, quantization, kv_cache_dtype);
   ASSERT_TRUE(be.eager && be.graph);
   Rng rng(29);
