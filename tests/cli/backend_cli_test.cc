@@ -1,7 +1,8 @@
 // backend_cli_test.cc: --backend cpu|cuda|auto of `packserve generate`, `serve` and
 // `bench --in-process` as a user runs them (label cpu): cpu and auto (on a machine without a
 // GPU) give the same greedy tokens, cuda without a CUDA build or device exits 2 naming the
-// cause and the way out, a bad name exits 2 naming the choices.
+// cause and the way out, a bad name exits 2 naming the choices, --kv-cache-dtype fp8 runs on
+// the cpu with its e4m3 pool.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -148,7 +149,13 @@ TEST(BackendCli, QuantizationIsCheckedAndRefusedOnTheCpu) {
   EXPECT_TRUE(cpu.out.empty()) << cpu.out;
 }
 
-TEST(BackendCli, KvCacheDtypeIsCheckedAndRefusedOnTheCpu) {
+// --kv-cache-dtype fp8 (= fp8_e4m3) runs on the cpu backend: the log names the e4m3 pool, its
+// page count is the cpu rule's (--num-pages 0: 2048, the flag does not change it) and its bytes
+// are one per element: the tiny dummy model (2 layers, 2 KV heads x 64) has 2 x 2 x 16 x 128
+// = 8192 elements per 16-token page, so 2048 pages hold 16 MiB (64 MiB in f32) and 64 pages
+// 0.5 MiB. The run finishes with tokens (which may differ from the f32 run's).
+TEST(BackendCli, KvCacheDtypeIsCheckedAndRunsOnTheCpu) {
+  const std::string kInfo = "--log-level info ";  // the backend's summary line is at info
   const CliRun bad =
       run_packserve(kGenerate + "--prompts " + prompts_file() + " --kv-cache-dtype int4");
   EXPECT_EQ(bad.exit_code, 2);
@@ -157,19 +164,27 @@ TEST(BackendCli, KvCacheDtypeIsCheckedAndRefusedOnTheCpu) {
       << bad.err;
   EXPECT_TRUE(bad.out.empty()) << bad.out;
   for (const std::string name : {"fp8", "fp8_e4m3"}) {
-    const CliRun cpu =
-        run_packserve(kGenerate + "--prompts " + prompts_file() + " --kv-cache-dtype " + name);
-    EXPECT_EQ(cpu.exit_code, 2) << name;
-    EXPECT_NE(cpu.err.find("--kv-cache-dtype fp8: needs --backend cuda (the cpu backend keeps "
-                           "its KV pool in f32)"),
+    const CliRun cpu = run_packserve(kInfo + kGenerate + "--prompts " + prompts_file() +
+                                     " --backend cpu --kv-cache-dtype " + name);
+    ASSERT_EQ(cpu.exit_code, 0) << name << ": " << cpu.err;
+    EXPECT_NE(cpu.err.find("backend cpu: 2048 KV pages x 16 tokens (fp8_e4m3, 16.00 MiB)"),
               std::string::npos)
         << cpu.err;
-    EXPECT_TRUE(cpu.out.empty()) << cpu.out;
+    EXPECT_NE(cpu.out.find("\"token_ids\""), std::string::npos) << cpu.out;
+    const CliRun pages = run_packserve(kInfo + kGenerate + "--prompts " + prompts_file() +
+                                       " --kv-cache-dtype " + name + " --num-pages 64");
+    ASSERT_EQ(pages.exit_code, 0) << pages.err;
+    EXPECT_NE(pages.err.find("backend cpu: 64 KV pages x 16 tokens (fp8_e4m3, 0.50 MiB)"),
+              std::string::npos)
+        << pages.err;
   }
-  // The default, and auto by name, run on the cpu.
+  // The default, and auto by name: the f32 pool.
   const CliRun dflt =
-      run_packserve(kGenerate + "--prompts " + prompts_file() + " --kv-cache-dtype auto");
+      run_packserve(kInfo + kGenerate + "--prompts " + prompts_file() + " --kv-cache-dtype auto");
   EXPECT_EQ(dflt.exit_code, 0) << dflt.err;
+  EXPECT_NE(dflt.err.find("backend cpu: 2048 KV pages x 16 tokens (f32, 64.00 MiB)"),
+            std::string::npos)
+      << dflt.err;
 }
 
 }  // namespace

@@ -71,9 +71,6 @@ Status validate(const BatchLayout& layout) {
     return invalid_argument("dtype = " + str(static_cast<int64_t>(layout.dtype)) +
                             ": expected f32, f16 or bf16");
   }
-  if (layout.kv_fp8 && layout.dtype == DType::kF32) {
-    return invalid_argument("kv_fp8 with dtype = f32: a float8 KV cache needs dtype f16 or bf16");
-  }
   if (layout.num_pages < 0) {
     return invalid_argument("num_pages = " + str(layout.num_pages) + ": expected >= 0");
   }

@@ -39,8 +39,10 @@ struct BatchLayout {
   int page_size = 0;           // tokens per page, 1..256
   int num_pages = 0;           // pages in the pool; every page index must be < num_pages
   DType dtype = DType::kBF16;  // Q and output element type; K and V too unless kv_fp8
-  // K and V pages hold float8 e4m3 bytes (a float8 KV cache, scale 1: the bytes are the
-  // values) instead of `dtype` elements. Only with dtype f16 or bf16.
+  // K and V pages hold float8 e4m3 bytes (a float8 KV cache) instead of `dtype` elements;
+  // their values times AttentionTensors::k_scale / v_scale (tensors.h, 1 by default) are the
+  // keys and values. Any dtype: the CPU executor takes f32 too (the CPU backend's f32 queries),
+  // the CUDA kernels only f16 / bf16, as without kv_fp8.
   bool kv_fp8 = false;
 
   std::vector<int32_t> qo_indptr;         // [batch_size + 1], qo_indptr[0] = 0
@@ -81,11 +83,11 @@ struct BatchLayout {
 // offending index and what was expected, e.g.
 //   "kv_page_indptr[3] = 17 < kv_page_indptr[2] = 20: offsets must be non-decreasing".
 // Rules: head counts > 0 and num_qo_heads % num_kv_heads == 0, group_size <= kMaxGroupSize;
-// head_dim in kSupportedHeadDims; page_size in [1, 256]; dtype f32/f16/bf16 (f16/bf16 with
-// kv_fp8); qo_indptr and
-// kv_page_indptr of length batch_size + 1, starting at 0, non-decreasing, ending at the
-// length of their arrays; every page index in [0, num_pages); kv_last_page_len in
-// [1, page_size]; each request has >= 1 page and q_len >= 1 and q_len <= kv_len.
+// head_dim in kSupportedHeadDims; page_size in [1, 256]; dtype f32/f16/bf16 (with or without
+// kv_fp8); qo_indptr and kv_page_indptr of length batch_size + 1, starting at 0,
+// non-decreasing, ending at the length of their arrays; every page index in [0, num_pages);
+// kv_last_page_len in [1, page_size]; each request has >= 1 page and q_len >= 1 and
+// q_len <= kv_len.
 // Never reads out of bounds, whatever the input.
 Status validate(const BatchLayout& layout);
 

@@ -129,16 +129,15 @@ TEST(BatchLayoutValidate, RejectsUnknownDtype) {
   expect_rejected(l, "dtype");
 }
 
-TEST(BatchLayoutValidate, Fp8KvNeedsA16BitDtype) {
+// Any query dtype takes float8 K/V pages: f16 / bf16 (the CUDA backend), f32 (the CPU one).
+TEST(BatchLayoutValidate, Fp8KvWithEveryDtype) {
   BatchLayout l = good_layout();
   l.kv_fp8 = true;
-  for (DType d : {DType::kF16, DType::kBF16}) {
+  for (DType d : {DType::kF32, DType::kF16, DType::kBF16}) {
     l.dtype = d;
-    EXPECT_TRUE(validate(l).ok());
+    EXPECT_TRUE(validate(l).ok()) << dtype_name(d);
     EXPECT_EQ(l.kv_dtype(), DType::kFP8E4M3);
   }
-  l.dtype = DType::kF32;
-  expect_rejected(l, "kv_fp8 with dtype = f32");
 }
 
 TEST(BatchLayoutValidate, RejectsNegativeNumPages) {

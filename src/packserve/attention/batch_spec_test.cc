@@ -140,19 +140,23 @@ TEST(BatchSpecParse, RejectsUnknownDtype) {
 }
 
 TEST(BatchSpecParse, Fp8KvDtype) {
-  const Result<BatchSpec> spec =
-      parse_batch_spec(example_with("\"dtype\":\"bf16\"", "\"dtype\":\"bf16\",\"kv_dtype\":\"fp8_e4m3\""));
+  const Result<BatchSpec> spec = parse_batch_spec(
+      example_with("\"dtype\":\"bf16\"", "\"dtype\":\"bf16\",\"kv_dtype\":\"fp8_e4m3\""));
   ASSERT_TRUE(spec.ok()) << spec.status().to_string();
   EXPECT_TRUE(spec->kv_fp8);
   EXPECT_TRUE(parse_batch_spec(to_json(*spec))->kv_fp8);  // round trip
-  const Result<BatchSpec> same =
-      parse_batch_spec(example_with("\"dtype\":\"bf16\"", "\"dtype\":\"bf16\",\"kv_dtype\":\"bf16\""));
+  const Result<BatchSpec> same = parse_batch_spec(
+      example_with("\"dtype\":\"bf16\"", "\"dtype\":\"bf16\",\"kv_dtype\":\"bf16\""));
   ASSERT_TRUE(same.ok());
   EXPECT_FALSE(same->kv_fp8);
   expect_parse_error(example_with("\"dtype\":\"bf16\"", "\"dtype\":\"bf16\",\"kv_dtype\":\"f16\""),
                      "kv_dtype: expected \"fp8_e4m3\" or the dtype \"bf16\", got \"f16\"");
-  expect_parse_error(example_with("\"dtype\":\"bf16\"", "\"dtype\":\"f32\",\"kv_dtype\":\"fp8_e4m3\""),
-                     "a float8 KV cache needs dtype f16 or bf16");
+  // f32 queries over float8 pages (the CPU backend's float8 KV cache).
+  const Result<BatchSpec> f32 = parse_batch_spec(
+      example_with("\"dtype\":\"bf16\"", "\"dtype\":\"f32\",\"kv_dtype\":\"fp8_e4m3\""));
+  ASSERT_TRUE(f32.ok()) << f32.status().to_string();
+  EXPECT_TRUE(f32->kv_fp8);
+  EXPECT_EQ(f32->dtype, DType::kF32);
 }
 
 TEST(BatchSpecParse, LoadReportsUnreadableFile) {
@@ -388,16 +392,19 @@ TEST(BatchSpecBuild, Fp8KvPagesAreE4m3Bytes) {
   spec.dtype = DType::kF32;
   const Result<BatchData> wide = build_batch(spec, BuildOptions{false});
   ASSERT_TRUE(wide.ok());
-  const Result<BatchData> narrow = build_batch([&] {
-    BatchSpec s = spec;
-    s.dtype = DType::kBF16;
-    s.kv_fp8 = true;
-    return s;
-  }(), BuildOptions{false});
+  const Result<BatchData> narrow = build_batch(
+      [&] {
+        BatchSpec s = spec;
+        s.dtype = DType::kBF16;
+        s.kv_fp8 = true;
+        return s;
+      }(),
+      BuildOptions{false});
   for (size_t i = 0; i < narrow->layout.kv_page_elements(); ++i) {
     const float v = load_as_float(wide->v_pages.data(), i, wide->layout.dtype);
     ASSERT_EQ(load_as_float(narrow->v_pages.data(), i, DType::kFP8E4M3),
-              round_to_dtype(v, DType::kFP8E4M3)) << i;
+              round_to_dtype(v, DType::kFP8E4M3))
+        << i;
   }
 }
 

@@ -16,6 +16,8 @@ Result<std::vector<double>> reference_attention(const BatchLayout& layout,
   const int num_heads = layout.num_qo_heads;
   const int d_head = layout.head_dim;
   const DType dtype = layout.dtype, kv_dtype = layout.kv_dtype();
+  // 1 without kv_fp8 (check_tensors); the products are exact in double.
+  const double k_scale = tensors.k_scale, v_scale = tensors.v_scale;
   std::vector<double> out(layout.q_elements(), 0.0);
   std::vector<double> q(d_head), scores, k, v;
   for (int r = 0; r < layout.batch_size(); ++r) {
@@ -33,9 +35,9 @@ Result<std::vector<double>> reference_attention(const BatchLayout& layout,
             d_head;
         for (int d = 0; d < d_head; ++d) {
           k[static_cast<size_t>(j) * d_head + d] =
-              load_as_float(tensors.k_pages.data(), base + d, kv_dtype);
+              load_as_float(tensors.k_pages.data(), base + d, kv_dtype) * k_scale;
           v[static_cast<size_t>(j) * d_head + d] =
-              load_as_float(tensors.v_pages.data(), base + d, kv_dtype);
+              load_as_float(tensors.v_pages.data(), base + d, kv_dtype) * v_scale;
         }
       }
       for (int i = 0; i < layout.q_len(r); ++i) {

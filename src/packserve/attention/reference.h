@@ -4,7 +4,8 @@
 // head h / group_size;
 //   out[row, h, :] = sum_j softmax_j(sm_scale * q·k_j) * v_j
 // computed in double on the stored (already rounded) inputs, so it is the exact attention of
-// the values a kernel sees, up to float64 rounding.
+// the values a kernel sees, up to float64 rounding. Float8 pages (kv_fp8): k_j and v_j are the
+// bytes' e4m3 values times k_scale and v_scale (tensors.h), multiplied in double.
 // Thread-safety: a pure function.
 #pragma once
 

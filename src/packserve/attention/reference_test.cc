@@ -96,6 +96,56 @@ TEST(Reference, Bf16InputsAreReadAsStored) {
   EXPECT_NEAR((*out)[(1 * 2 + 0) * 64 + 1], 4.0 * w + 8.0 * (1.0 - w), 1e-12);
 }
 
+// The same case over float8 pages (1, 4 and 8 are exact e4m3 values; NaN pages stay NaN)
+// with k_scale 0.5 and v_scale 3: keys k0 = 0.5 e0, k1 = 0; values v0 = 12 e1, v1 = 24 e1.
+// Row 0 sees key 0 only: 12 e1. Row 1: head 0 scores (ln(3) / 2, 0), weights (w, 1 - w) with
+// w = sqrt(3) / (sqrt(3) + 1), out = (12 w + 24 (1 - w)) e1; head 1: (1/2, 1/2), 18 e1.
+TEST(Reference, Fp8PagesReadAsTheirValuesTimesTheScales) {
+  TinyCase c;
+  c.layout.kv_fp8 = true;
+  const auto to_e4m3 = [](const std::vector<float>& f) {
+    std::vector<std::byte> b(f.size());
+    for (size_t i = 0; i < f.size(); ++i) b[i] = std::byte{e4m3_from_float(f[i])};
+    return b;
+  };
+  const auto qb = to_bytes(c.q), kb = to_e4m3(c.k), vb = to_e4m3(c.v);
+  AttentionTensors t{qb, kb, vb, 1.0f};
+  t.k_scale = 0.5f;
+  t.v_scale = 3.0f;
+  const Result<std::vector<double>> out = reference_attention(c.layout, t);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const auto at = [&](int row, int head, int d) { return (*out)[(row * 2 + head) * 64 + d]; };
+  // q holds ln(3) rounded to f32 (relative 2^-24): the weight moves by < 1e-7.
+  const double w = std::sqrt(3.0) / (std::sqrt(3.0) + 1.0), tol = 1e-6;
+  EXPECT_NEAR(at(0, 0, 1), 12.0, tol);
+  EXPECT_NEAR(at(0, 1, 1), 12.0, tol);
+  EXPECT_NEAR(at(1, 0, 1), 12.0 * w + 24.0 * (1.0 - w), tol);
+  EXPECT_NEAR(at(1, 1, 1), 18.0, tol);
+  EXPECT_EQ(at(1, 0, 0), 0.0);
+}
+
+// k_scale / v_scale: finite and > 0 over float8 pages, exactly 1 over any other pages.
+TEST(Reference, RejectsBadKvScales) {
+  TinyCase c;
+  const auto qb = to_bytes(c.q), kb = to_bytes(c.k), vb = to_bytes(c.v);
+  AttentionTensors t{qb, kb, vb, 1.0f};
+  t.k_scale = 2.0f;
+  const Status not_fp8 = reference_attention(c.layout, t).status();
+  EXPECT_EQ(not_fp8.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(not_fp8.message(), "k_scale = 2.000000: expected 1 (the pages are not float8)");
+  c.layout.kv_fp8 = true;
+  const std::vector<std::byte> kb8(kb.size() / 4), vb8(kb8.size());
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    AttentionTensors t8{qb, kb8, vb8, 1.0f};
+    t8.v_scale = bad;
+    const Status s = reference_attention(c.layout, t8).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("v_scale = "), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(": expected a finite value > 0"), std::string::npos) << s.message();
+  }
+}
+
 TEST(Reference, RejectsMismatchedTensorSizes) {
   TinyCase c;
   const auto qb = to_bytes(c.q), kb = to_bytes(c.k), vb = to_bytes(c.v);

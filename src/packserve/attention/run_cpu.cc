@@ -2,6 +2,7 @@
 #include "packserve/attention/run_cpu.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -170,6 +171,28 @@ void load_f32(std::span<const std::byte> data, size_t offset, int count, DType d
   }
 }
 
+// The value of every e4m3 byte times `scale`, each product rounded once to f32: float8 K/V
+// pages decode through it, one table load per element (e4m3_value costs an ldexp and branches).
+using E4m3Table = std::array<float, 256>;
+E4m3Table e4m3_table(float scale) {
+  E4m3Table table;
+  for (int b = 0; b < 256; ++b) {
+    table[static_cast<size_t>(b)] = e4m3_value(static_cast<uint8_t>(b)) * scale;
+  }
+  return table;
+}
+
+// load_f32 of K/V elements; e4m3 bytes become table[byte] (their values times the scale).
+void load_kv(std::span<const std::byte> data, size_t offset, int count, DType dtype,
+             const E4m3Table& table, float* dst) {
+  if (dtype != DType::kFP8E4M3) {
+    load_f32(data, offset, count, dtype, dst);
+    return;
+  }
+  const std::byte* src = data.data() + offset;
+  for (int d = 0; d < count; ++d) dst[d] = table[static_cast<uint8_t>(src[d])];
+}
+
 // Dot product in a fixed order: 8 interleaved lanes, then a fixed tree (n % 8 == 0).
 float dot8(const float* a, const float* b, int n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -188,6 +211,7 @@ struct Executor {
   const BatchLayout& layout;
   const AttentionTensors& tensors;
   std::span<float> out;
+  E4m3Table k_table, v_table;      // kv_fp8: e4m3 values times k_scale / v_scale
   std::vector<float> partial_o;    // [num_kv_heads, num_partial_slots, group_size, head_dim]
   std::vector<float> partial_lse;  // [num_kv_heads, num_partial_slots, group_size]
 
@@ -211,8 +235,8 @@ struct Executor {
                layout.num_kv_heads +
            kv_head) *
           d_head;
-      load_f32(tensors.k_pages, base, d_head, layout.kv_dtype(), s.k.data() + t * d_head);
-      load_f32(tensors.v_pages, base, d_head, layout.kv_dtype(), s.v.data() + t * d_head);
+      load_kv(tensors.k_pages, base, d_head, layout.kv_dtype(), k_table, s.k.data() + t * d_head);
+      load_kv(tensors.v_pages, base, d_head, layout.kv_dtype(), v_table, s.v.data() + t * d_head);
     }
     s.q.resize(d_head);
     s.acc.resize(d_head);
@@ -301,6 +325,8 @@ Status run_cpu(const Plan& plan, const BatchLayout& layout, const AttentionTenso
       layout,
       tensors,
       out,
+      e4m3_table(tensors.k_scale),
+      e4m3_table(tensors.v_scale),
       std::vector<float>(slot_floats * layout.head_dim, std::numeric_limits<float>::quiet_NaN()),
       std::vector<float>(slot_floats, std::numeric_limits<float>::quiet_NaN())};
   const int workers = options.num_threads;

@@ -15,7 +15,9 @@
 // their order, never on tile sizes, on the other rows of the item or on the thread count: a
 // deterministic plan gives a request the same bits in any batch, and any num_threads gives
 // the same bits. Tile configurations are ignored on the CPU.
-// Inputs are converted to f32 exactly (f16/bf16 -> f32 is exact); compute is f32.
+// Inputs are converted to f32 exactly (f16/bf16 -> f32 is exact); a float8 page's byte b reads
+// as e4m3_value(b) * k_scale (v_scale), that product rounded once to f32, through a 256-entry
+// table per tensor (tensors.h); compute is f32.
 //
 // Preconditions: the layout passed validate(). The plan is bounds-checked before anything is
 // computed (items, rows, KV ranges, slots, merge map, no output written twice), so a broken

@@ -261,6 +261,43 @@ TEST(RunCpu, Fp8KvPlanWithMergesMatchesReference) {
   }
 }
 
+// The CPU backend's float8 KV cache: f32 queries over e4m3 pages with per-layer scales. Oracle:
+// the reference over the unscaled bytes with sm_scale * k_scale, times v_scale (the scales
+// folded by hand, as the CUDA kernel folds them), so the executor's scaled decoding table is
+// checked against arithmetic that does not use it. Each table entry is the product rounded
+// once to f32 (relative 2^-24), far inside the tolerance.
+TEST(RunCpu, Fp8KvWithF32QueriesAndScalesMatchesFoldedReference) {
+  testing::RandomBatchOptions fp8;
+  fp8.kv_fp8 = true;
+  const float k_scale = 0.37f, v_scale = 1.9f;
+  for (uint64_t seed = 170; seed < 170 + kNumRandomBatches / 2; ++seed) {
+    BatchSpec spec = testing::random_batch_spec(seed, fp8);
+    spec.dtype = DType::kF32;
+    SCOPED_TRACE("seed " + std::to_string(seed) + " spec " + to_json(spec));
+    const BatchData data = build(spec);
+    ASSERT_EQ(data.q.size(), data.layout.q_elements() * 4);
+    AttentionTensors scaled = data.tensors();
+    scaled.k_scale = k_scale;
+    scaled.v_scale = v_scale;
+    std::vector<float> out(data.layout.q_elements(), std::numeric_limits<float>::quiet_NaN());
+    const Status s = run_cpu(split_plan(data.layout, 3), data.layout, scaled, out, {2});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    AttentionTensors folded = data.tensors();
+    folded.sm_scale *= k_scale;
+    Result<std::vector<double>> ref = reference_attention(data.layout, folded);
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    for (double& x : *ref) x *= v_scale;
+    const OutputComparison c = compare_with_reference(data.layout, out, *ref, kAtol, kRtol);
+    EXPECT_TRUE(c.ok) << c.num_failed << " elements fail, first: " << c.first_failure;
+    // The reference's own scales agree with the folded ones.
+    const Result<std::vector<double>> direct = reference_attention(data.layout, scaled);
+    ASSERT_TRUE(direct.ok());
+    const OutputComparison d = compare_with_reference(
+        data.layout, std::vector<float>(direct->begin(), direct->end()), *ref, kAtol, kRtol);
+    EXPECT_TRUE(d.ok) << d.first_failure;
+  }
+}
+
 TEST(RunCpu, ThreadCountDoesNotChangeBits) {
   for (uint64_t seed = 300; seed < 306; ++seed) {
     const BatchData data = build(testing::random_batch_spec(seed));
@@ -359,6 +396,14 @@ TEST(RunCpuRejects, MalformedInputsAndPlans) {
     BatchData short_k = tiny_batch();
     short_k.k_pages.pop_back();
     expect_run_rejected(good, short_k, "k_pages");
+  }
+  {
+    AttentionTensors scaled = data.tensors();  // a scale over pages that are not float8
+    scaled.v_scale = 0.5f;
+    std::vector<float> out(data.layout.q_elements(), -7.0f);
+    const Status s = run_cpu(good, data.layout, scaled, out);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(), "v_scale = 0.500000: expected 1 (the pages are not float8)");
   }
   Plan p = good;
   p.group_size = 1;

@@ -43,9 +43,11 @@ void add_backend_flags(CLI::App& cmd, BackendFlags& flags, const std::string& he
       ->capture_default_str();
   cmd.add_option("--kv-cache-dtype", flags.kv_cache_dtype,
                  help_prefix +
-                     "cuda: KV cache element type: auto (bf16) | fp8 | fp8_e4m3 (float8 e4m3, "
-                     "scale 1, saturating at +-448: half the KV bytes per token, about twice the "
-                     "pages; needs compute capability 8.9+)")
+                     "KV cache element type: auto (bf16 on cuda, f32 on cpu) | fp8 | fp8_e4m3 "
+                     "(float8 e4m3 with the checkpoint's per-layer K/V scales, else 1, "
+                     "saturating at +-448 x the scale; cuda: half the KV bytes per token, about "
+                     "twice the pages, needs compute capability 8.9+; cpu: a quarter of the "
+                     "bytes, the same --num-pages)")
       ->capture_default_str();
   cmd.add_option("--max-graph-rows", flags.max_graph_rows,
                  help_prefix +

@@ -14,8 +14,9 @@
 //   --quantization none|fp8        the layers' weights in bf16 or float8 e4m3 (cuda only;
 //                                  default none; docs/forward-cuda.md "Float8 weights")
 //   --kv-cache-dtype auto|fp8|fp8_e4m3
-//                                  the KV pool's elements in bf16 or float8 e4m3 (cuda only;
-//                                  default auto; model/kv_cache_dtype.h)
+//                                  the KV pool's elements in the compute type (bf16 on
+//                                  cuda, f32 on cpu) or float8 e4m3 (both backends; default
+//                                  auto; model/kv_cache_dtype.h)
 //   --max-graph-rows N             steps of at most N rows run as CUDA graph replays (default
 //                                  512; 0: every step eager)
 //   --graph-capture-after N        a step shape is captured at its N-th step (default 1)

@@ -6,6 +6,7 @@
 #include <new>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "packserve/attention/run_cpu.h"
 #include "packserve/attention/tensors.h"
@@ -40,6 +41,17 @@ std::span<const std::byte> as_bytes(const std::vector<float>& v) {
   return std::as_bytes(std::span<const float>(v));
 }
 
+// The first num_tokens token slots of each copy's src_page onto its dst_page, in one pool.
+template <typename T>
+void copy_page_tokens(const std::vector<kv::PageCopy>& copies, size_t token_elems,
+                      size_t page_elems, std::vector<T>& pages) {
+  for (const kv::PageCopy& c : copies) {
+    std::copy_n(pages.data() + static_cast<size_t>(c.src_page) * page_elems,
+                token_elems * static_cast<size_t>(c.num_tokens),
+                pages.data() + static_cast<size_t>(c.dst_page) * page_elems);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(
@@ -57,6 +69,22 @@ Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(
   }
   if (options.num_ctas < 1) {
     return invalid_argument("num_ctas = " + std::to_string(options.num_ctas) + ": expected >= 1");
+  }
+  const bool fp8 = options.kv_cache_dtype == KvCacheDtype::kFp8E4m3;
+  if (!fp8 && options.kv_cache_dtype != KvCacheDtype::kAuto) {
+    return invalid_argument(
+        "kv_cache_dtype = " + std::to_string(static_cast<int>(options.kv_cache_dtype)) +
+        ": expected auto or fp8_e4m3");
+  }
+  for (size_t i = 0; fp8 && i < weights.layers.size(); ++i) {
+    const LayerWeights& w = weights.layers[i];
+    for (const auto& [scale, name] : {std::pair{w.k_scale, "k_scale"}, {w.v_scale, "v_scale"}}) {
+      if (!(scale > 0.0f && std::isfinite(scale))) {
+        return invalid_argument("layers[" + std::to_string(i) + "]." + name + " = " +
+                                std::to_string(scale) +
+                                ": expected a finite KV cache scale > 0 (kv_cache_dtype fp8_e4m3)");
+      }
+    }
   }
   if (std::find(std::begin(attention::kSupportedHeadDims), std::end(attention::kSupportedHeadDims),
                 c.head_dim) == std::end(attention::kSupportedHeadDims)) {
@@ -96,14 +124,22 @@ Result<std::unique_ptr<CpuForwardBackend>> CpuForwardBackend::create(
       append_f32(w.gate_proj, l.gate_up_w);
       append_f32(w.up_proj, l.gate_up_w);
       l.down_w = to_f32(w.down_proj);
-      l.k_pages.assign(pool_elements, 0.0f);
-      l.v_pages.assign(pool_elements, 0.0f);
+      if (fp8) {
+        l.k_fp8.assign(pool_elements, 0);  // e4m3 +0
+        l.v_fp8.assign(pool_elements, 0);
+        l.k_scale = w.k_scale;
+        l.v_scale = w.v_scale;
+      } else {
+        l.k_pages.assign(pool_elements, 0.0f);
+        l.v_pages.assign(pool_elements, 0.0f);
+      }
     }
   } catch (const std::bad_alloc&) {
     return resource_exhausted("cpu forward: cannot allocate f32 weights and a KV pool of " +
                               std::to_string(pool.num_pages) + " pages x " +
                               std::to_string(pool.page_size) + " tokens x " +
-                              std::to_string(c.num_layers) + " layers");
+                              std::to_string(c.num_layers) + " layers (" +
+                              (fp8 ? "fp8_e4m3" : "f32") + ")");
   }
   return b;
 }
@@ -115,16 +151,32 @@ std::span<const float> CpuForwardBackend::v_pages(int layer) const {
   return layers_.at(static_cast<size_t>(layer)).v_pages;
 }
 
+std::span<const uint8_t> CpuForwardBackend::k_pages_fp8(int layer) const {
+  return layers_.at(static_cast<size_t>(layer)).k_fp8;
+}
+std::span<const uint8_t> CpuForwardBackend::v_pages_fp8(int layer) const {
+  return layers_.at(static_cast<size_t>(layer)).v_fp8;
+}
+
+size_t CpuForwardBackend::kv_pool_bytes() const {
+  size_t bytes = 0;
+  for (const Layer& l : layers_) {
+    bytes +=
+        (l.k_pages.size() + l.v_pages.size()) * sizeof(float) + l.k_fp8.size() + l.v_fp8.size();
+  }
+  return bytes;
+}
+
 void CpuForwardBackend::copy_pages(const std::vector<kv::PageCopy>& copies) {
   const size_t token_elems = static_cast<size_t>(config_.kv_size());
   const size_t page_elems = token_elems * static_cast<size_t>(pool_.page_size);
   for (Layer& l : layers_) {
-    for (const kv::PageCopy& c : copies) {
-      const size_t n = token_elems * static_cast<size_t>(c.num_tokens);
-      for (std::vector<float>* pages : {&l.k_pages, &l.v_pages}) {
-        std::copy_n(pages->data() + static_cast<size_t>(c.src_page) * page_elems, n,
-                    pages->data() + static_cast<size_t>(c.dst_page) * page_elems);
-      }
+    if (kv_fp8()) {  // a byte per element: the bytes are copied, never re-rounded
+      copy_page_tokens(copies, token_elems, page_elems, l.k_fp8);
+      copy_page_tokens(copies, token_elems, page_elems, l.v_fp8);
+    } else {
+      copy_page_tokens(copies, token_elems, page_elems, l.k_pages);
+      copy_page_tokens(copies, token_elems, page_elems, l.v_pages);
     }
   }
 }
@@ -134,6 +186,7 @@ Status CpuForwardBackend::forward(const ForwardBatch& batch, ForwardOutput& out)
   const int num_requests = batch.num_requests();
   if (num_requests > 0) {
     layout_ = make_attention_layout(batch, config_, pool_, DType::kF32);
+    layout_.kv_fp8 = kv_fp8();
     PS_RETURN_IF_ERROR(attention::validate(layout_));
     PS_ASSIGN_OR_RETURN(
         plan_,
@@ -270,16 +323,31 @@ Status CpuForwardBackend::run_layer(Layer& l, const ForwardBatch& batch) {
       const int64_t p = positions_[static_cast<size_t>(row)];
       const int64_t page = batch.page_ids[static_cast<size_t>(batch.page_indptr[r] + p / ps)];
       const int64_t slot = (page * ps + p % ps) * kvs;
-      std::copy_n(src + qs, kvs, l.k_pages.data() + slot);
-      std::copy_n(src + qs + kvs, kvs, l.v_pages.data() + slot);
+      if (kv_fp8()) {
+        // value / scale divided in f32 (as __fdiv_rn), then rounded once to e4m3.
+        for (int64_t i = 0; i < kvs; ++i) {
+          l.k_fp8[static_cast<size_t>(slot + i)] = e4m3_from_float(src[qs + i] / l.k_scale);
+          l.v_fp8[static_cast<size_t>(slot + i)] = e4m3_from_float(src[qs + kvs + i] / l.v_scale);
+        }
+      } else {
+        std::copy_n(src + qs, kvs, l.k_pages.data() + slot);
+        std::copy_n(src + qs + kvs, kvs, l.v_pages.data() + slot);
+      }
     }
   }
 
   attn_.resize(static_cast<size_t>(rows * qs));
   attention::AttentionTensors tensors;
   tensors.q = as_bytes(q_);
-  tensors.k_pages = as_bytes(l.k_pages);
-  tensors.v_pages = as_bytes(l.v_pages);
+  if (kv_fp8()) {  // run_cpu reads byte b as e4m3_value(b) * scale
+    tensors.k_pages = std::as_bytes(std::span<const uint8_t>(l.k_fp8));
+    tensors.v_pages = std::as_bytes(std::span<const uint8_t>(l.v_fp8));
+    tensors.k_scale = l.k_scale;
+    tensors.v_scale = l.v_scale;
+  } else {
+    tensors.k_pages = as_bytes(l.k_pages);
+    tensors.v_pages = as_bytes(l.v_pages);
+  }
   tensors.sm_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   PS_RETURN_IF_ERROR(attention::run_cpu(plan_, layout_, tensors, attn_,
                                         attention::RunCpuOptions{options_.num_threads}));

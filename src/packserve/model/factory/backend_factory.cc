@@ -30,6 +30,12 @@ std::string gib(size_t bytes) {
   return buf;
 }
 
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f MiB", static_cast<double>(bytes) / double(1 << 20));
+  return buf;
+}
+
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 Result<CreatedBackend> make_cpu(const BackendOptions& o) {
@@ -38,12 +44,15 @@ Result<CreatedBackend> make_cpu(const BackendOptions& o) {
   cpu.num_threads = o.num_threads;
   cpu.sample_threads = o.sample_threads;
   cpu.plan = o.plan;
+  cpu.kv_cache_dtype = o.kv_cache_dtype;
   PS_ASSIGN_OR_RETURN(auto backend, CpuForwardBackend::create(*o.weights, pool, cpu));
   CreatedBackend made;
+  const bool fp8 = o.kv_cache_dtype == KvCacheDtype::kFp8E4m3;
+  made.summary = "backend cpu: " + str(pool.num_pages) + " KV pages x " + str(pool.page_size) +
+                 " tokens (" + (fp8 ? "fp8_e4m3" : "f32") + ", " + mib(backend->kv_pool_bytes()) +
+                 "), " + str(o.num_threads) + " attention thread(s)";
   made.backend = std::move(backend);
   made.pool = pool;
-  made.summary = "backend cpu: " + str(pool.num_pages) + " KV pages x " + str(pool.page_size) +
-                 " tokens, " + str(o.num_threads) + " attention thread(s)";
   return made;
 }
 
@@ -197,6 +206,11 @@ size_t gpu_kv_page_bytes(const ModelConfig& c, int32_t page_size, KvCacheDtype k
          static_cast<size_t>(c.kv_size()) * kv_cache_element_bytes(kv_cache_dtype);
 }
 
+size_t cpu_kv_page_bytes(const ModelConfig& c, int32_t page_size, KvCacheDtype kv_cache_dtype) {
+  return 2 * static_cast<size_t>(c.num_layers) * static_cast<size_t>(page_size) *
+         static_cast<size_t>(c.kv_size()) * cpu_kv_cache_element_bytes(kv_cache_dtype);
+}
+
 size_t gpu_page_workspace_bytes(const ModelConfig& c) {
   const size_t per_page_id =
       attention::kPlanInt32PerItemRow * sizeof(int32_t) +
@@ -257,10 +271,6 @@ Result<CreatedBackend> make_forward_backend(const BackendOptions& options) {
     return invalid_argument(
         "--quantization fp8: needs --backend cuda (the cpu backend computes in f32 from the "
         "checkpoint's values)");
-  }
-  if (kind == BackendKind::kCpu && options.kv_cache_dtype != KvCacheDtype::kAuto) {
-    return invalid_argument(
-        "--kv-cache-dtype fp8: needs --backend cuda (the cpu backend keeps its KV pool in f32)");
   }
   if (kind == BackendKind::kCpu && options.tensor_parallel != 1) {
     return invalid_argument("--tensor-parallel-size = " + str(options.tensor_parallel) +

@@ -8,7 +8,9 @@
 //         kFailedPrecondition when the build has CUDA but no device is visible.
 //   auto  cuda when this build has CUDA and a device is visible, else cpu.
 //
-// KV pool sizing (num_pages = 0, the default): on the CPU, cpu_default_num_pages; on the GPU,
+// KV pool sizing (num_pages = 0, the default): on the CPU, cpu_default_num_pages whatever the
+// kv_cache_dtype (a page count: kFp8E4m3 keeps the pages and takes a quarter of the f32
+// bytes, cpu_kv_page_bytes below); on the GPU,
 // what fits in gpu_memory_utilization x total device memory after everything else, as vLLM's
 // --gpu-memory-utilization (gpu_kv_pages_for_memory below; docs/forward-cuda.md "KV pool").
 // A num_pages > 0 is used as given on both.
@@ -66,8 +68,9 @@ struct BackendOptions {
   // The layers' matrices in bf16 or float8 (CudaForwardOptions::quantization); kFp8 with the
   // cpu backend is kInvalidArgument.
   WeightQuantization quantization = WeightQuantization::kNone;
-  // The KV pool's elements in bf16 or float8 e4m3 (CudaForwardOptions::kv_cache_dtype; sizes
-  // the pool through gpu_kv_page_bytes); kFp8E4m3 with the cpu backend is kInvalidArgument.
+  // Both backends: the KV pool's elements in the compute type (bf16 on cuda, f32 on cpu) or
+  // float8 e4m3 with the layers' k_scale / v_scale (CudaForwardOptions::kv_cache_dtype, which
+  // sizes the GPU pool through gpu_kv_page_bytes; CpuForwardOptions::kv_cache_dtype).
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   int max_graph_rows = 512;     // CudaStepOptions::max_graph_rows (0: no CUDA graphs)
   int graph_capture_after = 1;  // CudaStepOptions::graph_capture_after (>= 1)
@@ -94,6 +97,12 @@ bool cuda_device_available();
 // kUnimplemented / kFailedPrecondition as above for cuda; kResourceExhausted when the KV pool
 // sized from GPU memory would have fewer than one page (the message gives the budget).
 Result<CreatedBackend> make_forward_backend(const BackendOptions& options);
+
+// Bytes of one KV page of the CPU backend: k and v, every layer, f32 (kAuto) or e4m3 bytes
+// (kFp8E4m3): 2 x num_layers x page_size x kv_size x cpu_kv_cache_element_bytes. The CPU
+// pool takes num_pages of them (CpuForwardBackend::kv_pool_bytes); the summary line says so.
+size_t cpu_kv_page_bytes(const ModelConfig& config, int32_t page_size,
+                         KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto);
 
 // --- GPU KV sizing, a pure function (tested on the CPU) ---------------------------------
 

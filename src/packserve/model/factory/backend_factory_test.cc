@@ -60,7 +60,8 @@ TEST(BackendFactory, CpuEqualsDirectCpuBackend) {
   EXPECT_EQ(made->backend->name(), "cpu");
   EXPECT_EQ(made->pool.num_pages, 8);  // num_pages = 0: the CPU default
   EXPECT_EQ(made->pool.page_size, 16);
-  EXPECT_NE(made->summary.find("backend cpu: 8 KV pages"), std::string::npos) << made->summary;
+  EXPECT_EQ(made->summary,
+            "backend cpu: 8 KV pages x 16 tokens (f32, 0.25 MiB), 1 attention thread(s)");
 
   auto direct = CpuForwardBackend::create(w, KvPoolShape{8, 16}, CpuForwardOptions{});
   ASSERT_TRUE(direct.ok());
@@ -73,6 +74,62 @@ TEST(BackendFactory, CpuEqualsDirectCpuBackend) {
   auto explicit_pages = make_forward_backend(o);
   ASSERT_TRUE(explicit_pages.ok());
   EXPECT_EQ(explicit_pages->pool.num_pages, 5);
+}
+
+// --kv-cache-dtype fp8 on the cpu: the option reaches CpuForwardBackend, the page count is
+// the CPU rule's (cpu_default_num_pages, or num_pages as given: the dtype does not change it)
+// and the pool takes a byte per element. Hand-computed, llama_config: 2 layers, kv_size =
+// 2 KV heads x 64 = 128, so a 16-token page is 2 x 2 x 16 x 128 = 8192 elements: 8192 bytes
+// in e4m3, 32768 in f32; 8 pages: 65536 bytes (0.06 MiB) against 262144 (0.25 MiB).
+TEST(BackendFactory, CpuFp8KvCacheKeepsThePageCountAtAByteAnElement) {
+  const ModelWeights w = testing_util::make_weights(testing_util::llama_config());
+  EXPECT_EQ(cpu_kv_page_bytes(w.config, 16, KvCacheDtype::kFp8E4m3), size_t{8192});
+  EXPECT_EQ(cpu_kv_page_bytes(w.config, 16, KvCacheDtype::kAuto), size_t{32768});
+  EXPECT_EQ(cpu_kv_page_bytes(w.config, 16), size_t{32768});
+  BackendOptions o;
+  o.kind = BackendKind::kCpu;
+  o.weights = &w;
+  o.cpu_default_num_pages = 8;
+  o.kv_cache_dtype = KvCacheDtype::kFp8E4m3;
+  auto made = make_forward_backend(o);
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  EXPECT_EQ(made->pool.num_pages, 8);
+  EXPECT_EQ(made->pool.page_size, 16);
+  const auto* cpu = dynamic_cast<const CpuForwardBackend*>(made->backend.get());
+  ASSERT_NE(cpu, nullptr);
+  EXPECT_EQ(cpu->kv_cache_dtype(), KvCacheDtype::kFp8E4m3);
+  EXPECT_EQ(cpu->kv_pool_bytes(), size_t{65536});
+  EXPECT_TRUE(cpu->k_pages(0).empty());
+  EXPECT_EQ(cpu->k_pages_fp8(0).size(), size_t{8 * 16 * 128});
+  EXPECT_EQ(made->summary,
+            "backend cpu: 8 KV pages x 16 tokens (fp8_e4m3, 0.06 MiB), 1 attention thread(s)");
+
+  // The same backend made directly: bit-identical logits.
+  CpuForwardOptions direct_options;
+  direct_options.kv_cache_dtype = KvCacheDtype::kFp8E4m3;
+  auto direct = CpuForwardBackend::create(w, KvPoolShape{8, 16}, direct_options);
+  ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+  const std::vector<float> a = run_prefill(*made->backend, w.config.vocab_size);
+  const std::vector<float> b = run_prefill(**direct, w.config.vocab_size);
+  ASSERT_EQ(a.size(), static_cast<size_t>(w.config.vocab_size));
+  EXPECT_EQ(a, b);
+  // ...and not the f32 pool's (the option is not dropped on the way).
+  auto f32 = CpuForwardBackend::create(w, KvPoolShape{8, 16}, CpuForwardOptions{});
+  ASSERT_TRUE(f32.ok());
+  EXPECT_NE(a, run_prefill(**f32, w.config.vocab_size));
+
+  o.num_pages = 5;  // an explicit num_pages wins, in e4m3 too
+  auto explicit_pages = make_forward_backend(o);
+  ASSERT_TRUE(explicit_pages.ok());
+  EXPECT_EQ(explicit_pages->pool.num_pages, 5);
+  EXPECT_EQ(dynamic_cast<const CpuForwardBackend&>(*explicit_pages->backend).kv_pool_bytes(),
+            5 * cpu_kv_page_bytes(w.config, 16, KvCacheDtype::kFp8E4m3));
+
+  o.kv_cache_dtype = KvCacheDtype::kAuto;  // the f32 pool of the same 5 pages: 5 x 32768 bytes
+  auto auto_made = make_forward_backend(o);
+  ASSERT_TRUE(auto_made.ok());
+  EXPECT_EQ(dynamic_cast<const CpuForwardBackend&>(*auto_made->backend).kv_pool_bytes(),
+            size_t{5 * 32768});
 }
 
 TEST(BackendFactory, AutoWithoutDeviceIsCpu) {
@@ -138,13 +195,6 @@ TEST(BackendFactory, BadOptionsNameTheField) {
             "--quantization fp8: needs --backend cuda (the cpu backend computes in f32 from the "
             "checkpoint's values)");
   o.quantization = WeightQuantization::kNone;
-  o.kv_cache_dtype = KvCacheDtype::kFp8E4m3;
-  const auto cpu_fp8_kv = make_forward_backend(o);
-  EXPECT_EQ(cpu_fp8_kv.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      cpu_fp8_kv.status().message(),
-      "--kv-cache-dtype fp8: needs --backend cuda (the cpu backend keeps its KV pool in f32)");
-  o.kv_cache_dtype = KvCacheDtype::kAuto;
   o.tensor_parallel = 2;
   auto cpu_tp = make_forward_backend(o);
   EXPECT_EQ(cpu_tp.status().code(), StatusCode::kInvalidArgument);
