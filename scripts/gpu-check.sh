@@ -9,6 +9,8 @@
 #   4. scripts/spec-bench.sh (prompt-lookup speculative decoding on qwen3-0.6b dummies, and
 #      float8 against bf16 weights end to end) and
 #      scripts/gpu_peers.py (PyTorch),
+#   4b. scripts/fp8-kv-scales-check.sh (a checkpoint's K/V cache scales through generate
+#      --kv-cache-dtype fp8 on the qwen3-0.6b copy model),
 #   5. scripts/model_gpu_check.py (our CUDA and CPU forward vs transformers, through
 #      forward_logits and packserve, on the copy dummy models; HF_ARGS="--inits copy,random"
 #      adds the random ones, about 4 minutes more)
@@ -34,7 +36,7 @@
 # The timeline step: attention_bench --timeline on the decode, PAT and prefill cases (every
 # work item's SM, start and end) summarised by scripts/timeline.py into $OUT/timeline.md.
 # Env: OUT (default ./out), GPU_CHECK_SKIP (comma list of
-# tests,sanitizer,cli,bench,timeline,profile,spec,peers,hf).
+# tests,sanitizer,cli,bench,timeline,profile,spec,kvscales,peers,hf).
 # The cli step runs `packserve attention verify --device cuda` on data/batches/*.json and
 # `packserve attention bench --device cuda` on data/batches/default.json.
 set -uo pipefail
@@ -206,6 +208,11 @@ if ! skip spec; then  # speculative decoding against one token per step (scripts
     timeout 120 scripts/spec-bench.sh >/dev/null 2>"$OUT/fp8-generate.err"
   echo "fp8 generate rc=$?"
   cp "$fp8_out/spec-bench.md" "$OUT/fp8-generate.md" 2>/dev/null; rm -rf "$fp8_out"
+fi
+if ! skip kvscales; then  # checkpoint K/V scales end to end (scripts/fp8-kv-scales-check.sh)
+  BIN="$BIN/packserve" BACKEND=cuda OUT="$OUT" timeout 300 scripts/fp8-kv-scales-check.sh \
+    >"$OUT/kvscales.md" 2>"$OUT/kvscales.err"
+  echo "fp8 kv scales rc=$?"; cat "$OUT/kvscales.md"
 fi
 if ! skip peers; then
   PYTHONUNBUFFERED=1 timeout 300 python3 scripts/gpu_peers.py ${PEERS_ARGS:-} >"$OUT/peers.jsonl" 2>"$OUT/peers.err"
