@@ -59,9 +59,9 @@ std::filesystem::path write_temp(const std::string& name, const std::string& tex
 }
 
 TEST(AttentionVerifyCli, EveryPolicyVerifiesTheBundledBatchesWithOneJsonLine) {
-  for (const char* batch : {"batches/default.json", "batches/decode_shared_prefix.json",
-                            "batches/decode_shared_prefix_fp8kv.json",
-                            "batches/prefill_f32_page1.json"}) {
+  for (const char* batch :
+       {"batches/default.json", "batches/decode_shared_prefix.json",
+        "batches/decode_shared_prefix_fp8kv.json", "batches/prefill_f32_page1.json"}) {
     for (const char* policy : {"naive", "balanced", "prefix"}) {
       for (const char* det : {"", " --deterministic"}) {
         SCOPED_TRACE(std::string(batch) + " " + policy + det);

@@ -42,11 +42,6 @@ int fail_input(const Status& status) {
   return 2;
 }
 
-// The report's name of the KV element type: the flag's choice, fp8 under its full name.
-const char* kv_cache_dtype_name(model::KvCacheDtype d) {
-  return d == model::KvCacheDtype::kFp8E4m3 ? "fp8_e4m3" : "auto";
-}
-
 json summary_json(const sched::LatencySummary& s) {
   return {{"p50", s.p50}, {"p90", s.p90}, {"p99", s.p99}, {"mean", s.mean}, {"count", s.count}};
 }
@@ -59,7 +54,7 @@ json report_json(const SimulationReport& r, const SimulateArgs& a, const trace::
           {"policy", a.policy},
           {"packing", a.packing},
           {"cost_model", cm.config().name},
-          {"kv_cache_dtype", kv_cache_dtype_name(kv_cache_dtype)},
+          {"kv_cache_dtype", std::string(model::kv_cache_dtype_name(kv_cache_dtype))},
           {"kv_dtype_bytes", cm.config().kv_dtype_bytes},
           {"time_scale", a.window.time_scale},
           {"start_s", a.window.start_s},
@@ -105,7 +100,7 @@ void print_text(const SimulationReport& r, const SimulateArgs& a, const trace::T
               a.packing.c_str(), a.window.time_scale);
   std::printf("cost model: %s\n", cm.config().name.c_str());
   std::printf("kv cache dtype %s (kv_dtype_bytes %lld, %.0f KV bytes per token)\n",
-              kv_cache_dtype_name(kv_cache_dtype),
+              std::string(model::kv_cache_dtype_name(kv_cache_dtype)).c_str(),
               static_cast<long long>(cm.config().kv_dtype_bytes), cm.kv_bytes_per_token());
   std::printf("requests %lld, completed %lld, kv_exhausted %lld, makespan %.2f s\n",
               static_cast<long long>(r.requests), static_cast<long long>(r.completed),

@@ -240,7 +240,8 @@ std::vector<std::byte> f32_bytes(const std::vector<float>& values) {
 // linear weights float8 with a different scale format per projection (blocks of 64 x 64), next
 // to the bf16 checkpoint of their dequantized values (computed here): both load to the same
 // bytes. The float8 one also carries input_scale / input_scale_ub tensors, which are ignored,
-// and k_scale / v_scale tensors of 1 (a float8 KV cache's scales, checkpoint_test.cc). Then: a float8 weight without its scale is refused, naming both.
+// and k_scale / v_scale tensors of 1 (a float8 KV cache's scales, checkpoint_test.cc). Then: a
+// float8 weight without its scale is refused, naming both.
 TEST(Fp8Weights, Fp8CheckpointLoadsAsItsDequantizedBf16Twin) {
   ModelConfig c = testing_util::llama_config();
   c.dtype = DType::kBF16;

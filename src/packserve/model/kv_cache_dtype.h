@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 namespace packserve::model {
 
@@ -17,6 +18,12 @@ enum class KvCacheDtype {
   // (attention/cuda/run_cuda.h, DeviceBatch::kv_fp8; on the CPU attention/run_cpu.h).
   kFp8E4m3,
 };
+
+// The canonical name (parse_kv_cache_dtype of backend_factory.h also takes "fp8"): "auto" or
+// "fp8_e4m3".
+inline constexpr std::string_view kv_cache_dtype_name(KvCacheDtype d) {
+  return d == KvCacheDtype::kFp8E4m3 ? "fp8_e4m3" : "auto";
+}
 
 // Bytes of one K or V element in the CUDA backend's pool: its allocation and the factory's
 // sizing.

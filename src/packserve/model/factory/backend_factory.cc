@@ -201,14 +201,22 @@ size_t gpu_non_kv_bytes(const ModelConfig& c, int32_t max_batch_rows, int32_t ma
   return mat * 2 + mat8 + vec * 4 + activations + logits + kGpuFixedReserveBytes;
 }
 
-size_t gpu_kv_page_bytes(const ModelConfig& c, int32_t page_size, KvCacheDtype kv_cache_dtype) {
+namespace {
+
+// K and V of every layer for page_size tokens, element_bytes each.
+size_t kv_page_bytes(const ModelConfig& c, int32_t page_size, size_t element_bytes) {
   return 2 * static_cast<size_t>(c.num_layers) * static_cast<size_t>(page_size) *
-         static_cast<size_t>(c.kv_size()) * kv_cache_element_bytes(kv_cache_dtype);
+         static_cast<size_t>(c.kv_size()) * element_bytes;
+}
+
+}  // namespace
+
+size_t gpu_kv_page_bytes(const ModelConfig& c, int32_t page_size, KvCacheDtype kv_cache_dtype) {
+  return kv_page_bytes(c, page_size, kv_cache_element_bytes(kv_cache_dtype));
 }
 
 size_t cpu_kv_page_bytes(const ModelConfig& c, int32_t page_size, KvCacheDtype kv_cache_dtype) {
-  return 2 * static_cast<size_t>(c.num_layers) * static_cast<size_t>(page_size) *
-         static_cast<size_t>(c.kv_size()) * cpu_kv_cache_element_bytes(kv_cache_dtype);
+  return kv_page_bytes(c, page_size, cpu_kv_cache_element_bytes(kv_cache_dtype));
 }
 
 size_t gpu_page_workspace_bytes(const ModelConfig& c) {
